@@ -1,0 +1,337 @@
+//! Replays a recording through the pipeline: decode → address spaces → pair
+//! fault entries with completions → classify → count samples by raw stack and
+//! raw target. `record` and `report` both come through here.
+//!
+//! The hot path (one completed fault) does a few hash lookups and no
+//! allocation: frames are looked up in the process's mappings, interned into
+//! the [`StackTable`], and the sample is counted under a [`SampleKey`].
+
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+
+use crate::classify::{classify, Access, FaultClass, TargetMapping};
+use crate::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample};
+use crate::perf_data::RecordingMeta;
+use crate::process::{MapKind, ModuleId, Place, Processes};
+use crate::stacks::{FrameKey, StackId, StackTable};
+
+/// perf call-chain context markers are the top 4095 values of u64.
+const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
+const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+
+/// Where a fault landed, before symbolization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetKey {
+    /// In a module (file mapping or its bss tail) at this file offset.
+    Module {
+        /// The module.
+        module: ModuleId,
+        /// File offset of the faulting address.
+        file_offset: u64,
+        /// True for the anonymous bss tail.
+        bss_tail: bool,
+    },
+    /// A named pseudo mapping (`[vdso]`).
+    Pseudo(ModuleId),
+    /// `[heap]`.
+    Heap,
+    /// `[stack]` (reported or inferred).
+    Stack,
+    /// Other anonymous memory.
+    Anon,
+    /// No known mapping.
+    Unknown,
+}
+
+/// What a fault is counted under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SampleKey {
+    /// Process.
+    pub pid: i32,
+    /// Class.
+    pub class: FaultClass,
+    /// Access.
+    pub access: Access,
+    /// Interned user (and optionally kernel) stack.
+    pub stack: StackId,
+    /// Target.
+    pub target: TargetKey,
+}
+
+/// Per-process fault totals.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessCounts {
+    /// Minor faults.
+    pub minor: u64,
+    /// Major faults.
+    pub major: u64,
+    /// COW faults.
+    pub cow: u64,
+}
+
+/// Everything counted while replaying.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    /// Faults by class.
+    pub by_class: [u64; 3],
+    /// Faults by class × access.
+    pub by_class_access: [[u64; 4]; 3],
+    /// Major faults on anonymous memory (swap-ins).
+    pub major_swap: u64,
+    /// Major faults on files.
+    pub major_file: u64,
+    /// Faults taken in kernel mode on user memory.
+    pub kernel_mode: u64,
+    /// Records the kernel dropped.
+    pub lost: u64,
+    /// Completed faults without a matching entry tracepoint.
+    pub unpaired: u64,
+    /// Entry tracepoints with no completion (spurious faults, SIGSEGV, retries).
+    pub entries_without_completion: u64,
+    /// Samples without a call chain.
+    pub no_callchain: u64,
+}
+
+/// The counted, unsymbolized profile.
+#[derive(Default)]
+pub struct Profile {
+    /// Metadata written by `record`.
+    pub meta: Option<RecordingMeta>,
+    /// Command line from the perf header.
+    pub cmdline: Option<Vec<String>>,
+    /// Processes and modules.
+    pub processes: Processes,
+    /// Per-process totals.
+    pub process_counts: FxHashMap<i32, ProcessCounts>,
+    /// Interned stacks.
+    pub stacks: StackTable,
+    /// Fault counts.
+    pub counts: FxHashMap<SampleKey, u64>,
+    /// Totals.
+    pub totals: Totals,
+    /// Whether the recording has fault-entry tracepoints.
+    pub has_entries: bool,
+    /// Replay counters.
+    pub decode: DecodeStats,
+}
+
+/// Options of the analysis.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnalyzeOptions {
+    /// Keep kernel frames.
+    pub kernel: bool,
+    /// Analyse the intact part of a damaged recording.
+    pub partial: bool,
+}
+
+struct Analyzer {
+    profile: Profile,
+    options: AnalyzeOptions,
+    pending: FxHashMap<i32, FaultEntry>,
+    scratch: Vec<FrameKey>,
+}
+
+fn target_key(place: Place) -> TargetKey {
+    match place {
+        Place::Module {
+            module,
+            file_offset,
+            kind: MapKind::Pseudo(_),
+        } => {
+            let _ = file_offset;
+            TargetKey::Pseudo(module)
+        }
+        Place::Module {
+            module,
+            file_offset,
+            kind,
+        } => TargetKey::Module {
+            module,
+            file_offset,
+            bss_tail: matches!(kind, MapKind::BssTail(_)),
+        },
+        Place::Region(MapKind::Heap) => TargetKey::Heap,
+        Place::Region(MapKind::Stack) | Place::InferredStack => TargetKey::Stack,
+        Place::Region(_) => TargetKey::Anon,
+        Place::Unknown => TargetKey::Unknown,
+    }
+}
+
+impl Analyzer {
+    fn on_event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Fault(sample) => self.on_fault(sample),
+            Event::Entry(entry) => {
+                if entry.addr_avma < crate::process::USER_TOP
+                    && self.pending.insert(entry.tid, entry).is_some()
+                {
+                    self.profile.totals.entries_without_completion += 1;
+                }
+            }
+            Event::Mmap {
+                pid,
+                avma,
+                len,
+                file_offset,
+                prot,
+                flags,
+                path,
+                build_id,
+                ..
+            } => {
+                let path = path.as_slice();
+                self.profile.processes.on_mmap(
+                    pid,
+                    avma,
+                    len,
+                    file_offset,
+                    prot,
+                    flags,
+                    &path,
+                    build_id,
+                );
+            }
+            Event::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+            } => self
+                .profile
+                .processes
+                .on_comm(pid, tid, &name.as_slice(), exec),
+            Event::Fork { pid, ppid, tid } => self.profile.processes.on_fork(pid, ppid, tid),
+            Event::Exit => {}
+            Event::Lost { count } => self.profile.totals.lost += count,
+        }
+    }
+
+    fn on_fault(&mut self, sample: FaultSample<'_>) {
+        let profile = &mut self.profile;
+        let entry = match self.pending.remove(&sample.tid) {
+            Some(e) if e.addr_avma >> 12 == sample.addr_avma >> 12 => Some(e),
+            Some(_) => {
+                profile.totals.entries_without_completion += 1;
+                None
+            }
+            None => None,
+        };
+        if entry.is_none() {
+            profile.totals.unpaired += 1; // zeroed at the end if the recording has no entries
+        }
+        let mapping = profile
+            .processes
+            .mapping(sample.pid, sample.addr_avma)
+            .map(|m| TargetMapping {
+                file_backed: m.is_file_backed(),
+                private: m.is_private(),
+                writable: m.is_writable(),
+            });
+        let (class, access) = classify(sample.major, entry.map(|e| e.error_code), mapping);
+        let place = profile.processes.place(sample.pid, sample.addr_avma);
+        let target = target_key(place);
+        if class == FaultClass::Major {
+            match target {
+                TargetKey::Module {
+                    bss_tail: false, ..
+                } => profile.totals.major_file += 1,
+                _ => profile.totals.major_swap += 1,
+            }
+        }
+        if sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode) {
+            profile.totals.kernel_mode += 1;
+        }
+
+        // Frames, leaf first.
+        self.scratch.clear();
+        match &sample.callchain {
+            Some(chain) => {
+                let mut context = PERF_CONTEXT_USER;
+                let mut first_user = true;
+                for i in 0..chain.len() {
+                    let Some(avma) = chain.get(i) else { break };
+                    if avma >= PERF_CONTEXT_MAX {
+                        context = avma;
+                        continue;
+                    }
+                    if context == PERF_CONTEXT_KERNEL {
+                        if self.options.kernel {
+                            self.scratch.push(FrameKey::Kernel { avma });
+                        }
+                        continue;
+                    }
+                    // The first user frame is the faulting instruction; the
+                    // others are return addresses: look up the call instruction.
+                    let lookup_avma = if first_user {
+                        avma
+                    } else {
+                        avma.saturating_sub(1)
+                    };
+                    first_user = false;
+                    self.scratch
+                        .push(match profile.processes.place(sample.pid, lookup_avma) {
+                            Place::Module {
+                                module,
+                                file_offset,
+                                kind: MapKind::File(_) | MapKind::Pseudo(_),
+                            } => FrameKey::Code {
+                                module,
+                                lookup_file_offset: file_offset,
+                            },
+                            _ => FrameKey::Unknown,
+                        });
+                }
+            }
+            None => profile.totals.no_callchain += 1,
+        }
+        let stack = profile.stacks.intern_leaf_first(&self.scratch);
+
+        let class_index = class as usize;
+        profile.totals.by_class[class_index] += 1;
+        profile.totals.by_class_access[class_index][access as usize] += 1;
+        let per_process = profile.process_counts.entry(sample.pid).or_default();
+        match class {
+            FaultClass::Minor => per_process.minor += 1,
+            FaultClass::Major => per_process.major += 1,
+            FaultClass::Cow => per_process.cow += 1,
+        }
+        *profile
+            .counts
+            .entry(SampleKey {
+                pid: sample.pid,
+                class,
+                access,
+                stack,
+                target,
+            })
+            .or_insert(0) += 1;
+    }
+}
+
+/// Replays a recording into a [`Profile`].
+pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeError> {
+    let mut analyzer = Analyzer {
+        profile: Profile::default(),
+        options,
+        pending: FxHashMap::default(),
+        scratch: Vec::with_capacity(128),
+    };
+    let (header, stats) = decode::replay(path, options.partial, |event| analyzer.on_event(event))?;
+    let mut profile = analyzer.profile;
+    profile.has_entries = header.kinds.iter().any(|k| {
+        matches!(
+            k,
+            decode::EventKind::EntryUser | decode::EventKind::EntryKernel
+        )
+    });
+    if !profile.has_entries {
+        profile.totals.unpaired = 0;
+    }
+    profile.totals.entries_without_completion += analyzer.pending.len() as u64;
+    profile.meta = header.meta;
+    profile.cmdline = header.cmdline;
+    profile.decode = stats;
+    Ok(profile)
+}

@@ -1,0 +1,152 @@
+//! Command line: clap derive types, converted into plain configs for `main`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::render::ClassSelection;
+
+/// pfprof: a page-fault profiler. Records every page fault of a command (its
+/// threads and children) with call chains and data addresses, classifies them
+/// as minor, major or copy-on-write, and attributes them to code and target.
+#[derive(Debug, Parser)]
+#[command(name = "pfprof", version, about, long_about = None)]
+#[command(
+    after_help = "Exit codes: record returns the command's status (128+N if it died from signal N); \
+2 permission or configuration error; 126 command cannot be executed; 127 command not found; 1 other errors."
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Run a command under the profiler and write pfprof.data, reports and flame graphs.
+    Record(RecordArgs),
+    /// Print the report of a recording.
+    Report(ReportArgs),
+    /// Write folded stacks and SVG flame graphs of a recording.
+    Flamegraph(FlamegraphArgs),
+}
+
+/// Call-graph modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CallGraph {
+    /// Frame pointers (the kernel walks them).
+    Fp,
+}
+
+/// Analysis options shared by every subcommand.
+#[derive(Debug, Args, Clone)]
+pub struct AnalysisArgs {
+    /// Keep kernel frames in stacks (symbolized from /proc/kallsyms).
+    #[arg(long)]
+    pub kernel: bool,
+    /// Rows per class in the text report.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}
+
+/// `pfprof record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Output directory (an existing one is moved to <DIR>.old).
+    #[arg(short, long, default_value = "pfprof-out")]
+    pub output: PathBuf,
+    /// Record one fault in N (1 = every fault).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub period: u64,
+    /// Data pages per CPU ring buffer (power of two).
+    #[arg(long, default_value_t = 4096)]
+    pub mmap_pages: usize,
+    /// How call chains are collected.
+    #[arg(long, value_enum, default_value_t = CallGraph::Fp)]
+    pub call_graph: CallGraph,
+    /// Do not print the report at the end.
+    #[arg(short, long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    /// Analysis options.
+    pub analysis: AnalysisArgs,
+    /// The command to profile, after `--`.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<String>,
+}
+
+/// Report formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable text.
+    Text,
+    /// report.json.
+    Json,
+}
+
+/// `pfprof report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Recording directory or pfprof.data file.
+    #[arg(short, long, default_value = "pfprof-out")]
+    pub input: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Analyse the intact part of a truncated or damaged recording.
+    #[arg(long)]
+    pub partial: bool,
+    #[command(flatten)]
+    /// Analysis options.
+    pub analysis: AnalysisArgs,
+}
+
+/// `pfprof flamegraph`.
+#[derive(Debug, Args)]
+pub struct FlamegraphArgs {
+    /// Recording directory or pfprof.data file.
+    #[arg(short, long, default_value = "pfprof-out")]
+    pub input: PathBuf,
+    /// Output directory (default: the recording's directory).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Which class to draw (default: every class and `all`).
+    #[arg(long, value_enum)]
+    pub class: Option<ClassSelection>,
+    /// Analyse the intact part of a truncated or damaged recording.
+    #[arg(long)]
+    pub partial: bool,
+    #[command(flatten)]
+    /// Analysis options.
+    pub analysis: AnalysisArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks.
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// The command after `--` keeps its own flags.
+    #[test]
+    fn trailing_command() {
+        let cli = Cli::try_parse_from(["pfprof", "record", "-o", "d", "--", "ls", "-l", "--color"])
+            .unwrap();
+        let Action::Record(args) = cli.action else {
+            panic!("not record")
+        };
+        assert_eq!(args.command, ["ls", "-l", "--color"]);
+        assert_eq!(args.output, PathBuf::from("d"));
+    }
+}

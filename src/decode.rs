@@ -1,0 +1,424 @@
+//! Bytes → typed events: replays a perf.data recording (pfprof's own, through
+//! `linux-perf-data`, merged across CPUs by time) and hands each record to a
+//! callback as a borrowed [`Event`]. Nothing here allocates per sample.
+//!
+//! A record that does not parse is counted in [`DecodeStats`], never fatal.
+
+use std::fs::File;
+use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use linux_perf_data::linux_perf_event_reader::{
+    CpuMode, EventRecord, Mmap2FileId, PerfEventType, RawData, RawDataU64, SoftwareCounterType,
+};
+use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+use thiserror::Error;
+
+use crate::perf_data::{repair, HeaderFacts, RecordingMeta, PFPROF_META_FEATURE};
+
+/// Why a recording cannot be read.
+#[derive(Debug, Error)]
+pub enum DecodeError {
+    /// The file cannot be opened.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The header or attributes do not parse.
+    #[error("{path} is not a readable perf.data recording: {source}")]
+    Header {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: linux_perf_data::Error,
+    },
+    /// The data section ends early or is corrupt.
+    #[error("{path} is truncated or corrupt after {records} records ({source}); rerun with --partial to analyse the intact part")]
+    Truncated {
+        /// The file.
+        path: String,
+        /// Records read before the damage.
+        records: u64,
+        /// The cause.
+        source: linux_perf_data::Error,
+    },
+}
+
+/// Which of the recorded events a sample belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// `minor-faults` (completed minor fault).
+    Minor,
+    /// `major-faults` (completed major fault).
+    Major,
+    /// `exceptions:page_fault_user` (fault entry, user mode).
+    EntryUser,
+    /// `exceptions:page_fault_kernel` (fault entry, kernel mode).
+    EntryKernel,
+    /// Anything else (ignored).
+    Other,
+}
+
+/// A completed fault, from `minor-faults` / `major-faults`.
+pub struct FaultSample<'a> {
+    /// Major or minor, as the kernel counted it.
+    pub major: bool,
+    /// Process.
+    pub pid: i32,
+    /// Thread.
+    pub tid: i32,
+    /// The faulting data address (avma).
+    pub addr_avma: u64,
+    /// Whether the fault was taken in kernel mode.
+    pub kernel_mode: bool,
+    /// Call chain, leaf first, with perf's context markers.
+    pub callchain: Option<RawDataU64<'a>>,
+}
+
+/// A fault entry, from the `exceptions:page_fault_*` tracepoints.
+#[derive(Debug, Clone, Copy)]
+pub struct FaultEntry {
+    /// Thread.
+    pub tid: i32,
+    /// Faulting address.
+    pub addr_avma: u64,
+    /// x86 error code: bit 0 present, bit 1 write, bit 4 instruction fetch.
+    pub error_code: u64,
+    /// Kernel-mode fault (`page_fault_kernel`).
+    pub kernel_mode: bool,
+}
+
+/// One decoded record.
+pub enum Event<'a> {
+    /// A completed fault.
+    Fault(FaultSample<'a>),
+    /// A fault entry with its error code.
+    Entry(FaultEntry),
+    /// A new mapping (mmap, mprotect split, brk growth, exec's segments).
+    Mmap {
+        /// Process.
+        pid: i32,
+        /// Start address.
+        avma: u64,
+        /// Length in bytes.
+        len: u64,
+        /// Offset of the mapping in its file.
+        file_offset: u64,
+        /// PROT_* bits (mmap2 only).
+        prot: u32,
+        /// MAP_* bits (mmap2 only).
+        flags: u32,
+        /// Path, or `//anon`, `[heap]`, `[vdso]` ...
+        path: RawData<'a>,
+        /// GNU build-id when the kernel provided it (mmaps are rare: owned is fine).
+        build_id: Option<Vec<u8>>,
+    },
+    /// Thread name change; `exec` = the process exec'd (address space reset).
+    Comm {
+        /// Process.
+        pid: i32,
+        /// Thread.
+        tid: i32,
+        /// New name.
+        name: RawData<'a>,
+        /// Set for exec.
+        exec: bool,
+    },
+    /// New thread or process.
+    Fork {
+        /// New process.
+        pid: i32,
+        /// Parent process.
+        ppid: i32,
+        /// New thread.
+        tid: i32,
+    },
+    /// Thread exit.
+    Exit,
+    /// The kernel dropped `count` records (ring buffer full).
+    Lost {
+        /// Number of records lost.
+        count: u64,
+    },
+}
+
+/// Counters of what replay saw.
+#[derive(Debug, Default, Clone)]
+pub struct DecodeStats {
+    /// Records read.
+    pub records: u64,
+    /// Records that did not parse (counted, skipped).
+    pub bad_records: u64,
+    /// Set when the recording was repaired or `--partial` stopped at a damaged spot.
+    pub truncated: Option<String>,
+    /// Time of the first and last record.
+    pub first_time: Option<u64>,
+    /// Time of the last record.
+    pub last_time: Option<u64>,
+}
+
+/// A recording's header facts.
+pub struct Header {
+    /// pfprof's metadata, if the recording was finished by pfprof.
+    pub meta: Option<RecordingMeta>,
+    /// Event kinds by attr index.
+    pub kinds: Vec<EventKind>,
+    /// Command line from the perf header.
+    pub cmdline: Option<Vec<String>>,
+}
+
+fn kind_of(attr: &linux_perf_data::AttributeDescription) -> EventKind {
+    match (&attr.attr.type_, attr.name()) {
+        (PerfEventType::Software(SoftwareCounterType::PageFaultsMin), _) => EventKind::Minor,
+        (PerfEventType::Software(SoftwareCounterType::PageFaultsMaj), _) => EventKind::Major,
+        (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_user") => {
+            EventKind::EntryUser
+        }
+        (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_kernel") => {
+            EventKind::EntryKernel
+        }
+        _ => EventKind::Other,
+    }
+}
+
+/// Reads a u64 at `offset` of a tracepoint's raw data (little endian).
+fn raw_u64(raw: &RawData<'_>, offset: usize) -> Option<u64> {
+    let mut bytes = [0u8; 8];
+    raw.get(offset..offset + 8)?.read_exact(&mut bytes).ok()?;
+    Some(u64::from_le_bytes(bytes))
+}
+
+/// Replays `path`, calling `on_event` for each record in time order.
+///
+/// A recording that pfprof could not finish (killed) is repaired in memory
+/// and read up to its last complete record; a file cut short elsewhere is an
+/// error unless `partial` asks for the same repair.
+pub fn replay(
+    path: &Path,
+    partial: bool,
+    on_event: impl FnMut(Event<'_>),
+) -> Result<(Header, DecodeStats), DecodeError> {
+    let display = path.display().to_string();
+    let open_error = |source| DecodeError::Open {
+        path: display.clone(),
+        source,
+    };
+    let mut file = File::open(path).map_err(open_error)?;
+    let len = file.metadata().map_err(open_error)?.len();
+    let mut head = Vec::with_capacity(104);
+    (&mut file)
+        .take(104)
+        .read_to_end(&mut head)
+        .map_err(open_error)?;
+    let header_error = |what: &str| DecodeError::Header {
+        path: display.clone(),
+        source: linux_perf_data::Error::IoError(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            what.to_string(),
+        )),
+    };
+    let facts = HeaderFacts::parse(&head)
+        .ok_or_else(|| header_error("not a perf.data (PERFILE2) file, or its header is cut"))?;
+    let data_end = facts.data.0.saturating_add(facts.data.1);
+    let killed = !facts.finished();
+    let mut on_event = on_event;
+    if facts.finished() && data_end <= len {
+        file.seek(SeekFrom::Start(0)).map_err(open_error)?;
+        match replay_from(
+            BufReader::with_capacity(1 << 20, file),
+            &display,
+            partial,
+            None,
+            &mut on_event,
+        ) {
+            // Only the feature sections are cut: --partial repairs that too.
+            Err(DecodeError::Header { .. }) if partial => {}
+            result => return result,
+        }
+    }
+    if !killed && !partial {
+        return Err(DecodeError::Truncated {
+            path: display,
+            records: 0,
+            source: linux_perf_data::Error::IoError(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the data section ends at byte {data_end} but the file has {len} bytes"),
+            )),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(open_error)?;
+    let (image, kept) = repair(&bytes).ok_or_else(|| header_error("its attributes are damaged"))?;
+    let why = if killed {
+        format!("the recording was not finished (pfprof was killed?); read its {kept} bytes of complete records")
+    } else {
+        format!("the recording is cut short; read its first {kept} bytes of complete records")
+    };
+    replay_from(
+        Cursor::new(image),
+        &display,
+        partial,
+        Some(why),
+        &mut on_event,
+    )
+}
+
+fn replay_from<R: Read + Seek>(
+    reader: R,
+    display: &str,
+    partial: bool,
+    repaired: Option<String>,
+    mut on_event: impl FnMut(Event<'_>),
+) -> Result<(Header, DecodeStats), DecodeError> {
+    let display = display.to_string();
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(reader).map_err(|source| DecodeError::Header {
+        path: display.clone(),
+        source,
+    })?;
+    let kinds: Vec<EventKind> = perf_file.event_attributes().iter().map(kind_of).collect();
+    let meta = perf_file
+        .feature_section_data(Feature(PFPROF_META_FEATURE))
+        .and_then(|bytes| serde_json::from_slice::<RecordingMeta>(bytes).ok());
+    let cmdline = perf_file
+        .cmdline()
+        .ok()
+        .flatten()
+        .map(|v| v.iter().map(|s| s.to_string()).collect());
+    let header = Header {
+        meta,
+        kinds: kinds.clone(),
+        cmdline,
+    };
+
+    let mut stats = DecodeStats {
+        truncated: repaired,
+        ..DecodeStats::default()
+    };
+    loop {
+        let record = match record_iter.next_record(&mut perf_file) {
+            Ok(Some(record)) => record,
+            Ok(None) => break,
+            Err(source) => {
+                if partial {
+                    stats.truncated = Some(format!("after {} records: {source}", stats.records));
+                    break;
+                }
+                return Err(DecodeError::Truncated {
+                    path: display,
+                    records: stats.records,
+                    source,
+                });
+            }
+        };
+        stats.records += 1;
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        let parsed = match record.parse() {
+            Ok(parsed) => parsed,
+            Err(_) => {
+                stats.bad_records += 1;
+                continue;
+            }
+        };
+        if let Some(t) = record.timestamp() {
+            stats.first_time.get_or_insert(t);
+            stats.last_time = Some(t);
+        }
+        let kind = kinds.get(attr_index).copied().unwrap_or(EventKind::Other);
+        let event = match parsed {
+            EventRecord::Sample(s) => match kind {
+                EventKind::Minor | EventKind::Major => {
+                    let (Some(pid), Some(tid), Some(addr)) = (s.pid, s.tid, s.addr) else {
+                        stats.bad_records += 1;
+                        continue;
+                    };
+                    Event::Fault(FaultSample {
+                        major: kind == EventKind::Major,
+                        pid,
+                        tid,
+                        addr_avma: addr,
+                        kernel_mode: s.cpu_mode == CpuMode::Kernel,
+                        callchain: s.callchain,
+                    })
+                }
+                EventKind::EntryUser | EventKind::EntryKernel => {
+                    let fields = s
+                        .raw
+                        .as_ref()
+                        .and_then(|raw| Some((raw_u64(raw, 8)?, raw_u64(raw, 24)?)));
+                    let (Some(tid), Some((addr, error_code))) = (s.tid, fields) else {
+                        stats.bad_records += 1;
+                        continue;
+                    };
+                    Event::Entry(FaultEntry {
+                        tid,
+                        addr_avma: addr,
+                        error_code,
+                        kernel_mode: kind == EventKind::EntryKernel,
+                    })
+                }
+                EventKind::Other => continue,
+            },
+            EventRecord::Mmap2(m) => Event::Mmap {
+                pid: m.pid,
+                avma: m.address,
+                len: m.length,
+                file_offset: m.page_offset,
+                prot: m.protection,
+                flags: m.flags,
+                path: m.path,
+                build_id: match m.file_id {
+                    Mmap2FileId::BuildId(id) => Some(id),
+                    Mmap2FileId::InodeAndVersion(_) => None,
+                },
+            },
+            EventRecord::Mmap(m) => Event::Mmap {
+                pid: m.pid,
+                avma: m.address,
+                len: m.length,
+                file_offset: m.page_offset,
+                prot: libc::PROT_READ as u32
+                    | if m.is_executable {
+                        libc::PROT_EXEC as u32
+                    } else {
+                        0
+                    },
+                flags: libc::MAP_PRIVATE as u32,
+                path: m.path,
+                build_id: None,
+            },
+            EventRecord::Comm(c) => Event::Comm {
+                pid: c.pid,
+                tid: c.tid,
+                name: c.name,
+                exec: c.is_execve,
+            },
+            EventRecord::Fork(f) => Event::Fork {
+                pid: f.pid,
+                ppid: f.ppid,
+                tid: f.tid,
+            },
+            EventRecord::Exit(_) => Event::Exit,
+            EventRecord::Lost(l) => Event::Lost { count: l.count },
+            EventRecord::Raw(r) if r.record_type.0 == 13 => {
+                // PERF_RECORD_LOST_SAMPLES: u64 lost, then sample_id.
+                match raw_u64(&r.data, 0) {
+                    Some(count) => Event::Lost { count },
+                    None => {
+                        stats.bad_records += 1;
+                        continue;
+                    }
+                }
+            }
+            _ => continue,
+        };
+        on_event(event);
+    }
+    Ok((header, stats))
+}

@@ -1,0 +1,481 @@
+//! The recording container: a perf.data (`PERFILE2`) file, written here and
+//! read back through `linux-perf-data` (see `decode.rs`).
+//!
+//! Layout: header | event ids | attrs | data (raw kernel records, as drained
+//! from the ring buffers, with a `FINISHED_ROUND` after each drain pass) |
+//! feature section table | feature sections. The header is rewritten with the
+//! current data size at every checkpoint, so a recording cut short by a kill
+//! still opens (without its feature sections).
+//!
+//! pfprof's own facts about the run (command, exit status, the kernel's fault
+//! counters, whether the tracepoints were available) live in a private feature
+//! section, [`PFPROF_META_FEATURE`], as JSON.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Feature bit of pfprof's metadata section. perf only interprets bits below
+/// its `HEADER_LAST_FEATURE` (32 today) and skips the rest.
+pub const PFPROF_META_FEATURE: u32 = 200;
+const HEADER_HOSTNAME: u32 = 3;
+const HEADER_OSRELEASE: u32 = 4;
+const HEADER_NRCPUS: u32 = 7;
+const HEADER_CMDLINE: u32 = 11;
+const HEADER_EVENT_DESC: u32 = 12;
+/// `PERF_RECORD_FINISHED_ROUND`: all records before it may be sorted with
+/// those of the next round only.
+const PERF_RECORD_FINISHED_ROUND: u32 = 68;
+const HEADER_SIZE: u64 = 104;
+
+/// One event of the recording: its attr, name and the ids the kernel gave
+/// each of its per-CPU instances.
+pub struct EventDesc {
+    /// The raw `perf_event_attr` bytes.
+    pub attr: Vec<u8>,
+    /// perf-style event name (`minor-faults`, `exceptions:page_fault_user`).
+    pub name: String,
+    /// `PERF_EVENT_IOC_ID` of each instance.
+    pub ids: Vec<u64>,
+}
+
+/// How the profiled command ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Exit {
+    /// Exited with this status.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+/// pfprof's metadata about a recording.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct RecordingMeta {
+    /// pfprof version that wrote the file.
+    pub pfprof_version: String,
+    /// The profiled command line.
+    pub command: Vec<String>,
+    /// How the command ended (None if pfprof stopped first).
+    pub exit: Option<Exit>,
+    /// The kernel's count of minor faults of the process tree (counting events).
+    pub kernel_minor: Option<u64>,
+    /// The kernel's count of major faults of the process tree.
+    pub kernel_major: Option<u64>,
+    /// Whether the `exceptions:page_fault_*` tracepoints were recorded (error codes, COW).
+    pub tracepoints: bool,
+    /// Why the tracepoints are missing, when they are.
+    pub tracepoints_note: Option<String>,
+    /// Sample period (1 = every fault).
+    pub period: u64,
+    /// Call-graph mode.
+    pub call_graph: String,
+    /// Whether kernel frames were kept.
+    pub kernel_callchains: bool,
+    /// Signal that made pfprof stop early, if any.
+    pub interrupted_by: Option<i32>,
+    /// Bytes of kernel records written.
+    pub data_bytes: u64,
+    /// Wall time of the recording, in nanoseconds.
+    pub wall_ns: u64,
+    /// Pid of the profiled command.
+    pub root_pid: Option<i32>,
+    /// Pid of pfprof itself (the command's parent).
+    pub pfprof_pid: Option<i32>,
+}
+
+/// Streams a recording to disk.
+pub struct PerfDataWriter {
+    out: BufWriter<File>,
+    attr_size: u64,
+    attrs_offset: u64,
+    n_events: u64,
+    data_offset: u64,
+    data_size: u64,
+    events: Vec<EventDesc>,
+}
+
+fn put_u32(buf: &mut Vec<u8>, v: u32) {
+    buf.extend_from_slice(&v.to_le_bytes());
+}
+fn put_u64(buf: &mut Vec<u8>, v: u64) {
+    buf.extend_from_slice(&v.to_le_bytes());
+}
+/// `perf_header_string`: u32 length (NUL-padded to 64 bytes), then the bytes.
+fn put_string(buf: &mut Vec<u8>, s: &str) {
+    let padded = (s.len() + 1).div_ceil(64) * 64;
+    put_u32(buf, padded as u32);
+    buf.extend_from_slice(s.as_bytes());
+    buf.resize(buf.len() + padded - s.len(), 0);
+}
+
+impl PerfDataWriter {
+    /// Creates `path` and writes everything that precedes the data section.
+    pub fn create(path: &Path, events: Vec<EventDesc>) -> io::Result<Self> {
+        let attr_len = events.first().map_or(0, |e| e.attr.len()) as u64;
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        out.write_all(&[0u8; HEADER_SIZE as usize])?;
+        // Id arrays first, so that each attr entry can point at its ids.
+        let mut offset = HEADER_SIZE;
+        let mut id_sections = Vec::new();
+        for e in &events {
+            let mut buf = Vec::new();
+            for id in &e.ids {
+                put_u64(&mut buf, *id);
+            }
+            out.write_all(&buf)?;
+            id_sections.push((offset, buf.len() as u64));
+            offset += buf.len() as u64;
+        }
+        let attrs_offset = offset;
+        for (e, (ids_offset, ids_size)) in events.iter().zip(&id_sections) {
+            let mut buf = e.attr.clone();
+            buf.resize(attr_len as usize, 0);
+            put_u64(&mut buf, *ids_offset);
+            put_u64(&mut buf, *ids_size);
+            out.write_all(&buf)?;
+        }
+        let attr_size = attr_len + 16;
+        let data_offset = attrs_offset + attr_size * events.len() as u64;
+        let mut w = PerfDataWriter {
+            out,
+            attr_size,
+            attrs_offset,
+            n_events: events.len() as u64,
+            data_offset,
+            data_size: 0,
+            events,
+        };
+        w.checkpoint()?;
+        Ok(w)
+    }
+
+    /// Appends raw kernel records.
+    pub fn write_records(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.data_size += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Marks the end of one drain pass over all ring buffers.
+    pub fn finish_round(&mut self) -> io::Result<()> {
+        let mut rec = Vec::with_capacity(8);
+        put_u32(&mut rec, PERF_RECORD_FINISHED_ROUND);
+        rec.extend_from_slice(&0u16.to_le_bytes());
+        rec.extend_from_slice(&8u16.to_le_bytes());
+        self.write_records(&rec)
+    }
+
+    /// Bytes of records written so far.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    fn write_header(&mut self, features: [u64; 4]) -> io::Result<()> {
+        let mut h = Vec::with_capacity(HEADER_SIZE as usize);
+        h.extend_from_slice(b"PERFILE2");
+        put_u64(&mut h, HEADER_SIZE);
+        put_u64(&mut h, self.attr_size);
+        put_u64(&mut h, self.attrs_offset);
+        put_u64(&mut h, self.attr_size * self.n_events);
+        put_u64(&mut h, self.data_offset);
+        put_u64(&mut h, self.data_size);
+        put_u64(&mut h, 0);
+        put_u64(&mut h, 0);
+        for f in features {
+            put_u64(&mut h, f);
+        }
+        self.out.flush()?;
+        let file = self.out.get_mut();
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&h)?;
+        file.seek(SeekFrom::End(0))?;
+        Ok(())
+    }
+
+    /// Flushes and records the current data size in the header, so that the
+    /// file is readable even if pfprof dies before [`finish`](Self::finish).
+    pub fn checkpoint(&mut self) -> io::Result<()> {
+        self.write_header([0; 4])
+    }
+
+    /// Writes the feature sections and the final header.
+    pub fn finish(
+        mut self,
+        meta: &RecordingMeta,
+        hostname: &str,
+        os_release: &str,
+        nr_cpus: u32,
+    ) -> io::Result<()> {
+        let mut sections: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut s = Vec::new();
+        put_string(&mut s, hostname);
+        sections.push((HEADER_HOSTNAME, s));
+        let mut s = Vec::new();
+        put_string(&mut s, os_release);
+        sections.push((HEADER_OSRELEASE, s));
+        let mut s = Vec::new();
+        put_u32(&mut s, nr_cpus);
+        put_u32(&mut s, nr_cpus);
+        sections.push((HEADER_NRCPUS, s));
+        let mut s = Vec::new();
+        let cmdline: Vec<&str> = std::iter::once("pfprof")
+            .chain(meta.command.iter().map(String::as_str))
+            .collect();
+        put_u32(&mut s, cmdline.len() as u32);
+        for arg in cmdline {
+            put_string(&mut s, arg);
+        }
+        sections.push((HEADER_CMDLINE, s));
+        let mut s = Vec::new();
+        put_u32(&mut s, self.events.len() as u32);
+        put_u32(&mut s, (self.attr_size - 16) as u32);
+        for e in &self.events {
+            let mut attr = e.attr.clone();
+            attr.resize((self.attr_size - 16) as usize, 0);
+            s.extend_from_slice(&attr);
+            put_u32(&mut s, e.ids.len() as u32);
+            put_string(&mut s, &e.name);
+            for id in &e.ids {
+                put_u64(&mut s, *id);
+            }
+        }
+        sections.push((HEADER_EVENT_DESC, s));
+        let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
+        sections.push((PFPROF_META_FEATURE, json));
+
+        let mut features = [0u64; 4];
+        for (bit, _) in &sections {
+            features[(*bit / 64) as usize] |= 1 << (bit % 64);
+        }
+        // Section table, then the sections, in ascending bit order.
+        let table_offset = self.data_offset + self.data_size;
+        let mut offset = table_offset + 16 * sections.len() as u64;
+        let mut table = Vec::new();
+        for (_, body) in &sections {
+            put_u64(&mut table, offset);
+            put_u64(&mut table, body.len() as u64);
+            offset += body.len() as u64;
+        }
+        self.out.write_all(&table)?;
+        for (_, body) in &sections {
+            self.out.write_all(body)?;
+        }
+        self.write_header(features)?;
+        self.out.get_mut().sync_all()
+    }
+}
+
+/// The parts of a perf.data header that decide how to read the file.
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderFacts {
+    /// `attr_size` (attr + ids section).
+    pub attr_size: u64,
+    /// Attr section (offset, size).
+    pub attrs: (u64, u64),
+    /// Data section (offset, size).
+    pub data: (u64, u64),
+    /// Feature bitmap.
+    pub features: [u64; 4],
+}
+
+fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        bytes.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+impl HeaderFacts {
+    /// Parses the fixed header; None if it is not a little-endian PERFILE2.
+    pub fn parse(bytes: &[u8]) -> Option<Self> {
+        if bytes.get(..8)? != b"PERFILE2" {
+            return None;
+        }
+        let u = |i: usize| le_u64(bytes, i);
+        Some(HeaderFacts {
+            attr_size: u(16)?,
+            attrs: (u(24)?, u(32)?),
+            data: (u(40)?, u(48)?),
+            features: [u(72)?, u(80)?, u(88)?, u(96)?],
+        })
+    }
+
+    /// Whether the file was finished (feature sections written).
+    pub fn finished(&self) -> bool {
+        self.features[(HEADER_EVENT_DESC / 64) as usize] & (1 << (HEADER_EVENT_DESC % 64)) != 0
+    }
+}
+
+/// Rebuilds a readable image of a recording whose end is missing: pfprof was
+/// killed before writing the feature sections, or the file was cut. Keeps
+/// every complete record and synthesizes `EVENT_DESC` from the attrs and
+/// their ids (pfprof writes its events in a fixed order, which names the
+/// tracepoints). Returns the image and the number of data bytes kept.
+pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
+    let facts = HeaderFacts::parse(bytes)?;
+    let attr_len = facts.attr_size.checked_sub(16)? as usize;
+    let (attrs_offset, attrs_size) = facts.attrs;
+    let n_attrs = attrs_size.checked_div(facts.attr_size)? as usize;
+    let mut events = Vec::new();
+    let mut tracepoints = 0;
+    for i in 0..n_attrs {
+        let at = (attrs_offset as usize).checked_add(i.checked_mul(facts.attr_size as usize)?)?;
+        let attr = bytes.get(at..at.checked_add(attr_len)?)?.to_vec();
+        let (ids_offset, ids_size) = (
+            le_u64(bytes, at + attr_len)?,
+            le_u64(bytes, at + attr_len + 8)?,
+        );
+        let ids = bytes.get(ids_offset as usize..ids_offset.checked_add(ids_size)? as usize)?;
+        let ids = ids
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let (type_, config) = (
+            u32::from_le_bytes(attr.get(..4)?.try_into().ok()?),
+            le_u64(&attr, 8)?,
+        );
+        let name = match (type_, config) {
+            (1, 5) => "minor-faults".to_string(),
+            (1, 6) => "major-faults".to_string(),
+            (2, _) => {
+                tracepoints += 1;
+                match tracepoints {
+                    1 => "exceptions:page_fault_user".to_string(),
+                    2 => "exceptions:page_fault_kernel".to_string(),
+                    _ => format!("tracepoint:{config}"),
+                }
+            }
+            _ => format!("event:{type_}:{config}"),
+        };
+        events.push(EventDesc { attr, name, ids });
+    }
+    // Walk whole records from the start of the data section.
+    let data_start = facts.data.0 as usize;
+    let limit = if facts.finished() {
+        bytes
+            .len()
+            .min(data_start.saturating_add(facts.data.1 as usize))
+    } else {
+        bytes.len()
+    };
+    let mut end = data_start;
+    while end + 8 <= limit {
+        let size = u16::from_le_bytes([bytes[end + 6], bytes[end + 7]]) as usize;
+        if size < 8 || end + size > limit {
+            break;
+        }
+        end += size;
+    }
+    let data = bytes.get(data_start..end)?;
+    let mut image = Vec::with_capacity(end + 4096);
+    image.extend_from_slice(bytes.get(..data_start)?);
+    image.extend_from_slice(data);
+    let mut desc = Vec::new();
+    put_u32(&mut desc, events.len() as u32);
+    put_u32(&mut desc, attr_len as u32);
+    for e in &events {
+        desc.extend_from_slice(&e.attr);
+        put_u32(&mut desc, e.ids.len() as u32);
+        put_string(&mut desc, &e.name);
+        for id in &e.ids {
+            put_u64(&mut desc, *id);
+        }
+    }
+    put_u64(&mut image, (end + 16) as u64);
+    put_u64(&mut image, desc.len() as u64);
+    image.extend_from_slice(&desc);
+    // Header: data size and a feature bitmap with EVENT_DESC only.
+    image[48..56].copy_from_slice(&((end - data_start) as u64).to_le_bytes());
+    let mut features = [0u64; 4];
+    features[(HEADER_EVENT_DESC / 64) as usize] |= 1 << (HEADER_EVENT_DESC % 64);
+    for (i, f) in features.iter().enumerate() {
+        image[72 + 8 * i..80 + 8 * i].copy_from_slice(&f.to_le_bytes());
+    }
+    Some((image, (end - data_start) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(type_: u32, config: u64) -> Vec<u8> {
+        let mut a = vec![0u8; 128];
+        a[..4].copy_from_slice(&type_.to_le_bytes());
+        a[4..8].copy_from_slice(&128u32.to_le_bytes());
+        a[8..16].copy_from_slice(&config.to_le_bytes());
+        a
+    }
+
+    fn record(len: u16) -> Vec<u8> {
+        let mut r = vec![0u8; len as usize];
+        r[..4].copy_from_slice(&9u32.to_le_bytes()); // PERF_RECORD_SAMPLE
+        r[6..8].copy_from_slice(&len.to_le_bytes());
+        r
+    }
+
+    /// A recording cut anywhere inside its data keeps exactly its complete
+    /// records, gets an EVENT_DESC naming pfprof's events, and is readable.
+    #[test]
+    fn repair_keeps_complete_records() {
+        let dir = std::env::temp_dir().join(format!("pfprof-repair-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.data");
+        let events = vec![
+            EventDesc {
+                attr: attr(1, 5),
+                name: "minor-faults".into(),
+                ids: vec![1, 2],
+            },
+            EventDesc {
+                attr: attr(1, 6),
+                name: "major-faults".into(),
+                ids: vec![3, 4],
+            },
+            EventDesc {
+                attr: attr(2, 190),
+                name: "exceptions:page_fault_user".into(),
+                ids: vec![5, 6],
+            },
+        ];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        for len in [16, 24, 32] {
+            w.write_records(&record(len)).unwrap();
+        }
+        w.finish(&RecordingMeta::default(), "h", "r", 2).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        let facts = HeaderFacts::parse(&full).unwrap();
+        assert!(facts.finished());
+        let data_start = facts.data.0 as usize;
+        for (cut, kept) in [
+            (data_start + 72, 72),
+            (data_start + 71, 40),
+            (data_start + 16, 16),
+            (data_start + 3, 0),
+        ] {
+            let (image, data_bytes) = repair(&full[..cut]).unwrap();
+            assert_eq!(data_bytes, kept, "cut at +{}", cut - data_start);
+            let reader =
+                linux_perf_data::PerfFileReader::parse_file(std::io::Cursor::new(image)).unwrap();
+            let names: Vec<_> = reader
+                .perf_file
+                .event_attributes()
+                .iter()
+                .map(|a| a.name().unwrap().to_string())
+                .collect();
+            assert_eq!(
+                names,
+                ["minor-faults", "major-faults", "exceptions:page_fault_user"]
+            );
+            assert_eq!(reader.perf_file.event_attributes()[2].ids(), [5, 6]);
+        }
+        assert!(
+            repair(&full[..50]).is_none(),
+            "a cut header cannot be repaired"
+        );
+        assert!(repair(b"not a perf file").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

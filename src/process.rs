@@ -1,0 +1,507 @@
+//! Process address spaces over time, rebuilt from the recorded side-band
+//! records (mmap2, comm/exec, fork, exit) as they replay in time order, so a
+//! lookup always sees the mappings as they were at the fault.
+//!
+//! perf reports no munmap: a range is retired when a later mapping covers it
+//! (the loader's RELRO `mprotect`, `MAP_FIXED`, `mremap`). A fault cannot hit
+//! an unmapped range, so a stale entry is only ever shadowed, never wrongly hit.
+//!
+//! Addresses here are process addresses (`avma`); a file-backed hit becomes a
+//! `(module, file_offset)` pair, which is all the symbolizer needs to undo ASLR.
+
+use rustc_hash::FxHashMap;
+
+/// Index into [`Modules`].
+pub type ModuleId = u32;
+
+/// A mapped file (or pseudo-file like `[vdso]`), identified by path and build-id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Module {
+    /// Path as the kernel reported it.
+    pub path: String,
+    /// GNU build-id from the mmap2 record.
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl Module {
+    /// The file name, for compact display.
+    pub fn short_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+/// Interned modules.
+#[derive(Debug, Default)]
+pub struct Modules {
+    list: Vec<Module>,
+    index: FxHashMap<Module, ModuleId>,
+}
+
+impl Modules {
+    /// The id of `(path, build_id)`, adding it on first sight.
+    pub fn intern(&mut self, path: &str, build_id: Option<Vec<u8>>) -> ModuleId {
+        let key = Module {
+            path: path.to_string(),
+            build_id,
+        };
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = self.list.len() as ModuleId;
+        self.list.push(key.clone());
+        self.index.insert(key, id);
+        id
+    }
+    /// The module with this id.
+    pub fn get(&self, id: ModuleId) -> &Module {
+        &self.list[id as usize]
+    }
+    /// All modules.
+    pub fn iter(&self) -> impl Iterator<Item = (ModuleId, &Module)> {
+        self.list
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as ModuleId, m))
+    }
+}
+
+/// What backs a mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MapKind {
+    /// A file (an ELF object or any mapped file).
+    File(ModuleId),
+    /// The anonymous mapping right after an object's last file page: the rest
+    /// of its `.bss`. Its `file_offset` continues the file mapping's, so the
+    /// symbolizer maps it into the object's `.bss`.
+    BssTail(ModuleId),
+    /// A named kernel mapping without a file: `[vdso]`, `[vvar]`, `[vsyscall]`.
+    Pseudo(ModuleId),
+    /// `[heap]` (brk).
+    Heap,
+    /// `[stack]`.
+    Stack,
+    /// Any other anonymous memory (malloc arenas, thread stacks, mmap).
+    Anon,
+}
+
+/// One mapping of a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address (avma).
+    pub start_avma: u64,
+    /// End address (exclusive).
+    pub end_avma: u64,
+    /// File offset of `start_avma` (virtual, for `BssTail`).
+    pub file_offset: u64,
+    /// Backing.
+    pub kind: MapKind,
+    /// PROT_* bits.
+    pub prot: u32,
+    /// MAP_* bits.
+    pub flags: u32,
+}
+
+impl Mapping {
+    /// File offset of an address inside the mapping.
+    pub fn file_offset_of(&self, avma: u64) -> u64 {
+        self.file_offset + (avma - self.start_avma)
+    }
+    /// Private (copy-on-write) mapping.
+    pub fn is_private(&self) -> bool {
+        self.flags & libc::MAP_SHARED as u32 == 0
+    }
+    /// Writable mapping.
+    pub fn is_writable(&self) -> bool {
+        self.prot & libc::PROT_WRITE as u32 != 0
+    }
+    /// Backed by a file (page cache), including the bss tail's shared last page? No: the tail is anonymous.
+    pub fn is_file_backed(&self) -> bool {
+        matches!(self.kind, MapKind::File(_))
+    }
+}
+
+/// The mappings of one process, sorted by address, non-overlapping.
+#[derive(Debug, Clone, Default)]
+pub struct AddressSpace {
+    maps: Vec<Mapping>,
+}
+
+impl AddressSpace {
+    /// Adds a mapping, trimming or splitting whatever it covers.
+    pub fn insert(&mut self, new: Mapping) {
+        if new.end_avma <= new.start_avma {
+            return;
+        }
+        let mut kept = Vec::new();
+        let first = self.maps.partition_point(|m| m.end_avma <= new.start_avma);
+        let mut last = first;
+        while last < self.maps.len() && self.maps[last].start_avma < new.end_avma {
+            let old = &self.maps[last];
+            if old.start_avma < new.start_avma {
+                let mut left = old.clone();
+                left.end_avma = new.start_avma;
+                kept.push(left);
+            }
+            if old.end_avma > new.end_avma {
+                let mut right = old.clone();
+                right.file_offset = old.file_offset_of(new.end_avma);
+                right.start_avma = new.end_avma;
+                kept.push(right);
+            }
+            last += 1;
+        }
+        kept.push(new);
+        kept.sort_by_key(|m| m.start_avma);
+        self.maps.splice(first..last, kept);
+    }
+
+    /// The mapping containing `avma`.
+    pub fn find(&self, avma: u64) -> Option<&Mapping> {
+        let i = self.maps.partition_point(|m| m.start_avma <= avma);
+        let m = self.maps.get(i.checked_sub(1)?)?;
+        (avma < m.end_avma).then_some(m)
+    }
+
+    /// The mapping ending exactly at `avma`.
+    fn ending_at(&self, avma: u64) -> Option<&Mapping> {
+        let i = self.maps.partition_point(|m| m.start_avma < avma);
+        let m = self.maps.get(i.checked_sub(1)?)?;
+        (m.end_avma == avma).then_some(m)
+    }
+
+    /// Highest end address of any user mapping.
+    fn top(&self) -> u64 {
+        self.maps
+            .iter()
+            .filter(|m| m.end_avma <= USER_TOP)
+            .map(|m| m.end_avma)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// End of the x86_64 user address space (47-bit).
+pub const USER_TOP: u64 = 0x8000_0000_0000;
+
+/// A process seen in the recording.
+#[derive(Debug, Clone)]
+pub struct Process {
+    /// Process id.
+    pub pid: i32,
+    /// Parent process id (0 when unknown).
+    pub ppid: i32,
+    /// Name (`comm`) of the main thread, after its last exec.
+    pub comm: String,
+    /// The executable, once exec'd and mapped.
+    pub exe: Option<ModuleId>,
+    /// Mappings now.
+    pub space: AddressSpace,
+    /// Threads seen.
+    pub threads: u32,
+}
+
+/// Where an address points, as attribution needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Place {
+    /// Inside a module at this file offset (file mapping or bss tail).
+    Module {
+        /// The module.
+        module: ModuleId,
+        /// File offset (virtual beyond the file for the bss tail).
+        file_offset: u64,
+        /// Kind of the mapping.
+        kind: MapKind,
+    },
+    /// Anonymous or special memory.
+    Region(MapKind),
+    /// Inferred main-thread stack (above every mapping; perf does not report
+    /// the stack mapping set up by exec).
+    InferredStack,
+    /// Unmapped as far as the recording knows.
+    Unknown,
+}
+
+/// All processes of a recording.
+#[derive(Debug, Default)]
+pub struct Processes {
+    /// By pid.
+    pub by_pid: FxHashMap<i32, Process>,
+    /// Interned modules.
+    pub modules: Modules,
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Processes {
+    /// The process, created on first sight.
+    pub fn get_or_create(&mut self, pid: i32) -> &mut Process {
+        self.by_pid.entry(pid).or_insert_with(|| Process {
+            pid,
+            ppid: 0,
+            comm: String::from("?"),
+            exe: None,
+            space: AddressSpace::default(),
+            threads: 1,
+        })
+    }
+
+    /// An mmap/mmap2 record.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_mmap(
+        &mut self,
+        pid: i32,
+        avma: u64,
+        len: u64,
+        file_offset: u64,
+        prot: u32,
+        flags: u32,
+        path: &[u8],
+        build_id: Option<Vec<u8>>,
+    ) {
+        let path = lossy(path);
+        let end_avma = avma.saturating_add(len);
+        let kind = match path.as_str() {
+            "//anon" | "" | "/dev/zero (deleted)" | "/anon_hugepage (deleted)" => MapKind::Anon,
+            "[heap]" => MapKind::Heap,
+            "[stack]" => MapKind::Stack,
+            p if p.starts_with('/') => MapKind::File(self.modules.intern(p, build_id)),
+            p => MapKind::Pseudo(self.modules.intern(p, None)),
+        };
+        let process = self.by_pid.entry(pid).or_insert_with(|| Process {
+            pid,
+            ppid: 0,
+            comm: String::from("?"),
+            exe: None,
+            space: AddressSpace::default(),
+            threads: 1,
+        });
+        let (kind, file_offset) = match kind {
+            MapKind::Anon => match process.space.ending_at(avma) {
+                // ld.so (and the kernel's ELF loader) maps the .bss pages past
+                // the file's last page as anonymous memory right after it.
+                Some(prev) if matches!(prev.kind, MapKind::File(_)) && prev.is_writable() => {
+                    let MapKind::File(module) = prev.kind else {
+                        unreachable!()
+                    };
+                    (MapKind::BssTail(module), prev.file_offset_of(avma))
+                }
+                _ => (MapKind::Anon, 0),
+            },
+            other => (other, file_offset),
+        };
+        if process.exe.is_none() {
+            if let MapKind::File(module) = kind {
+                if prot & libc::PROT_EXEC as u32 != 0 || file_offset == 0 {
+                    process.exe = Some(module);
+                }
+            }
+        }
+        process.space.insert(Mapping {
+            start_avma: avma,
+            end_avma,
+            file_offset,
+            kind,
+            prot,
+            flags,
+        });
+    }
+
+    /// A comm record; `exec` resets the address space.
+    pub fn on_comm(&mut self, pid: i32, tid: i32, name: &[u8], exec: bool) {
+        let process = self.get_or_create(pid);
+        if exec {
+            process.space = AddressSpace::default();
+            process.exe = None;
+        }
+        if exec || pid == tid {
+            process.comm = lossy(name);
+        }
+    }
+
+    /// A fork record: a new process copies its parent's address space; a new
+    /// thread shares it.
+    pub fn on_fork(&mut self, pid: i32, ppid: i32, tid: i32) {
+        if pid == tid && pid != ppid {
+            let parent = self.by_pid.get(&ppid).cloned();
+            let child = self.get_or_create(pid);
+            child.ppid = ppid;
+            if let Some(parent) = parent {
+                child.comm = parent.comm;
+                child.exe = parent.exe;
+                child.space = parent.space;
+            }
+        } else {
+            self.get_or_create(pid).threads += 1;
+        }
+    }
+
+    /// Where `avma` points in process `pid` right now.
+    pub fn place(&self, pid: i32, avma: u64) -> Place {
+        let Some(process) = self.by_pid.get(&pid) else {
+            return Place::Unknown;
+        };
+        match process.space.find(avma) {
+            Some(m) => match m.kind {
+                MapKind::File(module) | MapKind::BssTail(module) | MapKind::Pseudo(module) => {
+                    Place::Module {
+                        module,
+                        file_offset: m.file_offset_of(avma),
+                        kind: m.kind,
+                    }
+                }
+                kind => Place::Region(kind),
+            },
+            None if avma < USER_TOP && avma >= process.space.top() && process.space.top() > 0 => {
+                Place::InferredStack
+            }
+            None => Place::Unknown,
+        }
+    }
+
+    /// The mapping containing `avma` in `pid`.
+    pub fn mapping(&self, pid: i32, avma: u64) -> Option<&Mapping> {
+        self.by_pid.get(&pid)?.space.find(avma)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(start: u64, end: u64, off: u64) -> Mapping {
+        Mapping {
+            start_avma: start,
+            end_avma: end,
+            file_offset: off,
+            kind: MapKind::Anon,
+            prot: 3,
+            flags: 2,
+        }
+    }
+
+    /// Inserting over existing mappings trims, splits and replaces them.
+    #[test]
+    fn insert_overlaps() {
+        type Range = (u64, u64, u64);
+        let cases: &[(&[Range], Range, &[Range])] = &[
+            // disjoint
+            (
+                &[(0x1000, 0x2000, 0)],
+                (0x3000, 0x4000, 0),
+                &[(0x1000, 0x2000, 0), (0x3000, 0x4000, 0)],
+            ),
+            // split in the middle (RELRO mprotect): the right part keeps its file offset
+            (
+                &[(0x1000, 0x5000, 0x10000)],
+                (0x2000, 0x3000, 0x11000),
+                &[
+                    (0x1000, 0x2000, 0x10000),
+                    (0x2000, 0x3000, 0x11000),
+                    (0x3000, 0x5000, 0x12000),
+                ],
+            ),
+            // cover exactly
+            (
+                &[(0x1000, 0x2000, 0)],
+                (0x1000, 0x2000, 7),
+                &[(0x1000, 0x2000, 7)],
+            ),
+            // cover two and trim ends
+            (
+                &[(0x1000, 0x3000, 0), (0x3000, 0x6000, 0x2000)],
+                (0x2000, 0x4000, 9),
+                &[
+                    (0x1000, 0x2000, 0),
+                    (0x2000, 0x4000, 9),
+                    (0x4000, 0x6000, 0x3000),
+                ],
+            ),
+        ];
+        for (before, new, after) in cases {
+            let mut space = AddressSpace::default();
+            for &(s, e, o) in *before {
+                space.insert(map(s, e, o));
+            }
+            space.insert(map(new.0, new.1, new.2));
+            let got: Vec<_> = space
+                .maps
+                .iter()
+                .map(|m| (m.start_avma, m.end_avma, m.file_offset))
+                .collect();
+            assert_eq!(&got, after, "inserting {new:x?} into {before:x?}");
+        }
+    }
+
+    /// Lookups hit the right mapping and miss gaps.
+    #[test]
+    fn find() {
+        let mut space = AddressSpace::default();
+        space.insert(map(0x1000, 0x2000, 0));
+        space.insert(map(0x4000, 0x6000, 0x1000));
+        for (avma, want) in [
+            (0x0fff, None),
+            (0x1000, Some(0x1000)),
+            (0x1fff, Some(0x1000)),
+            (0x2000, None),
+            (0x5fff, Some(0x4000)),
+            (0x6000, None),
+        ] {
+            assert_eq!(space.find(avma).map(|m| m.start_avma), want, "{avma:#x}");
+        }
+    }
+
+    /// An anonymous mapping right after a writable file mapping is that
+    /// object's .bss tail, with file offsets continuing the file's.
+    #[test]
+    fn bss_tail_and_fork_and_exec() {
+        let mut p = Processes::default();
+        let prw = (libc::PROT_READ | libc::PROT_WRITE) as u32;
+        p.on_comm(10, 10, b"app", true);
+        p.on_mmap(
+            10,
+            0x40_0000,
+            0x1000,
+            0,
+            5,
+            2,
+            b"/bin/app",
+            Some(vec![1, 2]),
+        );
+        p.on_mmap(
+            10,
+            0x40_3000,
+            0x1000,
+            0x2000,
+            prw,
+            2,
+            b"/bin/app",
+            Some(vec![1, 2]),
+        );
+        p.on_mmap(10, 0x40_4000, 0x3000, 0, prw, 0x22, b"//anon", None);
+        p.on_mmap(10, 0x50_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
+        let app = p.modules.intern("/bin/app", Some(vec![1, 2]));
+        assert_eq!(p.by_pid[&10].exe, Some(app));
+        assert_eq!(
+            p.place(10, 0x40_5010),
+            Place::Module {
+                module: app,
+                file_offset: 0x4010,
+                kind: MapKind::BssTail(app)
+            }
+        );
+        assert_eq!(p.place(10, 0x50_0000), Place::Region(MapKind::Anon));
+        assert_eq!(p.place(10, 0x7ffd_0000_0000), Place::InferredStack);
+        assert_eq!(p.place(10, 0x100), Place::Unknown);
+        p.on_fork(11, 10, 11);
+        assert_eq!(p.by_pid[&11].comm, "app");
+        assert_eq!(p.place(11, 0x40_3000), p.place(10, 0x40_3000));
+        p.on_comm(11, 11, b"other", true);
+        assert_eq!(p.place(11, 0x40_3000), Place::Unknown);
+        assert_eq!(p.by_pid[&11].comm, "other");
+        // a thread shares, it does not copy
+        p.on_fork(10, 10, 12);
+        assert_eq!(p.by_pid[&10].threads, 2);
+    }
+}

@@ -1,0 +1,452 @@
+//! Recording: runs the command under per-CPU perf events and streams every
+//! kernel record into `pfprof.data`, without parsing them.
+//!
+//! Per online CPU, four events follow the command and all its threads and
+//! children (`inherit`), enabled at `exec` (`enable_on_exec`):
+//! - `minor-faults` and `major-faults` (software events, counted by the kernel
+//!   when a fault completes) with the faulting data address and the user call
+//!   chain; the first also carries the side-band records (mmap2 with build-ids,
+//!   comm/exec, fork/exit) that rebuild the address spaces later;
+//! - `exceptions:page_fault_user` / `page_fault_kernel` (tracepoints at fault
+//!   entry) for the x86 error code: present / write / instruction fetch.
+//!
+//! All four share the CPU's ring buffer (`SET_OUTPUT`). One thread polls the
+//! rings and appends whole drained chunks to the file, then a
+//! `FINISHED_ROUND`, so the reader can merge the CPUs by time.
+
+pub mod ring;
+pub mod sys;
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use perf_event_open_sys::bindings as b;
+
+use crate::error::CodedError;
+use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordingMeta};
+use ring::Ring;
+use sys::{ExitStatus, PerfEventAttr};
+
+/// What to record and how.
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    /// Command and arguments.
+    pub command: Vec<String>,
+    /// Where `pfprof.data` goes.
+    pub data_path: PathBuf,
+    /// Record one fault in N (1 = every fault).
+    pub period: u64,
+    /// Data pages of each CPU's ring buffer (power of two).
+    pub mmap_pages: usize,
+    /// Keep kernel frames in call chains.
+    pub kernel_callchains: bool,
+}
+
+/// The outcome of a recording.
+#[derive(Debug)]
+pub struct Recorded {
+    /// How the command ended.
+    pub exit: Option<Exit>,
+}
+
+/// Where tracefs is mounted, mounting it if needed.
+fn find_or_mount_tracefs() -> std::result::Result<PathBuf, String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    for line in mounts.lines() {
+        let mut fields = line.split_whitespace();
+        let (_, dir, fstype) = (fields.next(), fields.next(), fields.next());
+        match (dir, fstype) {
+            (Some(dir), Some("tracefs")) => return Ok(PathBuf::from(dir)),
+            (Some(dir), Some("debugfs")) if Path::new(dir).join("tracing/events").is_dir() => {
+                return Ok(Path::new(dir).join("tracing"))
+            }
+            _ => {}
+        }
+    }
+    let target = Path::new("/sys/kernel/tracing");
+    sys::mount_tracefs(c"/sys/kernel/tracing")
+        .map(|()| target.to_path_buf())
+        .map_err(|e| {
+            format!(
+                "tracefs is not mounted and mounting it at {} failed: {e}",
+                target.display()
+            )
+        })
+}
+
+fn tracepoint_id(tracefs: &Path, name: &str) -> std::result::Result<u64, String> {
+    let path = tracefs.join("events").join(name).join("id");
+    std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad tracepoint id in {}: {e}", path.display()))
+}
+
+/// Online CPUs, from `/sys/devices/system/cpu/online` ("0-3,5").
+fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let cpus = parse_cpu_list(text.trim());
+    if cpus.is_empty() {
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get() as i32)).collect()
+    } else {
+        cpus
+    }
+}
+
+fn parse_cpu_list(text: &str) -> Vec<i32> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
+                    cpus.extend(a..=b);
+                }
+            }
+            None => cpus.extend(part.parse::<i32>().ok()),
+        }
+    }
+    cpus
+}
+
+/// Finds the program like `execvp` would, so that "not found" (127) and
+/// "not executable" (126) are reported before anything is set up.
+pub fn resolve_program(program: &str) -> Result<PathBuf> {
+    let check = |p: &Path| -> Option<Result<PathBuf>> {
+        let meta = std::fs::metadata(p).ok()?;
+        if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+            return Some(Err(CodedError::new(
+                126,
+                format!("cannot execute {}: permission denied", p.display()),
+            )
+            .into()));
+        }
+        Some(Ok(p.to_path_buf()))
+    };
+    if program.contains('/') {
+        return check(Path::new(program)).unwrap_or_else(|| {
+            Err(CodedError::new(127, format!("command not found: {program} (no such file)")).into())
+        });
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut denied = None;
+    for dir in std::env::split_paths(&path) {
+        match check(&dir.join(program)) {
+            Some(Ok(p)) => return Ok(p),
+            Some(Err(e)) => denied = denied.or(Some(e)),
+            None => {}
+        }
+    }
+    Err(denied
+        .unwrap_or_else(|| CodedError::new(127, format!("command not found: {program}")).into()))
+}
+
+fn permission_error(e: &io::Error) -> anyhow::Error {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    CodedError::new(
+        2,
+        format!(
+            "perf_event_open: {e}; kernel.perf_event_paranoid is {paranoid}. Run pfprof as root, or allow \
+             unprivileged profiling with `sudo sysctl kernel.perf_event_paranoid=1` (tracepoints need root \
+             or -1)"
+        ),
+    )
+    .into()
+}
+
+struct EventSpec {
+    name: &'static str,
+    attr: PerfEventAttr,
+}
+
+fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
+    let mut attr = sys::new_attr();
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr.sample_type =
+        (b::PERF_SAMPLE_IDENTIFIER | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_CPU)
+            as u64;
+    attr.set_disabled(1);
+    attr.set_inherit(1);
+    attr.set_enable_on_exec(1);
+    attr.set_sample_id_all(1);
+    attr.set_exclude_hv(1);
+    // Faults taken in kernel mode on user memory (read() into a fresh buffer)
+    // are kernel-mode events: keep them, but leave kernel frames out.
+    attr.set_exclude_callchain_kernel(if cfg.kernel_callchains { 0 } else { 1 });
+    attr
+}
+
+fn event_specs(
+    cfg: &RecordConfig,
+    tracepoints: Option<(u64, u64)>,
+    build_id: bool,
+) -> Vec<EventSpec> {
+    let mut specs = Vec::new();
+    for (name, config) in [
+        ("minor-faults", b::PERF_COUNT_SW_PAGE_FAULTS_MIN),
+        ("major-faults", b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+    ] {
+        let mut attr = base_attr(cfg);
+        attr.type_ = b::PERF_TYPE_SOFTWARE;
+        attr.config = config as u64;
+        attr.__bindgen_anon_1.sample_period = cfg.period;
+        attr.sample_type |=
+            (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_CALLCHAIN) as u64;
+        if specs.is_empty() {
+            // The side-band records come from the first event only.
+            attr.set_mmap(1);
+            attr.set_mmap2(1);
+            attr.set_mmap_data(1);
+            attr.set_comm(1);
+            attr.set_comm_exec(1);
+            attr.set_task(1);
+            attr.set_build_id(build_id as u64);
+            attr.set_watermark(1);
+            attr.__bindgen_anon_2.wakeup_watermark = ((cfg.mmap_pages * 4096) / 4) as u32;
+        }
+        specs.push(EventSpec { name, attr });
+    }
+    if let Some((user_id, kernel_id)) = tracepoints {
+        for (name, id) in [
+            ("exceptions:page_fault_user", user_id),
+            ("exceptions:page_fault_kernel", kernel_id),
+        ] {
+            let mut attr = base_attr(cfg);
+            attr.type_ = b::PERF_TYPE_TRACEPOINT;
+            attr.config = id;
+            attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
+            specs.push(EventSpec { name, attr });
+        }
+    }
+    specs
+}
+
+struct OpenEvents {
+    /// fds[event][cpu]
+    fds: Vec<Vec<OwnedFd>>,
+    rings: Vec<Ring>,
+    descs: Vec<EventDesc>,
+}
+
+fn open_events(
+    specs: &[EventSpec],
+    pid: i32,
+    cpus: &[i32],
+    mmap_pages: usize,
+) -> io::Result<OpenEvents> {
+    let mut fds: Vec<Vec<OwnedFd>> = Vec::new();
+    let mut descs = Vec::new();
+    for spec in specs {
+        let mut per_cpu = Vec::new();
+        let mut ids = Vec::new();
+        for &cpu in cpus {
+            let fd = sys::perf_event_open(&spec.attr, pid, cpu)?;
+            ids.push(sys::event_id(&fd)?);
+            per_cpu.push(fd);
+        }
+        descs.push(EventDesc {
+            attr: sys::attr_bytes(&spec.attr).to_vec(),
+            name: spec.name.to_string(),
+            ids,
+        });
+        fds.push(per_cpu);
+    }
+    let mut rings = Vec::new();
+    for (cpu_index, leader) in fds[0].iter().enumerate() {
+        let mut pages = mmap_pages;
+        let ring = loop {
+            match Ring::new(leader, pages) {
+                Ok(ring) => break ring,
+                // Unprivileged users are limited by perf_event_mlock_kb.
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) && pages > 8 => pages /= 4,
+                Err(e) => return Err(e),
+            }
+        };
+        for other in &fds[1..] {
+            sys::set_output(&other[cpu_index], leader)?;
+        }
+        rings.push(ring);
+    }
+    Ok(OpenEvents { fds, rings, descs })
+}
+
+fn drain_all(rings: &mut [Ring], writer: &mut PerfDataWriter) -> io::Result<usize> {
+    let mut total = 0;
+    for ring in rings.iter_mut() {
+        total += ring.drain(|bytes| writer.write_records(bytes))?;
+    }
+    if total > 0 {
+        writer.finish_round()?;
+    }
+    Ok(total)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+fn os_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Runs the command under the profiler and writes the recording.
+pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
+    let program = cfg.command.first().context("no command given")?;
+    let path = resolve_program(program)?;
+    let c_path =
+        CString::new(path.as_os_str().as_encoded_bytes()).context("command contains a NUL byte")?;
+    let argv: Vec<CString> = cfg
+        .command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<std::result::Result<_, _>>()
+        .context("argument contains a NUL byte")?;
+
+    let (tracepoints, tracepoints_note) = match find_or_mount_tracefs().and_then(|tfs| {
+        Ok((
+            tracepoint_id(&tfs, "exceptions/page_fault_user")?,
+            tracepoint_id(&tfs, "exceptions/page_fault_kernel")?,
+        ))
+    }) {
+        Ok(ids) => (Some(ids), None),
+        Err(why) => (None, Some(why)),
+    };
+    let cpus = online_cpus();
+
+    sys::catch_termination_signals();
+    let mut child = sys::spawn_paused(&c_path, &argv).context("fork failed")?;
+    let mut specs = event_specs(cfg, tracepoints, true);
+    let mut tracepoints_note = tracepoints_note;
+    let opened = loop {
+        match open_events(&specs, child.pid, &cpus, cfg.mmap_pages) {
+            Ok(opened) => break opened,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                if specs.len() > 2 {
+                    // Tracepoints need more privilege than software events.
+                    tracepoints_note = Some(format!("tracepoints not permitted: {e}"));
+                    specs.truncate(2);
+                    continue;
+                }
+                child.abandon();
+                return Err(permission_error(&e));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && specs[0].attr.build_id() == 1 => {
+                // Kernels before 5.12 have no build-ids in mmap2 records.
+                specs = event_specs(cfg, if specs.len() > 2 { tracepoints } else { None }, false);
+            }
+            Err(e) => {
+                child.abandon();
+                return Err(anyhow::Error::new(e).context("perf_event_open failed"));
+            }
+        }
+    };
+    if let Some(note) = &tracepoints_note {
+        eprintln!("pfprof: warning: page-fault tracepoints unavailable ({note}); recording minor/major only, COW and access types will be marked unavailable");
+    }
+    let OpenEvents {
+        fds,
+        mut rings,
+        descs,
+    } = opened;
+    let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
+        .with_context(|| format!("cannot create {}", cfg.data_path.display()))?;
+
+    let start = Instant::now();
+    if let Err(errno) = child.release() {
+        let _ = sys::wait(child.pid, false);
+        let e = io::Error::from_raw_os_error(errno);
+        let code = if errno == libc::ENOENT { 127 } else { 126 };
+        return Err(
+            CodedError::new(code, format!("cannot execute {}: {e}", path.display())).into(),
+        );
+    }
+
+    let poll_fds: Vec<_> = fds[0].iter().map(|fd| fd.as_raw_fd()).collect();
+    let mut last_checkpoint = Instant::now();
+    let mut forwarded = 0;
+    let exit = loop {
+        sys::poll_readable(&poll_fds, 50).context("poll failed")?;
+        drain_all(&mut rings, &mut writer).context("cannot write the recording")?;
+        if let Some(status) = sys::wait(child.pid, true).context("waitpid failed")? {
+            break status;
+        }
+        let (sig, count) = sys::pending_signal();
+        if count > forwarded {
+            // Ctrl-C reaches the command through the terminal too; SIGTERM
+            // or SIGHUP sent to pfprof alone are passed on.
+            sys::kill(child.pid, sig);
+            forwarded = count;
+        }
+        if last_checkpoint.elapsed() > Duration::from_secs(1) {
+            writer.checkpoint().context("cannot write the recording")?;
+            last_checkpoint = Instant::now();
+        }
+    };
+    let wall_ns = start.elapsed().as_nanos() as u64;
+    // Descendants that outlive the command are no longer followed.
+    for per_event in &fds {
+        for fd in per_event {
+            let _ = sys::disable(fd);
+        }
+    }
+    drain_all(&mut rings, &mut writer).context("cannot write the recording")?;
+    let sum = |event: &[OwnedFd]| -> Option<u64> {
+        event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
+    };
+    let exit = match exit {
+        ExitStatus::Exited(code) => Exit::Code(code),
+        ExitStatus::Signaled(sig) => Exit::Signal(sig),
+    };
+    let (sig, count) = sys::pending_signal();
+    let meta = RecordingMeta {
+        pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: cfg.command.clone(),
+        exit: Some(exit.clone()),
+        kernel_minor: sum(&fds[0]),
+        kernel_major: sum(&fds[1]),
+        tracepoints: fds.len() > 2,
+        tracepoints_note,
+        period: cfg.period,
+        call_graph: "fp".into(),
+        kernel_callchains: cfg.kernel_callchains,
+        interrupted_by: (count > 0).then_some(sig),
+        data_bytes: writer.data_size(),
+        wall_ns,
+        root_pid: Some(child.pid),
+        pfprof_pid: Some(std::process::id() as i32),
+    };
+    drop(rings);
+    writer
+        .finish(&meta, &hostname(), &os_release(), cpus.len() as u32)
+        .with_context(|| format!("cannot write {}", cfg.data_path.display()))?;
+    Ok(Recorded { exit: Some(exit) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CPU lists as the kernel prints them.
+    #[test]
+    fn cpu_lists() {
+        for (text, want) in [
+            ("0", vec![0]),
+            ("0-3", vec![0, 1, 2, 3]),
+            ("0-1,4,6-7", vec![0, 1, 4, 6, 7]),
+            ("", vec![]),
+            ("x", vec![]),
+        ] {
+            assert_eq!(parse_cpu_list(text), want, "{text:?}");
+        }
+    }
+}

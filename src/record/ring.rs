@@ -1,0 +1,124 @@
+//! The mmap'ed perf ring buffer of one CPU: a metadata page followed by
+//! 2^n data pages that the kernel fills and we drain.
+//!
+//! Draining never parses records: the bytes between `data_tail` and
+//! `data_head` are whole records, handed out as (at most) two slices when they
+//! wrap, and written to the recording as they are. The `Acquire` load of
+//! `data_head` pairs with the kernel's write barrier; the `Release` store of
+//! `data_tail` tells the kernel the space may be reused only after we copied it.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perf_event_open_sys::bindings::perf_event_mmap_page;
+
+/// One CPU's ring buffer. Unmapped on drop.
+pub struct Ring {
+    base: *mut u8,
+    map_len: usize,
+    data_offset: usize,
+    data_size: usize,
+}
+
+// SAFETY: the mapping is owned by this struct alone; moving it to another
+// thread moves that ownership.
+unsafe impl Send for Ring {}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
+}
+
+impl Ring {
+    /// Maps `data_pages` (a power of two) data pages of the event `fd`.
+    pub fn new(fd: &OwnedFd, data_pages: usize) -> io::Result<Ring> {
+        assert!(data_pages.is_power_of_two());
+        let page = page_size();
+        let map_len = (data_pages + 1) * page;
+        // SAFETY: mapping a perf fd with the length the kernel expects
+        // (1 + 2^n pages); the result is checked against MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = base.cast::<u8>();
+        // SAFETY: the first page of the mapping is the kernel's
+        // perf_event_mmap_page; data_offset/data_size are set before mmap returns.
+        let (data_offset, data_size) = unsafe {
+            let meta = base.cast::<perf_event_mmap_page>();
+            ((*meta).data_offset as usize, (*meta).data_size as usize)
+        };
+        let (data_offset, data_size) = if data_size == 0 {
+            (page, data_pages * page) // kernels before 4.1 leave these 0
+        } else {
+            (data_offset, data_size)
+        };
+        Ok(Ring {
+            base,
+            map_len,
+            data_offset,
+            data_size,
+        })
+    }
+
+    fn head_tail(&self) -> (&AtomicU64, &AtomicU64) {
+        // SAFETY: data_head and data_tail are naturally aligned u64 fields of
+        // the metadata page, which lives as long as `self`; the kernel and we
+        // access them atomically.
+        unsafe {
+            let meta = self.base.cast::<perf_event_mmap_page>();
+            (
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*meta).data_head)),
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*meta).data_tail)),
+            )
+        }
+    }
+
+    /// Hands every complete record written so far to `sink` (one or two
+    /// slices), then frees the space. Returns the number of bytes drained.
+    pub fn drain(&mut self, mut sink: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<usize> {
+        let (head_atomic, tail_atomic) = self.head_tail();
+        let head = head_atomic.load(Ordering::Acquire);
+        let tail = tail_atomic.load(Ordering::Relaxed);
+        let len = (head - tail) as usize;
+        if len == 0 {
+            return Ok(0);
+        }
+        let start = (tail as usize) % self.data_size;
+        // SAFETY: the data area is `data_size` bytes at `data_offset` inside
+        // the mapping; the kernel does not write to [tail, head) until we
+        // publish a new tail below, so the bytes are stable while borrowed.
+        let data =
+            unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
+        let first = len.min(self.data_size - start);
+        sink(&data[start..start + first])?;
+        if first < len {
+            sink(&data[..len - first])?;
+        }
+        tail_atomic.store(head, Ordering::Release);
+        Ok(len)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping created in `new`; no borrow of
+        // it outlives `self` (drain's slices end with the call).
+        unsafe { libc::munmap(self.base.cast(), self.map_len) };
+    }
+}

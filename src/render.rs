@@ -1,0 +1,132 @@
+//! Writes the outputs: folded stacks (`<class>.folded`, `all.folded`), SVG
+//! flame graphs through inferno (one colour scheme per class; in `all`, the
+//! class is the root frame), `report.txt` and `report.json`.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use inferno::flamegraph::color::{BasicPalette, Palette};
+use inferno::flamegraph::{self, Options};
+
+use crate::classify::FaultClass;
+use crate::report::Report;
+use crate::resolve::Folded;
+
+/// Which flame graphs to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClassSelection {
+    /// Minor faults.
+    Minor,
+    /// Major faults.
+    Major,
+    /// Copy-on-write faults.
+    Cow,
+    /// All classes, class as the root frame.
+    All,
+}
+
+fn palette(selection: ClassSelection) -> Palette {
+    Palette::Basic(match selection {
+        ClassSelection::Minor => BasicPalette::Aqua,
+        ClassSelection::Major => BasicPalette::Red,
+        ClassSelection::Cow => BasicPalette::Orange,
+        ClassSelection::All => BasicPalette::Hot,
+    })
+}
+
+fn name(selection: ClassSelection) -> &'static str {
+    match selection {
+        ClassSelection::Minor => "minor",
+        ClassSelection::Major => "major",
+        ClassSelection::Cow => "cow",
+        ClassSelection::All => "all",
+    }
+}
+
+/// The folded lines of one selection, sorted (as inferno expects for speed).
+pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<String> {
+    let one = |class: FaultClass, prefix: &str| -> Vec<String> {
+        folded[class as usize]
+            .iter()
+            .map(|(stack, n)| format!("{prefix}{stack} {n}"))
+            .collect()
+    };
+    match selection {
+        ClassSelection::Minor => one(FaultClass::Minor, ""),
+        ClassSelection::Major => one(FaultClass::Major, ""),
+        ClassSelection::Cow => one(FaultClass::Cow, ""),
+        ClassSelection::All => {
+            let mut lines: Vec<String> = FaultClass::ALL
+                .iter()
+                .flat_map(|c| one(*c, &format!("{};", c.name())))
+                .collect();
+            lines.sort();
+            lines
+        }
+    }
+}
+
+fn write_empty_svg(path: &Path, title: &str) -> io::Result<()> {
+    let escaped = title
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    std::fs::write(
+        path,
+        format!(
+            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"120\" \
+             xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
+             <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{escaped}</text>\
+             <text x=\"600\" y=\"80\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n"
+        ),
+    )
+}
+
+/// Writes `<name>.folded` and `<name>.svg` for one selection.
+pub fn write_flamegraph(
+    dir: &Path,
+    folded: &[Folded; 3],
+    selection: ClassSelection,
+    command: &str,
+) -> io::Result<()> {
+    let lines = folded_lines(folded, selection);
+    let base = name(selection);
+    let mut out = BufWriter::new(File::create(dir.join(format!("{base}.folded")))?);
+    for line in &lines {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    let title = match selection {
+        ClassSelection::All => format!("Page faults (all classes): {command}"),
+        _ => format!("{} page faults: {command}", base.to_uppercase()),
+    };
+    let svg_path = dir.join(format!("{base}.svg"));
+    if lines.is_empty() {
+        return write_empty_svg(&svg_path, &title);
+    }
+    let mut options = Options::default();
+    options.title = title;
+    options.count_name = "faults".into();
+    options.colors = palette(selection);
+    options.hash = true;
+    options.deterministic = true;
+    let writer = BufWriter::new(File::create(&svg_path)?);
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), writer)
+}
+
+/// Writes every output of a recording directory.
+pub fn write_all(dir: &Path, report: &Report, folded: &[Folded; 3], top: usize) -> io::Result<()> {
+    let command = report.command.join(" ");
+    for selection in [
+        ClassSelection::Minor,
+        ClassSelection::Major,
+        ClassSelection::Cow,
+        ClassSelection::All,
+    ] {
+        write_flamegraph(dir, folded, selection, &command)?;
+    }
+    std::fs::write(dir.join("report.txt"), report.to_text(top))?;
+    let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+    std::fs::write(dir.join("report.json"), json)
+}

@@ -1,0 +1,464 @@
+//! The report model (serialized as `report.json`, a stable contract documented
+//! in the README) and its text rendering (`report.txt`, 100 columns).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::classify::{Access, FaultClass};
+use crate::perf_data::Exit;
+
+/// Fault totals.
+#[derive(Debug, Clone, Serialize)]
+pub struct Totals {
+    /// Minor faults recorded.
+    pub minor: u64,
+    /// Major faults recorded.
+    pub major: u64,
+    /// COW faults recorded.
+    pub cow: u64,
+    /// Records the kernel dropped.
+    pub lost: u64,
+    /// The kernel's own minor-fault count for the process tree.
+    pub kernel_minor: Option<u64>,
+    /// The kernel's own major-fault count.
+    pub kernel_major: Option<u64>,
+    /// False when the tracepoints were unavailable: COW cannot be told apart.
+    pub cow_available: bool,
+    /// Major faults on files.
+    pub major_file: u64,
+    /// Major faults on anonymous memory (swap-ins).
+    pub major_swap: u64,
+    /// Faults taken in kernel mode on user memory.
+    pub kernel_mode: u64,
+    /// Completed faults without an entry tracepoint (no error code).
+    pub unpaired: u64,
+    /// Entry tracepoints without a completion (spurious, SIGSEGV, ...).
+    pub entries_without_completion: u64,
+    /// Records that did not parse.
+    pub bad_records: u64,
+    /// Samples without a call chain.
+    pub no_callchain: u64,
+}
+
+/// One process.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessRow {
+    /// Pid.
+    pub pid: i32,
+    /// Parent pid.
+    pub ppid: i32,
+    /// Name.
+    pub comm: String,
+    /// Executable.
+    pub exe: Option<String>,
+    /// Minor faults.
+    pub minor: u64,
+    /// Major faults.
+    pub major: u64,
+    /// COW faults.
+    pub cow: u64,
+    /// Threads seen.
+    pub threads: u32,
+}
+
+/// A fault target.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TargetRow {
+    /// File path, object owning a `.bss` tail, or `[heap]`, `[stack]`, `[anon]`, `[vdso]`.
+    pub object: String,
+    /// `file`, `anon`, `heap`, `stack`, `special`, `unknown`.
+    pub region: String,
+    /// ELF section.
+    pub section: Option<String>,
+    /// Data symbol.
+    pub symbol: Option<String>,
+}
+
+impl TargetRow {
+    /// The leaf frame of folded stacks: `[libfoo.so .data.rel.ro table]`.
+    pub fn folded_frame(&self) -> String {
+        let name = self.object.rsplit('/').next().unwrap_or(&self.object);
+        let mut s = String::from("[");
+        s.push_str(name.trim_matches(|c| c == '[' || c == ']'));
+        if let Some(section) = &self.section {
+            s.push(' ');
+            s.push_str(section);
+        }
+        if let Some(symbol) = &self.symbol {
+            s.push(' ');
+            s.push_str(symbol);
+        }
+        s.push(']');
+        s.replace(';', ":")
+    }
+}
+
+/// One code site × target.
+#[derive(Debug, Clone, Serialize)]
+pub struct SiteRow {
+    /// Fault class.
+    pub class: FaultClass,
+    /// Access.
+    pub access: Access,
+    /// Faults.
+    pub count: u64,
+    /// Processes.
+    pub pids: Vec<i32>,
+    /// Name of the process with most of these faults.
+    pub comm: String,
+    /// Innermost (possibly inlined) function.
+    pub function: String,
+    /// Its source file.
+    pub file: Option<String>,
+    /// Its line.
+    pub line: Option<u32>,
+    /// Object containing the code.
+    pub object: Option<String>,
+    /// Function names, root first (the most common stack of this row).
+    pub stack: Vec<String>,
+    /// The same stack with file, line and inlining of every frame, root first.
+    pub frames: Vec<FrameRow>,
+    /// Where the faults landed.
+    pub target: TargetRow,
+}
+
+/// One frame of a stack.
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameRow {
+    /// Function (demangled).
+    pub function: String,
+    /// Source file.
+    pub file: Option<String>,
+    /// Line (for an outer frame of an inlined call: the call site).
+    pub line: Option<u32>,
+    /// Inlined into the frame before it.
+    pub inlined: bool,
+    /// Object holding the code.
+    pub object: Option<String>,
+}
+
+/// Faults per class and target object + section.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetSummaryRow {
+    /// Class.
+    pub class: FaultClass,
+    /// Object.
+    pub object: String,
+    /// Region.
+    pub region: String,
+    /// Section.
+    pub section: Option<String>,
+    /// Faults.
+    pub count: u64,
+}
+
+/// A module seen in the recording.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleRow {
+    /// Path.
+    pub path: String,
+    /// Build-id (hex) as recorded.
+    pub build_id: Option<String>,
+    /// Why it could not be symbolized, if so.
+    pub problem: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// pfprof version.
+    pub pfprof_version: String,
+    /// Profiled command.
+    pub command: Vec<String>,
+    /// How it ended.
+    pub exit: Option<Exit>,
+    /// Sample period.
+    pub period: u64,
+    /// Totals.
+    pub totals: Totals,
+    /// Faults by class, then access.
+    pub by_access: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Processes.
+    pub processes: Vec<ProcessRow>,
+    /// Sites, most faults first.
+    pub sites: Vec<SiteRow>,
+    /// Targets, most faults first.
+    pub targets: Vec<TargetSummaryRow>,
+    /// Modules.
+    pub modules: Vec<ModuleRow>,
+    /// Things the user should know.
+    pub warnings: Vec<String>,
+    /// Wall time of the recording.
+    pub wall_ns: Option<u64>,
+    /// Bytes recorded.
+    pub data_bytes: Option<u64>,
+    /// Records replayed.
+    pub records: u64,
+    /// Interned stack nodes.
+    pub stack_frames: usize,
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn short(path: &str) -> &str {
+    if path.starts_with('[') {
+        path
+    } else {
+        path.rsplit('/').next().unwrap_or(path)
+    }
+}
+
+fn truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+impl Report {
+    /// Total faults recorded.
+    pub fn captured(&self) -> u64 {
+        self.totals.minor + self.totals.major + self.totals.cow
+    }
+
+    /// The completeness line: `captured 262,144 of 262,144 faults (100.0%)`.
+    pub fn completeness_line(&self) -> String {
+        let captured = self.captured();
+        match (self.totals.kernel_minor, self.totals.kernel_major) {
+            (Some(minor), Some(major)) => {
+                let kernel = minor + major;
+                let expected = kernel.div_ceil(self.period.max(1));
+                let pct = if expected == 0 {
+                    100.0
+                } else {
+                    captured as f64 * 100.0 / expected as f64
+                };
+                let sampled = if self.period > 1 {
+                    format!(" (1 in {} sampled)", self.period)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "captured {} of {} faults ({pct:.1}%){sampled}; lost records: {}",
+                    thousands(captured),
+                    thousands(kernel),
+                    thousands(self.totals.lost)
+                )
+            }
+            _ => format!(
+                "captured {} faults; kernel count unavailable; lost records: {}",
+                thousands(captured),
+                thousands(self.totals.lost)
+            ),
+        }
+    }
+
+    /// `report.txt`.
+    pub fn to_text(&self, top: usize) -> String {
+        let mut s = String::new();
+        let t = &self.totals;
+        let _ = writeln!(
+            s,
+            "pfprof {}: {}",
+            self.pfprof_version,
+            self.command.join(" ")
+        );
+        match &self.exit {
+            Some(Exit::Code(c)) => {
+                let _ = writeln!(s, "exit status {c}");
+            }
+            Some(Exit::Signal(sig)) => {
+                let _ = writeln!(s, "killed by signal {sig}");
+            }
+            None => {}
+        }
+        let _ = writeln!(s, "{}", self.completeness_line());
+        let cow = if t.cow_available {
+            thousands(t.cow)
+        } else {
+            "unavailable".into()
+        };
+        let _ = writeln!(
+            s,
+            "faults: minor {}  major {} (file {}, swap {})  cow {}  | in kernel mode {}",
+            thousands(t.minor),
+            thousands(t.major),
+            thousands(t.major_file),
+            thousands(t.major_swap),
+            cow,
+            thousands(t.kernel_mode)
+        );
+        let _ = writeln!(
+            s,
+            "\n{:<8}{:>12}{:>12}{:>12}{:>12}",
+            "class", "read", "write", "exec", "unknown"
+        );
+        for class in FaultClass::ALL {
+            if class == FaultClass::Cow && !t.cow_available {
+                continue;
+            }
+            let row = &self.by_access[class.name()];
+            let _ = writeln!(
+                s,
+                "{:<8}{:>12}{:>12}{:>12}{:>12}",
+                class.name(),
+                thousands(row["read"]),
+                thousands(row["write"]),
+                thousands(row["exec"]),
+                thousands(row["unknown"])
+            );
+        }
+        if t.unpaired > 0 || t.bad_records > 0 || t.no_callchain > 0 {
+            let _ = writeln!(
+                s,
+                "\nwithout error code: {}  bad records: {}  without call chain: {}",
+                thousands(t.unpaired),
+                thousands(t.bad_records),
+                thousands(t.no_callchain)
+            );
+        }
+
+        for class in FaultClass::ALL {
+            let rows: Vec<&SiteRow> = self
+                .sites
+                .iter()
+                .filter(|r| r.class == class)
+                .take(top)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let _ = writeln!(s, "\nTop {} code sites ({}):", class.name(), rows.len());
+            let _ = writeln!(
+                s,
+                "{:>9}  {:<5}  {:<44}  target",
+                "faults", "acc", "function (file:line)"
+            );
+            for r in rows {
+                let place = match (&r.file, r.line) {
+                    (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
+                    _ => r.function.clone(),
+                };
+                let mut target = short(&r.target.object).to_string();
+                if let Some(sec) = &r.target.section {
+                    target.push(' ');
+                    target.push_str(sec);
+                }
+                if let Some(sym) = &r.target.symbol {
+                    target.push(' ');
+                    target.push_str(sym);
+                }
+                let _ = writeln!(
+                    s,
+                    "{:>9}  {:<5}  {:<44}  {}",
+                    thousands(r.count),
+                    r.access.name(),
+                    truncate(&place, 44),
+                    truncate(&target, 34)
+                );
+            }
+        }
+        for class in FaultClass::ALL {
+            let rows: Vec<&TargetSummaryRow> = self
+                .targets
+                .iter()
+                .filter(|r| r.class == class)
+                .take(top)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let _ = writeln!(s, "\nTop {} targets:", class.name());
+            for r in rows {
+                let _ = writeln!(
+                    s,
+                    "{:>9}  {:<50}  {:<6}  {}",
+                    thousands(r.count),
+                    truncate(short(&r.object), 50),
+                    r.region,
+                    r.section.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        let _ = writeln!(s, "\nProcesses:");
+        let _ = writeln!(
+            s,
+            "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10} {:>8}",
+            "pid", "ppid", "comm", "minor", "major", "cow", "threads"
+        );
+        for p in &self.processes {
+            let _ = writeln!(
+                s,
+                "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10} {:>8}",
+                p.pid,
+                p.ppid,
+                truncate(&p.comm, 16),
+                thousands(p.minor),
+                thousands(p.major),
+                thousands(p.cow),
+                p.threads
+            );
+        }
+        if !self.warnings.is_empty() {
+            let _ = writeln!(s, "\nWarnings:");
+            for w in &self.warnings {
+                let _ = writeln!(s, "  {w}");
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Digit grouping.
+    #[test]
+    fn grouping() {
+        for (n, want) in [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (262144, "262,144"),
+            (1234567, "1,234,567"),
+        ] {
+            assert_eq!(thousands(n), want);
+        }
+    }
+
+    /// Folded target frames are compact and never contain `;`.
+    #[test]
+    fn folded_frame() {
+        let t = TargetRow {
+            object: "/usr/lib/libx.so".into(),
+            region: "file".into(),
+            section: Some(".got".into()),
+            symbol: Some("a;b".into()),
+        };
+        assert_eq!(t.folded_frame(), "[libx.so .got a:b]");
+        let t = TargetRow {
+            object: "[heap]".into(),
+            region: "heap".into(),
+            section: None,
+            symbol: None,
+        };
+        assert_eq!(t.folded_frame(), "[heap]");
+    }
+}

@@ -1,0 +1,433 @@
+//! Symbolization, once per unique address: code frames through the
+//! `pfprof-symbolize` crate (one batch per module, cached by build-id) and
+//! fault targets to section + data symbol. Produces the [`Report`] model and
+//! the folded stacks that every renderer reads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
+use rustc_hash::FxHashMap;
+
+use crate::analyze::{Profile, TargetKey};
+use crate::classify::{Access, FaultClass};
+use crate::process::ModuleId;
+use crate::report::{
+    FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
+};
+use crate::stacks::{FrameKey, StackTable};
+
+/// A symbolized frame: function, file, line, inlined flag.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Named {
+    function: String,
+    file: Option<String>,
+    line: Option<u32>,
+    inlined: bool,
+    object: Option<ModuleId>,
+}
+
+fn hex_build_id(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Folded stacks per class, as `(stack line, count)`, stack root first.
+pub type Folded = BTreeMap<String, u64>;
+
+/// Symbolizes the profile and builds the report and folded stacks.
+pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
+    let modules = &profile.processes.modules;
+    let mut symbolizer = Symbolizer::new(Options::default());
+    let mut module_status: FxHashMap<ModuleId, String> = FxHashMap::default();
+    let mut note = |module: ModuleId, reason: &Reason| {
+        module_status
+            .entry(module)
+            .or_insert_with(|| reason.to_string());
+    };
+
+    // Code frames: group unique offsets by module, one batch each.
+    let mut by_module: BTreeMap<ModuleId, BTreeSet<u64>> = BTreeMap::new();
+    let mut kernel_needed = false;
+    for frame in profile.stacks.unique_frames() {
+        match frame {
+            FrameKey::Code {
+                module,
+                lookup_file_offset,
+            } => {
+                by_module
+                    .entry(module)
+                    .or_default()
+                    .insert(lookup_file_offset);
+            }
+            FrameKey::Kernel { .. } => kernel_needed = true,
+            FrameKey::Unknown => {}
+        }
+    }
+    let mut code_names: FxHashMap<FrameKey, Vec<Named>> = FxHashMap::default();
+    for (module, offsets) in &by_module {
+        let m = modules.get(*module);
+        let offsets: Vec<u64> = offsets.iter().copied().collect();
+        let results = if m.path.starts_with('/') {
+            symbolizer.code(Path::new(&m.path), m.build_id.as_deref(), &offsets)
+        } else {
+            offsets.iter().map(|_| Err(Reason::MissingFile)).collect()
+        };
+        for (offset, result) in offsets.iter().zip(results) {
+            let names = match result {
+                Ok(site) => site
+                    .frames
+                    .into_iter()
+                    .map(|f| Named {
+                        function: f.function,
+                        file: f.file,
+                        line: f.line,
+                        inlined: f.inlined,
+                        object: Some(*module),
+                    })
+                    .collect(),
+                Err(reason) => {
+                    if m.path.starts_with('/')
+                        && !matches!(reason, Reason::NoSymbol | Reason::NotInSegment)
+                    {
+                        note(*module, &reason);
+                    }
+                    vec![Named {
+                        function: format!("{}+{offset:#x}", m.short_name()),
+                        file: None,
+                        line: None,
+                        inlined: false,
+                        object: Some(*module),
+                    }]
+                }
+            };
+            code_names.insert(
+                FrameKey::Code {
+                    module: *module,
+                    lookup_file_offset: *offset,
+                },
+                names,
+            );
+        }
+    }
+    let kernel_symbols = if kernel_needed {
+        KernelSymbols::load()
+    } else {
+        None
+    };
+    let frame_names = |frame: FrameKey| -> Vec<Named> {
+        match frame {
+            FrameKey::Code { .. } => code_names.get(&frame).cloned().unwrap_or_default(),
+            FrameKey::Kernel { avma } => vec![Named {
+                function: match kernel_symbols.as_ref().and_then(|k| k.lookup(avma)) {
+                    Some((name, _)) => format!("{name}_[k]"),
+                    None => format!("{avma:#x}_[k]"),
+                },
+                file: None,
+                line: None,
+                inlined: false,
+                object: None,
+            }],
+            FrameKey::Unknown => vec![Named {
+                function: "[unknown]".into(),
+                file: None,
+                line: None,
+                inlined: false,
+                object: None,
+            }],
+        }
+    };
+
+    // Targets: section and data symbol of each unique module offset.
+    let mut data_offsets: BTreeMap<ModuleId, BTreeSet<u64>> = BTreeMap::new();
+    for key in profile.counts.keys() {
+        if let TargetKey::Module {
+            module,
+            file_offset,
+            ..
+        } = key.target
+        {
+            data_offsets.entry(module).or_default().insert(file_offset);
+        }
+    }
+    let mut data_names: FxHashMap<(ModuleId, u64), (Option<String>, Option<String>)> =
+        FxHashMap::default();
+    for (module, offsets) in &data_offsets {
+        let m = modules.get(*module);
+        let offsets: Vec<u64> = offsets.iter().copied().collect();
+        let results = symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets);
+        for (offset, result) in offsets.iter().zip(results) {
+            let names = match result {
+                Ok(t) => (t.section, t.symbol),
+                Err(reason) => {
+                    if !matches!(
+                        reason,
+                        Reason::NoSymbol | Reason::NotInSegment | Reason::NotElf
+                    ) {
+                        note(*module, &reason);
+                    }
+                    (None, None)
+                }
+            };
+            data_names.insert((*module, *offset), names);
+        }
+    }
+    let target_row = |target: TargetKey| -> TargetRow {
+        let (object, region, section, symbol) = match target {
+            TargetKey::Module {
+                module,
+                file_offset,
+                bss_tail,
+            } => {
+                let (section, symbol) = data_names
+                    .get(&(module, file_offset))
+                    .cloned()
+                    .unwrap_or((None, None));
+                let region = if bss_tail { "anon" } else { "file" };
+                (modules.get(module).path.clone(), region, section, symbol)
+            }
+            TargetKey::Pseudo(module) => (modules.get(module).path.clone(), "special", None, None),
+            TargetKey::Heap => ("[heap]".into(), "heap", None, None),
+            TargetKey::Stack => ("[stack]".into(), "stack", None, None),
+            TargetKey::Anon => ("[anon]".into(), "anon", None, None),
+            TargetKey::Unknown => ("[unknown]".into(), "unknown", None, None),
+        };
+        TargetRow {
+            object,
+            region: region.into(),
+            section,
+            symbol,
+        }
+    };
+
+    // Expand each interned stack once: names root first.
+    let mut stack_cache: FxHashMap<u32, Vec<Named>> = FxHashMap::default();
+    let mut expand = |stacks: &StackTable, stack: u32| -> Vec<Named> {
+        stack_cache
+            .entry(stack)
+            .or_insert_with(|| {
+                let mut leaf_first: Vec<Named> = Vec::new();
+                for frame in stacks.frames(stack) {
+                    leaf_first.extend(frame_names(frame));
+                }
+                leaf_first.reverse();
+                leaf_first
+            })
+            .clone()
+    };
+
+    // Sites and folded stacks.
+    #[derive(Default)]
+    struct SiteAcc {
+        count: u64,
+        pids: BTreeMap<i32, u64>,
+        stacks: BTreeMap<Vec<Named>, u64>,
+    }
+    type SiteKey = (FaultClass, Access, Option<Named>, TargetRow);
+    let mut sites: BTreeMap<SiteKey, SiteAcc> = BTreeMap::new();
+    let mut folded: [Folded; 3] = Default::default();
+    let mut targets: BTreeMap<(FaultClass, String, String, Option<String>), u64> = BTreeMap::new();
+    let comm_of = |pid: i32| -> String {
+        profile
+            .processes
+            .by_pid
+            .get(&pid)
+            .map_or_else(|| "?".to_string(), |p| p.comm.clone())
+    };
+    for (key, &count) in &profile.counts {
+        let names = expand(&profile.stacks, key.stack);
+        let target = target_row(key.target);
+        let leaf = names.last().cloned();
+        let acc = sites
+            .entry((key.class, key.access, leaf, target.clone()))
+            .or_default();
+        acc.count += count;
+        *acc.pids.entry(key.pid).or_default() += count;
+        *acc.stacks.entry(names.clone()).or_default() += count;
+        *targets
+            .entry((
+                key.class,
+                target.object.clone(),
+                target.region.clone(),
+                target.section.clone(),
+            ))
+            .or_default() += count;
+
+        let mut line = comm_of(key.pid).replace(';', ":");
+        for f in &names {
+            line.push(';');
+            line.push_str(&f.function.replace(';', ":"));
+        }
+        line.push(';');
+        line.push_str(&target.folded_frame());
+        *folded[key.class as usize].entry(line).or_default() += count;
+    }
+
+    let mut site_rows: Vec<SiteRow> = sites
+        .into_iter()
+        .map(|((class, access, leaf, target), acc)| {
+            let top_pid = acc
+                .pids
+                .iter()
+                .max_by_key(|(pid, n)| (**n, -**pid))
+                .map(|(pid, _)| *pid)
+                .unwrap_or(0);
+            let stack = acc
+                .stacks
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|s| s.0)
+                .unwrap_or_default();
+            let (function, file, line, object) = match leaf {
+                Some(n) => (
+                    n.function,
+                    n.file,
+                    n.line,
+                    n.object.map(|m| modules.get(m).path.clone()),
+                ),
+                None => ("[no stack]".to_string(), None, None, None),
+            };
+            SiteRow {
+                class,
+                access,
+                count: acc.count,
+                pids: acc.pids.keys().copied().collect(),
+                comm: comm_of(top_pid),
+                function,
+                file,
+                line,
+                object,
+                stack: stack.iter().map(|n| n.function.clone()).collect(),
+                frames: stack
+                    .into_iter()
+                    .map(|n| FrameRow {
+                        function: n.function,
+                        file: n.file,
+                        line: n.line,
+                        inlined: n.inlined,
+                        object: n.object.map(|m| modules.get(m).path.clone()),
+                    })
+                    .collect(),
+                target,
+            }
+        })
+        .collect();
+    site_rows.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| (a.class, a.access, &a.function).cmp(&(b.class, b.access, &b.function)))
+    });
+
+    let mut target_rows: Vec<TargetSummaryRow> = targets
+        .into_iter()
+        .map(
+            |((class, object, region, section), count)| TargetSummaryRow {
+                class,
+                object,
+                region,
+                section,
+                count,
+            },
+        )
+        .collect();
+    target_rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.object.cmp(&b.object)));
+
+    let mut processes: Vec<ProcessRow> = profile
+        .processes
+        .by_pid
+        .values()
+        .map(|p| {
+            let c = profile
+                .process_counts
+                .get(&p.pid)
+                .cloned()
+                .unwrap_or_default();
+            let root = profile.meta.as_ref().filter(|m| m.root_pid == Some(p.pid));
+            ProcessRow {
+                pid: p.pid,
+                ppid: root.and_then(|m| m.pfprof_pid).unwrap_or(p.ppid),
+                comm: p.comm.clone(),
+                exe: p.exe.map(|m| modules.get(m).path.clone()),
+                minor: c.minor,
+                major: c.major,
+                cow: c.cow,
+                threads: p.threads,
+            }
+        })
+        .collect();
+    processes.sort_by_key(|p| p.pid);
+
+    let module_rows: Vec<ModuleRow> = modules
+        .iter()
+        .map(|(id, m)| ModuleRow {
+            path: m.path.clone(),
+            build_id: m.build_id.as_deref().map(hex_build_id),
+            problem: module_status.get(&id).cloned(),
+        })
+        .collect();
+
+    let t = &profile.totals;
+    let meta = profile.meta.as_ref();
+    let totals = Totals {
+        minor: t.by_class[FaultClass::Minor as usize],
+        major: t.by_class[FaultClass::Major as usize],
+        cow: t.by_class[FaultClass::Cow as usize],
+        lost: t.lost,
+        kernel_minor: meta.and_then(|m| m.kernel_minor),
+        kernel_major: meta.and_then(|m| m.kernel_major),
+        cow_available: profile.has_entries,
+        major_file: t.major_file,
+        major_swap: t.major_swap,
+        kernel_mode: t.kernel_mode,
+        unpaired: t.unpaired,
+        entries_without_completion: t.entries_without_completion,
+        bad_records: profile.decode.bad_records,
+        no_callchain: t.no_callchain,
+    };
+    let mut by_access = BTreeMap::new();
+    for class in FaultClass::ALL {
+        let mut row = BTreeMap::new();
+        for access in Access::ALL {
+            row.insert(
+                access.name().to_string(),
+                t.by_class_access[class as usize][access as usize],
+            );
+        }
+        by_access.insert(class.name().to_string(), row);
+    }
+    let mut warnings = Vec::new();
+    for row in &module_rows {
+        if let Some(problem) = &row.problem {
+            warnings.push(format!("{}: {problem}", row.path));
+        }
+    }
+    if let Some(why) = &profile.decode.truncated {
+        warnings.push(format!(
+            "recording damaged, analysed the intact part: {why}"
+        ));
+    }
+    if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {
+        warnings.push(format!("COW and access types unavailable: {note}"));
+    }
+    let command = meta
+        .map(|m| m.command.clone())
+        .or_else(|| profile.cmdline.clone())
+        .unwrap_or_default();
+    let report = Report {
+        pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        command,
+        exit: meta.and_then(|m| m.exit.clone()),
+        period: meta.map_or(1, |m| m.period),
+        totals,
+        by_access,
+        processes,
+        sites: site_rows,
+        targets: target_rows,
+        modules: module_rows,
+        warnings,
+        wall_ns: meta.map(|m| m.wall_ns),
+        data_bytes: meta.map(|m| m.data_bytes),
+        records: profile.decode.records,
+        stack_frames: profile.stacks.len(),
+    };
+    (report, folded)
+}

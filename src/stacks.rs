@@ -1,0 +1,119 @@
+//! Call stacks as raw, unsymbolized frames, interned into a prefix tree:
+//! `(parent stack, frame) → StackId`. A sample costs one hash lookup per frame
+//! and no allocation once its stack has been seen; names come at the end,
+//! once per unique frame.
+
+use rustc_hash::FxHashMap;
+
+use crate::process::ModuleId;
+
+/// One frame before symbolization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FrameKey {
+    /// Code in a module, at the file offset used for lookup (return addresses
+    /// already minus 1).
+    Code {
+        /// The module.
+        module: ModuleId,
+        /// File offset for lookup.
+        lookup_file_offset: u64,
+    },
+    /// A kernel address (kept with `--kernel`).
+    Kernel {
+        /// Kernel address.
+        avma: u64,
+    },
+    /// An address in no known mapping (JIT code, or a corrupt chain).
+    Unknown,
+}
+
+/// Index of an interned stack; [`StackTable::ROOT`] is the empty stack.
+pub type StackId = u32;
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    parent: StackId,
+    frame: FrameKey,
+}
+
+/// Interned stacks.
+#[derive(Debug, Default)]
+pub struct StackTable {
+    nodes: Vec<Node>,
+    index: FxHashMap<(StackId, FrameKey), StackId>,
+}
+
+impl StackTable {
+    /// The empty stack.
+    pub const ROOT: StackId = u32::MAX;
+
+    /// The stack `parent` + `frame` (frame is the new leaf).
+    pub fn push(&mut self, parent: StackId, frame: FrameKey) -> StackId {
+        let next = self.nodes.len() as StackId;
+        *self.index.entry((parent, frame)).or_insert_with(|| {
+            self.nodes.push(Node { parent, frame });
+            next
+        })
+    }
+
+    /// Interns a stack given leaf first.
+    pub fn intern_leaf_first(&mut self, frames: &[FrameKey]) -> StackId {
+        frames
+            .iter()
+            .rev()
+            .fold(Self::ROOT, |parent, &frame| self.push(parent, frame))
+    }
+
+    /// Frames of `stack`, leaf first.
+    pub fn frames(&self, mut stack: StackId) -> impl Iterator<Item = FrameKey> + '_ {
+        std::iter::from_fn(move || {
+            if stack == Self::ROOT {
+                return None;
+            }
+            let node = self.nodes[stack as usize];
+            stack = node.parent;
+            Some(node.frame)
+        })
+    }
+
+    /// Every distinct frame of every stack.
+    pub fn unique_frames(&self) -> impl Iterator<Item = FrameKey> + '_ {
+        self.nodes.iter().map(|n| n.frame)
+    }
+
+    /// Number of interned stack nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(off: u64) -> FrameKey {
+        FrameKey::Code {
+            module: 0,
+            lookup_file_offset: off,
+        }
+    }
+
+    /// Equal stacks get equal ids, shared prefixes share nodes, and frames
+    /// come back leaf first.
+    #[test]
+    fn interning() {
+        let mut t = StackTable::default();
+        let a = t.intern_leaf_first(&[code(3), code(2), code(1)]);
+        let b = t.intern_leaf_first(&[code(4), code(2), code(1)]);
+        let a2 = t.intern_leaf_first(&[code(3), code(2), code(1)]);
+        assert_eq!(a, a2);
+        assert_ne!(a, b);
+        assert_eq!(t.len(), 4, "root-side prefix 1,2 is shared");
+        assert_eq!(
+            t.frames(a).collect::<Vec<_>>(),
+            vec![code(3), code(2), code(1)]
+        );
+        assert_eq!(t.intern_leaf_first(&[]), StackTable::ROOT);
+        assert_eq!(t.frames(StackTable::ROOT).count(), 0);
+    }
+}

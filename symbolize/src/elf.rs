@@ -1,0 +1,404 @@
+//! ELF facts read with `object`: program headers, section headers, symbols,
+//! build-id and `.gnu_debuglink`, and the search for separate debug files.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use object::elf;
+use object::read::elf::{ElfFile, FileHeader, ProgramHeader};
+use object::{Object, ObjectSection, ObjectSymbol, SectionFlags, SymbolKind, SymbolSection};
+
+use crate::{SectionInfo, SegmentInfo};
+
+/// Maps a whole file read-only.
+pub(crate) fn map_file(path: &Path) -> std::io::Result<Mmap> {
+    let file = File::open(path)?;
+    // SAFETY: the mapping is private and read-only; we never hand out
+    // references that outlive it. If another process truncates the file while
+    // it is mapped, reads past the new end raise SIGBUS: this is the usual
+    // caveat of mapping files and is documented in the crate docs.
+    unsafe { Mmap::map(&file) }
+}
+
+/// Parses `data` as an ELF file; anything else (including other object
+/// formats) is `None`.
+pub(crate) fn parse_elf(data: &[u8]) -> Option<object::File<'_>> {
+    match object::File::parse(data) {
+        Ok(file @ (object::File::Elf32(_) | object::File::Elf64(_))) => Some(file),
+        _ => None,
+    }
+}
+
+/// The NT_GNU_BUILD_ID of a parsed file.
+pub(crate) fn build_id(file: &object::File<'_>) -> Option<Vec<u8>> {
+    match file.build_id() {
+        Ok(Some(id)) if !id.is_empty() => Some(id.to_vec()),
+        _ => None,
+    }
+}
+
+/// Program headers that matter: PT_LOAD and PT_TLS.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProgramHeaders {
+    pub(crate) loads: Vec<SegmentInfo>,
+    /// `p_vaddr` of PT_TLS, the base of STT_TLS symbol values.
+    pub(crate) tls_svma: Option<u64>,
+}
+
+pub(crate) fn program_headers(file: &object::File<'_>) -> ProgramHeaders {
+    match file {
+        object::File::Elf32(f) => program_headers_of(f),
+        object::File::Elf64(f) => program_headers_of(f),
+        _ => ProgramHeaders::default(),
+    }
+}
+
+fn program_headers_of<Elf: FileHeader<Endian = object::Endianness>>(
+    file: &ElfFile<'_, Elf>,
+) -> ProgramHeaders {
+    let endian = file.endian();
+    let mut out = ProgramHeaders::default();
+    for ph in file.elf_program_headers() {
+        let p_type = ph.p_type(endian);
+        if p_type == elf::PT_LOAD {
+            out.loads.push(SegmentInfo {
+                svma: ph.p_vaddr(endian).into(),
+                file_offset: ph.p_offset(endian).into(),
+                file_size: ph.p_filesz(endian).into(),
+                mem_size: ph.p_memsz(endian).into(),
+                flags: ph.p_flags(endian).0,
+            });
+        } else if p_type == elf::PT_TLS {
+            out.tls_svma = Some(ph.p_vaddr(endian).into());
+        }
+    }
+    out
+}
+
+/// SHF_ALLOC section headers.
+pub(crate) fn alloc_sections(file: &object::File<'_>) -> Vec<SectionInfo> {
+    let mut out = Vec::new();
+    for section in file.sections() {
+        let SectionFlags::Elf { sh_type, sh_flags } = section.flags() else {
+            continue;
+        };
+        let sh_flags: u64 = sh_flags.0;
+        if sh_flags & elf::SHF_ALLOC.0 == 0 {
+            continue;
+        }
+        let Ok(name) = section.name() else { continue };
+        out.push(SectionInfo {
+            name: name.to_string(),
+            svma: section.address(),
+            size: section.size(),
+            file_offset: section_file_offset(&section),
+            nobits: sh_type == elf::SHT_NOBITS,
+            flags: sh_flags,
+        });
+    }
+    out
+}
+
+fn section_file_offset(section: &object::Section<'_, '_>) -> u64 {
+    match section.file_range() {
+        Some((offset, _)) => offset,
+        // NOBITS: no bytes in the file; the caller fills in the virtual
+        // file offset derived from PT_LOAD.
+        None => 0,
+    }
+}
+
+/// Kind of an owned symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SymKind {
+    /// STT_FUNC / STT_GNU_IFUNC.
+    Function,
+    /// STT_OBJECT / STT_COMMON / STT_TLS / STT_NOTYPE.
+    Data,
+}
+
+/// An owned symbol table entry, addresses already in svma space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Sym {
+    pub(crate) svma: u64,
+    pub(crate) size: u64,
+    pub(crate) kind: SymKind,
+    /// Global symbols win over local ones at the same address.
+    pub(crate) global: bool,
+    pub(crate) name: String,
+}
+
+/// Symbols of `.symtab` (when `symtab`) and `.dynsym` (when `dynsym`).
+pub(crate) fn symbols(
+    file: &object::File<'_>,
+    tls_svma: Option<u64>,
+    symtab: bool,
+    dynsym: bool,
+) -> Vec<Sym> {
+    let mut out = Vec::new();
+    let mut add = |sym: object::Symbol<'_, '_>| {
+        let kind = match sym.kind() {
+            SymbolKind::Text => SymKind::Function,
+            SymbolKind::Data | SymbolKind::Unknown | SymbolKind::Tls => SymKind::Data,
+            _ => return,
+        };
+        if !matches!(sym.section(), SymbolSection::Section(_)) {
+            return;
+        }
+        let Ok(name) = sym.name() else { return };
+        if name.is_empty() || name.starts_with("$") {
+            return;
+        }
+        let svma = if sym.kind() == SymbolKind::Tls {
+            match tls_svma.and_then(|base| base.checked_add(sym.address())) {
+                Some(svma) => svma,
+                None => return,
+            }
+        } else {
+            sym.address()
+        };
+        out.push(Sym {
+            svma,
+            size: sym.size(),
+            kind,
+            global: sym.is_global(),
+            name: name.to_string(),
+        });
+    };
+    if symtab {
+        file.symbols().for_each(&mut add);
+    }
+    if dynsym {
+        file.dynamic_symbols().for_each(&mut add);
+    }
+    out
+}
+
+/// Sorted symbol lookup table.
+#[derive(Debug, Default)]
+pub(crate) struct SymbolTable {
+    /// Sorted by svma, then larger size first, then global first.
+    syms: Vec<Sym>,
+    /// `max_end[i]` = max over `syms[..=i]` of `svma + size`, for early
+    /// termination of the backwards scan.
+    max_end: Vec<u64>,
+}
+
+impl SymbolTable {
+    pub(crate) fn new(mut syms: Vec<Sym>) -> Self {
+        syms.sort_by(|a, b| {
+            (a.svma, std::cmp::Reverse(a.size), !a.global, &a.name).cmp(&(
+                b.svma,
+                std::cmp::Reverse(b.size),
+                !b.global,
+                &b.name,
+            ))
+        });
+        syms.dedup_by(|b, a| a.svma == b.svma && a.size == b.size && a.name == b.name);
+        let mut max_end = Vec::with_capacity(syms.len());
+        let mut end = 0u64;
+        for sym in &syms {
+            end = end.max(sym.svma.saturating_add(sym.size));
+            max_end.push(end);
+        }
+        SymbolTable { syms, max_end }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
+    /// The best symbol of `kind` covering `svma`: the smallest sized symbol
+    /// whose `[svma, svma + size)` contains it; failing that, a zero-sized
+    /// symbol exactly at `svma`. Nothing is guessed for addresses after a
+    /// zero-sized symbol.
+    pub(crate) fn lookup(&self, svma: u64, kind: SymKind) -> Option<&Sym> {
+        let end = self.syms.partition_point(|s| s.svma <= svma);
+        let mut best: Option<&Sym> = None;
+        let mut exact_zero: Option<&Sym> = None;
+        for i in (0..end).rev() {
+            if self.max_end[i] <= svma {
+                // Nothing at or before i reaches svma, except zero-sized
+                // symbols exactly at svma (max_end is then == svma).
+                if self.max_end[i] < svma || self.syms[i].svma != svma {
+                    break;
+                }
+            }
+            let sym = &self.syms[i];
+            if sym.kind != kind {
+                continue;
+            }
+            if sym.size == 0 {
+                if sym.svma == svma && exact_zero.is_none() {
+                    exact_zero = Some(sym);
+                }
+                continue;
+            }
+            if svma - sym.svma < sym.size {
+                let better = match best {
+                    None => true,
+                    Some(b) => sym.size < b.size,
+                };
+                if better {
+                    best = Some(sym);
+                }
+            }
+        }
+        best.or(exact_zero)
+            .or_else(|| self.preceding_unsized_function(kind, end))
+    }
+
+    /// Hand-written assembly (`_start`, crt's `__do_global_dtors_aux`) has
+    /// function symbols without a size. Like binutils, attribute an address
+    /// to the nearest preceding function symbol when that symbol is unsized;
+    /// a preceding *sized* symbol that ends before the address means the
+    /// address is in a gap, and nothing is guessed.
+    fn preceding_unsized_function(&self, kind: SymKind, end: usize) -> Option<&Sym> {
+        if kind != SymKind::Function {
+            return None;
+        }
+        let last = self.syms[..end]
+            .iter()
+            .rev()
+            .find(|s| s.kind == SymKind::Function)?;
+        (last.size == 0).then_some(last)
+    }
+}
+
+/// CRC-32 (IEEE, as used by `.gnu_debuglink`).
+pub(crate) fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            let mask = (crc & 1).wrapping_neg();
+            crc = (crc >> 1) ^ (0xedb8_8320 & mask);
+        }
+    }
+    !crc
+}
+
+/// Candidate paths of the separate debug file of `path`, in search order.
+pub(crate) fn debug_file_candidates(
+    path: &Path,
+    build_id: Option<&[u8]>,
+    debuglink: Option<&[u8]>,
+    debug_dirs: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(id) = build_id.filter(|id| id.len() >= 2) {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        for dir in debug_dirs {
+            out.push(
+                dir.join(".build-id")
+                    .join(&hex[..2])
+                    .join(format!("{}.debug", &hex[2..])),
+            );
+        }
+    }
+    if let Some(link) = debuglink.and_then(|l| std::str::from_utf8(l).ok()) {
+        if !link.is_empty() && !link.contains('/') {
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            for base in [path.to_path_buf(), real] {
+                let Some(dir) = base.parent() else { continue };
+                let here = dir.join(link);
+                if here != base {
+                    out.push(here);
+                }
+                out.push(dir.join(".debug").join(link));
+                for debug_dir in debug_dirs {
+                    let relative = dir.strip_prefix("/").unwrap_or(dir);
+                    out.push(debug_dir.join(relative).join(link));
+                }
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_known_values() {
+        for (input, want) in [
+            (&b""[..], 0u32),
+            (b"a", 0xe8b7_be43),
+            (b"123456789", 0xcbf4_3926),
+        ] {
+            assert_eq!(crc32(input), want, "{input:?}");
+        }
+    }
+
+    fn sym(svma: u64, size: u64, kind: SymKind, name: &str) -> Sym {
+        Sym {
+            svma,
+            size,
+            kind,
+            global: true,
+            name: name.to_string(),
+        }
+    }
+
+    #[test]
+    fn symbol_table_lookup() {
+        use SymKind::{Data, Function};
+        let table = SymbolTable::new(vec![
+            sym(0x1000, 0x100, Function, "outer"),
+            sym(0x1010, 0x10, Function, "inner_alias"),
+            sym(0x2000, 0, Function, "asm_label"),
+            sym(0x3000, 0x4000, Data, "bss_buf"),
+            sym(0x3000, 0, Data, "__bss_start"),
+            sym(0x8000, 8, Data, "small"),
+        ]);
+        let cases: &[(u64, SymKind, Option<&str>)] = &[
+            (0x0fff, Function, None),
+            (0x1000, Function, Some("outer")),
+            (0x1015, Function, Some("inner_alias")),
+            (0x10ff, Function, Some("outer")),
+            (0x1100, Function, None),
+            (0x2000, Function, Some("asm_label")),
+            // unsized (assembly) symbols extend to the next function symbol
+            (0x2001, Function, Some("asm_label")),
+            (0x3000, Data, Some("bss_buf")),
+            (0x6000, Data, Some("bss_buf")),
+            (0x6fff, Data, Some("bss_buf")),
+            (0x7000, Data, None),
+            (0x8007, Data, Some("small")),
+            (0x8008, Data, None),
+            (0x3000, Function, Some("asm_label")),
+            (u64::MAX, Data, None),
+        ];
+        for &(svma, kind, want) in cases {
+            let got = table.lookup(svma, kind).map(|s| s.name.as_str());
+            assert_eq!(got, want, "svma {svma:#x} {kind:?}");
+        }
+    }
+
+    #[test]
+    fn debug_candidates_order() {
+        let dirs = vec![PathBuf::from("/usr/lib/debug")];
+        let got = debug_file_candidates(
+            Path::new("/nonexistent/dir/libx.so"),
+            Some(&[0xab, 0xcd, 0xef]),
+            Some(b"libx.so.debug"),
+            &dirs,
+        );
+        let want: Vec<PathBuf> = [
+            "/usr/lib/debug/.build-id/ab/cdef.debug",
+            "/nonexistent/dir/libx.so.debug",
+            "/nonexistent/dir/.debug/libx.so.debug",
+            "/usr/lib/debug/nonexistent/dir/libx.so.debug",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(got, want);
+        // A debuglink with a slash is ignored (no escaping the search dirs).
+        assert!(debug_file_candidates(Path::new("/a/b"), None, Some(b"../x"), &dirs).is_empty());
+    }
+}

@@ -1,0 +1,782 @@
+//! Turns addresses in ELF files into names for pfprof.
+//!
+//! # Pipeline
+//!
+//! pfprof records process addresses (avma) and undoes ASLR itself, down to a
+//! **file offset** in the mapped file:
+//! `file_offset = avma - mapping_start + mapping_pgoff`. This crate never sees
+//! an avma (except [`KernelSymbols`], whose avmas need no translation).
+//!
+//! 1. **Module**: the file is mapped (`memmap2`) and parsed with `object`
+//!    once per [`Symbolizer`]; the cache is keyed by build-id when the file
+//!    has one (so the same library reached by two paths is parsed once),
+//!    else by path + device + inode + mtime. When the caller passes an
+//!    expected build-id that differs from the file's, every address gets
+//!    [`Reason::BuildIdMismatch`]: the binary was replaced after recording.
+//! 2. **file offset → svma** with the PT_LOAD program headers:
+//!    `svma = p_vaddr - p_offset + file_offset` for the PT_LOAD with
+//!    `p_offset <= file_offset < p_offset + p_memsz`, preferring one where
+//!    `file_offset < p_offset + p_filesz`. Offsets past `p_filesz` but inside
+//!    `p_memsz` are the "virtual file offsets" pfprof gives to the anonymous
+//!    mapping holding the rest of `.bss`; they land in `.bss` as they should.
+//!    No PT_LOAD → [`Reason::NotInSegment`].
+//! 3. **Separate debug info** (when the file has no `.debug_info`):
+//!    `DEBUG_DIR/.build-id/xx/yyyy.debug`, then the `.gnu_debuglink` name in
+//!    the file's directory, its `.debug/` subdirectory and
+//!    `DEBUG_DIR/<file's dir>/` (for the path as given and for its canonical
+//!    path). A candidate is accepted only if its build-id matches (or, when
+//!    the main file has no build-id, the debuglink CRC-32 matches).
+//! 4. **Code** ([`Symbolizer::code`]): DWARF via `addr2line::Context` (over
+//!    `gimli`, borrowing the mapped file) gives file:line and inlined frames;
+//!    the ELF `.symtab`/`.dynsym` (of the debug file too when the main file
+//!    is stripped) name the function when DWARF has none, e.g. assembly.
+//!    Names are demangled (Rust legacy and v0, C++) unless
+//!    [`Options::demangle`] is off.
+//! 5. **Data** ([`Symbolizer::data`]): the SHF_ALLOC section holding the svma
+//!    (main file's section headers; the debug file's only if the main file
+//!    has none) and the innermost STT_OBJECT / STT_TLS / STT_NOTYPE symbol
+//!    whose `[value, value + size)` covers it, with the offset into it.
+//!
+//! Return addresses: the *caller* subtracts 1 before lookup; this crate
+//! looks up exactly the offset it is given.
+//!
+//! # Why addr2line and not blazesym
+//!
+//! Measured with `examples/compare_backends.rs` (10,000 random addresses
+//! inside function symbols, one process per backend; figures and method in
+//! `symbolize/README.md`): blazesym 0.2 and addr2line 0.27 are equally fast
+//! and give the same answers as binutils `addr2line -f -i -C`; blazesym used
+//! somewhat less memory on a 35 MB Rust binary. addr2line was chosen because
+//! this crate needs `object` anyway for what blazesym does not give (section
+//! headers, data symbols, program headers, build-id checks, which debug file
+//! was used), so one ELF parser and one debug-file search serve both code and
+//! data; DWARF is parsed by gimli only, never by hand.
+//!
+//! # Constraints and limits
+//!
+//! * No panics on bad input: a truncated or corrupt file is
+//!   [`Reason::NotElf`]; corrupt DWARF degrades to symbol-table names.
+//! * Files are memory-mapped: if a file is truncated by someone else while a
+//!   [`Symbolizer`] holds it, reading it raises SIGBUS. pfprof symbolizes
+//!   after recording, from files it does not write.
+//! * Split DWARF (`.dwo`/`.dwp`) and `.gnu_debugaltlink` (dwz) are not
+//!   followed; their frames fall back to symbol names.
+//! * ELF only; other object formats are [`Reason::NotElf`].
+#![deny(missing_docs)]
+
+mod dwarf;
+mod elf;
+mod kernel;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+pub use kernel::KernelSymbols;
+
+use crate::elf::{SymKind, SymbolTable};
+
+/// Symbolizer settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Global debug directories, searched for `.build-id/xx/yyyy.debug` and
+    /// `<dir of file>/<debuglink>`. Default: `["/usr/lib/debug"]`.
+    pub debug_dirs: Vec<PathBuf>,
+    /// Demangle Rust (legacy and v0) and C++ names. Default: true.
+    pub demangle: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            demangle: true,
+        }
+    }
+}
+
+/// Why an address got no answer. A missing *symbol* is a normal outcome
+/// (e.g. stripped code, padding), reported as [`Reason::NoSymbol`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The file does not exist or cannot be read.
+    MissingFile,
+    /// The file is not an ELF file, or is truncated or corrupt.
+    NotElf,
+    /// The file's build-id is not the one recorded: it was replaced.
+    BuildIdMismatch {
+        /// The build-id recorded by pfprof.
+        expected: Vec<u8>,
+        /// The build-id of the file now on disk, if it has one.
+        found: Option<Vec<u8>>,
+    },
+    /// The file offset lies in no PT_LOAD segment.
+    NotInSegment,
+    /// No symbol or debug information names the address.
+    NoSymbol,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::MissingFile => f.write_str("The file is missing or cannot be read."),
+            Reason::NotElf => f.write_str("The file is not a valid ELF file."),
+            Reason::BuildIdMismatch { expected, found } => match found {
+                Some(found) => write!(
+                    f,
+                    "The file's build-id is {} but {} was recorded; the file was replaced after recording.",
+                    hex(found),
+                    hex(expected)
+                ),
+                None => write!(
+                    f,
+                    "The file has no build-id but {} was recorded; the file was replaced after recording.",
+                    hex(expected)
+                ),
+            },
+            Reason::NotInSegment => {
+                f.write_str("The file offset is not inside any loadable segment of the file.")
+            }
+            Reason::NoSymbol => f.write_str("No symbol or debug information covers the address."),
+        }
+    }
+}
+
+impl std::error::Error for Reason {}
+
+/// A symbolized code address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeSite {
+    /// The ELF virtual address the file offset maps to.
+    pub svma: u64,
+    /// Innermost first: inlined frames first, the real (outer) function
+    /// last. Never empty.
+    pub frames: Vec<Frame>,
+}
+
+/// One (possibly inlined) function frame of a [`CodeSite`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Function name, demangled unless [`Options::demangle`] is off. Never
+    /// empty.
+    pub function: String,
+    /// Full source path, when DWARF has a line table for the address.
+    pub file: Option<String>,
+    /// Source line, when known.
+    pub line: Option<u32>,
+    /// True for inlined frames (every frame but the last).
+    pub inlined: bool,
+}
+
+/// A resolved data address (the target of a page fault).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataTarget {
+    /// The ELF virtual address the file offset maps to.
+    pub svma: u64,
+    /// The SHF_ALLOC section holding it (`.bss`, `.data`, `.rodata`, …).
+    pub section: Option<String>,
+    /// The data symbol covering it, demangled unless asked not to.
+    pub symbol: Option<String>,
+    /// Offset of `svma` from the symbol's start (0 without a symbol).
+    pub symbol_offset: u64,
+}
+
+/// One SHF_ALLOC section header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectionInfo {
+    /// Section name, e.g. `.bss`.
+    pub name: String,
+    /// `sh_addr`.
+    pub svma: u64,
+    /// `sh_size`.
+    pub size: u64,
+    /// `sh_offset` for sections with file contents; for NOBITS sections the
+    /// virtual file offset their start maps to through PT_LOAD (or 0).
+    pub file_offset: u64,
+    /// `SHT_NOBITS` (e.g. `.bss`, `.tbss`).
+    pub nobits: bool,
+    /// `sh_flags`.
+    pub flags: u64,
+}
+
+/// One PT_LOAD program header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// `p_vaddr`.
+    pub svma: u64,
+    /// `p_offset`.
+    pub file_offset: u64,
+    /// `p_filesz`.
+    pub file_size: u64,
+    /// `p_memsz`.
+    pub mem_size: u64,
+    /// `p_flags` (PF_X = 1, PF_W = 2, PF_R = 4).
+    pub flags: u32,
+}
+
+/// Facts about one module (ELF file), cached per [`Symbolizer`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleInfo {
+    /// The path it was opened by (first path, when shared by build-id).
+    pub path: PathBuf,
+    /// NT_GNU_BUILD_ID.
+    pub build_id: Option<Vec<u8>>,
+    /// The separate debug file used, if any.
+    pub debug_file: Option<PathBuf>,
+    /// SHF_ALLOC sections (from the debug file if the main file has none).
+    pub sections: Vec<SectionInfo>,
+    /// PT_LOAD segments.
+    pub segments: Vec<SegmentInfo>,
+    /// Any symbol table (main or debug file, `.symtab` or `.dynsym`) had
+    /// defined symbols.
+    pub has_symbols: bool,
+    /// DWARF (`.debug_info`) is available, in the file or the debug file.
+    pub has_dwarf: bool,
+}
+
+impl ModuleInfo {
+    /// Converts a file offset to an svma through PT_LOAD, or `None` outside
+    /// every segment. See the crate docs for the rule.
+    pub fn file_offset_to_svma(&self, file_offset: u64) -> Option<u64> {
+        file_offset_to_svma(&self.segments, file_offset)
+    }
+
+    /// Converts an svma back to a (possibly virtual) file offset.
+    pub fn svma_to_file_offset(&self, svma: u64) -> Option<u64> {
+        self.segments.iter().find_map(|seg| {
+            let delta = svma.checked_sub(seg.svma)?;
+            (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
+        })
+    }
+
+    /// The SHF_ALLOC section containing `svma`. Non-TLS sections win over
+    /// TLS ones (`.tbss` overlaps the sections after it in svma space).
+    pub fn section_at(&self, svma: u64) -> Option<&SectionInfo> {
+        const SHF_TLS: u64 = 0x400;
+        let contains = |s: &&SectionInfo| svma >= s.svma && svma - s.svma < s.size;
+        self.sections
+            .iter()
+            .filter(contains)
+            .min_by_key(|s| (s.flags & SHF_TLS != 0, s.size))
+    }
+}
+
+/// The PT_LOAD rule of the crate docs.
+pub fn file_offset_to_svma(segments: &[SegmentInfo], file_offset: u64) -> Option<u64> {
+    let within = |seg: &&SegmentInfo, size: u64| {
+        file_offset >= seg.file_offset && file_offset - seg.file_offset < size
+    };
+    let seg = segments
+        .iter()
+        .find(|seg| within(seg, seg.file_size))
+        .or_else(|| segments.iter().find(|seg| within(seg, seg.mem_size)))?;
+    seg.svma.checked_add(file_offset - seg.file_offset)
+}
+
+/// Demangles a Rust (legacy or v0) or C++ symbol; other names are returned
+/// unchanged. Rust hashes are dropped.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
+            if let Ok(d) = sym.demangle() {
+                return d;
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// Reads the NT_GNU_BUILD_ID of an ELF file, `None` if it has none or is
+/// not a readable ELF file.
+pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
+    let map = elf::map_file(path).ok()?;
+    let file = elf::parse_elf(&map)?;
+    elf::build_id(&file)
+}
+
+/// One parsed module.
+struct Module {
+    info: ModuleInfo,
+    symbols: SymbolTable,
+    /// Lazily built DWARF context (None inside: no usable DWARF).
+    dwarf: Option<Option<dwarf::Dwarf>>,
+    /// The file holding DWARF, to load lazily.
+    dwarf_path: Option<PathBuf>,
+    code_cache: HashMap<u64, Result<CodeSite, Reason>>,
+}
+
+/// Path-based cache key: a replaced file gets a new entry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PathKey {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    mtime_ns: i128,
+    size: u64,
+}
+
+/// Symbolizes code and data addresses of ELF files, caching every module.
+pub struct Symbolizer {
+    options: Options,
+    /// Path key → module, or the reason it cannot be used.
+    by_path: HashMap<PathKey, Result<Rc<std::cell::RefCell<Module>>, Reason>>,
+    /// Build-id → module, to share one parse between paths.
+    by_build_id: HashMap<Vec<u8>, Rc<std::cell::RefCell<Module>>>,
+    /// Stable storage for [`Symbolizer::module_info`] references.
+    infos: HashMap<PathKey, Box<ModuleInfo>>,
+}
+
+impl fmt::Debug for Symbolizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Symbolizer")
+            .field("options", &self.options)
+            .field("modules", &self.by_path.len())
+            .finish()
+    }
+}
+
+impl Symbolizer {
+    /// A symbolizer with an empty cache.
+    pub fn new(options: Options) -> Self {
+        Symbolizer {
+            options,
+            by_path: HashMap::new(),
+            by_build_id: HashMap::new(),
+            infos: HashMap::new(),
+        }
+    }
+
+    fn path_key(path: &Path) -> Result<PathKey, Reason> {
+        let meta = std::fs::metadata(path).map_err(|_| Reason::MissingFile)?;
+        if !meta.is_file() {
+            return Err(Reason::MissingFile);
+        }
+        Ok(PathKey {
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            size: meta.size(),
+        })
+    }
+
+    /// The module for `path`, parsed on first use, checked against
+    /// `expected_build_id`.
+    fn module(
+        &mut self,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+    ) -> Result<(PathKey, Rc<std::cell::RefCell<Module>>), Reason> {
+        let key = Self::path_key(path)?;
+        if !self.by_path.contains_key(&key) {
+            let loaded = self.load(path);
+            self.by_path.insert(key.clone(), loaded);
+        }
+        let module = self.by_path[&key].clone()?;
+        if let Some(expected) = expected_build_id {
+            let found = module.borrow().info.build_id.clone();
+            if found.as_deref() != Some(expected) {
+                return Err(Reason::BuildIdMismatch {
+                    expected: expected.to_vec(),
+                    found,
+                });
+            }
+        }
+        Ok((key, module))
+    }
+
+    fn load(&mut self, path: &Path) -> Result<Rc<std::cell::RefCell<Module>>, Reason> {
+        let map = elf::map_file(path).map_err(|_| Reason::MissingFile)?;
+        let file = elf::parse_elf(&map).ok_or(Reason::NotElf)?;
+        let build_id = elf::build_id(&file);
+        if let Some(module) = build_id.as_ref().and_then(|id| self.by_build_id.get(id)) {
+            // Same build-id, same code: share the parse, unless this file
+            // brings DWARF that the cached one (a stripped copy without its
+            // debug file) lacks.
+            if module.borrow().info.has_dwarf || !dwarf::has_debug_info(&file) {
+                return Ok(module.clone());
+            }
+        }
+        let module = Rc::new(std::cell::RefCell::new(self.parse(path, &file, build_id)?));
+        if let Some(id) = module.borrow().info.build_id.clone() {
+            self.by_build_id.insert(id, module.clone());
+        }
+        Ok(module)
+    }
+
+    fn parse(
+        &self,
+        path: &Path,
+        file: &object::File<'_>,
+        build_id: Option<Vec<u8>>,
+    ) -> Result<Module, Reason> {
+        use object::Object;
+        let headers = elf::program_headers(file);
+        let mut sections = elf::alloc_sections(file);
+        let main_has_dwarf = dwarf::has_debug_info(file);
+        let main_has_symtab = file.symbol_table().is_some();
+        let mut syms = elf::symbols(file, headers.tls_svma, true, true);
+
+        // Separate debug file: only needed when something is missing.
+        let mut debug_file = None;
+        let mut dwarf_path = main_has_dwarf.then(|| path.to_path_buf());
+        if !main_has_dwarf || !main_has_symtab || sections.is_empty() {
+            let debuglink = file.gnu_debuglink().ok().flatten();
+            let candidates = elf::debug_file_candidates(
+                path,
+                build_id.as_deref(),
+                debuglink.map(|(name, _)| name),
+                &self.options.debug_dirs,
+            );
+            for candidate in candidates {
+                let Ok(map) = elf::map_file(&candidate) else {
+                    continue;
+                };
+                let Some(debug) = elf::parse_elf(&map) else {
+                    continue;
+                };
+                let matches = match (&build_id, elf::build_id(&debug)) {
+                    (Some(want), Some(got)) => *want == got,
+                    (Some(_), None) => false,
+                    (None, _) => debuglink.is_some_and(|(_, crc)| elf::crc32(&map) == crc),
+                };
+                if !matches {
+                    continue;
+                }
+                if !main_has_dwarf && dwarf::has_debug_info(&debug) {
+                    dwarf_path = Some(candidate.clone());
+                }
+                if !main_has_symtab {
+                    syms.extend(elf::symbols(&debug, headers.tls_svma, true, false));
+                }
+                if sections.is_empty() {
+                    sections = elf::alloc_sections(&debug);
+                }
+                debug_file = Some(candidate);
+                break;
+            }
+        }
+        // NOBITS sections: report the virtual file offset of their start.
+        for section in sections.iter_mut().filter(|s| s.nobits) {
+            section.file_offset = headers
+                .loads
+                .iter()
+                .find_map(|seg| {
+                    let delta = section.svma.checked_sub(seg.svma)?;
+                    (delta < seg.mem_size).then(|| seg.file_offset + delta)
+                })
+                .unwrap_or(0);
+        }
+        let symbols = SymbolTable::new(syms);
+        let info = ModuleInfo {
+            path: path.to_path_buf(),
+            build_id,
+            debug_file,
+            sections,
+            segments: headers.loads,
+            has_symbols: !symbols.is_empty(),
+            has_dwarf: dwarf_path.is_some(),
+        };
+        Ok(Module {
+            info,
+            symbols,
+            dwarf: None,
+            dwarf_path,
+            code_cache: HashMap::new(),
+        })
+    }
+
+    /// Facts about the module at `path`, parsed once and cached. Errors:
+    /// [`Reason::MissingFile`], [`Reason::NotElf`],
+    /// [`Reason::BuildIdMismatch`].
+    pub fn module_info(
+        &mut self,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+    ) -> Result<&ModuleInfo, Reason> {
+        let (key, module) = self.module(path, expected_build_id)?;
+        let info = self
+            .infos
+            .entry(key)
+            .or_insert_with(|| Box::new(module.borrow().info.clone()));
+        Ok(info)
+    }
+
+    /// Symbolizes code addresses (file offsets) of one module in one batch.
+    /// Offsets may be unsorted and may repeat; the answer has one entry per
+    /// offset, in order. Return addresses must already be decremented.
+    pub fn code(
+        &mut self,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+        file_offsets: &[u64],
+    ) -> Vec<Result<CodeSite, Reason>> {
+        let module = match self.module(path, expected_build_id) {
+            Ok((_, module)) => module,
+            Err(reason) => return vec![Err(reason); file_offsets.len()],
+        };
+        let demangle = self.options.demangle;
+        let mut module = module.borrow_mut();
+        let module = &mut *module;
+        if module.dwarf.is_none() {
+            let loaded = module
+                .dwarf_path
+                .as_deref()
+                .and_then(|p| elf::map_file(p).ok())
+                .and_then(dwarf::Dwarf::load);
+            module.dwarf = Some(loaded);
+        }
+        file_offsets
+            .iter()
+            .map(|&file_offset| {
+                let Some(svma) = module.info.file_offset_to_svma(file_offset) else {
+                    return Err(Reason::NotInSegment);
+                };
+                if let Some(hit) = module.code_cache.get(&svma) {
+                    return hit.clone();
+                }
+                let dwarf = module.dwarf.as_ref().and_then(Option::as_ref);
+                let result = code_site(dwarf, &module.symbols, svma, demangle);
+                module.code_cache.insert(svma, result.clone());
+                result
+            })
+            .collect()
+    }
+
+    /// Resolves data addresses (file offsets, including virtual ones in
+    /// `.bss`) to section and data symbol.
+    pub fn data(
+        &mut self,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+        file_offsets: &[u64],
+    ) -> Vec<Result<DataTarget, Reason>> {
+        let module = match self.module(path, expected_build_id) {
+            Ok((_, module)) => module,
+            Err(reason) => return vec![Err(reason); file_offsets.len()],
+        };
+        let demangle = self.options.demangle;
+        let module = module.borrow();
+        file_offsets
+            .iter()
+            .map(|&file_offset| {
+                let svma = module
+                    .info
+                    .file_offset_to_svma(file_offset)
+                    .ok_or(Reason::NotInSegment)?;
+                let section = module.info.section_at(svma).map(|s| s.name.clone());
+                let symbol = module.symbols.lookup(svma, SymKind::Data);
+                Ok(DataTarget {
+                    svma,
+                    section,
+                    symbol: symbol.map(|s| maybe_demangle(&s.name, demangle)),
+                    symbol_offset: symbol.map_or(0, |s| svma - s.svma),
+                })
+            })
+            .collect()
+    }
+}
+
+fn maybe_demangle(name: &str, demangle: bool) -> String {
+    if demangle {
+        crate::demangle(name)
+    } else {
+        name.to_string()
+    }
+}
+
+/// Builds the frames of one code address.
+fn code_site(
+    dwarf: Option<&dwarf::Dwarf>,
+    symbols: &SymbolTable,
+    svma: u64,
+    demangle: bool,
+) -> Result<CodeSite, Reason> {
+    let symbol = || {
+        symbols
+            .lookup(svma, SymKind::Function)
+            .map(|s| maybe_demangle(&s.name, demangle))
+    };
+    let raw = dwarf.map(|d| d.frames(svma, demangle)).unwrap_or_default();
+    let mut frames: Vec<Frame> = Vec::with_capacity(raw.len().max(1));
+    let count = raw.len();
+    for (index, raw) in raw.into_iter().enumerate() {
+        let outer = index + 1 == count;
+        let function = match raw.function.filter(|f| !f.is_empty()) {
+            Some(function) => function,
+            None if outer => match symbol() {
+                Some(name) => name,
+                None => return Err(Reason::NoSymbol),
+            },
+            // An inlined frame without a name: keep the location, mark it.
+            None => "<inlined>".to_string(),
+        };
+        frames.push(Frame {
+            function,
+            file: raw.file,
+            line: raw.line,
+            inlined: !outer,
+        });
+    }
+    if frames.is_empty() {
+        let function = symbol().ok_or(Reason::NoSymbol)?;
+        let (file, line) = dwarf.map(|d| d.location(svma)).unwrap_or((None, None));
+        frames.push(Frame {
+            function,
+            file,
+            line,
+            inlined: false,
+        });
+    }
+    Ok(CodeSite { svma, frames })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(svma: u64, file_offset: u64, file_size: u64, mem_size: u64) -> SegmentInfo {
+        SegmentInfo {
+            svma,
+            file_offset,
+            file_size,
+            mem_size,
+            flags: 4,
+        }
+    }
+
+    #[test]
+    fn file_offset_to_svma_table() {
+        // A typical PIE: r--, r-x, r--, rw- with .bss past p_filesz.
+        let segments = [
+            seg(0x0, 0x0, 0x600, 0x600),
+            seg(0x1000, 0x1000, 0x200, 0x200),
+            seg(0x2000, 0x2000, 0x100, 0x100),
+            seg(0x3df0, 0x2df0, 0x230, 0x5240),
+        ];
+        let cases: &[(u64, Option<u64>)] = &[
+            (0x0, Some(0x0)),
+            (0x5ff, Some(0x5ff)),
+            (0x600, None),
+            (0x1010, Some(0x1010)),
+            (0x2df0, Some(0x3df0)),
+            (0x301f, Some(0x401f)),
+            // Past p_filesz, inside p_memsz: the virtual file offset of .bss.
+            (0x3020, Some(0x4020)),
+            (0x5000, Some(0x6000)),
+            (0x802f, Some(0x902f)),
+            (0x8030, None),
+            (u64::MAX, None),
+        ];
+        for &(file_offset, want) in cases {
+            assert_eq!(
+                file_offset_to_svma(&segments, file_offset),
+                want,
+                "file_offset {file_offset:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn file_bytes_win_over_bss_of_an_earlier_segment() {
+        // Segment A's memsz reaches over offsets that segment B has in file.
+        let segments = [
+            seg(0x1000, 0x0, 0x100, 0x3000),
+            seg(0x8000, 0x200, 0x100, 0x100),
+        ];
+        assert_eq!(file_offset_to_svma(&segments, 0x210), Some(0x8010));
+        assert_eq!(file_offset_to_svma(&segments, 0x150), Some(0x1150));
+    }
+
+    #[test]
+    fn demangle_table() {
+        let cases = [
+            ("main", "main"),
+            (
+                "_ZN3std2rt10lang_start17h0123456789abcdefE",
+                "std::rt::lang_start",
+            ),
+            ("_RNvCs1234_7mycrate3foo", "mycrate::foo"),
+            ("_ZN3foo3barEi", "foo::bar(int)"),
+            ("_Z4funcv", "func()"),
+            ("_Zgarbage", "_Zgarbage"),
+            ("", ""),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(demangle(raw), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn reasons_are_sentences() {
+        let reasons = [
+            Reason::MissingFile,
+            Reason::NotElf,
+            Reason::BuildIdMismatch {
+                expected: vec![0xab],
+                found: Some(vec![0xcd]),
+            },
+            Reason::BuildIdMismatch {
+                expected: vec![0xab],
+                found: None,
+            },
+            Reason::NotInSegment,
+            Reason::NoSymbol,
+        ];
+        for reason in reasons {
+            let text = reason.to_string();
+            assert!(
+                text.starts_with(char::is_uppercase) && text.ends_with('.'),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn corrupt_input_is_not_elf() {
+        let dir =
+            std::env::temp_dir().join(format!("pfprof-symbolize-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let own = std::fs::read("/proc/self/exe").unwrap();
+        let mut symbolizer = Symbolizer::new(Options::default());
+        // Every truncation of our own header area, plus some garbage.
+        let mut inputs: Vec<Vec<u8>> = (0..own.len().min(4096))
+            .step_by(61)
+            .map(|n| own[..n].to_vec())
+            .collect();
+        inputs.push(b"\x7fELF\x02\x01\x01garbage".to_vec());
+        let mut flipped = own[..own.len().min(1 << 16)].to_vec();
+        for i in (16..flipped.len()).step_by(97) {
+            flipped[i] ^= 0xff;
+        }
+        inputs.push(flipped);
+        for (i, input) in inputs.iter().enumerate() {
+            let path = dir.join(format!("in{i}"));
+            std::fs::write(&path, input).unwrap();
+            let code = symbolizer.code(&path, None, &[0, 0x1000, u64::MAX]);
+            let data = symbolizer.data(&path, None, &[0, 0x1000]);
+            assert_eq!(code.len(), 3);
+            assert_eq!(data.len(), 2);
+            let _ = symbolizer.module_info(&path, None);
+        }
+        assert_eq!(
+            symbolizer.module_info(&dir.join("in0"), None).err(),
+            Some(Reason::NotElf)
+        );
+        assert_eq!(
+            symbolizer.module_info(&dir.join("missing"), None).err(),
+            Some(Reason::MissingFile)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,229 @@
+//! Bad input: clear one-line errors and documented exit codes, never a panic.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use crate::util::{can_record, compile_c, pfprof, record, run, temp_dir};
+
+fn stderr_of(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn assert_no_panic(output: &std::process::Output) {
+    let err = stderr_of(output);
+    assert!(!err.contains("panicked"), "pfprof panicked: {err}");
+}
+
+/// A command that does not exist: 127, and the message names it.
+#[test]
+fn command_not_found_is_127() {
+    let dir = temp_dir("cli_not_found");
+    let out = run(pfprof()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .args(["--", "no-such-command-pfprof"]));
+    assert_eq!(out.status.code(), Some(127), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("no-such-command-pfprof"),
+        "{}",
+        stderr_of(&out)
+    );
+    let out = run(pfprof()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .args(["--", "./no/such/path"]));
+    assert_eq!(out.status.code(), Some(127), "{}", stderr_of(&out));
+}
+
+/// A file that is not executable: 126.
+#[test]
+fn not_executable_is_126() {
+    let dir = temp_dir("cli_not_exec");
+    let script = dir.join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(pfprof()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .arg("--")
+        .arg(&script));
+    assert_eq!(out.status.code(), Some(126), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("script.sh"));
+    // A directory cannot be executed either.
+    let out = run(pfprof()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .arg("--")
+        .arg(&dir));
+    assert_eq!(out.status.code(), Some(126), "{}", stderr_of(&out));
+}
+
+/// `record` exits with the command's status, and 128+N when signal N kills it.
+#[test]
+fn exit_status_is_passed_through() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("cli_exit_status");
+    let exit3 = compile_c(&dir, "exit_code.c", &[]);
+    let (out, report) = record(&dir, &exit3, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    assert_eq!(report["exit"]["code"], 3);
+
+    let segv = compile_c(&dir, "segv.c", &[]);
+    let (out, report) = record(&dir, &segv, &[]);
+    assert_eq!(out.status.code(), Some(139), "{}", stderr_of(&out));
+    assert_eq!(report["exit"]["signal"], 11);
+    // The faults before the crash are all there.
+    let touched = crate::util::function_sites(&report, "touch3");
+    assert_eq!(
+        crate::util::total(&touched),
+        3,
+        "{}",
+        crate::util::show(&touched)
+    );
+}
+
+/// Unreadable, garbage and truncated recordings: one-line error, exit 1.
+#[test]
+fn bad_recordings_are_errors() {
+    let dir = temp_dir("cli_bad_recordings");
+    let missing = run(pfprof().arg("report").arg("-i").arg(dir.join("nothing")));
+    assert_eq!(missing.status.code(), Some(1));
+    assert_no_panic(&missing);
+    assert_eq!(
+        stderr_of(&missing).trim().lines().count(),
+        1,
+        "{}",
+        stderr_of(&missing)
+    );
+
+    let garbage = dir.join("garbage.data");
+    std::fs::write(&garbage, b"this is not a perf.data file at all, not even close....................................................................................").unwrap();
+    let out = run(pfprof().arg("report").arg("-i").arg(&garbage));
+    assert_eq!(out.status.code(), Some(1));
+    assert_no_panic(&out);
+    assert_eq!(
+        stderr_of(&out).trim().lines().count(),
+        1,
+        "{}",
+        stderr_of(&out)
+    );
+
+    let empty = dir.join("empty.data");
+    std::fs::write(&empty, b"").unwrap();
+    let out = run(pfprof().arg("report").arg("-i").arg(&empty));
+    assert_eq!(out.status.code(), Some(1));
+    assert_no_panic(&out);
+
+    if !can_record() {
+        return;
+    }
+    let exit3 = compile_c(&dir, "exit_code.c", &[]);
+    let (_, _) = record(&dir, &exit3, &[]);
+    let data = std::fs::read(dir.join("out/pfprof.data")).unwrap();
+    // Cut inside the data section, and inside the header.
+    for cut in [data.len() / 2, 50] {
+        let truncated = dir.join(format!("truncated-{cut}.data"));
+        std::fs::write(&truncated, &data[..cut]).unwrap();
+        let out = run(pfprof().arg("report").arg("-i").arg(&truncated));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "cut at {cut}: {}",
+            stderr_of(&out)
+        );
+        assert_no_panic(&out);
+        assert_eq!(
+            stderr_of(&out).trim().lines().count(),
+            1,
+            "cut at {cut}: {}",
+            stderr_of(&out)
+        );
+    }
+    // --partial analyses what is intact.
+    let truncated = dir.join(format!("truncated-{}.data", data.len() / 2));
+    let out = run(pfprof()
+        .arg("report")
+        .arg("--partial")
+        .arg("--format")
+        .arg("json")
+        .arg("-i")
+        .arg(&truncated));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["warnings"].to_string().contains("damaged"),
+        "{}",
+        report["warnings"]
+    );
+}
+
+/// Without permission: exit 2, and the message shows perf_event_paranoid and the fix.
+#[test]
+fn permission_denied_is_2() {
+    if !can_record() {
+        return;
+    }
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let is_root = run(Command::new("id").arg("-u")).stdout == b"0\n";
+    if !is_root
+        || paranoid < 2
+        || run(Command::new("setpriv").arg("--help"))
+            .status
+            .code()
+            .is_none()
+    {
+        eprintln!("SKIPPED: needs root and perf_event_paranoid >= 2 to run pfprof as an unprivileged user");
+        return;
+    }
+    let dir = temp_dir("cli_permission");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_pfprof"))
+        .arg("record")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .args(["--", "true"]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("perf_event_paranoid is"), "{err}");
+    assert!(err.contains("sysctl kernel.perf_event_paranoid="), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// The existing output directory is moved aside, never mixed.
+#[test]
+fn output_dir_is_moved_to_old() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("cli_old_dir");
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    std::fs::write(dir.join("out/marker"), b"x").unwrap();
+    let (out, _) = record(&dir, std::path::Path::new("/bin/true"), &[]);
+    assert!(out.status.success());
+    assert!(dir.join("out.old/marker").exists());
+    assert!(!dir.join("out/marker").exists());
+    for f in [
+        "pfprof.data",
+        "report.txt",
+        "report.json",
+        "minor.svg",
+        "major.svg",
+        "cow.svg",
+        "all.svg",
+        "all.folded",
+    ] {
+        assert!(dir.join("out").join(f).exists(), "{f} missing");
+    }
+}

@@ -1,0 +1,7 @@
+//! Integration tests: record real fixture programs (compiled at test time
+//! from `fixtures/`) and assert exact attribution in `report.json`; check the
+//! CLI's errors and exit codes.
+
+mod cli;
+mod record;
+mod util;

@@ -1,0 +1,154 @@
+//! Test helpers: compile fixtures, run pfprof, read its JSON report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The pfprof binary under test.
+pub fn pfprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pfprof"))
+}
+
+/// The repository's fixtures directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// A fresh directory under the target dir, unique per test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs a command, panicking with its output if it cannot start.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// Compiles a C fixture with the documented flags into `dir`.
+pub fn compile_c(dir: &Path, source: &str, extra: &[&str]) -> PathBuf {
+    let src = fixtures().join(source);
+    let out = dir.join(Path::new(source).file_stem().unwrap());
+    let output = run(Command::new("cc")
+        .args([
+            "-g",
+            "-O1",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&src)
+        .args(extra));
+    assert!(
+        output.status.success(),
+        "cc {source} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// The 1-based line of the `/* FAULT: tag */` marker in a fixture source.
+pub fn fault_line(source: &str, tag: &str) -> u64 {
+    let text = std::fs::read_to_string(fixtures().join(source)).unwrap();
+    let marker = format!("FAULT: {tag} */");
+    text.lines()
+        .position(|l| l.contains(&marker))
+        .unwrap_or_else(|| panic!("no marker {marker:?} in {source}")) as u64
+        + 1
+}
+
+/// Whether perf events can be opened here. Without them, recording tests
+/// skip with a message, except under CI, where they must run.
+pub fn can_record() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        let dir = temp_dir("probe");
+        let out = run(pfprof()
+            .arg("record")
+            .arg("-q")
+            .arg("-o")
+            .arg(dir.join("out"))
+            .args(["--", "true"]));
+        if out.status.success() {
+            return true;
+        }
+        let why = String::from_utf8_lossy(&out.stderr);
+        if std::env::var_os("CI").is_some() {
+            panic!("perf events are unavailable under CI: {why}");
+        }
+        eprintln!(
+            "SKIPPED: perf events unavailable here ({}); recording tests skip",
+            why.trim()
+        );
+        false
+    })
+}
+
+/// Records `program args` into `dir/out`, returning the process output and the parsed report.
+pub fn record(dir: &Path, program: &Path, args: &[&str]) -> (Output, Value) {
+    let out_dir = dir.join("out");
+    let output = run(pfprof()
+        .arg("record")
+        .arg("-q")
+        .arg("-o")
+        .arg(&out_dir)
+        .arg("--")
+        .arg(program)
+        .args(args));
+    let json = std::fs::read(out_dir.join("report.json")).unwrap_or_else(|e| {
+        panic!(
+            "no report.json ({e}); stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output, serde_json::from_slice(&json).unwrap())
+}
+
+/// Sites of a report matching a predicate.
+pub fn sites<'a>(report: &'a Value, pred: impl Fn(&Value) -> bool + 'a) -> Vec<&'a Value> {
+    report["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| pred(s))
+        .collect()
+}
+
+/// Sum of `count` over sites.
+pub fn total(rows: &[&Value]) -> u64 {
+    rows.iter().map(|r| r["count"].as_u64().unwrap()).sum()
+}
+
+/// The site rows of one function.
+pub fn function_sites<'a>(report: &'a Value, function: &str) -> Vec<&'a Value> {
+    let function = function.to_string();
+    sites(report, move |s| s["function"] == function.as_str())
+}
+
+/// Pretty-prints the site rows for assertion messages.
+pub fn show(rows: &[&Value]) -> String {
+    rows.iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {}:{} -> {} {} {} {} (pids {})",
+                r["count"],
+                r["class"],
+                r["access"],
+                r["function"],
+                r["line"],
+                r["target"]["object"],
+                r["target"]["region"],
+                r["target"]["section"],
+                r["target"]["symbol"],
+                r["pids"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
