@@ -14,6 +14,7 @@ mib=${2:-1024}
 
 export PATH="$HOME/.cargo/bin:$PATH"
 command -v inferno-flamegraph >/dev/null || cargo install --locked inferno
+command -v bc >/dev/null || { apt-get update -qq && apt-get install -y -qq bc; }
 command -v perf >/dev/null || { echo "perf is required (apt-get install linux-perf)" >&2; exit 1; }
 grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
 cargo build --release --quiet

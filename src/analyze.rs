@@ -221,16 +221,16 @@ impl Analyzer {
         if entry.is_none() {
             profile.totals.unpaired += 1; // zeroed at the end if the recording has no entries
         }
-        let mapping = profile
-            .processes
-            .mapping(sample.pid, sample.addr_avma)
+        let process = profile.processes.by_pid.get(&sample.pid);
+        let mapping = process
+            .and_then(|p| p.space.find(sample.addr_avma))
             .map(|m| TargetMapping {
                 file_backed: m.is_file_backed(),
                 private: m.is_private(),
                 writable: m.is_writable(),
             });
         let (class, access) = classify(sample.major, entry.map(|e| e.error_code), mapping);
-        let place = profile.processes.place(sample.pid, sample.addr_avma);
+        let place = process.map_or(Place::Unknown, |p| p.place(sample.addr_avma));
         let target = target_key(place);
         if class == FaultClass::Major {
             match target {
@@ -240,7 +240,8 @@ impl Analyzer {
                 _ => profile.totals.major_swap += 1,
             }
         }
-        if sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode) {
+        let kernel_mode = sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode);
+        if kernel_mode {
             profile.totals.kernel_mode += 1;
         }
 
@@ -262,16 +263,18 @@ impl Analyzer {
                         }
                         continue;
                     }
-                    // The first user frame is the faulting instruction; the
-                    // others are return addresses: look up the call instruction.
-                    let lookup_avma = if first_user {
+                    // The first user frame of a user-mode fault is the
+                    // faulting instruction. Return addresses, and the user IP
+                    // of a kernel-mode fault (just after its `syscall`), are
+                    // looked up at the instruction before them.
+                    let lookup_avma = if first_user && !kernel_mode {
                         avma
                     } else {
                         avma.saturating_sub(1)
                     };
                     first_user = false;
-                    self.scratch
-                        .push(match profile.processes.place(sample.pid, lookup_avma) {
+                    self.scratch.push(
+                        match process.map_or(Place::Unknown, |p| p.place(lookup_avma)) {
                             Place::Module {
                                 module,
                                 file_offset,
@@ -281,7 +284,8 @@ impl Analyzer {
                                 lookup_file_offset: file_offset,
                             },
                             _ => FrameKey::Unknown,
-                        });
+                        },
+                    );
                 }
             }
             None => profile.totals.no_callchain += 1,

@@ -65,6 +65,10 @@ pub struct RecordArgs {
     /// How call chains are collected.
     #[arg(long, value_enum, default_value_t = CallGraph::Fp)]
     pub call_graph: CallGraph,
+    /// Record minor/major faults only, without the fault-entry tracepoints
+    /// (no COW or access types; about half the recording size).
+    #[arg(long)]
+    pub no_tracepoints: bool,
     /// Do not print the report at the end.
     #[arg(short, long)]
     pub quiet: bool,

@@ -4,14 +4,18 @@
 //!
 //! A record that does not parse is counted in [`DecodeStats`], never fatal.
 
-use std::fs::File;
-use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
+use std::io::Cursor;
 use std::path::Path;
 
+use byteorder::LittleEndian;
+
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode, EventRecord, Mmap2FileId, PerfEventType, RawData, RawDataU64, SoftwareCounterType,
+    get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness, EventRecord,
+    Mmap2FileId, PerfEventType, RawData, RawDataU64, RawEventRecord, RecordParseInfo, RecordType,
+    SoftwareCounterType,
 };
-use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+use linux_perf_data::{Feature, PerfFileReader};
+use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 use crate::perf_data::{repair, HeaderFacts, RecordingMeta, PFPROF_META_FEATURE};
@@ -193,94 +197,98 @@ fn raw_u64(raw: &RawData<'_>, offset: usize) -> Option<u64> {
 
 /// Replays `path`, calling `on_event` for each record in time order.
 ///
+/// The file is read once; records are indexed by (time, offset), sorted
+/// (each CPU's stream is already in order, so the sort is cheap), and parsed
+/// in place: no per-record copy or allocation.
+///
 /// A recording that pfprof could not finish (killed) is repaired in memory
 /// and read up to its last complete record; a file cut short elsewhere is an
 /// error unless `partial` asks for the same repair.
 pub fn replay(
     path: &Path,
     partial: bool,
-    on_event: impl FnMut(Event<'_>),
+    mut on_event: impl FnMut(Event<'_>),
 ) -> Result<(Header, DecodeStats), DecodeError> {
     let display = path.display().to_string();
-    let open_error = |source| DecodeError::Open {
+    let bytes = std::fs::read(path).map_err(|source| DecodeError::Open {
         path: display.clone(),
         source,
+    })?;
+    let invalid = |what: String| {
+        linux_perf_data::Error::IoError(std::io::Error::new(std::io::ErrorKind::InvalidData, what))
     };
-    let mut file = File::open(path).map_err(open_error)?;
-    let len = file.metadata().map_err(open_error)?.len();
-    let mut head = Vec::with_capacity(104);
-    (&mut file)
-        .take(104)
-        .read_to_end(&mut head)
-        .map_err(open_error)?;
-    let header_error = |what: &str| DecodeError::Header {
+    let facts = HeaderFacts::parse(&bytes).ok_or_else(|| DecodeError::Header {
         path: display.clone(),
-        source: linux_perf_data::Error::IoError(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            what.to_string(),
-        )),
-    };
-    let facts = HeaderFacts::parse(&head)
-        .ok_or_else(|| header_error("not a perf.data (PERFILE2) file, or its header is cut"))?;
+        source: invalid("not a perf.data (PERFILE2) file, or its header is cut".into()),
+    })?;
     let data_end = facts.data.0.saturating_add(facts.data.1);
-    let killed = !facts.finished();
-    let mut on_event = on_event;
-    if facts.finished() && data_end <= len {
-        file.seek(SeekFrom::Start(0)).map_err(open_error)?;
-        match replay_from(
-            BufReader::with_capacity(1 << 20, file),
-            &display,
-            partial,
-            None,
-            &mut on_event,
-        ) {
+    let complete = facts.finished() && data_end <= bytes.len() as u64;
+    if !complete && facts.finished() && !partial {
+        return Err(DecodeError::Truncated {
+            path: display,
+            records: 0,
+            source: invalid(format!(
+                "the data section ends at byte {data_end} but the file has {} bytes",
+                bytes.len()
+            )),
+        });
+    }
+    let repaired = |bytes: &[u8]| -> Result<(Vec<u8>, String), DecodeError> {
+        let (image, kept) = repair(bytes).ok_or_else(|| DecodeError::Header {
+            path: display.clone(),
+            source: invalid("its attributes are damaged".into()),
+        })?;
+        let why = if facts.finished() {
+            format!("the recording is cut short; read its first {kept} bytes of complete records")
+        } else {
+            format!("the recording was not finished (pfprof was killed?); read its {kept} bytes of complete records")
+        };
+        Ok((image, why))
+    };
+    if complete {
+        match replay_bytes(&bytes, &display, partial, None, &mut on_event) {
             // Only the feature sections are cut: --partial repairs that too.
             Err(DecodeError::Header { .. }) if partial => {}
             result => return result,
         }
     }
-    if !killed && !partial {
-        return Err(DecodeError::Truncated {
-            path: display,
-            records: 0,
-            source: linux_perf_data::Error::IoError(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("the data section ends at byte {data_end} but the file has {len} bytes"),
-            )),
-        });
-    }
-    let bytes = std::fs::read(path).map_err(open_error)?;
-    let (image, kept) = repair(&bytes).ok_or_else(|| header_error("its attributes are damaged"))?;
-    let why = if killed {
-        format!("the recording was not finished (pfprof was killed?); read its {kept} bytes of complete records")
-    } else {
-        format!("the recording is cut short; read its first {kept} bytes of complete records")
-    };
-    replay_from(
-        Cursor::new(image),
-        &display,
-        partial,
-        Some(why),
-        &mut on_event,
-    )
+    let (image, why) = repaired(&bytes)?;
+    drop(bytes);
+    replay_bytes(&image, &display, partial, Some(why), &mut on_event)
 }
 
-fn replay_from<R: Read + Seek>(
-    reader: R,
+/// Record types from 64 on are perf's own (FINISHED_ROUND, HEADER_*).
+const USER_RECORD_TYPE_START: u32 = 64;
+
+fn replay_bytes(
+    bytes: &[u8],
     display: &str,
     partial: bool,
     repaired: Option<String>,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<(Header, DecodeStats), DecodeError> {
     let display = display.to_string();
-    let PerfFileReader {
-        mut perf_file,
-        mut record_iter,
-    } = PerfFileReader::parse_file(reader).map_err(|source| DecodeError::Header {
-        path: display.clone(),
-        source,
-    })?;
-    let kinds: Vec<EventKind> = perf_file.event_attributes().iter().map(kind_of).collect();
+    let reader =
+        PerfFileReader::parse_file(Cursor::new(bytes)).map_err(|source| DecodeError::Header {
+            path: display.clone(),
+            source,
+        })?;
+    let perf_file = reader.perf_file;
+    let attrs = perf_file.event_attributes();
+    let kinds: Vec<EventKind> = attrs.iter().map(kind_of).collect();
+    let parse_infos: Vec<RecordParseInfo> = attrs
+        .iter()
+        .map(|a| RecordParseInfo::new(&a.attr, Endianness::LittleEndian))
+        .collect();
+    let mut attr_of_id: FxHashMap<u64, usize> = FxHashMap::default();
+    for (index, attr) in attrs.iter().enumerate() {
+        for id in attr.ids() {
+            attr_of_id.insert(*id, index);
+        }
+    }
+    let sample_id_all = attrs
+        .first()
+        .is_some_and(|a| a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL));
     let meta = perf_file
         .feature_section_data(Feature(PFPROF_META_FEATURE))
         .and_then(|bytes| serde_json::from_slice::<RecordingMeta>(bytes).ok());
@@ -294,31 +302,92 @@ fn replay_from<R: Read + Seek>(
         kinds: kinds.clone(),
         cmdline,
     };
-
     let mut stats = DecodeStats {
         truncated: repaired,
         ..DecodeStats::default()
     };
-    loop {
-        let record = match record_iter.next_record(&mut perf_file) {
-            Ok(Some(record)) => record,
-            Ok(None) => break,
-            Err(source) => {
-                if partial {
-                    stats.truncated = Some(format!("after {} records: {source}", stats.records));
-                    break;
+
+    // Index every kernel record by time. The attr index rides in the top
+    // 16 bits of the offset, so one sort of (time, key) orders everything,
+    // ties in file order.
+    let facts = HeaderFacts::parse(bytes).expect("parsed above");
+    let data_start = facts.data.0 as usize;
+    let data = bytes
+        .get(data_start..data_start.saturating_add(facts.data.1 as usize))
+        .unwrap_or_default();
+    let mut index: Vec<(u64, u64)> = Vec::with_capacity(data.len() / 96);
+    let mut offset = 0usize;
+    while offset < data.len() {
+        let Some(head) = data.get(offset..offset + 8) else {
+            break;
+        };
+        let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        if size < 8 || offset + size > data.len() {
+            let why = format!("record at data offset {offset} has a bad size ({size})");
+            if partial {
+                stats.truncated = Some(format!("after {} records: {why}", index.len()));
+                break;
+            }
+            return Err(DecodeError::Truncated {
+                path: display,
+                records: index.len() as u64,
+                source: linux_perf_data::Error::IoError(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    why,
+                )),
+            });
+        }
+        let body = RawData::Single(&data[offset + 8..offset + size]);
+        let this = offset;
+        offset += size;
+        if record_type >= USER_RECORD_TYPE_START {
+            continue;
+        }
+        let attr_index = if attrs.len() == 1 {
+            0
+        } else {
+            match get_record_identifier::<LittleEndian>(
+                RecordType(record_type),
+                body,
+                sample_id_all,
+            )
+            .and_then(|id| attr_of_id.get(&id))
+            {
+                Some(&index) => index,
+                None => {
+                    stats.bad_records += 1;
+                    continue;
                 }
-                return Err(DecodeError::Truncated {
-                    path: display,
-                    records: stats.records,
-                    source,
-                });
             }
         };
+        let time = get_record_timestamp::<LittleEndian>(
+            RecordType(record_type),
+            body,
+            &parse_infos[attr_index],
+        )
+        .unwrap_or(0);
+        index.push((time, this as u64 | (attr_index as u64) << 48));
+    }
+    index.sort_unstable();
+    stats.first_time = index.first().map(|r| r.0);
+    stats.last_time = index.last().map(|r| r.0);
+
+    for &(_, key) in &index {
+        let offset = (key & ((1 << 48) - 1)) as usize;
+        let attr_index = (key >> 48) as usize;
+        let head = &data[offset..offset + 8];
+        let record_type = RecordType(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+        let misc = u16::from_le_bytes([head[4], head[5]]);
+        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        let record = RawEventRecord::new(
+            record_type,
+            misc,
+            RawData::Single(&data[offset + 8..offset + size]),
+            parse_infos[attr_index],
+        );
         stats.records += 1;
-        let PerfFileRecord::EventRecord { attr_index, record } = record else {
-            continue;
-        };
+        let kind = kinds[attr_index];
         let parsed = match record.parse() {
             Ok(parsed) => parsed,
             Err(_) => {
@@ -326,11 +395,6 @@ fn replay_from<R: Read + Seek>(
                 continue;
             }
         };
-        if let Some(t) = record.timestamp() {
-            stats.first_time.get_or_insert(t);
-            stats.last_time = Some(t);
-        }
-        let kind = kinds.get(attr_index).copied().unwrap_or(EventKind::Other);
         let event = match parsed {
             EventRecord::Sample(s) => match kind {
                 EventKind::Minor | EventKind::Major => {

@@ -62,8 +62,19 @@ fn analyze_and_resolve(
     kernel: bool,
     partial: bool,
 ) -> Result<(report::Report, [resolve::Folded; 3])> {
+    // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
+    let timing = std::env::var_os("PFPROF_TIMING").is_some();
+    let start = std::time::Instant::now();
     let profile = analyze::analyze(path, AnalyzeOptions { kernel, partial })?;
-    Ok(resolve::resolve(&profile))
+    let analyzed = start.elapsed();
+    let resolved = resolve::resolve(&profile);
+    if timing {
+        eprintln!(
+            "pfprof: timing: replay+count {analyzed:.2?}, symbolize+model {:.2?}",
+            start.elapsed() - analyzed
+        );
+    }
+    Ok(resolved)
 }
 
 fn run(cli: Cli) -> Result<u8> {
@@ -76,6 +87,7 @@ fn run(cli: Cli) -> Result<u8> {
                 period: args.period,
                 mmap_pages: args.mmap_pages.next_power_of_two(),
                 kernel_callchains: args.analysis.kernel,
+                tracepoints: !args.no_tracepoints,
             };
             let recorded = record::record(&config)?;
             let (report, folded) =

@@ -124,6 +124,8 @@ impl Mapping {
 #[derive(Debug, Clone, Default)]
 pub struct AddressSpace {
     maps: Vec<Mapping>,
+    /// Highest end of any user mapping ever inserted.
+    top: u64,
 }
 
 impl AddressSpace {
@@ -150,6 +152,9 @@ impl AddressSpace {
             }
             last += 1;
         }
+        if new.end_avma <= USER_TOP {
+            self.top = self.top.max(new.end_avma);
+        }
         kept.push(new);
         kept.sort_by_key(|m| m.start_avma);
         self.maps.splice(first..last, kept);
@@ -171,12 +176,7 @@ impl AddressSpace {
 
     /// Highest end address of any user mapping.
     fn top(&self) -> u64 {
-        self.maps
-            .iter()
-            .filter(|m| m.end_avma <= USER_TOP)
-            .map(|m| m.end_avma)
-            .max()
-            .unwrap_or(0)
+        self.top
     }
 }
 
@@ -336,12 +336,12 @@ impl Processes {
             self.get_or_create(pid).threads += 1;
         }
     }
+}
 
-    /// Where `avma` points in process `pid` right now.
-    pub fn place(&self, pid: i32, avma: u64) -> Place {
-        let Some(process) = self.by_pid.get(&pid) else {
-            return Place::Unknown;
-        };
+impl Process {
+    /// Where `avma` points in this process right now.
+    pub fn place(&self, avma: u64) -> Place {
+        let process = self;
         match process.space.find(avma) {
             Some(m) => match m.kind {
                 MapKind::File(module) | MapKind::BssTail(module) | MapKind::Pseudo(module) => {
@@ -358,11 +358,6 @@ impl Processes {
             }
             None => Place::Unknown,
         }
-    }
-
-    /// The mapping containing `avma` in `pid`.
-    pub fn mapping(&self, pid: i32, avma: u64) -> Option<&Mapping> {
-        self.by_pid.get(&pid)?.space.find(avma)
     }
 }
 
@@ -484,21 +479,24 @@ mod tests {
         let app = p.modules.intern("/bin/app", Some(vec![1, 2]));
         assert_eq!(p.by_pid[&10].exe, Some(app));
         assert_eq!(
-            p.place(10, 0x40_5010),
+            p.by_pid[&10].place(0x40_5010),
             Place::Module {
                 module: app,
                 file_offset: 0x4010,
                 kind: MapKind::BssTail(app)
             }
         );
-        assert_eq!(p.place(10, 0x50_0000), Place::Region(MapKind::Anon));
-        assert_eq!(p.place(10, 0x7ffd_0000_0000), Place::InferredStack);
-        assert_eq!(p.place(10, 0x100), Place::Unknown);
+        assert_eq!(p.by_pid[&10].place(0x50_0000), Place::Region(MapKind::Anon));
+        assert_eq!(p.by_pid[&10].place(0x7ffd_0000_0000), Place::InferredStack);
+        assert_eq!(p.by_pid[&10].place(0x100), Place::Unknown);
         p.on_fork(11, 10, 11);
         assert_eq!(p.by_pid[&11].comm, "app");
-        assert_eq!(p.place(11, 0x40_3000), p.place(10, 0x40_3000));
+        assert_eq!(
+            p.by_pid[&11].place(0x40_3000),
+            p.by_pid[&10].place(0x40_3000)
+        );
         p.on_comm(11, 11, b"other", true);
-        assert_eq!(p.place(11, 0x40_3000), Place::Unknown);
+        assert_eq!(p.by_pid[&11].place(0x40_3000), Place::Unknown);
         assert_eq!(p.by_pid[&11].comm, "other");
         // a thread shares, it does not copy
         p.on_fork(10, 10, 12);

@@ -130,3 +130,69 @@ pub fn write_all(dir: &Path, report: &Report, folded: &[Folded; 3], top: usize) 
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     std::fs::write(dir.join("report.json"), json)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folded() -> [Folded; 3] {
+        let mut f: [Folded; 3] = Default::default();
+        f[FaultClass::Minor as usize].insert("app;main;touch_pages;[anon]".into(), 262_144);
+        f[FaultClass::Minor as usize]
+            .insert("app;_dl_start;_dl_map_object;[libc.so.6 .text]".into(), 9);
+        f[FaultClass::Cow as usize].insert(
+            "app;_dl_start;_dl_relocate_object;[libx.so .data.rel.ro table]".into(),
+            16,
+        );
+        f
+    }
+
+    /// `all` has the class as the root frame; lines are sorted; classes
+    /// without faults yield nothing.
+    #[test]
+    fn folded_selection() {
+        let f = folded();
+        assert_eq!(
+            folded_lines(&f, ClassSelection::All),
+            [
+                "cow;app;_dl_start;_dl_relocate_object;[libx.so .data.rel.ro table] 16",
+                "minor;app;_dl_start;_dl_map_object;[libc.so.6 .text] 9",
+                "minor;app;main;touch_pages;[anon] 262144",
+            ]
+        );
+        assert_eq!(folded_lines(&f, ClassSelection::Minor).len(), 2);
+        assert!(folded_lines(&f, ClassSelection::Major).is_empty());
+    }
+
+    /// The SVGs are deterministic: compared with tests/golden (PFPROF_BLESS=1 rewrites).
+    #[test]
+    fn golden_svgs() {
+        let dir = std::env::temp_dir().join(format!("pfprof-render-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for selection in [ClassSelection::All, ClassSelection::Major] {
+            write_flamegraph(&dir, &folded(), selection, "./app").unwrap();
+            let name = format!("{}.svg", name(selection));
+            let actual = std::fs::read_to_string(dir.join(&name)).unwrap();
+            let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/golden")
+                .join(&name);
+            if std::env::var_os("PFPROF_BLESS").is_some() {
+                std::fs::write(&golden, &actual).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+            assert!(
+                actual == expected,
+                "{} differs from the golden file; PFPROF_BLESS=1 updates it",
+                golden.display()
+            );
+        }
+        assert!(std::fs::read_to_string(dir.join("major.svg"))
+            .unwrap()
+            .contains("no faults"));
+        assert!(std::fs::read_to_string(dir.join("all.svg"))
+            .unwrap()
+            .contains("touch_pages"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

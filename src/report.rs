@@ -275,9 +275,11 @@ impl Report {
         let t = &self.totals;
         let _ = writeln!(
             s,
-            "pfprof {}: {}",
-            self.pfprof_version,
-            self.command.join(" ")
+            "{}",
+            truncate(
+                &format!("pfprof {}: {}", self.pfprof_version, self.command.join(" ")),
+                100
+            )
         );
         match &self.exit {
             Some(Exit::Code(c)) => {
@@ -355,15 +357,14 @@ impl Report {
                     (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
                     _ => r.function.clone(),
                 };
-                let mut target = short(&r.target.object).to_string();
-                if let Some(sec) = &r.target.section {
-                    target.push(' ');
-                    target.push_str(sec);
+                // Section and symbol matter most: shorten the object first.
+                let mut suffix = String::new();
+                for part in [&r.target.section, &r.target.symbol].into_iter().flatten() {
+                    suffix.push(' ');
+                    suffix.push_str(part);
                 }
-                if let Some(sym) = &r.target.symbol {
-                    target.push(' ');
-                    target.push_str(sym);
-                }
+                let object_width = 34usize.saturating_sub(suffix.chars().count()).max(12);
+                let target = truncate(short(&r.target.object), object_width) + &suffix;
                 let _ = writeln!(
                     s,
                     "{:>9}  {:<5}  {:<44}  {}",
@@ -385,6 +386,11 @@ impl Report {
                 continue;
             }
             let _ = writeln!(s, "\nTop {} targets:", class.name());
+            let _ = writeln!(
+                s,
+                "{:>9}  {:<50}  {:<6}  section",
+                "faults", "object", "region"
+            );
             for r in rows {
                 let _ = writeln!(
                     s,
@@ -460,5 +466,201 @@ mod tests {
             symbol: None,
         };
         assert_eq!(t.folded_frame(), "[heap]");
+    }
+
+    fn frame(function: &str, file: Option<&str>, line: Option<u32>, inlined: bool) -> FrameRow {
+        FrameRow {
+            function: function.into(),
+            file: file.map(Into::into),
+            line,
+            inlined,
+            object: Some("/opt/app/bin/app".into()),
+        }
+    }
+
+    /// A small report with every kind of row, for the golden files.
+    fn sample_report() -> Report {
+        let target =
+            |object: &str, region: &str, section: Option<&str>, symbol: Option<&str>| TargetRow {
+                object: object.into(),
+                region: region.into(),
+                section: section.map(Into::into),
+                symbol: symbol.map(Into::into),
+            };
+        let site = |class, access, count, function: &str, line, target: TargetRow| SiteRow {
+            class,
+            access,
+            count,
+            pids: vec![4242],
+            comm: "app".into(),
+            function: function.into(),
+            file: Some("/src/app/main.c".into()),
+            line: Some(line),
+            object: Some("/opt/app/bin/app".into()),
+            stack: vec!["main".into(), function.into()],
+            frames: vec![
+                frame("main", Some("/src/app/main.c"), Some(40), false),
+                frame(function, Some("/src/app/main.c"), Some(line), false),
+            ],
+            target,
+        };
+        let mut by_access = BTreeMap::new();
+        for (class, [r, w, x, u]) in [
+            ("minor", [130u64, 262_400, 15, 0]),
+            ("major", [64, 0, 3, 0]),
+            ("cow", [0, 210, 0, 0]),
+        ] {
+            by_access.insert(
+                class.to_string(),
+                [("read", r), ("write", w), ("exec", x), ("unknown", u)]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            );
+        }
+        Report {
+            pfprof_version: "0.0.0-golden".into(),
+            command: vec!["./app".into(), "--size".into(), "1G".into()],
+            exit: Some(Exit::Code(0)),
+            period: 1,
+            totals: Totals {
+                minor: 262_545,
+                major: 67,
+                cow: 210,
+                lost: 0,
+                kernel_minor: Some(262_755),
+                kernel_major: Some(67),
+                cow_available: true,
+                major_file: 67,
+                major_swap: 0,
+                kernel_mode: 32,
+                unpaired: 0,
+                entries_without_completion: 2,
+                bad_records: 0,
+                no_callchain: 0,
+            },
+            by_access,
+            processes: vec![ProcessRow {
+                pid: 4242,
+                ppid: 4241,
+                comm: "app".into(),
+                exe: Some("/opt/app/bin/app".into()),
+                minor: 262_545,
+                major: 67,
+                cow: 210,
+                threads: 3,
+            }],
+            sites: vec![
+                site(
+                    FaultClass::Minor,
+                    Access::Write,
+                    262_144,
+                    "touch_pages",
+                    14,
+                    target("[anon]", "anon", None, None),
+                ),
+                site(
+                    FaultClass::Cow,
+                    Access::Write,
+                    128,
+                    "init_tables",
+                    21,
+                    target("/opt/app/bin/app", "anon", Some(".bss"), Some("tables")),
+                ),
+                site(
+                    FaultClass::Major,
+                    Access::Read,
+                    64,
+                    "load_index",
+                    33,
+                    target("/var/lib/app/index.bin", "file", None, None),
+                ),
+                site(
+                    FaultClass::Cow,
+                    Access::Write,
+                    16,
+                    "_dl_relocate_object",
+                    301,
+                    target(
+                        "/opt/app/lib/libplugin_with_a_very_long_name_for_truncation.so",
+                        "file",
+                        Some(".data.rel.ro"),
+                        Some("plugin_table"),
+                    ),
+                ),
+            ],
+            targets: vec![
+                TargetSummaryRow {
+                    class: FaultClass::Minor,
+                    object: "[anon]".into(),
+                    region: "anon".into(),
+                    section: None,
+                    count: 262_144,
+                },
+                TargetSummaryRow {
+                    class: FaultClass::Cow,
+                    object: "/opt/app/bin/app".into(),
+                    region: "anon".into(),
+                    section: Some(".bss".into()),
+                    count: 128,
+                },
+            ],
+            modules: vec![ModuleRow {
+                path: "/opt/app/bin/app".into(),
+                build_id: Some("abcdef".into()),
+                problem: None,
+            }],
+            warnings: vec!["/opt/app/lib/libgone.so: the file is missing".into()],
+            wall_ns: Some(1_000_000),
+            data_bytes: Some(44_000_000),
+            records: 525_000,
+            stack_frames: 120,
+        }
+    }
+
+    /// Compares with tests/golden/NAME, or rewrites it when PFPROF_BLESS=1.
+    fn golden(name: &str, actual: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("PFPROF_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, actual).unwrap();
+            return;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; run with PFPROF_BLESS=1 to create it",
+                path.display()
+            )
+        });
+        assert_eq!(
+            actual,
+            expected,
+            "{} differs; run with PFPROF_BLESS=1 to update it if the change is intended",
+            path.display()
+        );
+    }
+
+    /// report.txt layout, 100 columns at most.
+    #[test]
+    fn golden_text() {
+        let text = sample_report().to_text(10);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "line over 100 columns: {line:?}"
+            );
+        }
+        golden("report.txt", &text);
+    }
+
+    /// report.json field names are a contract.
+    #[test]
+    fn golden_json() {
+        golden(
+            "report.json",
+            &(serde_json::to_string_pretty(&sample_report()).unwrap() + "\n"),
+        );
     }
 }

@@ -45,6 +45,8 @@ pub struct RecordConfig {
     pub mmap_pages: usize,
     /// Keep kernel frames in call chains.
     pub kernel_callchains: bool,
+    /// Record the fault-entry tracepoints (error codes: COW and access types).
+    pub tracepoints: bool,
 }
 
 /// The outcome of a recording.
@@ -312,12 +314,17 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         .collect::<std::result::Result<_, _>>()
         .context("argument contains a NUL byte")?;
 
-    let (tracepoints, tracepoints_note) = match find_or_mount_tracefs().and_then(|tfs| {
-        Ok((
-            tracepoint_id(&tfs, "exceptions/page_fault_user")?,
-            tracepoint_id(&tfs, "exceptions/page_fault_kernel")?,
-        ))
-    }) {
+    let tracepoint_ids = if cfg.tracepoints {
+        find_or_mount_tracefs().and_then(|tfs| {
+            Ok((
+                tracepoint_id(&tfs, "exceptions/page_fault_user")?,
+                tracepoint_id(&tfs, "exceptions/page_fault_kernel")?,
+            ))
+        })
+    } else {
+        Err("disabled with --no-tracepoints".to_string())
+    };
+    let (tracepoints, tracepoints_note) = match tracepoint_ids {
         Ok(ids) => (Some(ids), None),
         Err(why) => (None, Some(why)),
     };
@@ -350,7 +357,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             }
         }
     };
-    if let Some(note) = &tracepoints_note {
+    if let Some(note) = tracepoints_note.as_ref().filter(|_| cfg.tracepoints) {
         eprintln!("pfprof: warning: page-fault tracepoints unavailable ({note}); recording minor/major only, COW and access types will be marked unavailable");
     }
     let OpenEvents {

@@ -227,3 +227,156 @@ fn output_dir_is_moved_to_old() {
         assert!(dir.join("out").join(f).exists(), "{f} missing");
     }
 }
+
+fn kill(pid: u32, signal: &str) {
+    run(Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string()));
+}
+
+/// SIGTERM to pfprof is passed on to the command; the recording and the
+/// reports are finished and pfprof exits like the command (128+15).
+#[test]
+fn sigterm_finishes_the_recording() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("cli_sigterm");
+    let child = pfprof()
+        .arg("record")
+        .arg("-q")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .args(["--", "sleep", "30"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kill(child.id(), "TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr_of(&out));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out/report.json")).unwrap()).unwrap();
+    assert_eq!(report["exit"]["signal"], 15);
+    assert!(report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["comm"] == "sleep"));
+    assert!(report["totals"]["minor"].as_u64().unwrap() > 0);
+}
+
+/// pfprof killed outright: what it had written (checkpointed every second)
+/// is still readable, with a warning, and nothing panics.
+#[test]
+fn killed_recording_is_readable() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("cli_sigkill");
+    let mut child = pfprof()
+        .arg("record")
+        .arg("-q")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .args(["--", "sleep", "30"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1600));
+    let grandchildren = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+        .unwrap_or_default();
+    kill(child.id(), "KILL");
+    let _ = child.wait();
+    for pid in grandchildren.split_whitespace() {
+        run(Command::new("kill").args(["-KILL", pid]));
+    }
+    let out = run(pfprof()
+        .arg("report")
+        .args(["--format", "json", "-i"])
+        .arg(dir.join("out")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["warnings"].to_string().contains("not finished"),
+        "{}",
+        report["warnings"]
+    );
+    assert!(
+        report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["comm"] == "sleep"),
+        "{}",
+        report["processes"]
+    );
+    assert!(report["totals"]["minor"].as_u64().unwrap() > 0);
+}
+
+/// A stripped binary still records; its code shows as object+offset, its
+/// targets keep their sections (section headers survive `strip`).
+#[test]
+fn stripped_binary() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("cli_stripped");
+    let exe = compile_c(&dir, "bss_write.c", &[]);
+    assert!(run(Command::new("strip").arg(&exe)).status.success());
+    let (out, report) = record(&dir, &exe, &[]);
+    assert!(out.status.success());
+    let rows = crate::util::sites(&report, |s| {
+        s["target"]["section"] == ".bss" && s["target"]["region"] == "anon" && s["count"] == 256
+    });
+    assert_eq!(
+        rows.len(),
+        1,
+        "{}",
+        crate::util::show(&crate::util::sites(&report, |_| true))
+    );
+    assert!(
+        rows[0]["function"]
+            .as_str()
+            .unwrap()
+            .starts_with("bss_write+0x"),
+        "{}",
+        rows[0]["function"]
+    );
+    assert_eq!(rows[0]["target"]["symbol"], serde_json::Value::Null);
+}
+
+/// A binary replaced since the recording is detected by its build-id: its
+/// frames are not symbolized with the wrong file, and the report says why.
+#[test]
+fn replaced_binary_is_detected() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("cli_replaced");
+    let exe = compile_c(&dir, "bss_write.c", &[]);
+    let (out, _) = record(&dir, &exe, &[]);
+    assert!(out.status.success());
+    // Same source, different code: a different build-id.
+    compile_c(&dir, "bss_write.c", &["-O2"]);
+    let out = run(pfprof()
+        .arg("report")
+        .args(["--format", "json", "-i"])
+        .arg(dir.join("out")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("bss_write") && warnings.to_lowercase().contains("build-id"),
+        "{warnings}"
+    );
+    assert!(
+        crate::util::function_sites(&report, "touch_bss").is_empty(),
+        "symbolized with the replaced file"
+    );
+    // Deleted: also reported, not fatal.
+    std::fs::remove_file(&exe).unwrap();
+    let out = run(pfprof().arg("report").arg("-i").arg(dir.join("out")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bss_write"));
+}

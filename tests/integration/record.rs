@@ -391,3 +391,68 @@ fn rust_program() {
         assert!(caller["file"].as_str().unwrap().ends_with("pages.rs"));
     }
 }
+
+/// read() into fresh pages: the kernel takes the faults in kernel mode on
+/// user memory (exceptions:page_fault_kernel), on behalf of the syscall site.
+#[test]
+fn kernel_mode_faults() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("rec_kernel_read");
+    let exe = compile_c(&dir, "kernel_read.c", &[]);
+    let (out, report) = record(&dir, &exe, &[]);
+    assert!(out.status.success());
+    assert_complete(&report);
+    let rows = function_sites(&report, "read_into");
+    assert_eq!(total(&rows), 32, "{}", show(&rows));
+    assert_rows(&rows, "minor", "write", None, None, "anon");
+    assert_line(&rows, "kernel_read.c", "kernel_read");
+    assert!(report["totals"]["kernel_mode"].as_u64().unwrap() >= 32);
+}
+
+/// Without the fault-entry tracepoints, COW cannot be told apart: the report
+/// says so (cow unavailable, access unknown) instead of showing zero.
+#[test]
+fn without_tracepoints_cow_is_unavailable() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("rec_no_tracepoints");
+    let exe = compile_c(&dir, "bss_read_write.c", &[]);
+    let out_dir = dir.join("out");
+    let out = run(crate::util::pfprof()
+        .args(["record", "--no-tracepoints", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(&exe));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["totals"]["cow_available"], false);
+    assert_eq!(report["totals"]["cow"], 0);
+    let t = &report["totals"];
+    assert_eq!(
+        t["minor"].as_u64().unwrap() + t["major"].as_u64().unwrap(),
+        t["kernel_minor"].as_u64().unwrap() + t["kernel_major"].as_u64().unwrap()
+    );
+    let rows: Vec<&Value> = function_sites(&report, "read_pages")
+        .into_iter()
+        .chain(function_sites(&report, "write_pages"))
+        .collect();
+    assert_eq!(total(&rows), 256, "{}", show(&rows));
+    assert_rows(
+        &rows,
+        "minor",
+        "unknown",
+        Some(".bss"),
+        Some("zbuf"),
+        "anon",
+    );
+    let text = std::fs::read_to_string(out_dir.join("report.txt")).unwrap();
+    assert!(text.contains("cow unavailable"), "{text}");
+}
