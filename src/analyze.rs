@@ -131,6 +131,12 @@ struct Analyzer {
     options: AnalyzeOptions,
     pending: FxHashMap<i32, FaultEntry>,
     scratch: Vec<FrameKey>,
+    /// Bumped by every record that changes an address space: a cached stack
+    /// is only reused under the mappings it was computed with.
+    generation: u64,
+    last_key: (i32, bool, u64),
+    last_chain: Vec<u64>,
+    last_stack: StackId,
 }
 
 fn target_key(place: Place) -> TargetKey {
@@ -161,6 +167,12 @@ fn target_key(place: Place) -> TargetKey {
 
 impl Analyzer {
     fn on_event(&mut self, event: Event<'_>) {
+        if matches!(
+            event,
+            Event::Mmap { .. } | Event::Comm { .. } | Event::Fork { .. }
+        ) {
+            self.generation += 1;
+        }
         match event {
             Event::Fault(sample) => self.on_fault(sample),
             Event::Entry(entry) => {
@@ -245,10 +257,24 @@ impl Analyzer {
             profile.totals.kernel_mode += 1;
         }
 
-        // Frames, leaf first.
+        // Frames, leaf first. Consecutive faults often share their raw call
+        // chain (a loop touching pages): reuse the last stack then.
+        let cache_key = (sample.pid, kernel_mode, self.generation);
+        let cached = match &sample.callchain {
+            Some(chain) => {
+                cache_key == self.last_key
+                    && chain.len() == self.last_chain.len()
+                    && (0..chain.len()).all(|i| chain.get(i) == Some(self.last_chain[i]))
+            }
+            None => false,
+        };
         self.scratch.clear();
         match &sample.callchain {
+            _ if cached => {}
             Some(chain) => {
+                self.last_chain.clear();
+                self.last_chain
+                    .extend((0..chain.len()).map_while(|i| chain.get(i)));
                 let mut context = PERF_CONTEXT_USER;
                 let mut first_user = true;
                 for i in 0..chain.len() {
@@ -290,7 +316,15 @@ impl Analyzer {
             }
             None => profile.totals.no_callchain += 1,
         }
-        let stack = profile.stacks.intern_leaf_first(&self.scratch);
+        let stack = if cached {
+            self.last_stack
+        } else {
+            let stack = profile.stacks.intern_leaf_first(&self.scratch);
+            if sample.callchain.is_some() {
+                (self.last_key, self.last_stack) = (cache_key, stack);
+            }
+            stack
+        };
 
         let class_index = class as usize;
         profile.totals.by_class[class_index] += 1;
@@ -321,6 +355,10 @@ pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeEr
         options,
         pending: FxHashMap::default(),
         scratch: Vec::with_capacity(128),
+        generation: 0,
+        last_key: (0, false, u64::MAX),
+        last_chain: Vec::with_capacity(128),
+        last_stack: StackTable::ROOT,
     };
     let (header, stats) = decode::replay(path, options.partial, |event| analyzer.on_event(event))?;
     let mut profile = analyzer.profile;

@@ -19,6 +19,7 @@ use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 use crate::perf_data::{repair, HeaderFacts, RecordingMeta, PFPROF_META_FEATURE};
+use crate::record::sys::MappedFile;
 
 /// Why a recording cannot be read.
 #[derive(Debug, Error)]
@@ -210,10 +211,12 @@ pub fn replay(
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<(Header, DecodeStats), DecodeError> {
     let display = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| DecodeError::Open {
+    let open_error = |source| DecodeError::Open {
         path: display.clone(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(open_error)?;
+    let bytes = MappedFile::new(&file).map_err(open_error)?;
     let invalid = |what: String| {
         linux_perf_data::Error::IoError(std::io::Error::new(std::io::ErrorKind::InvalidData, what))
     };

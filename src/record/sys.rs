@@ -314,3 +314,62 @@ pub fn attr_bytes(attr: &PerfEventAttr) -> &[u8] {
         )
     }
 }
+
+/// A read-only, private mapping of a whole file: recordings are replayed in
+/// place instead of being copied into memory. Unmapped on drop. (If another
+/// process truncates the file while it is mapped, reading the lost part
+/// raises SIGBUS; pfprof only maps its own finished recordings.)
+pub struct MappedFile {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl MappedFile {
+    /// Maps `file` (length 0 gives an empty slice without a mapping).
+    pub fn new(file: &std::fs::File) -> io::Result<MappedFile> {
+        let len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
+        if len == 0 {
+            return Ok(MappedFile {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        // SAFETY: maps `len` bytes of a file we hold open, read-only and
+        // private; the result is checked against MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(MappedFile { ptr, len })
+    }
+}
+
+impl std::ops::Deref for MappedFile {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` is a live read-only mapping of `len` bytes owned by
+        // self; the returned slice borrows self, so it cannot outlive it.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: unmaps exactly the mapping created in `new`.
+            unsafe { libc::munmap(self.ptr, self.len) };
+        }
+    }
+}

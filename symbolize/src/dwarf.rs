@@ -141,20 +141,18 @@ fn is_compressed(section: &object::Section<'_, '_>) -> bool {
         .is_ok_and(|r| r.format != object::CompressionFormat::None)
 }
 
-/// The DWARF sections addr2line reads (DWARF 2-5, non-split).
-const SECTION_IDS: [gimli::SectionId; 14] = [
+/// The DWARF sections addr2line needs for functions, lines and inlined
+/// frames (DWARF 2-5, non-split). Location lists, macros and type units are
+/// left out: they are large, often compressed, and never read for lookups.
+const SECTION_IDS: [gimli::SectionId; 10] = [
     gimli::SectionId::DebugAbbrev,
     gimli::SectionId::DebugAddr,
     gimli::SectionId::DebugAranges,
     gimli::SectionId::DebugInfo,
     gimli::SectionId::DebugLine,
     gimli::SectionId::DebugLineStr,
-    gimli::SectionId::DebugLoc,
-    gimli::SectionId::DebugLocLists,
     gimli::SectionId::DebugRanges,
     gimli::SectionId::DebugRngLists,
     gimli::SectionId::DebugStr,
     gimli::SectionId::DebugStrOffsets,
-    gimli::SectionId::DebugTypes,
-    gimli::SectionId::DebugMacinfo,
 ];
