@@ -145,7 +145,7 @@ fn run(cli: Cli) -> Result<u8> {
                     render::ClassSelection::All,
                 ],
             };
-            let command = report.command.join(" ");
+            let command = report.command_line();
             for selection in selections {
                 render::write_flamegraph(&out_dir, &folded, selection, &command).with_context(
                     || format!("cannot write flame graphs in {}", out_dir.display()),

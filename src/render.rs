@@ -117,7 +117,7 @@ pub fn write_flamegraph(
 
 /// Writes every output of a recording directory.
 pub fn write_all(dir: &Path, report: &Report, folded: &[Folded; 3], top: usize) -> io::Result<()> {
-    let command = report.command.join(" ");
+    let command = report.command_line();
     for selection in [
         ClassSelection::Minor,
         ClassSelection::Major,

@@ -232,6 +232,20 @@ fn truncate(s: &str, width: usize) -> String {
 }
 
 impl Report {
+    /// The command as a shell would need it typed: arguments with spaces or
+    /// quotes are single-quoted.
+    pub fn command_line(&self) -> String {
+        let quote = |arg: &String| {
+            let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+            if !arg.is_empty() && arg.chars().all(plain) {
+                arg.clone()
+            } else {
+                format!("'{}'", arg.replace('\'', r"'\''"))
+            }
+        };
+        self.command.iter().map(quote).collect::<Vec<_>>().join(" ")
+    }
+
     /// Total faults recorded.
     pub fn captured(&self) -> u64 {
         self.totals.minor + self.totals.major + self.totals.cow
@@ -277,7 +291,7 @@ impl Report {
             s,
             "{}",
             truncate(
-                &format!("pfprof {}: {}", self.pfprof_version, self.command.join(" ")),
+                &format!("pfprof {}: {}", self.pfprof_version, self.command_line()),
                 100
             )
         );
@@ -434,6 +448,23 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Commands are shown as they would be typed.
+    #[test]
+    fn command_quoting() {
+        let mut r = sample_report();
+        for (args, want) in [
+            (
+                vec!["python3", "-c", "import json, sqlite3"],
+                "python3 -c 'import json, sqlite3'",
+            ),
+            (vec!["sh", "-c", "echo 'hi'"], r"sh -c 'echo '\''hi'\'''"),
+            (vec!["./app", "--size=1G", ""], "./app --size=1G ''"),
+        ] {
+            r.command = args.into_iter().map(String::from).collect();
+            assert_eq!(r.command_line(), want);
+        }
+    }
 
     /// Digit grouping.
     #[test]
