@@ -15,6 +15,8 @@ use crate::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSamp
 use crate::perf_data::RecordingMeta;
 use crate::process::{MapKind, ModuleId, Place, Processes};
 use crate::stacks::{FrameKey, StackId, StackTable};
+use crate::startup::StartupTracker;
+use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
 
 /// perf call-chain context markers are the top 4095 values of u64.
 const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
@@ -58,6 +60,8 @@ pub struct SampleKey {
     pub stack: StackId,
     /// Target.
     pub target: TargetKey,
+    /// Taken during the program's start-up (exec until `main`).
+    pub startup: bool,
 }
 
 /// Per-process fault totals.
@@ -95,7 +99,6 @@ pub struct Totals {
 }
 
 /// The counted, unsymbolized profile.
-#[derive(Default)]
 pub struct Profile {
     /// Metadata written by `record`.
     pub meta: Option<RecordingMeta>,
@@ -115,6 +118,12 @@ pub struct Profile {
     pub has_entries: bool,
     /// Replay counters.
     pub decode: DecodeStats,
+    /// The start-up window.
+    pub startup: StartupTracker,
+    /// First start-up fault on each target: (time, stack).
+    pub first_touch: FxHashMap<TargetKey, (u64, StackId)>,
+    /// The symbolizer, with the modules it already opened during replay.
+    pub symbolizer: Symbolizer,
 }
 
 /// Options of the analysis.
@@ -124,6 +133,8 @@ pub struct AnalyzeOptions {
     pub kernel: bool,
     /// Analyse the intact part of a damaged recording.
     pub partial: bool,
+    /// End start-up this many ms after exec instead of at `main`.
+    pub until_ms: Option<f64>,
 }
 
 struct Analyzer {
@@ -194,7 +205,7 @@ impl Analyzer {
                 ..
             } => {
                 let path = path.as_slice();
-                self.profile.processes.on_mmap(
+                let kind = self.profile.processes.on_mmap(
                     pid,
                     avma,
                     len,
@@ -204,19 +215,28 @@ impl Analyzer {
                     &path,
                     build_id,
                 );
+                if let MapKind::File(module) = kind {
+                    self.profile.startup.on_module(pid, module);
+                }
             }
             Event::Comm {
                 pid,
                 tid,
                 name,
                 exec,
-            } => self
-                .profile
-                .processes
-                .on_comm(pid, tid, &name.as_slice(), exec),
+                time,
+            } => {
+                if exec {
+                    self.profile.startup.on_exec(pid, time);
+                }
+                self.profile
+                    .processes
+                    .on_comm(pid, tid, &name.as_slice(), exec);
+            }
             Event::Fork { pid, ppid, tid } => self.profile.processes.on_fork(pid, ppid, tid),
             Event::Exit => {}
             Event::Lost { count } => self.profile.totals.lost += count,
+            Event::MainEntry { pid, time } => self.profile.startup.on_main(pid, time),
         }
     }
 
@@ -233,6 +253,14 @@ impl Analyzer {
         if entry.is_none() {
             profile.totals.unpaired += 1; // zeroed at the end if the recording has no entries
         }
+        let kernel_mode = sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode);
+        let in_exec = match profile.processes.by_pid.get_mut(&sample.pid) {
+            Some(p) if p.exec_pending => {
+                p.exec_pending = kernel_mode;
+                kernel_mode
+            }
+            _ => false,
+        };
         let process = profile.processes.by_pid.get(&sample.pid);
         let mapping = process
             .and_then(|p| p.space.find(sample.addr_avma))
@@ -252,7 +280,6 @@ impl Analyzer {
                 _ => profile.totals.major_swap += 1,
             }
         }
-        let kernel_mode = sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode);
         if kernel_mode {
             profile.totals.kernel_mode += 1;
         }
@@ -261,6 +288,7 @@ impl Analyzer {
         // chain (a loop touching pages): reuse the last stack then.
         let cache_key = (sample.pid, kernel_mode, self.generation);
         let cached = match &sample.callchain {
+            _ if in_exec => false,
             Some(chain) => {
                 cache_key == self.last_key
                     && chain.len() == self.last_chain.len()
@@ -271,6 +299,7 @@ impl Analyzer {
         self.scratch.clear();
         match &sample.callchain {
             _ if cached => {}
+            _ if in_exec => self.scratch.push(FrameKey::Exec),
             Some(chain) => {
                 self.last_chain.clear();
                 self.last_chain
@@ -320,11 +349,29 @@ impl Analyzer {
             self.last_stack
         } else {
             let stack = profile.stacks.intern_leaf_first(&self.scratch);
-            if sample.callchain.is_some() {
+            if sample.callchain.is_some() && !in_exec {
                 (self.last_key, self.last_stack) = (cache_key, stack);
             }
             stack
         };
+
+        let frames: &[FrameKey] = if cached { &[] } else { &self.scratch };
+        let startup = profile.startup.is_startup(
+            sample.pid,
+            sample.time,
+            frames,
+            &profile.processes.modules,
+            &mut profile.symbolizer,
+        );
+        if startup {
+            let first = profile
+                .first_touch
+                .entry(target)
+                .or_insert((sample.time, stack));
+            if sample.time < first.0 {
+                *first = (sample.time, stack);
+            }
+        }
 
         let class_index = class as usize;
         profile.totals.by_class[class_index] += 1;
@@ -343,6 +390,7 @@ impl Analyzer {
                 access,
                 stack,
                 target,
+                startup,
             })
             .or_insert(0) += 1;
     }
@@ -351,7 +399,20 @@ impl Analyzer {
 /// Replays a recording into a [`Profile`].
 pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeError> {
     let mut analyzer = Analyzer {
-        profile: Profile::default(),
+        profile: Profile {
+            meta: None,
+            cmdline: None,
+            processes: Processes::default(),
+            process_counts: FxHashMap::default(),
+            stacks: StackTable::default(),
+            counts: FxHashMap::default(),
+            totals: Totals::default(),
+            has_entries: false,
+            decode: DecodeStats::default(),
+            startup: StartupTracker::new(options.until_ms),
+            first_touch: FxHashMap::default(),
+            symbolizer: Symbolizer::new(SymbolizerOptions::default()),
+        },
         options,
         pending: FxHashMap::default(),
         scratch: Vec::with_capacity(128),

@@ -30,6 +30,9 @@ pub enum Action {
     Report(ReportArgs),
     /// Write folded stacks and SVG flame graphs of a recording.
     Flamegraph(FlamegraphArgs),
+    /// Compare two recordings per object, section and class, and write a
+    /// differential flame graph.
+    Diff(DiffArgs),
 }
 
 /// Call-graph modes.
@@ -48,6 +51,9 @@ pub struct AnalysisArgs {
     /// Rows per class in the text report.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+    /// End the start-up window N ms after exec instead of when `main` is entered.
+    #[arg(long, value_name = "N")]
+    pub until_ms: Option<f64>,
 }
 
 /// `pfprof record`.
@@ -106,6 +112,30 @@ pub struct ReportArgs {
     /// Analyse the intact part of a truncated or damaged recording.
     #[arg(long)]
     pub partial: bool,
+    /// Only the start-up analysis (faults from exec until `main`).
+    #[arg(long)]
+    pub startup: bool,
+    #[command(flatten)]
+    /// Analysis options.
+    pub analysis: AnalysisArgs,
+}
+
+/// `pfprof diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first recording (before), directory or pfprof.data.
+    pub before: PathBuf,
+    /// The second recording (after).
+    pub after: PathBuf,
+    /// Compare the start-up windows only.
+    #[arg(long)]
+    pub startup: bool,
+    /// Output format of the comparison.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Where diff.folded and diff.svg go (default: the second recording's directory).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
     #[command(flatten)]
     /// Analysis options.
     pub analysis: AnalysisArgs,

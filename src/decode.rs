@@ -63,6 +63,8 @@ pub enum EventKind {
     EntryUser,
     /// `exceptions:page_fault_kernel` (fault entry, kernel mode).
     EntryKernel,
+    /// The uprobe on the program's `main` (`pfprof:main_entry`).
+    MainEntry,
     /// Anything else (ignored).
     Other,
 }
@@ -75,6 +77,8 @@ pub struct FaultSample<'a> {
     pub pid: i32,
     /// Thread.
     pub tid: i32,
+    /// Time (ns, perf clock).
+    pub time: u64,
     /// The faulting data address (avma).
     pub addr_avma: u64,
     /// Whether the fault was taken in kernel mode.
@@ -131,6 +135,8 @@ pub enum Event<'a> {
         name: RawData<'a>,
         /// Set for exec.
         exec: bool,
+        /// Time (ns).
+        time: u64,
     },
     /// New thread or process.
     Fork {
@@ -143,6 +149,13 @@ pub enum Event<'a> {
     },
     /// Thread exit.
     Exit,
+    /// A thread entered the program's `main`.
+    MainEntry {
+        /// Process.
+        pid: i32,
+        /// Time.
+        time: u64,
+    },
     /// The kernel dropped `count` records (ring buffer full).
     Lost {
         /// Number of records lost.
@@ -185,6 +198,7 @@ fn kind_of(attr: &linux_perf_data::AttributeDescription) -> EventKind {
         (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_kernel") => {
             EventKind::EntryKernel
         }
+        (_, Some(crate::record::MAIN_ENTRY_EVENT)) => EventKind::MainEntry,
         _ => EventKind::Other,
     }
 }
@@ -378,7 +392,7 @@ fn replay_bytes(
     stats.first_time = index.first().map(|r| r.0);
     stats.last_time = index.last().map(|r| r.0);
 
-    for &(_, key) in &index {
+    for &(time, key) in &index {
         let offset = (key & ((1 << 48) - 1)) as usize;
         let attr_index = (key >> 48) as usize;
         let head = &data[offset..offset + 8];
@@ -411,6 +425,7 @@ fn replay_bytes(
                         major: kind == EventKind::Major,
                         pid,
                         tid,
+                        time,
                         addr_avma: addr,
                         kernel_mode: s.cpu_mode == CpuMode::Kernel,
                         callchain: s.callchain,
@@ -432,6 +447,13 @@ fn replay_bytes(
                         kernel_mode: kind == EventKind::EntryKernel,
                     })
                 }
+                EventKind::MainEntry => match s.pid {
+                    Some(pid) => Event::MainEntry { pid, time },
+                    None => {
+                        stats.bad_records += 1;
+                        continue;
+                    }
+                },
                 EventKind::Other => continue,
             },
             EventRecord::Mmap2(m) => Event::Mmap {
@@ -467,6 +489,7 @@ fn replay_bytes(
                 tid: c.tid,
                 name: c.name,
                 exec: c.is_execve,
+                time,
             },
             EventRecord::Fork(f) => Event::Fork {
                 pid: f.pid,

@@ -10,6 +10,7 @@ mod analyze;
 mod classify;
 mod cli;
 mod decode;
+mod diff;
 mod error;
 mod perf_data;
 mod process;
@@ -18,6 +19,7 @@ mod render;
 mod report;
 mod resolve;
 mod stacks;
+mod startup;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,7 +29,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use analyze::AnalyzeOptions;
-use cli::{Action, Cli, Format};
+use cli::{Action, AnalysisArgs, Cli, Format};
 use perf_data::Exit;
 
 const DATA_FILE: &str = "pfprof.data";
@@ -59,15 +61,20 @@ fn fresh_output_dir(dir: &Path) -> Result<()> {
 
 fn analyze_and_resolve(
     path: &Path,
-    kernel: bool,
+    analysis: &AnalysisArgs,
     partial: bool,
-) -> Result<(report::Report, [resolve::Folded; 3])> {
+) -> Result<resolve::Resolved> {
     // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
     let timing = std::env::var_os("PFPROF_TIMING").is_some();
     let start = std::time::Instant::now();
-    let profile = analyze::analyze(path, AnalyzeOptions { kernel, partial })?;
+    let options = AnalyzeOptions {
+        kernel: analysis.kernel,
+        partial,
+        until_ms: analysis.until_ms,
+    };
+    let mut profile = analyze::analyze(path, options)?;
     let analyzed = start.elapsed();
-    let resolved = resolve::resolve(&profile);
+    let resolved = resolve::resolve(&mut profile);
     if timing {
         eprintln!(
             "pfprof: timing: replay+count {analyzed:.2?}, symbolize+model {:.2?}",
@@ -75,6 +82,17 @@ fn analyze_and_resolve(
         );
     }
     Ok(resolved)
+}
+
+/// The directory a recording lives in (`-i` takes the directory or the file).
+fn recording_dir(input: &Path) -> PathBuf {
+    if input.is_dir() {
+        input.to_path_buf()
+    } else {
+        input
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    }
 }
 
 fn run(cli: Cli) -> Result<u8> {
@@ -90,15 +108,14 @@ fn run(cli: Cli) -> Result<u8> {
                 tracepoints: !args.no_tracepoints,
             };
             let recorded = record::record(&config)?;
-            let (report, folded) =
-                analyze_and_resolve(&config.data_path, args.analysis.kernel, false)?;
-            render::write_all(&args.output, &report, &folded, args.analysis.top).with_context(
-                || format!("cannot write the outputs in {}", args.output.display()),
-            )?;
+            let resolved = analyze_and_resolve(&config.data_path, &args.analysis, false)?;
+            render::write_all(&args.output, &resolved, args.analysis.top).with_context(|| {
+                format!("cannot write the outputs in {}", args.output.display())
+            })?;
             if args.quiet {
-                eprintln!("pfprof: {}", report.completeness_line());
+                eprintln!("pfprof: {}", resolved.report.completeness_line());
             } else {
-                eprint!("{}", report.to_text(args.analysis.top));
+                eprint!("{}", resolved.report.to_text(args.analysis.top));
             }
             eprintln!(
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg}}",
@@ -111,29 +128,41 @@ fn run(cli: Cli) -> Result<u8> {
             })
         }
         Action::Report(args) => {
-            let (report, _) =
-                analyze_and_resolve(&data_path(&args.input), args.analysis.kernel, args.partial)?;
+            let resolved =
+                analyze_and_resolve(&data_path(&args.input), &args.analysis, args.partial)?;
+            let report = &resolved.report;
             let mut stdout = std::io::stdout().lock();
-            match args.format {
-                Format::Text => stdout.write_all(report.to_text(args.analysis.top).as_bytes())?,
-                Format::Json => {
-                    serde_json::to_writer_pretty(&mut stdout, &report)?;
+            match (args.format, args.startup) {
+                (Format::Text, false) => {
+                    stdout.write_all(report.to_text(args.analysis.top).as_bytes())?
+                }
+                (Format::Text, true) => match &report.startup {
+                    Some(startup) => {
+                        stdout.write_all(startup.to_text(args.analysis.top).as_bytes())?
+                    }
+                    None => writeln!(stdout, "no start-up faults in this recording")?,
+                },
+                (Format::Json, false) => {
+                    serde_json::to_writer_pretty(&mut stdout, report)?;
+                    writeln!(stdout)?;
+                }
+                (Format::Json, true) => {
+                    serde_json::to_writer_pretty(
+                        &mut stdout,
+                        &serde_json::json!({ "startup": report.startup }),
+                    )?;
                     writeln!(stdout)?;
                 }
             }
             Ok(0)
         }
         Action::Flamegraph(args) => {
-            let (report, folded) =
-                analyze_and_resolve(&data_path(&args.input), args.analysis.kernel, args.partial)?;
-            let out_dir = match &args.output {
-                Some(dir) => dir.clone(),
-                None if args.input.is_dir() => args.input.clone(),
-                None => args
-                    .input
-                    .parent()
-                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-            };
+            let resolved =
+                analyze_and_resolve(&data_path(&args.input), &args.analysis, args.partial)?;
+            let out_dir = args
+                .output
+                .clone()
+                .unwrap_or_else(|| recording_dir(&args.input));
             std::fs::create_dir_all(&out_dir)
                 .with_context(|| format!("cannot create {}", out_dir.display()))?;
             let selections = match args.class {
@@ -145,13 +174,54 @@ fn run(cli: Cli) -> Result<u8> {
                     render::ClassSelection::All,
                 ],
             };
-            let command = report.command_line();
+            let command = resolved.report.command_line();
+            let context = || format!("cannot write flame graphs in {}", out_dir.display());
             for selection in selections {
-                render::write_flamegraph(&out_dir, &folded, selection, &command).with_context(
-                    || format!("cannot write flame graphs in {}", out_dir.display()),
-                )?;
+                render::write_flamegraph(&out_dir, &resolved.folded, selection, &command)
+                    .with_context(context)?;
+            }
+            if args.class.is_none() {
+                render::write_startup(&out_dir, &resolved.startup_folded, &command)
+                    .with_context(context)?;
             }
             eprintln!("pfprof: wrote flame graphs in {}", out_dir.display());
+            Ok(0)
+        }
+        Action::Diff(args) => {
+            let before = analyze_and_resolve(&data_path(&args.before), &args.analysis, false)
+                .with_context(|| format!("cannot analyse {}", args.before.display()))?;
+            let after = analyze_and_resolve(&data_path(&args.after), &args.analysis, false)
+                .with_context(|| format!("cannot analyse {}", args.after.display()))?;
+            let rows = diff::compare(&before, &after, args.startup);
+            let mut stdout = std::io::stdout().lock();
+            match args.format {
+                Format::Text => stdout.write_all(
+                    diff::to_text(&rows, &before.report, &after.report, args.startup).as_bytes(),
+                )?,
+                Format::Json => {
+                    serde_json::to_writer_pretty(&mut stdout, &rows)?;
+                    writeln!(stdout)?;
+                }
+            }
+            let out_dir = args
+                .output
+                .clone()
+                .unwrap_or_else(|| recording_dir(&args.after));
+            std::fs::create_dir_all(&out_dir)
+                .with_context(|| format!("cannot create {}", out_dir.display()))?;
+            let (a, b) = (
+                diff::folded_lines(&before, args.startup),
+                diff::folded_lines(&after, args.startup),
+            );
+            let title = format!(
+                "Page faults{}: {} → {}",
+                if args.startup { " at start-up" } else { "" },
+                before.report.command_line(),
+                after.report.command_line()
+            );
+            render::write_diff(&out_dir, &a, &b, title)
+                .with_context(|| format!("cannot write diff.svg in {}", out_dir.display()))?;
+            eprintln!("pfprof: wrote {}/diff.{{folded,svg}}", out_dir.display());
             Ok(0)
         }
     }

@@ -348,7 +348,8 @@ pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
                     _ => format!("tracepoint:{config}"),
                 }
             }
-            _ => format!("event:{type_}:{config}"),
+            // pfprof's only other event: the uprobe on main (dynamic PMU type).
+            _ => crate::record::MAIN_ENTRY_EVENT.to_string(),
         };
         events.push(EventDesc { attr, name, ids });
     }

@@ -198,6 +198,8 @@ pub struct Process {
     pub space: AddressSpace,
     /// Threads seen.
     pub threads: u32,
+    /// Between an exec and the first user-mode fault of the new image.
+    pub exec_pending: bool,
 }
 
 /// Where an address points, as attribution needs it.
@@ -244,6 +246,7 @@ impl Processes {
             exe: None,
             space: AddressSpace::default(),
             threads: 1,
+            exec_pending: false,
         })
     }
 
@@ -259,7 +262,7 @@ impl Processes {
         flags: u32,
         path: &[u8],
         build_id: Option<Vec<u8>>,
-    ) {
+    ) -> MapKind {
         let path = lossy(path);
         let end_avma = avma.saturating_add(len);
         let kind = match path.as_str() {
@@ -276,6 +279,7 @@ impl Processes {
             exe: None,
             space: AddressSpace::default(),
             threads: 1,
+            exec_pending: false,
         });
         let (kind, file_offset) = match kind {
             MapKind::Anon => match process.space.ending_at(avma) {
@@ -306,6 +310,7 @@ impl Processes {
             prot,
             flags,
         });
+        kind
     }
 
     /// A comm record; `exec` resets the address space.
@@ -314,6 +319,7 @@ impl Processes {
         if exec {
             process.space = AddressSpace::default();
             process.exe = None;
+            process.exec_pending = true;
         }
         if exec || pid == tid {
             process.comm = lossy(name);

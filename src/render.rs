@@ -10,8 +10,7 @@ use inferno::flamegraph::color::{BasicPalette, Palette};
 use inferno::flamegraph::{self, Options};
 
 use crate::classify::FaultClass;
-use crate::report::Report;
-use crate::resolve::Folded;
+use crate::resolve::{Folded, Resolved};
 
 /// Which flame graphs to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -83,24 +82,19 @@ fn write_empty_svg(path: &Path, title: &str) -> io::Result<()> {
     )
 }
 
-/// Writes `<name>.folded` and `<name>.svg` for one selection.
-pub fn write_flamegraph(
+/// Writes `<base>.folded` and `<base>.svg` from folded lines.
+fn write_folded_and_svg(
     dir: &Path,
-    folded: &[Folded; 3],
-    selection: ClassSelection,
-    command: &str,
+    base: &str,
+    lines: &[String],
+    title: String,
+    colors: Palette,
 ) -> io::Result<()> {
-    let lines = folded_lines(folded, selection);
-    let base = name(selection);
     let mut out = BufWriter::new(File::create(dir.join(format!("{base}.folded")))?);
-    for line in &lines {
+    for line in lines {
         writeln!(out, "{line}")?;
     }
     out.flush()?;
-    let title = match selection {
-        ClassSelection::All => format!("Page faults (all classes): {command}"),
-        _ => format!("{} page faults: {command}", base.to_uppercase()),
-    };
     let svg_path = dir.join(format!("{base}.svg"));
     if lines.is_empty() {
         return write_empty_svg(&svg_path, &title);
@@ -108,15 +102,68 @@ pub fn write_flamegraph(
     let mut options = Options::default();
     options.title = title;
     options.count_name = "faults".into();
-    options.colors = palette(selection);
+    options.colors = colors;
     options.hash = true;
     options.deterministic = true;
     let writer = BufWriter::new(File::create(&svg_path)?);
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), writer)
 }
 
+/// Writes `<name>.folded` and `<name>.svg` for one selection.
+pub fn write_flamegraph(
+    dir: &Path,
+    folded: &[Folded; 3],
+    selection: ClassSelection,
+    command: &str,
+) -> io::Result<()> {
+    let base = name(selection);
+    let title = match selection {
+        ClassSelection::All => format!("Page faults (all classes): {command}"),
+        _ => format!("{} page faults: {command}", base.to_uppercase()),
+    };
+    write_folded_and_svg(
+        dir,
+        base,
+        &folded_lines(folded, selection),
+        title,
+        palette(selection),
+    )
+}
+
+/// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`,
+/// class as the root frame.
+pub fn write_startup(dir: &Path, startup: &Folded, command: &str) -> io::Result<()> {
+    let lines: Vec<String> = startup
+        .iter()
+        .map(|(stack, n)| format!("{stack} {n}"))
+        .collect();
+    let title = format!("Start-up page faults (exec to main): {command}");
+    write_folded_and_svg(dir, "startup", &lines, title, palette(ClassSelection::All))
+}
+
+/// Writes `diff.folded` and `diff.svg`, a differential flame graph of two
+/// runs' folded stacks (red: more faults in the second run, blue: fewer).
+pub fn write_diff(
+    dir: &Path,
+    before: &[String],
+    after: &[String],
+    title: String,
+) -> io::Result<()> {
+    let mut diff = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options::default(),
+        before.join("\n").as_bytes(),
+        after.join("\n").as_bytes(),
+        &mut diff,
+    )?;
+    let text = String::from_utf8_lossy(&diff);
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    write_folded_and_svg(dir, "diff", &lines, title, palette(ClassSelection::All))
+}
+
 /// Writes every output of a recording directory.
-pub fn write_all(dir: &Path, report: &Report, folded: &[Folded; 3], top: usize) -> io::Result<()> {
+pub fn write_all(dir: &Path, resolved: &Resolved, top: usize) -> io::Result<()> {
+    let report = &resolved.report;
     let command = report.command_line();
     for selection in [
         ClassSelection::Minor,
@@ -124,8 +171,9 @@ pub fn write_all(dir: &Path, report: &Report, folded: &[Folded; 3], top: usize) 
         ClassSelection::Cow,
         ClassSelection::All,
     ] {
-        write_flamegraph(dir, folded, selection, &command)?;
+        write_flamegraph(dir, &resolved.folded, selection, &command)?;
     }
+    write_startup(dir, &resolved.startup_folded, &command)?;
     std::fs::write(dir.join("report.txt"), report.to_text(top))?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     std::fs::write(dir.join("report.json"), json)

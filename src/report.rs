@@ -198,6 +198,8 @@ pub struct Report {
     pub records: u64,
     /// Interned stack nodes.
     pub stack_frames: usize,
+    /// Start-up analysis of the profiled program (exec until `main`).
+    pub startup: Option<crate::startup::StartupReport>,
 }
 
 /// `1234567` → `1,234,567`.
@@ -221,7 +223,7 @@ fn short(path: &str) -> &str {
     }
 }
 
-fn truncate(s: &str, width: usize) -> String {
+pub(crate) fn truncate(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         s.to_string()
     } else {
@@ -415,6 +417,10 @@ impl Report {
                     r.section.as_deref().unwrap_or("-")
                 );
             }
+        }
+        if let Some(startup) = &self.startup {
+            let _ = writeln!(s);
+            s.push_str(&startup.to_text(top));
         }
         let _ = writeln!(s, "\nProcesses:");
         let _ = writeln!(
@@ -646,6 +652,65 @@ mod tests {
             data_bytes: Some(44_000_000),
             records: 525_000,
             stack_frames: 120,
+            startup: Some(sample_startup()),
+        }
+    }
+
+    fn sample_startup() -> crate::startup::StartupReport {
+        use crate::startup::{
+            ClassCounts, Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
+        };
+        let section = |name: &str, minor, cow, touched, total| StartupSection {
+            section: name.into(),
+            minor,
+            major: 0,
+            cow,
+            pages_touched: touched,
+            pages_total: total,
+        };
+        StartupReport {
+            until: "main".into(),
+            until_ms: Some(1.25),
+            faults: ClassCounts { minor: 520, major: 0, cow: 17 },
+            objects: vec![
+                StartupObject {
+                    object: "/opt/app/bin/app".into(),
+                    faults: ClassCounts { minor: 520, major: 0, cow: 0 },
+                    share: 96.83,
+                    sections: vec![section(".bss", 512, 0, Some(512), Some(513)), section(".text", 8, 0, Some(8), Some(40))],
+                    relocations: [("RELATIVE".to_string(), 3), ("GLOB_DAT".to_string(), 5)].into_iter().collect(),
+                    relr: 0,
+                    uses_relr: false,
+                    bind_now: false,
+                    relro: true,
+                    relocation_pages: 2,
+                    loader: ClassCounts::default(),
+                },
+                StartupObject {
+                    object: "/opt/app/lib/libplugin.so".into(),
+                    faults: ClassCounts { minor: 0, major: 0, cow: 17 },
+                    share: 3.17,
+                    sections: vec![section(".data.rel.ro", 0, 16, Some(16), Some(16)), section(".init_array", 0, 1, Some(1), Some(1))],
+                    relocations: [("RELATIVE".to_string(), 8195)].into_iter().collect(),
+                    relr: 0,
+                    uses_relr: false,
+                    bind_now: false,
+                    relro: true,
+                    relocation_pages: 19,
+                    loader: ClassCounts { minor: 3, major: 0, cow: 17 },
+                },
+            ],
+            symbols: vec![StartupSymbol {
+                object: "/opt/app/bin/app".into(),
+                section: ".bss".into(),
+                symbol: "tables".into(),
+                faults: 512,
+                first_toucher: Some("init_tables".into()),
+            }],
+            hints: vec![Hint {
+                object: "/opt/app/lib/libplugin.so".into(),
+                text: "libplugin.so: 8,195 RELATIVE relocations dirty 17 pages of .data.rel.ro, .init_array at start-up, one COW fault per page in every process; tables of offsets instead of pointers avoid them".into(),
+            }],
         }
     }
 

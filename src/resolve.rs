@@ -16,6 +16,7 @@ use crate::report::{
     FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
 };
 use crate::stacks::{FrameKey, StackTable};
+use crate::startup::{self, StartupFault};
 
 /// A symbolized frame: function, file, line, inlined flag.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,10 +35,23 @@ fn hex_build_id(id: &[u8]) -> String {
 /// Folded stacks per class, as `(stack line, count)`, stack root first.
 pub type Folded = BTreeMap<String, u64>;
 
+/// What the renderers need.
+pub struct Resolved {
+    /// The report model.
+    pub report: Report,
+    /// Folded stacks per class.
+    pub folded: [Folded; 3],
+    /// Folded start-up stacks, class as the root frame.
+    pub startup_folded: Folded,
+}
+
 /// Symbolizes the profile and builds the report and folded stacks.
-pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
+pub fn resolve(profile: &mut Profile) -> Resolved {
+    // The symbolizer already opened the modules that start-up detection needed.
+    let mut symbolizer =
+        std::mem::replace(&mut profile.symbolizer, Symbolizer::new(Options::default()));
+    let profile = &*profile;
     let modules = &profile.processes.modules;
-    let mut symbolizer = Symbolizer::new(Options::default());
     let mut module_status: FxHashMap<ModuleId, String> = FxHashMap::default();
     let mut note = |module: ModuleId, reason: &Reason| {
         module_status
@@ -60,7 +74,7 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
                     .insert(lookup_file_offset);
             }
             FrameKey::Kernel { .. } => kernel_needed = true,
-            FrameKey::Unknown => {}
+            FrameKey::Unknown | FrameKey::Exec => {}
         }
     }
     let mut code_names: FxHashMap<FrameKey, Vec<Named>> = FxHashMap::default();
@@ -127,6 +141,13 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
                 inlined: false,
                 object: None,
             }],
+            FrameKey::Exec => vec![Named {
+                function: "[execve]".into(),
+                file: None,
+                line: None,
+                inlined: false,
+                object: None,
+            }],
             FrameKey::Unknown => vec![Named {
                 function: "[unknown]".into(),
                 file: None,
@@ -149,15 +170,15 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
             data_offsets.entry(module).or_default().insert(file_offset);
         }
     }
-    let mut data_names: FxHashMap<(ModuleId, u64), (Option<String>, Option<String>)> =
-        FxHashMap::default();
+    type DataName = (Option<String>, Option<String>, Option<u64>);
+    let mut data_names: FxHashMap<(ModuleId, u64), DataName> = FxHashMap::default();
     for (module, offsets) in &data_offsets {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
         let results = symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets);
         for (offset, result) in offsets.iter().zip(results) {
             let names = match result {
-                Ok(t) => (t.section, t.symbol),
+                Ok(t) => (t.section, t.symbol, Some(t.svma)),
                 Err(reason) => {
                     if !matches!(
                         reason,
@@ -165,7 +186,7 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
                     ) {
                         note(*module, &reason);
                     }
-                    (None, None)
+                    (None, None, None)
                 }
             };
             data_names.insert((*module, *offset), names);
@@ -178,12 +199,17 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
                 file_offset,
                 bss_tail,
             } => {
-                let (section, symbol) = data_names
+                let (section, symbol, svma) = data_names
                     .get(&(module, file_offset))
                     .cloned()
-                    .unwrap_or((None, None));
-                let region = if bss_tail { "anon" } else { "file" };
-                (modules.get(module).path.clone(), region, section, symbol)
+                    .unwrap_or((None, None, None));
+                match (bss_tail, svma) {
+                    // Anonymous memory that merely follows the object's data
+                    // but lies beyond its last segment: not its .bss.
+                    (true, None) => ("[anon]".into(), "anon", None, None),
+                    (true, Some(_)) => (modules.get(module).path.clone(), "anon", section, symbol),
+                    (false, _) => (modules.get(module).path.clone(), "file", section, symbol),
+                }
             }
             TargetKey::Pseudo(module) => (modules.get(module).path.clone(), "special", None, None),
             TargetKey::Heap => ("[heap]".into(), "heap", None, None),
@@ -225,6 +251,8 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
     type SiteKey = (FaultClass, Access, Option<Named>, TargetRow);
     let mut sites: BTreeMap<SiteKey, SiteAcc> = BTreeMap::new();
     let mut folded: [Folded; 3] = Default::default();
+    let mut startup_folded = Folded::new();
+    let mut startup_rows: Vec<StartupFault> = Vec::new();
     let mut targets: BTreeMap<(FaultClass, String, String, Option<String>), u64> = BTreeMap::new();
     let comm_of = |pid: i32| -> String {
         profile
@@ -259,8 +287,100 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
         }
         line.push(';');
         line.push_str(&target.folded_frame());
+        if key.startup {
+            *startup_folded
+                .entry(format!("{};{line}", key.class.name()))
+                .or_default() += count;
+            let (page, section) = match key.target {
+                TargetKey::Module {
+                    module,
+                    file_offset,
+                    ..
+                } => {
+                    let svma = data_names.get(&(module, file_offset)).and_then(|d| d.2);
+                    (
+                        svma.map(|a| a >> 12),
+                        target.section.clone().unwrap_or_else(|| "(none)".into()),
+                    )
+                }
+                _ => (None, format!("[{}]", target.region)),
+            };
+            startup_rows.push(StartupFault {
+                object: target.object.clone(),
+                section,
+                symbol: target.symbol.clone(),
+                class: key.class,
+                page,
+                count,
+                loader: names
+                    .iter()
+                    .any(|n| startup::is_loader_relocation(&n.function)),
+            });
+        }
         *folded[key.class as usize].entry(line).or_default() += count;
     }
+
+    let startup_report = (!startup_rows.is_empty()).then(|| {
+        // The first code to touch each start-up data symbol.
+        let mut first: BTreeMap<(String, String, String), (u64, String)> = BTreeMap::new();
+        for (target, &(time, stack)) in &profile.first_touch {
+            let row = target_row(*target);
+            let (Some(section), Some(symbol)) = (row.section, row.symbol) else {
+                continue;
+            };
+            // The innermost real (not inlined) function: `_dl_relocate_object`
+            // rather than its inlined `elf_machine_rela_relative`.
+            let toucher = expand(&profile.stacks, stack)
+                .iter()
+                .rev()
+                .find(|n| !n.inlined)
+                .map(|n| n.function.clone());
+            let entry = first
+                .entry((row.object, section, symbol))
+                .or_insert((u64::MAX, String::new()));
+            if time < entry.0 {
+                *entry = (time, toucher.unwrap_or_default());
+            }
+        }
+        let first_touchers = first
+            .into_iter()
+            .filter(|(_, (_, f))| !f.is_empty())
+            .map(|(k, (_, f))| (k, f))
+            .collect();
+        let mut facts: BTreeMap<String, startup::ObjectFacts> = BTreeMap::new();
+        for (id, m) in modules.iter() {
+            if !m.path.starts_with('/') || !startup_rows.iter().any(|r| r.object == m.path) {
+                continue;
+            }
+            let path = Path::new(&m.path);
+            let mut f = startup::ObjectFacts::default();
+            if let Ok(info) = symbolizer.module_info(path, m.build_id.as_deref()) {
+                for s in &info.sections {
+                    if s.size > 0 {
+                        let pages = (s.svma + s.size - 1) / 4096 - s.svma / 4096 + 1;
+                        f.section_pages.insert(s.name.clone(), pages);
+                    }
+                }
+            }
+            f.relocations = symbolizer.relocations(path, m.build_id.as_deref()).ok();
+            let _ = id;
+            facts.insert(m.path.clone(), f);
+        }
+        let load_order: Vec<String> = profile
+            .startup
+            .load_order
+            .iter()
+            .map(|m| modules.get(*m).path.clone())
+            .collect();
+        startup::build(
+            &profile.startup,
+            profile.decode.last_time,
+            &startup_rows,
+            &first_touchers,
+            &facts,
+            &load_order,
+        )
+    });
 
     let mut site_rows: Vec<SiteRow> = sites
         .into_iter()
@@ -428,6 +548,11 @@ pub fn resolve(profile: &Profile) -> (Report, [Folded; 3]) {
         data_bytes: meta.map(|m| m.data_bytes),
         records: profile.decode.records,
         stack_frames: profile.stacks.len(),
+        startup: startup_report,
     };
-    (report, folded)
+    Resolved {
+        report,
+        folded,
+        startup_folded,
+    }
 }

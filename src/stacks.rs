@@ -25,6 +25,10 @@ pub enum FrameKey {
     },
     /// An address in no known mapping (JIT code, or a corrupt chain).
     Unknown,
+    /// A fault the kernel takes while executing `execve` (loading the new
+    /// image: the partial `.bss` page, the new stack); its user registers
+    /// still belong to the old image.
+    Exec,
 }
 
 /// Index of an interned stack; [`StackTable::ROOT`] is the empty stack.

@@ -185,9 +185,45 @@ fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
     attr
 }
 
+/// A uprobe on the program's `main`: marks the end of start-up exactly.
+pub struct MainProbe {
+    /// Dynamic PMU type of `uprobe`.
+    pmu_type: u32,
+    /// The executable (kept alive: the attr points at it).
+    path: CString,
+    /// File offset of `main`.
+    file_offset: u64,
+}
+
+/// Name of the main-entry event in recordings.
+pub const MAIN_ENTRY_EVENT: &str = "pfprof:main_entry";
+
+/// Finds `main` in the executable and the uprobe PMU; None when either is
+/// missing (stripped binary, no uprobes): start-up then ends at the first
+/// fault whose stack shows `main`.
+fn main_probe(program: &Path) -> Option<MainProbe> {
+    let pmu_type = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let mut symbolizer = pfprof_symbolize::Symbolizer::new(pfprof_symbolize::Options::default());
+    let (_, range) = symbolizer
+        .function_ranges(program, None, &["main"])
+        .into_iter()
+        .next()?;
+    let path = CString::new(program.as_os_str().as_encoded_bytes()).ok()?;
+    Some(MainProbe {
+        pmu_type,
+        path,
+        file_offset: range.start,
+    })
+}
+
 fn event_specs(
     cfg: &RecordConfig,
     tracepoints: Option<(u64, u64)>,
+    probe: Option<&MainProbe>,
     build_id: bool,
 ) -> Vec<EventSpec> {
     let mut specs = Vec::new();
@@ -226,6 +262,22 @@ fn event_specs(
             attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
             specs.push(EventSpec { name, attr });
         }
+    }
+    if let Some(probe) = probe {
+        let mut attr = base_attr(cfg);
+        attr.type_ = probe.pmu_type;
+        // uprobe PMU: config1 = path, config2 = file offset.
+        attr.__bindgen_anon_3.config1 = probe.path.as_ptr() as u64;
+        attr.__bindgen_anon_4.config2 = probe.file_offset;
+        // Not inherited: an inherited uprobe event re-reads its path through
+        // the config1 pointer in the *forking* process, where it is not
+        // mapped, and fork/clone then fail with EFAULT. Only the program's
+        // own process needs it.
+        attr.set_inherit(0);
+        specs.push(EventSpec {
+            name: MAIN_ENTRY_EVENT,
+            attr,
+        });
     }
     specs
 }
@@ -332,25 +384,32 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
 
     sys::catch_termination_signals();
     let mut child = sys::spawn_paused(&c_path, &argv).context("fork failed")?;
-    let mut specs = event_specs(cfg, tracepoints, true);
     let mut tracepoints_note = tracepoints_note;
+    let mut tracepoints = tracepoints;
+    let mut probe = main_probe(&path);
+    let mut build_id = true;
     let opened = loop {
+        let specs = event_specs(cfg, tracepoints, probe.as_ref(), build_id);
         match open_events(&specs, child.pid, &cpus, cfg.mmap_pages) {
             Ok(opened) => break opened,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-                if specs.len() > 2 {
-                    // Tracepoints need more privilege than software events.
-                    tracepoints_note = Some(format!("tracepoints not permitted: {e}"));
-                    specs.truncate(2);
+                if tracepoints.is_some() || probe.is_some() {
+                    // Tracepoints and uprobes need more privilege than software events.
+                    if tracepoints.is_some() {
+                        tracepoints_note = Some(format!("tracepoints not permitted: {e}"));
+                    }
+                    (tracepoints, probe) = (None, None);
                     continue;
                 }
                 child.abandon();
                 return Err(permission_error(&e));
             }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && specs[0].attr.build_id() == 1 => {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && build_id => {
                 // Kernels before 5.12 have no build-ids in mmap2 records.
-                specs = event_specs(cfg, if specs.len() > 2 { tracepoints } else { None }, false);
+                build_id = false;
             }
+            // The main-entry probe is a refinement: never fail for it.
+            Err(_) if probe.is_some() => probe = None,
             Err(e) => {
                 child.abandon();
                 return Err(anyhow::Error::new(e).context("perf_event_open failed"));
@@ -421,7 +480,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         exit: Some(exit.clone()),
         kernel_minor: sum(&fds[0]),
         kernel_major: sum(&fds[1]),
-        tracepoints: fds.len() > 2,
+        tracepoints: tracepoints.is_some(),
         tracepoints_note,
         period: cfg.period,
         call_graph: "fp".into(),

@@ -249,6 +249,34 @@ impl SymbolTable {
             .or_else(|| self.preceding_unsized_function(kind, end))
     }
 
+    /// The function symbol named exactly `name` (raw, not demangled), for
+    /// each of `names` that has one. When several symbols share a name
+    /// (local statics of different objects), a global one wins, then a
+    /// sized one, then the lowest address.
+    pub(crate) fn functions_named<'a>(
+        &self,
+        names: &[&'a str],
+    ) -> std::collections::HashMap<&'a str, &Sym> {
+        let mut best: std::collections::HashMap<&'a str, &Sym> =
+            std::collections::HashMap::with_capacity(names.len());
+        let wanted: std::collections::HashMap<&str, &'a str> =
+            names.iter().map(|&n| (n, n)).collect();
+        // Sorted by svma, so the first of equals is the lowest address.
+        for sym in self.syms.iter().filter(|s| s.kind == SymKind::Function) {
+            let Some(&name) = wanted.get(sym.name.as_str()) else {
+                continue;
+            };
+            let rank = |s: &Sym| (s.global, s.size != 0);
+            match best.get(name) {
+                Some(old) if rank(old) >= rank(sym) => {}
+                _ => {
+                    best.insert(name, sym);
+                }
+            }
+        }
+        best
+    }
+
     /// Hand-written assembly (`_start`, crt's `__do_global_dtors_aux`) has
     /// function symbols without a size. Like binutils, attribute an address
     /// to the nearest preceding function symbol when that symbol is unsized;
@@ -376,6 +404,39 @@ mod tests {
         for &(svma, kind, want) in cases {
             let got = table.lookup(svma, kind).map(|s| s.name.as_str());
             assert_eq!(got, want, "svma {svma:#x} {kind:?}");
+        }
+    }
+
+    /// Name lookup prefers global, then sized, then lower symbols; data is never a function.
+    #[test]
+    fn functions_named_table() {
+        use SymKind::{Data, Function};
+        let local = |svma, size, name: &str| Sym {
+            global: false,
+            ..sym(svma, size, Function, name)
+        };
+        let table = SymbolTable::new(vec![
+            sym(0x1000, 0x40, Function, "main"),
+            local(0x0800, 0x10, "main"),
+            local(0x2000, 0x20, "helper"),
+            local(0x1800, 0x20, "helper"),
+            sym(0x3000, 0, Function, "asm"),
+            local(0x2800, 0x8, "asm"),
+            sym(0x4000, 8, Data, "table"),
+        ]);
+        let cases: &[(&str, Option<(u64, u64)>)] = &[
+            ("main", Some((0x1000, 0x40))),
+            ("helper", Some((0x1800, 0x20))),
+            ("asm", Some((0x3000, 0))),
+            ("table", None),
+            ("missing", None),
+            ("", None),
+        ];
+        let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+        let found = table.functions_named(&names);
+        for &(name, want) in cases {
+            let got = found.get(name).map(|s| (s.svma, s.size));
+            assert_eq!(got, want, "{name}");
         }
     }
 

@@ -36,6 +36,13 @@
 //!    (main file's section headers; the debug file's only if the main file
 //!    has none) and the innermost STT_OBJECT / STT_TLS / STT_NOTYPE symbol
 //!    whose `[value, value + size)` covers it, with the offset into it.
+//! 6. **Start-up analysis**: [`Symbolizer::function_ranges`] gives the file
+//!    offset ranges of named functions (e.g. `main`,
+//!    `__libc_start_call_main`) from the cached symbol tables, to find them
+//!    in call stacks; [`Symbolizer::relocations`] reads the dynamic
+//!    relocations ld.so applies at start-up (`DT_RELA`, `DT_REL`,
+//!    `DT_JMPREL`, `DT_RELR`) and the pages they write
+//!    ([`RelocationInfo`], x86_64 only).
 //!
 //! Return addresses: the *caller* subtracts 1 before lookup; this crate
 //! looks up exactly the offset it is given.
@@ -67,8 +74,9 @@
 mod dwarf;
 mod elf;
 mod kernel;
+mod reloc;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -117,6 +125,9 @@ pub enum Reason {
     NotInSegment,
     /// No symbol or debug information names the address.
     NoSymbol,
+    /// The file is valid ELF but of a kind this request does not support
+    /// (relocations: anything but 64-bit little-endian x86_64).
+    Unsupported,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -145,6 +156,9 @@ impl fmt::Display for Reason {
                 f.write_str("The file offset is not inside any loadable segment of the file.")
             }
             Reason::NoSymbol => f.write_str("No symbol or debug information covers the address."),
+            Reason::Unsupported => {
+                f.write_str("The file's architecture or ELF class is not supported for this request.")
+            }
         }
     }
 }
@@ -219,6 +233,56 @@ pub struct SegmentInfo {
     pub mem_size: u64,
     /// `p_flags` (PF_X = 1, PF_W = 2, PF_R = 4).
     pub flags: u32,
+}
+
+/// The dynamic relocations ld.so applies to one module at start-up, from
+/// its `PT_DYNAMIC` entries (so stripped section headers do not matter).
+///
+/// Counted the way ld.so sees them: `DT_RELA` (`.rela.dyn`), `DT_REL`,
+/// `DT_JMPREL` (`.rela.plt`; not counted twice when `DT_RELASZ` includes
+/// it) and `DT_RELR` (`.relr.dyn`). A file without `PT_DYNAMIC` (static
+/// executable) has none. Pages are `svma >> 12`: add the load bias's page
+/// number to get process pages.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RelocationInfo {
+    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type name without
+    /// the `R_X86_64_` prefix (`RELATIVE`, `GLOB_DAT`, `JUMP_SLOT`, `64`,
+    /// `COPY`, `IRELATIVE`, `DTPMOD64`, `DTPOFF64`, `TPOFF64`, …); unknown
+    /// types as `TYPE_<n>`. RELR entries are not included (see
+    /// [`RelocationInfo::relr`]).
+    pub by_type: BTreeMap<String, u64>,
+    /// Number of relocations (addresses) encoded in `DT_RELR`, each a
+    /// RELATIVE relocation; 0 when absent.
+    pub relr: u64,
+    /// The object has `DT_RELR` (linked with `-z pack-relative-relocs`).
+    pub uses_relr: bool,
+    /// `DT_BIND_NOW`, `DF_BIND_NOW` in `DT_FLAGS` or `DF_1_NOW` in
+    /// `DT_FLAGS_1`: ld.so resolves every JUMP_SLOT at start-up.
+    pub bind_now: bool,
+    /// The `PT_GNU_RELRO` svma range (`p_vaddr..p_vaddr + p_memsz`), made
+    /// read-only after relocation.
+    pub relro: Option<std::ops::Range<u64>>,
+    /// Sorted, de-duplicated svma pages (`svma >> 12`) that start-up
+    /// relocations write: every RELA/REL target and every RELR address,
+    /// except R_X86_64_NONE and, unless [`RelocationInfo::bind_now`],
+    /// JUMP_SLOT (see [`RelocationInfo::lazy_jump_slot_pages`]). Each target
+    /// is taken as 8 bytes wide, so one straddling a page boundary counts
+    /// both pages.
+    pub pages: Vec<u64>,
+    /// For each page of [`RelocationInfo::pages`], the SHF_ALLOC section
+    /// (see [`ModuleInfo::section_at`]) holding the page's lowest
+    /// relocation target, e.g. `.data.rel.ro`, `.got`, `.got.plt`, `.data`,
+    /// `.init_array`. Pages whose targets lie in no known section (no
+    /// section headers) are absent.
+    pub page_sections: BTreeMap<u64, String>,
+    /// Pages of the JUMP_SLOT targets left out of
+    /// [`RelocationInfo::pages`] because binding is lazy (empty with
+    /// [`RelocationInfo::bind_now`]), sorted and de-duplicated. Note that
+    /// glibc's ld.so still adds the load bias to each lazy JUMP_SLOT at
+    /// start-up when the bias is not 0 (every PIE and shared library), and
+    /// fills `GOT[1]`/`GOT[2]` of `.got.plt`, so these pages are usually
+    /// written at start-up too.
+    pub lazy_jump_slot_pages: Vec<u64>,
 }
 
 /// Facts about one module (ELF file), cached per [`Symbolizer`].
@@ -313,6 +377,8 @@ struct Module {
     /// The file holding DWARF, to load lazily.
     dwarf_path: Option<PathBuf>,
     code_cache: HashMap<u64, Result<CodeSite, Reason>>,
+    /// Lazily read start-up relocations.
+    relocations: Option<Result<RelocationInfo, Reason>>,
 }
 
 /// Path-based cache key: a replaced file gets a new entry.
@@ -493,6 +559,7 @@ impl Symbolizer {
             dwarf: None,
             dwarf_path,
             code_cache: HashMap::new(),
+            relocations: None,
         })
     }
 
@@ -584,6 +651,69 @@ impl Symbolizer {
                 })
             })
             .collect()
+    }
+}
+
+impl Symbolizer {
+    /// The file offset ranges (`start = svma_to_file_offset(svma)`,
+    /// `end = start + st_size`) of the function symbols (STT_FUNC,
+    /// STT_GNU_IFUNC) named in `names`, from the module's cached symbol
+    /// tables (`.symtab`, `.dynsym`, and the separate debug file's `.symtab`
+    /// when the file is stripped). Names are matched exactly against raw
+    /// (mangled) symbol names. The answer follows the order of `names`, one
+    /// entry per distinct name; names without a function symbol (or whose
+    /// symbol lies outside every PT_LOAD) are absent, as is everything when
+    /// the module cannot be read. Unsized symbols give an empty range. When
+    /// several symbols share a name, a global one wins, then a sized one,
+    /// then the lowest address.
+    pub fn function_ranges(
+        &mut self,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+        names: &[&str],
+    ) -> Vec<(String, std::ops::Range<u64>)> {
+        let Ok((_, module)) = self.module(path, expected_build_id) else {
+            return Vec::new();
+        };
+        let module = module.borrow();
+        let found = module.symbols.functions_named(names);
+        let mut seen = std::collections::HashSet::new();
+        names
+            .iter()
+            .filter(|name| seen.insert(**name))
+            .filter_map(|&name| {
+                let sym = found.get(name)?;
+                let start = module.info.svma_to_file_offset(sym.svma)?;
+                let end = start.checked_add(sym.size)?;
+                Some((name.to_string(), start..end))
+            })
+            .collect()
+    }
+
+    /// The dynamic relocations ld.so applies to the module at start-up
+    /// (see [`RelocationInfo`]), read on first use and cached with the
+    /// module. Errors: [`Reason::MissingFile`], [`Reason::NotElf`] (also
+    /// for relocation tables outside the file), [`Reason::BuildIdMismatch`],
+    /// [`Reason::Unsupported`] for anything but 64-bit little-endian
+    /// x86_64.
+    pub fn relocations(
+        &mut self,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+    ) -> Result<RelocationInfo, Reason> {
+        let (_, module) = self.module(path, expected_build_id)?;
+        let mut module = module.borrow_mut();
+        if let Some(cached) = &module.relocations {
+            return cached.clone();
+        }
+        // `path` is the file just checked against the cache (same key, or
+        // same build-id as the cached module).
+        let result = match elf::map_file(path) {
+            Ok(map) => reloc::relocations(&map, &module.info),
+            Err(_) => Err(Reason::MissingFile),
+        };
+        module.relocations = Some(result.clone());
+        result
     }
 }
 
@@ -732,6 +862,7 @@ mod tests {
             },
             Reason::NotInSegment,
             Reason::NoSymbol,
+            Reason::Unsupported,
         ];
         for reason in reasons {
             let text = reason.to_string();
@@ -768,6 +899,8 @@ mod tests {
             assert_eq!(code.len(), 3);
             assert_eq!(data.len(), 2);
             let _ = symbolizer.module_info(&path, None);
+            let _ = symbolizer.relocations(&path, None);
+            let _ = symbolizer.function_ranges(&path, None, &["main", ""]);
         }
         assert_eq!(
             symbolizer.module_info(&dir.join("in0"), None).err(),

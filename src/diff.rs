@@ -1,0 +1,156 @@
+//! `pfprof diff`: two recordings compared per object, section and class.
+//!
+//! Objects are keyed by file name, not path, so that a library rebuilt in
+//! another directory lines up; folded stacks are already ASLR-free (symbol
+//! names, or `object+file offset`), so the differential flame graph lines up
+//! too.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::classify::FaultClass;
+use crate::render::{folded_lines as class_lines, ClassSelection};
+use crate::report::{thousands, truncate, Report};
+use crate::resolve::Resolved;
+
+/// One (object, section, class) compared.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DiffRow {
+    /// Object file name, or `[heap]`, `[anon]`...
+    pub object: String,
+    /// Section (`-` when none).
+    pub section: String,
+    /// Class.
+    pub class: FaultClass,
+    /// Faults in the first recording.
+    pub before: u64,
+    /// Faults in the second.
+    pub after: u64,
+    /// after - before.
+    pub delta: i64,
+}
+
+fn short(object: &str) -> String {
+    if object.starts_with('[') {
+        object.to_string()
+    } else {
+        object.rsplit('/').next().unwrap_or(object).to_string()
+    }
+}
+
+/// Faults per (object, section, class) of one recording.
+fn counts(resolved: &Resolved, startup: bool) -> BTreeMap<(String, String, FaultClass), u64> {
+    let mut out = BTreeMap::new();
+    if startup {
+        for o in resolved.report.startup.iter().flat_map(|s| &s.objects) {
+            for s in &o.sections {
+                for (class, n) in [
+                    (FaultClass::Minor, s.minor),
+                    (FaultClass::Major, s.major),
+                    (FaultClass::Cow, s.cow),
+                ] {
+                    if n > 0 {
+                        *out.entry((short(&o.object), s.section.clone(), class))
+                            .or_default() += n;
+                    }
+                }
+            }
+        }
+    } else {
+        for t in &resolved.report.targets {
+            let section = t.section.clone().unwrap_or_else(|| "-".into());
+            *out.entry((short(&t.object), section, t.class)).or_default() += t.count;
+        }
+    }
+    out
+}
+
+/// Rows for every key present in either recording, largest change first.
+pub fn compare(before: &Resolved, after: &Resolved, startup: bool) -> Vec<DiffRow> {
+    let (a, b) = (counts(before, startup), counts(after, startup));
+    let mut keys: Vec<_> = a.keys().chain(b.keys()).cloned().collect();
+    keys.sort();
+    keys.dedup();
+    let mut rows: Vec<DiffRow> = keys
+        .into_iter()
+        .map(|key| {
+            let (x, y) = (
+                a.get(&key).copied().unwrap_or(0),
+                b.get(&key).copied().unwrap_or(0),
+            );
+            DiffRow {
+                object: key.0,
+                section: key.1,
+                class: key.2,
+                before: x,
+                after: y,
+                delta: y as i64 - x as i64,
+            }
+        })
+        .collect();
+    rows.sort_by(|p, q| {
+        q.delta
+            .unsigned_abs()
+            .cmp(&p.delta.unsigned_abs())
+            .then_with(|| (&p.object, &p.section, p.class).cmp(&(&q.object, &q.section, q.class)))
+    });
+    rows
+}
+
+/// The folded stacks a differential flame graph compares.
+pub fn folded_lines(resolved: &Resolved, startup: bool) -> Vec<String> {
+    if startup {
+        resolved
+            .startup_folded
+            .iter()
+            .map(|(stack, n)| format!("{stack} {n}"))
+            .collect()
+    } else {
+        class_lines(&resolved.folded, ClassSelection::All)
+    }
+}
+
+/// The comparison as a table.
+pub fn to_text(rows: &[DiffRow], before: &Report, after: &Report, startup: bool) -> String {
+    let mut s = String::new();
+    let scope = if startup { "start-up faults" } else { "faults" };
+    let total = |r: &Report| match (startup, &r.startup) {
+        (true, Some(st)) => st.faults.total(),
+        (true, None) => 0,
+        (false, _) => r.captured(),
+    };
+    let (x, y) = (total(before), total(after));
+    let _ = writeln!(s, "before: {}", truncate(&before.command_line(), 90));
+    let _ = writeln!(s, "after:  {}", truncate(&after.command_line(), 90));
+    let _ = writeln!(
+        s,
+        "{scope}: {} → {} ({:+})\n",
+        thousands(x),
+        thousands(y),
+        y as i64 - x as i64
+    );
+    let _ = writeln!(
+        s,
+        "{:<32} {:<16} {:<6}{:>11}{:>11}{:>11}",
+        "object", "section", "class", "before", "after", "delta"
+    );
+    for r in rows.iter().filter(|r| r.delta != 0) {
+        let _ = writeln!(
+            s,
+            "{:<32} {:<16} {:<6}{:>11}{:>11}{:>11}",
+            truncate(&r.object, 32),
+            truncate(&r.section, 16),
+            r.class.name(),
+            thousands(r.before),
+            thousands(r.after),
+            format!("{:+}", r.delta)
+        );
+    }
+    let unchanged = rows.iter().filter(|r| r.delta == 0).count();
+    if unchanged > 0 {
+        let _ = writeln!(s, "({unchanged} unchanged rows not shown)");
+    }
+    s
+}

@@ -1,0 +1,412 @@
+//! Dynamic relocations that ld.so applies at start-up, read from the
+//! `PT_DYNAMIC` entries (not the section headers, which may be stripped),
+//! the way ld.so finds them: `DT_RELA`/`DT_RELASZ`, `DT_REL`/`DT_RELSZ`,
+//! `DT_JMPREL`/`DT_PLTRELSZ` (of kind `DT_PLTREL`) and `DT_RELR`/`DT_RELRSZ`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use object::elf::{self, FileHeader32, FileHeader64};
+use object::read::elf::{Dyn, FileHeader, ProgramHeader, RelrIterator};
+use object::Endianness;
+
+use crate::{ModuleInfo, Reason, RelocationInfo};
+
+/// Page size used for [`RelocationInfo::pages`].
+const PAGE_SHIFT: u32 = 12;
+
+/// Bytes written by one relocation (x86_64 dynamic relocations write a
+/// 64-bit word); a target straddling a page boundary dirties both pages.
+const TARGET_WIDTH: u64 = 8;
+
+/// The x86_64 name of a relocation type without its `R_X86_64_` prefix,
+/// `TYPE_<n>` for types object does not know.
+pub(crate) fn x86_64_type_name(r_type: u32) -> String {
+    elf::machine_names(elf::EM_X86_64)
+        .r
+        .name(elf::RelocationType(r_type))
+        .and_then(|name| name.strip_prefix("R_X86_64_"))
+        .map_or_else(|| format!("TYPE_{r_type}"), str::to_string)
+}
+
+/// Decodes `DT_RELR` words into the addresses they relocate.
+pub(crate) fn decode_relr(words: &[elf::Relr64<Endianness>]) -> impl Iterator<Item = u64> + '_ {
+    RelrIterator::<FileHeader64<Endianness>>::new(Endianness::Little, words)
+}
+
+/// The file bytes of `[svma, svma + size)`, which must lie inside the file
+/// part of one PT_LOAD.
+fn bytes_at<'d>(
+    data: &'d [u8],
+    endian: Endianness,
+    headers: &[elf::ProgramHeader64<Endianness>],
+    svma: u64,
+    size: u64,
+) -> Option<&'d [u8]> {
+    if size == 0 {
+        return Some(&[]);
+    }
+    headers
+        .iter()
+        .filter(|ph| ph.p_type(endian) == elf::PT_LOAD)
+        .find_map(|ph| ph.data_range(endian, data, svma, size).ok().flatten())
+}
+
+/// The dynamic tags this module reads; absent ones are `None`.
+#[derive(Debug, Default)]
+struct Tags {
+    rela: Option<u64>,
+    rela_size: u64,
+    rel: Option<u64>,
+    rel_size: u64,
+    jmprel: Option<u64>,
+    pltrel_size: u64,
+    pltrel: Option<u64>,
+    relr: Option<u64>,
+    relr_size: u64,
+    flags: u64,
+    flags_1: u64,
+    bind_now: bool,
+}
+
+fn read_tags(dynamic: &[elf::Dyn64<Endianness>], endian: Endianness) -> Tags {
+    let mut tags = Tags::default();
+    for entry in dynamic {
+        let value = entry.val(endian);
+        match entry.tag(endian) {
+            elf::DT_NULL => break,
+            elf::DT_RELA => tags.rela = Some(value),
+            elf::DT_RELASZ => tags.rela_size = value,
+            elf::DT_REL => tags.rel = Some(value),
+            elf::DT_RELSZ => tags.rel_size = value,
+            elf::DT_JMPREL => tags.jmprel = Some(value),
+            elf::DT_PLTRELSZ => tags.pltrel_size = value,
+            elf::DT_PLTREL => tags.pltrel = Some(value),
+            elf::DT_RELR => tags.relr = Some(value),
+            elf::DT_RELRSZ => tags.relr_size = value,
+            elf::DT_FLAGS => tags.flags = value,
+            elf::DT_FLAGS_1 => tags.flags_1 = value,
+            elf::DT_BIND_NOW => tags.bind_now = true,
+            _ => {}
+        }
+    }
+    tags
+}
+
+/// One relocation target, reduced to what [`RelocationInfo`] needs.
+struct Target {
+    offset: u64,
+    r_type: u32,
+}
+
+/// Reads `size` bytes at `svma` as RELA (`rela`) or REL entries, skipping
+/// those whose entry lies in `skip` (the `DT_JMPREL` range, which
+/// `DT_RELASZ` may include). Corrupt ranges are [`Reason::NotElf`].
+fn read_table(
+    data: &[u8],
+    endian: Endianness,
+    headers: &[elf::ProgramHeader64<Endianness>],
+    (svma, size): (u64, u64),
+    rela: bool,
+    skip: Option<std::ops::Range<u64>>,
+    out: &mut Vec<Target>,
+) -> Result<(), Reason> {
+    let bytes = bytes_at(data, endian, headers, svma, size).ok_or(Reason::NotElf)?;
+    let entry_size: u64 = if rela { 24 } else { 16 };
+    let in_skip = |index: usize| {
+        let at = svma.saturating_add(index as u64 * entry_size);
+        skip.as_ref().is_some_and(|r| r.contains(&at))
+    };
+    if rela {
+        let entries = object::pod::slice_from_all_bytes::<elf::Rela64<Endianness>>(bytes)
+            .map_err(|()| Reason::NotElf)?;
+        out.extend(
+            entries
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !in_skip(*i))
+                .map(|(_, r)| Target {
+                    offset: r.r_offset.get(endian),
+                    r_type: r.r_type(endian, false).0,
+                }),
+        );
+    } else {
+        let entries = object::pod::slice_from_all_bytes::<elf::Rel64<Endianness>>(bytes)
+            .map_err(|()| Reason::NotElf)?;
+        out.extend(
+            entries
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !in_skip(*i))
+                .map(|(_, r)| Target {
+                    offset: r.r_offset.get(endian),
+                    r_type: r.r_type(endian).0,
+                }),
+        );
+    }
+    Ok(())
+}
+
+/// Reads the start-up relocations of the 64-bit little-endian x86_64 ELF
+/// file `data`; `info` (its module) names the sections of the pages.
+pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationInfo, Reason> {
+    let Ok(header) = FileHeader64::<Endianness>::parse(data) else {
+        return Err(if FileHeader32::<Endianness>::parse(data).is_ok() {
+            Reason::Unsupported
+        } else {
+            Reason::NotElf
+        });
+    };
+    let endian = header.endian().map_err(|_| Reason::NotElf)?;
+    if endian != Endianness::Little || header.e_machine(endian) != elf::EM_X86_64 {
+        return Err(Reason::Unsupported);
+    }
+    let headers = header
+        .program_headers(endian, data)
+        .map_err(|_| Reason::NotElf)?;
+
+    let mut out = RelocationInfo::default();
+    let mut dynamic = None;
+    for ph in headers {
+        let p_type = ph.p_type(endian);
+        if p_type == elf::PT_GNU_RELRO {
+            let start = ph.p_vaddr(endian);
+            let end = start
+                .checked_add(ph.p_memsz(endian))
+                .ok_or(Reason::NotElf)?;
+            out.relro = Some(start..end);
+        } else if p_type == elf::PT_DYNAMIC && dynamic.is_none() {
+            dynamic = ph.dynamic(endian, data).map_err(|_| Reason::NotElf)?;
+        }
+    }
+    // No PT_DYNAMIC (static executable): ld.so relocates nothing.
+    let Some(dynamic) = dynamic else {
+        return Ok(out);
+    };
+    let tags = read_tags(dynamic, endian);
+    out.bind_now = tags.bind_now
+        || tags.flags & elf::DF_BIND_NOW.0 != 0
+        || tags.flags_1 & elf::DF_1_NOW.0 != 0;
+    out.uses_relr = tags.relr.is_some();
+
+    let mut targets = Vec::new();
+    let jmprel = tags
+        .jmprel
+        .map(|start| start..start.saturating_add(tags.pltrel_size));
+    if let Some(rela) = tags.rela {
+        let range = (rela, tags.rela_size);
+        read_table(
+            data,
+            endian,
+            headers,
+            range,
+            true,
+            jmprel.clone(),
+            &mut targets,
+        )?;
+    }
+    if let Some(rel) = tags.rel {
+        let range = (rel, tags.rel_size);
+        read_table(
+            data,
+            endian,
+            headers,
+            range,
+            false,
+            jmprel.clone(),
+            &mut targets,
+        )?;
+    }
+    if let Some(jmprel) = tags.jmprel {
+        // DT_PLTREL says which kind; x86_64 uses RELA, the default.
+        let rela = tags.pltrel != Some(elf::DT_REL.0 as u64);
+        let range = (jmprel, tags.pltrel_size);
+        read_table(data, endian, headers, range, rela, None, &mut targets)?;
+    }
+
+    // Page → lowest target on it; pages of deferred JUMP_SLOTs apart.
+    let mut pages: HashMap<u64, u64> = HashMap::new();
+    let mut lazy: Vec<u64> = Vec::new();
+    let mut touch = |offset: u64| {
+        let last = offset.saturating_add(TARGET_WIDTH - 1);
+        for page in (offset >> PAGE_SHIFT)..=(last >> PAGE_SHIFT) {
+            let lowest = offset.max(page << PAGE_SHIFT);
+            pages
+                .entry(page)
+                .and_modify(|t| *t = (*t).min(lowest))
+                .or_insert(lowest);
+        }
+    };
+    let mut by_type: HashMap<u32, u64> = HashMap::new();
+    for target in &targets {
+        *by_type.entry(target.r_type).or_insert(0) += 1;
+        match elf::RelocationType(target.r_type) {
+            elf::R_X86_64_NONE => {}
+            elf::R_X86_64_JUMP_SLOT if !out.bind_now => lazy.push(target.offset >> PAGE_SHIFT),
+            _ => touch(target.offset),
+        }
+    }
+    out.by_type = by_type
+        .into_iter()
+        .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+        .collect();
+    if let Some(relr) = tags.relr {
+        let bytes = bytes_at(data, endian, headers, relr, tags.relr_size).ok_or(Reason::NotElf)?;
+        let words = object::pod::slice_from_all_bytes::<elf::Relr64<Endianness>>(bytes)
+            .map_err(|()| Reason::NotElf)?;
+        for offset in decode_relr(words) {
+            out.relr += 1;
+            touch(offset);
+        }
+    }
+
+    let mut pages: Vec<(u64, u64)> = pages.into_iter().collect();
+    pages.sort_unstable();
+    out.page_sections = pages
+        .iter()
+        .filter_map(|&(page, lowest)| Some((page, info.section_at(lowest)?.name.clone())))
+        .collect::<BTreeMap<u64, String>>();
+    out.pages = pages.into_iter().map(|(page, _)| page).collect();
+    lazy.sort_unstable();
+    lazy.dedup();
+    out.lazy_jump_slot_pages = lazy;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RELR words decode to the addresses of the ELF gABI proposal.
+    #[test]
+    fn relr_decoding_table() {
+        let cases: &[(&[u64], &[u64])] = &[
+            (&[], &[]),
+            // One address.
+            (&[0x1000], &[0x1000]),
+            // Address, then bitmap bits 1 and 3: next + 0 and next + 16.
+            (&[0x1000, 0b1011], &[0x1000, 0x1008, 0x1018]),
+            // A full bitmap covers 63 words after the address.
+            (
+                &[0x2000, u64::MAX],
+                &std::iter::once(0x2000)
+                    .chain((1..=63).map(|i| 0x2000 + i * 8))
+                    .collect::<Vec<_>>(),
+            ),
+            // A second bitmap continues 63 words later.
+            (&[0x3000, 0b1, 0b11], &[0x3000, 0x3000 + 64 * 8]),
+            // Two addresses.
+            (&[0x10, 0x20], &[0x10, 0x20]),
+            // A bitmap first: based at 0, no panic.
+            (&[0b101], &[0x10]),
+            // Overflow wraps instead of panicking.
+            (&[u64::MAX - 7, 0b11], &[u64::MAX - 7, 0]),
+        ];
+        for (words, want) in cases {
+            let words: Vec<elf::Relr64<Endianness>> = words
+                .iter()
+                .map(|&w| elf::Relr64(object::U64::new(Endianness::Little, w)))
+                .collect();
+            let got: Vec<u64> = decode_relr(&words).collect();
+            assert_eq!(&got, want, "{words:?}");
+        }
+    }
+
+    /// Relocation type names drop the `R_X86_64_` prefix; unknown ones are numbered.
+    #[test]
+    fn type_name_table() {
+        let cases = [
+            (0, "NONE"),
+            (1, "64"),
+            (5, "COPY"),
+            (6, "GLOB_DAT"),
+            (7, "JUMP_SLOT"),
+            (8, "RELATIVE"),
+            (16, "DTPMOD64"),
+            (17, "DTPOFF64"),
+            (18, "TPOFF64"),
+            (36, "TLSDESC"),
+            (37, "IRELATIVE"),
+            (200, "TYPE_200"),
+            (u32::MAX, "TYPE_4294967295"),
+        ];
+        for (r_type, want) in cases {
+            assert_eq!(x86_64_type_name(r_type), want, "{r_type}");
+        }
+    }
+
+    fn empty_info() -> ModuleInfo {
+        ModuleInfo {
+            path: "/nonexistent".into(),
+            build_id: None,
+            debug_file: None,
+            sections: Vec::new(),
+            segments: Vec::new(),
+            has_symbols: false,
+            has_dwarf: false,
+        }
+    }
+
+    /// Non-ELF, foreign-architecture and corrupt inputs give a reason, never a panic.
+    #[test]
+    fn bad_inputs_give_reasons() {
+        let own = std::fs::read("/proc/self/exe").unwrap();
+        let info = empty_info();
+        // The test binary itself is a PIE with dynamic relocations.
+        let whole = relocations(&own, &info).unwrap();
+        assert!(whole.by_type.get("RELATIVE").copied().unwrap_or(0) + whole.relr > 0);
+
+        let mut big_endian = own[..own.len().min(4096)].to_vec();
+        big_endian[5] = 2; // EI_DATA = ELFDATA2MSB
+        let mut aarch64 = own.clone();
+        aarch64[18..20].copy_from_slice(&183u16.to_le_bytes());
+        let mut elf32 = own[..64].to_vec();
+        elf32[4] = 1; // EI_CLASS = ELFCLASS32
+        let cases: Vec<(&str, Vec<u8>, Option<Reason>)> = vec![
+            ("empty", Vec::new(), Some(Reason::NotElf)),
+            ("text", b"hello world".to_vec(), Some(Reason::NotElf)),
+            ("big-endian", big_endian, Some(Reason::Unsupported)),
+            ("aarch64", aarch64, Some(Reason::Unsupported)),
+            ("elf32", elf32, Some(Reason::Unsupported)),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(relocations(&input, &info).err(), want, "{name}");
+        }
+        // Truncations and flipped bytes: any answer but a panic.
+        for n in (0..own.len()).step_by(own.len() / 31 + 1) {
+            let _ = relocations(&own[..n], &info);
+        }
+        // Every byte of PT_DYNAMIC, flipped in turn.
+        let header = FileHeader64::<Endianness>::parse(&own[..]).unwrap();
+        let endian = header.endian().unwrap();
+        let dynamic = header
+            .program_headers(endian, &own[..])
+            .unwrap()
+            .iter()
+            .find(|ph| ph.p_type(endian) == elf::PT_DYNAMIC)
+            .map(|ph| ph.file_range(endian))
+            .unwrap();
+        let mut flipped = own.clone();
+        // Keep each call cheap: shorten DT_RELASZ to 32 entries first.
+        let start = usize::try_from(dynamic.0).unwrap();
+        let end = start + usize::try_from(dynamic.1).unwrap();
+        for entry in flipped[start..end].chunks_exact_mut(16) {
+            if entry[..8] == elf::DT_RELASZ.0.to_le_bytes() {
+                let size = u64::from_le_bytes(entry[8..].try_into().unwrap());
+                entry[8..].copy_from_slice(&size.min(32 * 24).to_le_bytes());
+            }
+        }
+        assert!(relocations(&flipped, &info).is_ok());
+        for i in start..end {
+            for mask in [0x01, 0xff] {
+                flipped[i] ^= mask;
+                let _ = relocations(&flipped, &info);
+                flipped[i] ^= mask;
+            }
+        }
+
+        for i in (16..flipped.len().min(4096)).step_by(61) {
+            flipped[i] ^= 0xa5;
+            let _ = relocations(&flipped, &info);
+        }
+    }
+}
