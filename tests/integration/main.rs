@@ -4,4 +4,5 @@
 
 mod cli;
 mod record;
+mod startup;
 mod util;

@@ -1,0 +1,283 @@
+//! Start-up analysis on real programs: the right object, section, symbol,
+//! relocation type and count, checked against readelf and the fixtures'
+//! measured counts (fixtures/README.md, "Start-up fixtures").
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::{can_record, compile_c, pfprof, record, run, temp_dir};
+
+/// Builds libreloc.so (from `lib_source`, with `extra` link flags) and
+/// reloc_main in `dir`.
+fn build_reloc(dir: &Path, lib_source: &str, extra: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut args = vec!["-fPIC", "-shared"];
+    args.extend_from_slice(extra);
+    let lib = compile_c(dir, lib_source, &args);
+    std::fs::rename(&lib, dir.join("libreloc.so")).unwrap();
+    compile_c(
+        dir,
+        "reloc/reloc_main.c",
+        &["-L", dir.to_str().unwrap(), "-lreloc", "-Wl,-rpath,$ORIGIN"],
+    )
+}
+
+fn startup_object<'a>(report: &'a Value, suffix: &str) -> &'a Value {
+    report["startup"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["object"].as_str().unwrap().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no start-up object {suffix}: {}", report["startup"]))
+}
+
+fn section<'a>(object: &'a Value, name: &str) -> Option<&'a Value> {
+    object["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["section"] == name)
+}
+
+/// `readelf -rW` counts of a relocation type.
+fn readelf_relocs(file: &Path, r_type: &str) -> u64 {
+    let out = run(Command::new("readelf").arg("-rW").arg(file));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(r_type))
+        .count() as u64
+}
+
+/// Per-object totals add up to the start-up total; the window ended at main.
+fn assert_consistent(report: &Value) {
+    let st = &report["startup"];
+    assert_eq!(st["until"], "main", "{st}");
+    for class in ["minor", "major", "cow"] {
+        let sum: u64 = st["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["faults"][class].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            sum,
+            st["faults"][class].as_u64().unwrap(),
+            "{class}: objects do not add up"
+        );
+        for o in st["objects"].as_array().unwrap() {
+            let by_section: u64 = o["sections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s[class].as_u64().unwrap())
+                .sum();
+            assert_eq!(
+                by_section,
+                o["faults"][class].as_u64().unwrap(),
+                "{}",
+                o["object"]
+            );
+        }
+    }
+}
+
+/// 8192 pointers in .data.rel.ro: 16 COW faults by the loader on 16 of 16
+/// pages, RELATIVE count as readelf says, and a hint with those figures.
+#[test]
+fn pointer_table_relocations() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("st_reloc_pointer");
+    let exe = build_reloc(&dir, "reloc/libreloc.c", &[]);
+    let (out, report) = record(&dir, &exe, &[]);
+    assert!(out.status.success());
+    assert_consistent(&report);
+    let lib = startup_object(&report, "/libreloc.so");
+    let table = section(lib, ".data.rel.ro").expect(".data.rel.ro faulted");
+    assert_eq!(table["cow"], 16, "{lib}");
+    assert_eq!(table["pages_touched"], 16);
+    assert_eq!(table["pages_total"], 16);
+    let relative = readelf_relocs(&dir.join("libreloc.so"), "R_X86_64_RELATIVE");
+    assert_eq!(relative, 8195);
+    assert_eq!(lib["relocations"]["RELATIVE"], relative);
+    assert_eq!(
+        lib["relocations"]["GLOB_DAT"],
+        readelf_relocs(&dir.join("libreloc.so"), "R_X86_64_GLOB_DAT")
+    );
+    assert_eq!(lib["uses_relr"], false);
+    assert_eq!(lib["bind_now"], false);
+    assert_eq!(lib["relro"], true);
+    assert_eq!(
+        lib["loader"]["cow"], 17,
+        "16 table pages + the .init_array page: {lib}"
+    );
+    let sym = report["startup"]["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["symbol"] == "reloc_table")
+        .unwrap();
+    assert_eq!(sym["faults"], 16);
+    assert_eq!(sym["first_toucher"], "_dl_relocate_object");
+    let hints = report["startup"]["hints"].to_string();
+    assert!(
+        hints.contains("libreloc.so: 8,195 RELATIVE relocations dirty 17 pages of .data.rel.ro"),
+        "{hints}"
+    );
+    assert!(dir.join("out/startup.svg").exists());
+}
+
+/// The same table as offsets: no relocation writes, no hint; `pfprof diff`
+/// shows the 16 COW faults gone.
+#[test]
+fn offset_table_and_diff() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("st_reloc_offsets");
+    let pointer = build_reloc(&dir.join("pointer"), "reloc/libreloc.c", &[]);
+    let offsets = build_reloc(&dir.join("offsets"), "reloc/libreloc_offsets.c", &[]);
+    let (_, before) = record(&dir.join("pointer"), &pointer, &[]);
+    let (_, after) = record(&dir.join("offsets"), &offsets, &[]);
+    assert_consistent(&after);
+    let lib = startup_object(&after, "/libreloc.so");
+    assert_eq!(lib["loader"]["cow"], 0, "{lib}");
+    assert!(
+        section(lib, ".data.rel.ro").is_none_or(|s| s["cow"] == 0),
+        "{lib}"
+    );
+    assert!(lib["relocations"]["RELATIVE"].as_u64().unwrap_or(0) <= 3);
+    assert!(
+        !after["startup"]["hints"]
+            .to_string()
+            .contains("libreloc.so"),
+        "{}",
+        after["startup"]["hints"]
+    );
+    let _ = before;
+
+    let out = run(pfprof()
+        .args(["diff", "--startup", "--format", "json"])
+        .arg(dir.join("pointer/out"))
+        .arg(dir.join("offsets/out")));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["object"] == "libreloc.so" && r["section"] == ".data.rel.ro" && r["class"] == "cow"
+        })
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(
+        (
+            row["before"].as_u64(),
+            row["after"].as_u64(),
+            row["delta"].as_i64()
+        ),
+        (Some(16), Some(0), Some(-16))
+    );
+    assert!(dir.join("offsets/out/diff.svg").exists());
+    let text = run(pfprof()
+        .args(["diff", "--startup"])
+        .arg(dir.join("pointer/out"))
+        .arg(dir.join("offsets/out")));
+    assert!(String::from_utf8_lossy(&text.stdout).contains("-16"));
+}
+
+/// DT_RELR shrinks the table the loader reads, not the pages it writes: the
+/// same 16 COW faults, and the hint says so.
+#[test]
+fn relr_still_dirties_pages() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("st_reloc_relr");
+    let exe = build_reloc(&dir, "reloc/libreloc.c", &["-Wl,-z,pack-relative-relocs"]);
+    let (out, report) = record(&dir, &exe, &[]);
+    assert!(out.status.success());
+    assert_consistent(&report);
+    let lib = startup_object(&report, "/libreloc.so");
+    assert_eq!(lib["uses_relr"], true);
+    assert_eq!(
+        lib["relr"],
+        8192 + 3 - lib["relocations"]["RELATIVE"].as_u64().unwrap_or(0)
+    );
+    assert_eq!(section(lib, ".data.rel.ro").unwrap()["cow"], 16);
+    let hints = report["startup"]["hints"].to_string();
+    assert!(hints.contains("DT_RELR already shrinks"), "{hints}");
+}
+
+/// A constructor zeroing 512 .bss pages before main: the symbol, its first
+/// toucher, and the hint.
+#[test]
+fn bss_tables_initialised_at_startup() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("st_bss_init");
+    let exe = compile_c(&dir, "bss_init.c", &[]);
+    let (_, report) = record(&dir, &exe, &[]);
+    assert_consistent(&report);
+    let sym = report["startup"]["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["symbol"] == "tables")
+        .unwrap();
+    assert_eq!(sym["faults"], 512);
+    assert_eq!(sym["section"], ".bss");
+    assert_eq!(sym["first_toucher"], "init_tables");
+    let exe_obj = startup_object(&report, "/bss_init");
+    assert_eq!(
+        section(exe_obj, ".bss").unwrap()["minor"].as_u64().unwrap(),
+        512
+    );
+    let hints = report["startup"]["hints"].to_string();
+    assert!(
+        hints.contains("512 .bss pages of tables zeroed by init_tables()"),
+        "{hints}"
+    );
+}
+
+/// C++ static constructors: 64 objects, one page each, before main.
+#[test]
+fn cxx_static_constructors() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("st_cxx");
+    let exe = dir.join("cxx_ctors");
+    let out = run(Command::new("g++")
+        .args(["-g", "-O1", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(crate::util::fixtures().join("cxx_ctors.cpp")));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, report) = record(&dir, &exe, &[]);
+    assert_consistent(&report);
+    let ctor_syms: Vec<&Value> = report["startup"]["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["object"].as_str().unwrap().ends_with("/cxx_ctors")
+                && s["first_toucher"] == "Table::Table()"
+        })
+        .collect();
+    assert_eq!(ctor_syms.len(), 64, "{}", report["startup"]["symbols"]);
+    assert!(ctor_syms
+        .iter()
+        .all(|s| s["faults"] == 1 && s["section"] == ".bss"));
+}
