@@ -64,6 +64,15 @@ pub struct SampleKey {
     pub startup: bool,
 }
 
+/// Faults counted under one key, and the time they spent in the kernel.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tally {
+    /// Faults.
+    pub faults: u64,
+    /// Sum of their latencies (entry tracepoint to completion), ns.
+    pub latency_ns: u64,
+}
+
 /// Per-process fault totals.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessCounts {
@@ -111,7 +120,9 @@ pub struct Profile {
     /// Interned stacks.
     pub stacks: StackTable,
     /// Fault counts.
-    pub counts: FxHashMap<SampleKey, u64>,
+    pub counts: FxHashMap<SampleKey, Tally>,
+    /// Latency of every paired fault, ns, per class.
+    pub latencies: [Vec<u64>; 3],
     /// Totals.
     pub totals: Totals,
     /// Whether the recording has fault-entry tracepoints.
@@ -254,6 +265,7 @@ impl Analyzer {
             profile.totals.unpaired += 1; // zeroed at the end if the recording has no entries
         }
         let kernel_mode = sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode);
+        let latency_ns = entry.map(|e| sample.time.saturating_sub(e.time));
         let in_exec = match profile.processes.by_pid.get_mut(&sample.pid) {
             Some(p) if p.exec_pending => {
                 p.exec_pending = kernel_mode;
@@ -382,7 +394,7 @@ impl Analyzer {
             FaultClass::Major => per_process.major += 1,
             FaultClass::Cow => per_process.cow += 1,
         }
-        *profile
+        let tally = profile
             .counts
             .entry(SampleKey {
                 pid: sample.pid,
@@ -392,7 +404,12 @@ impl Analyzer {
                 target,
                 startup,
             })
-            .or_insert(0) += 1;
+            .or_default();
+        tally.faults += 1;
+        if let Some(ns) = latency_ns {
+            tally.latency_ns += ns;
+            profile.latencies[class_index].push(ns);
+        }
     }
 }
 
@@ -406,6 +423,7 @@ pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeEr
             process_counts: FxHashMap::default(),
             stacks: StackTable::default(),
             counts: FxHashMap::default(),
+            latencies: Default::default(),
             totals: Totals::default(),
             has_entries: false,
             decode: DecodeStats::default(),

@@ -92,6 +92,8 @@ pub struct FaultSample<'a> {
 pub struct FaultEntry {
     /// Thread.
     pub tid: i32,
+    /// Time (ns).
+    pub time: u64,
     /// Faulting address.
     pub addr_avma: u64,
     /// x86 error code: bit 0 present, bit 1 write, bit 4 instruction fetch.
@@ -442,6 +444,7 @@ fn replay_bytes(
                     };
                     Event::Entry(FaultEntry {
                         tid,
+                        time,
                         addr_avma: addr,
                         error_code,
                         kernel_mode: kind == EventKind::EntryKernel,

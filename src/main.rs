@@ -12,6 +12,7 @@ mod cli;
 mod decode;
 mod diff;
 mod error;
+mod latency;
 mod perf_data;
 mod process;
 mod record;

@@ -90,6 +90,17 @@ fn write_folded_and_svg(
     title: String,
     colors: Palette,
 ) -> io::Result<()> {
+    write_folded_and_svg_counting(dir, base, lines, title, colors, "faults")
+}
+
+fn write_folded_and_svg_counting(
+    dir: &Path,
+    base: &str,
+    lines: &[String],
+    title: String,
+    colors: Palette,
+    count_name: &str,
+) -> io::Result<()> {
     let mut out = BufWriter::new(File::create(dir.join(format!("{base}.folded")))?);
     for line in lines {
         writeln!(out, "{line}")?;
@@ -101,7 +112,7 @@ fn write_folded_and_svg(
     }
     let mut options = Options::default();
     options.title = title;
-    options.count_name = "faults".into();
+    options.count_name = count_name.into();
     options.colors = colors;
     options.hash = true;
     options.deterministic = true;
@@ -141,6 +152,29 @@ pub fn write_startup(dir: &Path, startup: &Folded, command: &str) -> io::Result<
     write_folded_and_svg(dir, "startup", &lines, title, palette(ClassSelection::All))
 }
 
+/// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
+/// their faults spent in the kernel, so a user sees where time goes.
+pub fn write_latency(dir: &Path, folded_latency: &[Folded; 3], command: &str) -> io::Result<()> {
+    for class in FaultClass::ALL {
+        let lines: Vec<String> = folded_latency[class as usize]
+            .iter()
+            .map(|(stack, ns)| format!("{stack} {ns}"))
+            .collect();
+        let base = format!("{}-latency", class.name());
+        let title = format!(
+            "{} page-fault latency (ns in the kernel): {command}",
+            class.name().to_uppercase()
+        );
+        let selection = match class {
+            FaultClass::Minor => ClassSelection::Minor,
+            FaultClass::Major => ClassSelection::Major,
+            FaultClass::Cow => ClassSelection::Cow,
+        };
+        write_folded_and_svg_counting(dir, &base, &lines, title, palette(selection), "ns")?;
+    }
+    Ok(())
+}
+
 /// Writes `diff.folded` and `diff.svg`, a differential flame graph of two
 /// runs' folded stacks (red: more faults in the second run, blue: fewer).
 pub fn write_diff(
@@ -174,6 +208,7 @@ pub fn write_all(dir: &Path, resolved: &Resolved, top: usize) -> io::Result<()> 
         write_flamegraph(dir, &resolved.folded, selection, &command)?;
     }
     write_startup(dir, &resolved.startup_folded, &command)?;
+    write_latency(dir, &resolved.folded_latency, &command)?;
     std::fs::write(dir.join("report.txt"), report.to_text(top))?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     std::fs::write(dir.join("report.json"), json)

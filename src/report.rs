@@ -200,6 +200,8 @@ pub struct Report {
     pub stack_frames: usize,
     /// Start-up analysis of the profiled program (exec until `main`).
     pub startup: Option<crate::startup::StartupReport>,
+    /// Time in the kernel per fault, by class (from the entry tracepoint).
+    pub latency: BTreeMap<String, crate::latency::LatencyStats>,
 }
 
 /// `1234567` → `1,234,567`.
@@ -416,6 +418,12 @@ impl Report {
                     r.region,
                     r.section.as_deref().unwrap_or("-")
                 );
+            }
+        }
+        for class in FaultClass::ALL {
+            if let Some(stats) = self.latency.get(class.name()).filter(|s| s.count > 0) {
+                let _ = writeln!(s);
+                s.push_str(&stats.to_text(class.name()));
             }
         }
         if let Some(startup) = &self.startup {
@@ -653,6 +661,21 @@ mod tests {
             records: 525_000,
             stack_frames: 120,
             startup: Some(sample_startup()),
+            latency: [
+                (
+                    "minor".to_string(),
+                    crate::latency::LatencyStats::from_values(&mut [
+                        900, 1100, 1200, 1300, 2500, 40_000,
+                    ]),
+                ),
+                (
+                    "major".to_string(),
+                    crate::latency::LatencyStats::from_values(&mut [120_000, 250_000, 3_100_000]),
+                ),
+                ("cow".to_string(), crate::latency::LatencyStats::default()),
+            ]
+            .into_iter()
+            .collect(),
         }
     }
 

@@ -11,6 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analyze::{Profile, TargetKey};
 use crate::classify::{Access, FaultClass};
+use crate::latency::LatencyStats;
 use crate::process::ModuleId;
 use crate::report::{
     FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
@@ -43,6 +44,8 @@ pub struct Resolved {
     pub folded: [Folded; 3],
     /// Folded start-up stacks, class as the root frame.
     pub startup_folded: Folded,
+    /// Folded stacks per class weighted by latency (ns).
+    pub folded_latency: [Folded; 3],
 }
 
 /// Symbolizes the profile and builds the report and folded stacks.
@@ -252,6 +255,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     let mut sites: BTreeMap<SiteKey, SiteAcc> = BTreeMap::new();
     let mut folded: [Folded; 3] = Default::default();
     let mut startup_folded = Folded::new();
+    let mut folded_latency: [Folded; 3] = Default::default();
     let mut startup_rows: Vec<StartupFault> = Vec::new();
     let mut targets: BTreeMap<(FaultClass, String, String, Option<String>), u64> = BTreeMap::new();
     let comm_of = |pid: i32| -> String {
@@ -261,7 +265,8 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .get(&pid)
             .map_or_else(|| "?".to_string(), |p| p.comm.clone())
     };
-    for (key, &count) in &profile.counts {
+    for (key, tally) in &profile.counts {
+        let count = tally.faults;
         let names = expand(&profile.stacks, key.stack);
         let target = target_row(key.target);
         let leaf = names.last().cloned();
@@ -316,6 +321,11 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                     .iter()
                     .any(|n| startup::is_loader_relocation(&n.function)),
             });
+        }
+        if tally.latency_ns > 0 {
+            *folded_latency[key.class as usize]
+                .entry(line.clone())
+                .or_default() += tally.latency_ns;
         }
         *folded[key.class as usize].entry(line).or_default() += count;
     }
@@ -549,10 +559,20 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         records: profile.decode.records,
         stack_frames: profile.stacks.len(),
         startup: startup_report,
+        latency: FaultClass::ALL
+            .iter()
+            .map(|c| {
+                (
+                    c.name().to_string(),
+                    LatencyStats::from_values(&mut profile.latencies[*c as usize].clone()),
+                )
+            })
+            .collect(),
     };
     Resolved {
         report,
         folded,
         startup_folded,
+        folded_latency,
     }
 }

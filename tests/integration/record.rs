@@ -283,6 +283,29 @@ fn file_major_faults() {
         );
     }
     assert!(report["totals"]["major_file"].as_u64().unwrap() >= 64);
+    // Latency: every paired fault is measured; waiting for the disk is slower
+    // than mapping a page.
+    let latency = &report["latency"];
+    assert!(
+        latency["major"]["count"].as_u64().unwrap() >= 64,
+        "{latency}"
+    );
+    assert!(
+        latency["major"]["p50_ns"].as_u64().unwrap() > latency["minor"]["p50_ns"].as_u64().unwrap(),
+        "{latency}"
+    );
+    let hist: u64 = latency["major"]["log2_hist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(hist, latency["major"]["count"].as_u64().unwrap());
+    let svg = std::fs::read_to_string(dir.join("out/major-latency.svg")).unwrap();
+    assert!(
+        svg.contains("read_file_pages"),
+        "the latency flame graph shows the reading function"
+    );
 }
 
 /// Threads created after start: each thread's faults are in the one process.
