@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 
 use crate::classify::{classify, Access, FaultClass, TargetMapping};
 use crate::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample};
-use crate::perf_data::RecordingMeta;
+use crate::perf_data::{RecordMode, RecordingMeta};
 use crate::process::{MapKind, ModuleId, Place, Processes};
 use crate::stacks::{FrameKey, StackId, StackTable};
 use crate::startup::StartupTracker;
@@ -159,6 +159,8 @@ struct Analyzer {
     last_key: (i32, bool, u64),
     last_chain: Vec<u64>,
     last_stack: StackId,
+    /// pfprof's own process, in a system-wide recording.
+    ignore_pid: Option<i32>,
 }
 
 fn target_key(place: Place) -> TargetKey {
@@ -196,6 +198,15 @@ impl Analyzer {
             self.generation += 1;
         }
         match event {
+            Event::Begin(header) => {
+                if let Some(meta) = &header.meta {
+                    self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
+                    if meta.mode != RecordMode::Command {
+                        self.profile.startup.disable();
+                    }
+                }
+            }
+            Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {}
             Event::Fault(sample) => self.on_fault(sample),
             Event::Entry(entry) => {
                 if entry.addr_avma < crate::process::USER_TOP
@@ -438,6 +449,7 @@ pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeEr
         last_key: (0, false, u64::MAX),
         last_chain: Vec::with_capacity(128),
         last_stack: StackTable::ROOT,
+        ignore_pid: None,
     };
     let (header, stats) = decode::replay(path, options.partial, |event| analyzer.on_event(event))?;
     let mut profile = analyzer.profile;

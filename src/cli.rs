@@ -81,13 +81,17 @@ pub struct RecordArgs {
     #[command(flatten)]
     /// Analysis options.
     pub analysis: AnalysisArgs,
+    /// Attach to running processes (comma-separated pids) instead of starting a command.
+    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID", conflicts_with_all = ["command", "all_cpus"])]
+    pub pids: Vec<i32>,
+    /// Record every process on every CPU (system-wide) instead of starting a command.
+    #[arg(short = 'a', long = "all-cpus", conflicts_with = "command")]
+    pub all_cpus: bool,
+    /// Stop after this many seconds (attach and system-wide; a command gets SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
     /// The command to profile, after `--`.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND", required_unless_present_any = ["pids", "all_cpus"])]
     pub command: Vec<String>,
 }
 

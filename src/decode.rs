@@ -104,6 +104,8 @@ pub struct FaultEntry {
 
 /// One decoded record.
 pub enum Event<'a> {
+    /// Before any record: the recording's header facts.
+    Begin(&'a Header),
     /// A completed fault.
     Fault(FaultSample<'a>),
     /// A fault entry with its error code.
@@ -321,6 +323,7 @@ fn replay_bytes(
         kinds: kinds.clone(),
         cmdline,
     };
+    on_event(Event::Begin(&header));
     let mut stats = DecodeStats {
         truncated: repaired,
         ..DecodeStats::default()

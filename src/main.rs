@@ -100,8 +100,23 @@ fn run(cli: Cli) -> Result<u8> {
     match cli.action {
         Action::Record(args) => {
             fresh_output_dir(&args.output)?;
+            let target = if !args.pids.is_empty() {
+                record::Target::Pids(args.pids.clone())
+            } else if args.all_cpus {
+                record::Target::System
+            } else {
+                record::Target::Command(args.command.clone())
+            };
+            if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
+                return Err(error::CodedError::new(
+                    2,
+                    "--duration must be a positive number of seconds",
+                )
+                .into());
+            }
             let config = record::RecordConfig {
-                command: args.command.clone(),
+                target,
+                duration: args.duration.map(std::time::Duration::from_secs_f64),
                 data_path: args.output.join(DATA_FILE),
                 period: args.period,
                 mmap_pages: args.mmap_pages.next_power_of_two(),
@@ -122,10 +137,12 @@ fn run(cli: Cli) -> Result<u8> {
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg}}",
                 args.output.display()
             );
+            // Attached and system-wide recordings end normally by Ctrl-C or
+            // --duration; the processes keep running.
             Ok(match recorded.exit {
                 Some(Exit::Code(code)) => code as u8,
                 Some(Exit::Signal(sig)) => 128 + sig as u8,
-                None => 1,
+                None => 0,
             })
         }
         Action::Report(args) => {

@@ -51,6 +51,19 @@ pub enum Exit {
     Signal(i32),
 }
 
+/// What a recording followed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordMode {
+    /// A command pfprof started (`record -- CMD`).
+    #[default]
+    Command,
+    /// Running processes (`record -p PID`).
+    Attach,
+    /// Every process (`record -a`).
+    System,
+}
+
 /// pfprof's metadata about a recording.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(default)]
@@ -85,6 +98,10 @@ pub struct RecordingMeta {
     pub root_pid: Option<i32>,
     /// Pid of pfprof itself (the command's parent).
     pub pfprof_pid: Option<i32>,
+    /// What was followed.
+    pub mode: RecordMode,
+    /// The processes attached to (`-p`).
+    pub pids: Vec<i32>,
 }
 
 /// Streams a recording to disk.

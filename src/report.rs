@@ -154,6 +154,22 @@ pub struct TargetSummaryRow {
     pub count: u64,
 }
 
+/// Faults per target file (or anonymous region), for "which file causes
+/// the major faults".
+#[derive(Debug, Clone, Serialize)]
+pub struct FileRow {
+    /// File path, or `[heap]`, `[anon]`, `[stack]`.
+    pub path: String,
+    /// Major faults.
+    pub major: u64,
+    /// Minor faults.
+    pub minor: u64,
+    /// COW faults.
+    pub cow: u64,
+    /// Major faults on its anonymous memory: swap-ins.
+    pub swap: u64,
+}
+
 /// A module seen in the recording.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModuleRow {
@@ -186,6 +202,8 @@ pub struct Report {
     pub sites: Vec<SiteRow>,
     /// Targets, most faults first.
     pub targets: Vec<TargetSummaryRow>,
+    /// Target files and regions, most major faults first.
+    pub files: Vec<FileRow>,
     /// Modules.
     pub modules: Vec<ModuleRow>,
     /// Things the user should know.
@@ -430,6 +448,31 @@ impl Report {
             let _ = writeln!(s);
             s.push_str(&startup.to_text(top));
         }
+        let majors: Vec<&FileRow> = self
+            .files
+            .iter()
+            .filter(|f| f.major > 0)
+            .take(top)
+            .collect();
+        if !majors.is_empty() {
+            let _ = writeln!(s, "\nFiles by major faults:");
+            let _ = writeln!(
+                s,
+                "{:>9} {:>9} {:>9} {:>9}  path",
+                "major", "swap-in", "minor", "cow"
+            );
+            for f in majors {
+                let _ = writeln!(
+                    s,
+                    "{:>9} {:>9} {:>9} {:>9}  {}",
+                    thousands(f.major),
+                    thousands(f.swap),
+                    thousands(f.minor),
+                    thousands(f.cow),
+                    truncate(&f.path, 58)
+                );
+            }
+        }
         let _ = writeln!(s, "\nProcesses:");
         let _ = writeln!(
             s,
@@ -650,6 +693,13 @@ mod tests {
                     count: 128,
                 },
             ],
+            files: vec![FileRow {
+                path: "/var/lib/app/index.bin".into(),
+                major: 64,
+                minor: 0,
+                cow: 0,
+                swap: 0,
+            }],
             modules: vec![ModuleRow {
                 path: "/opt/app/bin/app".into(),
                 build_id: Some("abcdef".into()),

@@ -14,7 +14,7 @@ use crate::classify::{Access, FaultClass};
 use crate::latency::LatencyStats;
 use crate::process::ModuleId;
 use crate::report::{
-    FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
+    FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
 };
 use crate::stacks::{FrameKey, StackTable};
 use crate::startup::{self, StartupFault};
@@ -447,6 +447,32 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .then_with(|| (a.class, a.access, &a.function).cmp(&(b.class, b.access, &b.function)))
     });
 
+    let mut files: BTreeMap<String, FileRow> = BTreeMap::new();
+    for ((class, object, region, _), count) in &targets {
+        let row = files.entry(object.clone()).or_insert_with(|| FileRow {
+            path: object.clone(),
+            major: 0,
+            minor: 0,
+            cow: 0,
+            swap: 0,
+        });
+        match class {
+            FaultClass::Minor => row.minor += count,
+            FaultClass::Major => {
+                row.major += count;
+                if region != "file" {
+                    row.swap += count;
+                }
+            }
+            FaultClass::Cow => row.cow += count,
+        }
+    }
+    let mut files: Vec<FileRow> = files.into_values().collect();
+    files.sort_by(|a, b| {
+        (b.major, b.minor + b.cow)
+            .cmp(&(a.major, a.minor + a.cow))
+            .then_with(|| a.path.cmp(&b.path))
+    });
     let mut target_rows: Vec<TargetSummaryRow> = targets
         .into_iter()
         .map(
@@ -552,6 +578,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         processes,
         sites: site_rows,
         targets: target_rows,
+        files,
         modules: module_rows,
         warnings,
         wall_ns: meta.map(|m| m.wall_ns),

@@ -54,6 +54,7 @@ pub struct StartupTracker {
     /// Modules in the order the program mapped them (load order).
     pub load_order: Vec<ModuleId>,
     markers: FxHashMap<ModuleId, Vec<Range<u64>>>,
+    disabled: bool,
 }
 
 impl StartupTracker {
@@ -66,12 +67,18 @@ impl StartupTracker {
             cut: Cut::Open,
             load_order: Vec::new(),
             markers: FxHashMap::default(),
+            disabled: false,
         }
+    }
+
+    /// No start-up window (attached or system-wide recordings).
+    pub fn disable(&mut self) {
+        self.disabled = true;
     }
 
     /// An exec: the first one names the program.
     pub fn on_exec(&mut self, pid: i32, time: u64) {
-        if self.root_pid.is_none() {
+        if self.root_pid.is_none() && !self.disabled {
             self.root_pid = Some(pid);
             self.exec_time = Some(time);
         }
@@ -104,8 +111,11 @@ impl StartupTracker {
         modules: &Modules,
         symbolizer: &mut Symbolizer,
     ) -> bool {
+        if self.disabled {
+            return false;
+        }
         if self.root_pid.is_none() {
-            // A recording without exec records (attached): the first faulting process.
+            // A perf recording without exec records: the first faulting process.
             self.root_pid = Some(pid);
             self.exec_time = Some(time);
         }

@@ -14,12 +14,14 @@
 //! rings and appends whole drained chunks to the file, then a
 //! `FINISHED_ROUND`, so the reader can merge the CPUs by time.
 
+mod maps;
 pub mod ring;
+mod synth;
 pub mod sys;
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,15 +30,18 @@ use anyhow::{Context, Result};
 use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
-use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordingMeta};
+use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use ring::Ring;
 use sys::{ExitStatus, PerfEventAttr};
 
 /// What to record and how.
 #[derive(Debug, Clone)]
 pub struct RecordConfig {
-    /// Command and arguments.
-    pub command: Vec<String>,
+    /// What to follow.
+    pub target: Target,
+    /// Stop after this long (attach and system-wide modes; a command is
+    /// signalled with SIGTERM when it runs longer).
+    pub duration: Option<Duration>,
     /// Where `pfprof.data` goes.
     pub data_path: PathBuf,
     /// Record one fault in N (1 = every fault).
@@ -47,6 +52,17 @@ pub struct RecordConfig {
     pub kernel_callchains: bool,
     /// Record the fault-entry tracepoints (error codes: COW and access types).
     pub tracepoints: bool,
+}
+
+/// What a recording follows.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A command pfprof starts (and its threads and children).
+    Command(Vec<String>),
+    /// Running processes (their present and future threads and children).
+    Pids(Vec<i32>),
+    /// Every process on every CPU.
+    System,
 }
 
 /// The outcome of a recording.
@@ -175,9 +191,16 @@ fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
         (b::PERF_SAMPLE_IDENTIFIER | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_CPU)
             as u64;
     attr.set_disabled(1);
-    attr.set_inherit(1);
-    attr.set_enable_on_exec(1);
+    // A command's events start at its exec; attached and system-wide ones
+    // are enabled once the existing address spaces are written down.
+    let command = matches!(cfg.target, Target::Command(_));
+    attr.set_inherit(u64::from(!matches!(cfg.target, Target::System)));
+    attr.set_enable_on_exec(u64::from(command));
     attr.set_sample_id_all(1);
+    // CLOCK_MONOTONIC, so that records pfprof writes itself (the mappings of
+    // processes that already run) sort with the kernel's.
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
     attr.set_exclude_hv(1);
     // Faults taken in kernel mode on user memory (read() into a fresh buffer)
     // are kernel-mode events: keep them, but leave kernel frames out.
@@ -289,9 +312,11 @@ struct OpenEvents {
     descs: Vec<EventDesc>,
 }
 
+/// Opens every event for every task (a pid/tid, or -1 for all) on every
+/// CPU. `fds[event]` is ordered CPU-major: all tasks of CPU 0 first.
 fn open_events(
     specs: &[EventSpec],
-    pid: i32,
+    tasks: &[i32],
     cpus: &[i32],
     mmap_pages: usize,
 ) -> io::Result<OpenEvents> {
@@ -301,9 +326,11 @@ fn open_events(
         let mut per_cpu = Vec::new();
         let mut ids = Vec::new();
         for &cpu in cpus {
-            let fd = sys::perf_event_open(&spec.attr, pid, cpu)?;
-            ids.push(sys::event_id(&fd)?);
-            per_cpu.push(fd);
+            for &task in tasks {
+                let fd = sys::perf_event_open(&spec.attr, task, cpu)?;
+                ids.push(sys::event_id(&fd)?);
+                per_cpu.push(fd);
+            }
         }
         descs.push(EventDesc {
             attr: sys::attr_bytes(&spec.attr).to_vec(),
@@ -313,7 +340,9 @@ fn open_events(
         fds.push(per_cpu);
     }
     let mut rings = Vec::new();
-    for (cpu_index, leader) in fds[0].iter().enumerate() {
+    let per_cpu = tasks.len();
+    for cpu_index in 0..cpus.len() {
+        let leader = &fds[0][cpu_index * per_cpu];
         let mut pages = mmap_pages;
         let ring = loop {
             match Ring::new(leader, pages) {
@@ -323,8 +352,15 @@ fn open_events(
                 Err(e) => return Err(e),
             }
         };
-        for other in &fds[1..] {
-            sys::set_output(&other[cpu_index], leader)?;
+        for (event, event_fds) in fds.iter().enumerate() {
+            for (task, fd) in event_fds[cpu_index * per_cpu..(cpu_index + 1) * per_cpu]
+                .iter()
+                .enumerate()
+            {
+                if event > 0 || task > 0 {
+                    sys::set_output(fd, leader)?;
+                }
+            }
         }
         rings.push(ring);
     }
@@ -353,18 +389,126 @@ fn os_release() -> String {
         .unwrap_or_default()
 }
 
-/// Runs the command under the profiler and writes the recording.
+/// A process that runs already, as found in /proc.
+struct Existing {
+    pid: i32,
+    ppid: i32,
+    comm: String,
+    tids: Vec<i32>,
+    maps: Vec<maps::MapsLine>,
+}
+
+fn read_existing(pid: i32) -> Option<Existing> {
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may contain spaces and parentheses.
+    let ppid = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let comm = std::fs::read_to_string(proc_dir.join("comm"))
+        .ok()?
+        .trim_end()
+        .to_string();
+    let mut tids: Vec<i32> = std::fs::read_dir(proc_dir.join("task"))
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    let maps = maps::parse(&std::fs::read_to_string(proc_dir.join("maps")).unwrap_or_default());
+    Some(Existing {
+        pid,
+        ppid,
+        comm,
+        tids,
+        maps,
+    })
+}
+
+fn all_pids() -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    pids.sort_unstable();
+    pids
+}
+
+/// Writes what the kernel will not tell us about processes that already run:
+/// their parent, name and mappings, stamped just before the events start.
+fn synthesize(writer: &mut PerfDataWriter, existing: &[Existing], id: u64) -> io::Result<()> {
+    let time = sys::monotonic_ns();
+    for p in existing {
+        writer.write_records(&synth::fork(p.pid, p.ppid, time, id))?;
+        writer.write_records(&synth::comm(p.pid, p.pid, &p.comm, time, id))?;
+        for m in &p.maps {
+            writer.write_records(&synth::mmap2(p.pid, m, time, id))?;
+        }
+    }
+    writer.finish_round()
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Runs or attaches, records until the command exits (or the attached
+/// processes exit, or `--duration`, or a signal), and writes the recording.
 pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
-    let program = cfg.command.first().context("no command given")?;
-    let path = resolve_program(program)?;
-    let c_path =
-        CString::new(path.as_os_str().as_encoded_bytes()).context("command contains a NUL byte")?;
-    let argv: Vec<CString> = cfg
-        .command
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<std::result::Result<_, _>>()
-        .context("argument contains a NUL byte")?;
+    // What to follow: a paused child, or processes that already run.
+    let mut child = None;
+    let mut program_path = None;
+    let (tasks, existing): (Vec<i32>, Vec<Existing>) = match &cfg.target {
+        Target::Command(command) => {
+            let program = command.first().context("no command given")?;
+            let path = resolve_program(program)?;
+            let c_path = CString::new(path.as_os_str().as_encoded_bytes())
+                .context("command contains a NUL byte")?;
+            let argv: Vec<CString> = command
+                .iter()
+                .map(|a| CString::new(a.as_bytes()))
+                .collect::<std::result::Result<_, _>>()
+                .context("argument contains a NUL byte")?;
+            sys::catch_termination_signals();
+            let paused = sys::spawn_paused(&c_path, &argv).context("fork failed")?;
+            let tasks = vec![paused.pid];
+            child = Some(paused);
+            program_path = Some(path);
+            (tasks, Vec::new())
+        }
+        Target::Pids(pids) => {
+            let mut existing = Vec::new();
+            for &pid in pids {
+                let found = read_existing(pid)
+                    .ok_or_else(|| CodedError::new(2, format!("no such process: {pid}")))?;
+                existing.push(found);
+            }
+            // Each present thread gets its events; future ones inherit them.
+            let tasks = existing
+                .iter()
+                .flat_map(|p| p.tids.iter().copied())
+                .collect();
+            sys::catch_termination_signals();
+            (tasks, existing)
+        }
+        Target::System => {
+            sys::catch_termination_signals();
+            (
+                vec![-1],
+                all_pids().into_iter().filter_map(read_existing).collect(),
+            )
+        }
+    };
+    let abandon = |child: Option<sys::PausedChild>| {
+        if let Some(child) = child {
+            child.abandon();
+        }
+    };
 
     let tracepoint_ids = if cfg.tracepoints {
         find_or_mount_tracefs().and_then(|tfs| {
@@ -376,21 +520,16 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     } else {
         Err("disabled with --no-tracepoints".to_string())
     };
-    let (tracepoints, tracepoints_note) = match tracepoint_ids {
+    let (mut tracepoints, mut tracepoints_note) = match tracepoint_ids {
         Ok(ids) => (Some(ids), None),
         Err(why) => (None, Some(why)),
     };
     let cpus = online_cpus();
-
-    sys::catch_termination_signals();
-    let mut child = sys::spawn_paused(&c_path, &argv).context("fork failed")?;
-    let mut tracepoints_note = tracepoints_note;
-    let mut tracepoints = tracepoints;
-    let mut probe = main_probe(&path);
+    let mut probe = program_path.as_deref().and_then(main_probe);
     let mut build_id = true;
     let opened = loop {
         let specs = event_specs(cfg, tracepoints, probe.as_ref(), build_id);
-        match open_events(&specs, child.pid, &cpus, cfg.mmap_pages) {
+        match open_events(&specs, &tasks, &cpus, cfg.mmap_pages) {
             Ok(opened) => break opened,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
                 if tracepoints.is_some() || probe.is_some() {
@@ -401,7 +540,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                     (tracepoints, probe) = (None, None);
                     continue;
                 }
-                child.abandon();
+                abandon(child);
                 return Err(permission_error(&e));
             }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && build_id => {
@@ -410,8 +549,14 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             }
             // The main-entry probe is a refinement: never fail for it.
             Err(_) if probe.is_some() => probe = None,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                abandon(child);
+                return Err(
+                    CodedError::new(2, format!("a process to attach to has exited: {e}")).into(),
+                );
+            }
             Err(e) => {
-                child.abandon();
+                abandon(child);
                 return Err(anyhow::Error::new(e).context("perf_event_open failed"));
             }
         }
@@ -424,34 +569,70 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         mut rings,
         descs,
     } = opened;
+    let leader_id = descs[0].ids[0];
     let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
         .with_context(|| format!("cannot create {}", cfg.data_path.display()))?;
 
     let start = Instant::now();
-    if let Err(errno) = child.release() {
-        let _ = sys::wait(child.pid, false);
-        let e = io::Error::from_raw_os_error(errno);
-        let code = if errno == libc::ENOENT { 127 } else { 126 };
-        return Err(
-            CodedError::new(code, format!("cannot execute {}: {e}", path.display())).into(),
-        );
+    if let Some(child) = child.as_mut() {
+        if let Err(errno) = child.release() {
+            let _ = sys::wait(child.pid, false);
+            let e = io::Error::from_raw_os_error(errno);
+            let code = if errno == libc::ENOENT { 127 } else { 126 };
+            let path = program_path.as_deref().unwrap_or(Path::new("?"));
+            return Err(
+                CodedError::new(code, format!("cannot execute {}: {e}", path.display())).into(),
+            );
+        }
+    } else {
+        synthesize(&mut writer, &existing, leader_id).context("cannot write the recording")?;
+        for fd in fds.iter().flatten() {
+            sys::enable(fd).context("cannot enable the events")?;
+        }
+        let threads: usize = existing.iter().map(|p| p.tids.len()).sum();
+        let what = match cfg.target {
+            Target::System => format!("all CPUs ({} processes running)", existing.len()),
+            _ => format!("{} process(es), {threads} thread(s)", existing.len()),
+        };
+        let until = cfg
+            .duration
+            .map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()));
+        eprintln!("pfprof: recording {what}{until}; Ctrl-C to stop");
     }
 
-    let poll_fds: Vec<_> = fds[0].iter().map(|fd| fd.as_raw_fd()).collect();
+    let poll_fds: Vec<_> = rings.iter().map(Ring::raw_fd).collect();
     let mut last_checkpoint = Instant::now();
     let mut forwarded = 0;
+    let mut stopped_by = None;
     let exit = loop {
         sys::poll_readable(&poll_fds, 50).context("poll failed")?;
         drain_all(&mut rings, &mut writer).context("cannot write the recording")?;
-        if let Some(status) = sys::wait(child.pid, true).context("waitpid failed")? {
-            break status;
-        }
         let (sig, count) = sys::pending_signal();
-        if count > forwarded {
-            // Ctrl-C reaches the command through the terminal too; SIGTERM
-            // or SIGHUP sent to pfprof alone are passed on.
-            sys::kill(child.pid, sig);
-            forwarded = count;
+        if let Some(child) = &child {
+            if let Some(status) = sys::wait(child.pid, true).context("waitpid failed")? {
+                break Some(status);
+            }
+            if count > forwarded {
+                // Ctrl-C reaches the command through the terminal too; SIGTERM
+                // or SIGHUP sent to pfprof alone are passed on.
+                sys::kill(child.pid, sig);
+                forwarded = count;
+            }
+            if cfg.duration.is_some_and(|d| start.elapsed() >= d) && forwarded == 0 {
+                sys::kill(child.pid, libc::SIGTERM);
+                forwarded = count.max(1);
+            }
+        } else {
+            if count > 0 {
+                stopped_by = Some(sig);
+                break None;
+            }
+            if cfg.duration.is_some_and(|d| start.elapsed() >= d) {
+                break None;
+            }
+            if matches!(cfg.target, Target::Pids(_)) && !existing.iter().any(|p| alive(p.pid)) {
+                break None;
+            }
         }
         if last_checkpoint.elapsed() > Duration::from_secs(1) {
             writer.checkpoint().context("cannot write the recording")?;
@@ -459,25 +640,40 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         }
     };
     let wall_ns = start.elapsed().as_nanos() as u64;
-    // Descendants that outlive the command are no longer followed.
-    for per_event in &fds {
-        for fd in per_event {
-            let _ = sys::disable(fd);
-        }
+    // Descendants that outlive the command, and attached processes, are no
+    // longer followed (they keep running untouched).
+    for fd in fds.iter().flatten() {
+        let _ = sys::disable(fd);
     }
     drain_all(&mut rings, &mut writer).context("cannot write the recording")?;
     let sum = |event: &[OwnedFd]| -> Option<u64> {
         event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
     };
-    let exit = match exit {
+    let exit = exit.map(|status| match status {
         ExitStatus::Exited(code) => Exit::Code(code),
         ExitStatus::Signaled(sig) => Exit::Signal(sig),
-    };
+    });
     let (sig, count) = sys::pending_signal();
+    let (mode, command, pids) = match &cfg.target {
+        Target::Command(command) => (RecordMode::Command, command.clone(), Vec::new()),
+        Target::Pids(pids) => (
+            RecordMode::Attach,
+            existing
+                .iter()
+                .map(|p| format!("{} ({})", p.comm, p.pid))
+                .collect(),
+            pids.clone(),
+        ),
+        Target::System => (
+            RecordMode::System,
+            vec!["system-wide".to_string()],
+            Vec::new(),
+        ),
+    };
     let meta = RecordingMeta {
         pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: cfg.command.clone(),
-        exit: Some(exit.clone()),
+        command,
+        exit: exit.clone(),
         kernel_minor: sum(&fds[0]),
         kernel_major: sum(&fds[1]),
         tracepoints: tracepoints.is_some(),
@@ -485,17 +681,19 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         period: cfg.period,
         call_graph: "fp".into(),
         kernel_callchains: cfg.kernel_callchains,
-        interrupted_by: (count > 0).then_some(sig),
+        interrupted_by: (count > 0).then_some(sig).or(stopped_by),
         data_bytes: writer.data_size(),
         wall_ns,
-        root_pid: Some(child.pid),
+        root_pid: child.as_ref().map(|c| c.pid),
         pfprof_pid: Some(std::process::id() as i32),
+        mode,
+        pids,
     };
     drop(rings);
     writer
         .finish(&meta, &hostname(), &os_release(), cpus.len() as u32)
         .with_context(|| format!("cannot write {}", cfg.data_path.display()))?;
-    Ok(Recorded { exit: Some(exit) })
+    Ok(Recorded { exit })
 }
 
 #[cfg(test)]

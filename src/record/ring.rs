@@ -15,6 +15,7 @@ use perf_event_open_sys::bindings::perf_event_mmap_page;
 
 /// One CPU's ring buffer. Unmapped on drop.
 pub struct Ring {
+    fd: std::os::fd::RawFd,
     base: *mut u8,
     map_len: usize,
     data_offset: usize,
@@ -69,11 +70,17 @@ impl Ring {
             (data_offset, data_size)
         };
         Ok(Ring {
+            fd: fd.as_raw_fd(),
             base,
             map_len,
             data_offset,
             data_size,
         })
+    }
+
+    /// The fd of the event that owns the buffer, for `poll`.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd
     }
 
     fn head_tail(&self) -> (&AtomicU64, &AtomicU64) {

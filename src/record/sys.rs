@@ -51,6 +51,27 @@ pub fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Starts an event that was opened disabled.
+pub fn enable(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: plain ioctl on an fd we own; no memory is passed.
+    let r = unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of the recorded events (`use_clockid`).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into a live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Stops an event from counting (used before the final drain of a recording).
 pub fn disable(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: plain ioctl on an fd we own; no memory is passed.

@@ -334,6 +334,7 @@ fn one_gib_touch_loses_nothing() {
     if !can_record() {
         return;
     }
+    let _alone = crate::util::exclusive();
     let dir = temp_dir("rec_touch");
     let exe = compile_c(&dir, "touch.c", &[]);
     let (out, report) = record(&dir, &exe, &["1024"]);

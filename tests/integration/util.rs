@@ -152,3 +152,10 @@ pub fn show(rows: &[&Value]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Serializes the tests that must not overlap: the 1 GiB touch (it floods
+/// every CPU) and the system-wide recording (it records everything).
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,220 @@
+//! Attaching to running processes (`record -p`) and system-wide recording
+//! (`record -a`), for real.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{
+    can_record, compile_c, fault_line, function_sites, pfprof, run, show, temp_dir, total,
+};
+
+/// Starts wait_signal and waits until it says it is ready.
+fn start_waiter(exe: &std::path::Path) -> Child {
+    let mut child = Command::new(exe).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    child
+}
+
+/// Starts `pfprof record ARGS` and waits for its "recording ..." line.
+fn start_pfprof(args: &[&str]) -> Child {
+    let mut child = pfprof()
+        .arg("record")
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let started = loop {
+        line.clear();
+        if Instant::now() > deadline || reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break false;
+        }
+        if line.starts_with("pfprof: recording") {
+            break true;
+        }
+    };
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("pfprof did not start recording (last line: {line:?})");
+    }
+    // Keep draining stderr so pfprof never blocks on a full pipe.
+    std::thread::spawn(move || for _ in reader.lines() {});
+    child
+}
+
+fn signal(pid: u32, sig: &str) {
+    assert!(run(Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string()))
+    .status
+    .success());
+}
+
+fn report(dir: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap()
+}
+
+/// Attached by pid: the faults after attaching are recorded with their code
+/// site, and pfprof stops when the process exits.
+#[test]
+fn attach_to_running_process() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("live_attach");
+    let exe = compile_c(&dir, "wait_signal.c", &[]);
+    let mut waiter = start_waiter(&exe);
+    let out_dir = dir.join("out");
+    let waiter_pid = waiter.id();
+    let pid = waiter_pid.to_string();
+    let recorder = start_pfprof(&["-q", "-o", out_dir.to_str().unwrap(), "-p", &pid]);
+    signal(waiter.id(), "USR1");
+    assert!(waiter.wait().unwrap().success());
+    let status = recorder.wait_with_output().unwrap().status;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "pfprof stops by itself when its targets exit"
+    );
+    let report = report(&out_dir);
+    let rows = function_sites(&report, "touch_after_signal");
+    assert_eq!(total(&rows), 64, "{}", show(&rows));
+    for r in &rows {
+        assert_eq!(r["class"], "minor");
+        assert_eq!(r["access"], "write");
+        assert_eq!(r["target"]["region"], "anon");
+        assert_eq!(r["pids"][0], waiter_pid);
+        assert_eq!(r["line"], fault_line("wait_signal.c", "after_signal"));
+    }
+    assert_eq!(
+        report["startup"],
+        Value::Null,
+        "no start-up window when attaching"
+    );
+    let procs = report["processes"].as_array().unwrap();
+    assert!(
+        procs
+            .iter()
+            .any(|p| p["pid"] == waiter_pid && p["comm"] == "wait_signal"),
+        "{procs:?}"
+    );
+}
+
+/// Ctrl-C (SIGINT to pfprof) ends an attached recording cleanly; the target
+/// keeps running untouched and exits normally later.
+#[test]
+fn attach_stops_on_sigint_and_leaves_target_running() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("live_sigint");
+    let exe = compile_c(&dir, "wait_signal.c", &[]);
+    let mut waiter = start_waiter(&exe);
+    let out_dir = dir.join("out");
+    let recorder = start_pfprof(&[
+        "-q",
+        "-o",
+        out_dir.to_str().unwrap(),
+        "-p",
+        &waiter.id().to_string(),
+    ]);
+    signal(recorder.id(), "INT");
+    let status = recorder.wait_with_output().unwrap().status;
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        report(&out_dir)["totals"].is_object(),
+        "a complete, readable recording"
+    );
+    // Still alive, and still behaves: exits 0 on SIGUSR2.
+    assert!(waiter.try_wait().unwrap().is_none());
+    signal(waiter.id(), "USR2");
+    assert!(waiter.wait().unwrap().success());
+}
+
+/// A pid that does not exist: one-line error, exit 2.
+#[test]
+fn attach_to_missing_pid_is_2() {
+    let dir = temp_dir("live_missing");
+    let out = run(pfprof()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.join("out"))
+        .args(["-p", "999999999"]));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("999999999") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}
+
+/// System-wide: a program's major faults show up under its process and the
+/// file it read, while pfprof's own faults do not.
+#[test]
+fn system_wide_major_faults() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("live_system");
+    let exe = compile_c(&dir, "file_major.c", &[]);
+    let out_dir = dir.join("out");
+    // Not while the 1 GiB touch test floods every CPU.
+    let _alone = crate::util::exclusive();
+    let recorder = start_pfprof(&[
+        "-q",
+        "-a",
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--duration",
+        "30",
+    ]);
+    let recorder_pid = recorder.id();
+    let data = dir.join("major.bin");
+    let fixture = run(Command::new(&exe).arg(&data));
+    assert!(fixture.status.success());
+    signal(recorder.id(), "INT");
+    assert_eq!(recorder.wait_with_output().unwrap().status.code(), Some(0));
+    let report = report(&out_dir);
+    let rows = function_sites(&report, "read_file_pages");
+    assert_eq!(total(&rows), 64, "{}", show(&rows));
+    assert!(rows
+        .iter()
+        .all(|r| r["class"] == "major" && r["comm"] == "file_major"));
+    let files = report["files"].as_array().unwrap();
+    let file = files
+        .iter()
+        .find(|f| f["path"] == data.to_str().unwrap())
+        .expect("the data file in files");
+    assert!(file["major"].as_u64().unwrap() >= 64, "{file}");
+    let procs = report["processes"].as_array().unwrap();
+    let p = procs
+        .iter()
+        .find(|p| p["comm"] == "file_major")
+        .expect("file_major in processes");
+    assert!(p["major"].as_u64().unwrap() >= 64);
+    assert!(p["exe"].as_str().unwrap().ends_with("/file_major"), "{p}");
+    let own = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == recorder_pid);
+    assert!(
+        own.is_none_or(|p| p["minor"] == 0 && p["major"] == 0),
+        "pfprof's own faults are left out: {own:?}"
+    );
+}
