@@ -281,3 +281,52 @@ fn cxx_static_constructors() {
         .iter()
         .all(|s| s["faults"] == 1 && s["section"] == ".bss"));
 }
+
+/// The .bss hint's fix, checked: the same table filled on first use (after
+/// main) removes its 512 start-up faults, and the hint goes away.
+#[test]
+fn bss_hint_fix_reduces_startup_faults() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("st_bss_pair");
+    std::fs::create_dir_all(dir.join("eager")).unwrap();
+    std::fs::create_dir_all(dir.join("lazy")).unwrap();
+    let eager = compile_c(&dir.join("eager"), "bss_init.c", &[]);
+    let lazy = compile_c(&dir.join("lazy"), "bss_init.c", &["-DLAZY"]);
+    let (_, before) = record(&dir.join("eager"), &eager, &[]);
+    let (_, after) = record(&dir.join("lazy"), &lazy, &[]);
+    assert!(before["startup"]["hints"]
+        .to_string()
+        .contains(".bss pages of tables"));
+    assert!(
+        !after["startup"]["hints"]
+            .to_string()
+            .contains(".bss pages of tables"),
+        "{}",
+        after["startup"]["hints"]
+    );
+    // The faults moved after main: the whole run still has them.
+    let in_main: u64 = crate::util::function_sites(&after, "init_tables")
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_main, 512);
+    let out = run(pfprof()
+        .args(["diff", "--startup", "--format", "json"])
+        .arg(dir.join("eager/out"))
+        .arg(dir.join("lazy/out")));
+    assert!(out.status.success());
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["object"] == "bss_init" && r["section"] == ".bss" && r["class"] == "minor")
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(
+        (row["before"].as_u64(), row["after"].as_u64()),
+        (Some(512), Some(0)),
+        "{row}"
+    );
+}
