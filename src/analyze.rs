@@ -123,6 +123,8 @@ pub struct Profile {
     pub counts: FxHashMap<SampleKey, Tally>,
     /// Latency of every paired fault, ns, per class.
     pub latencies: [Vec<u64>; 3],
+    /// Every fault in time order: (time, stack, class), for the timeline.
+    pub timeline: Vec<(u64, StackId, FaultClass)>,
     /// Totals.
     pub totals: Totals,
     /// Whether the recording has fault-entry tracepoints.
@@ -396,6 +398,7 @@ impl Analyzer {
             }
         }
 
+        profile.timeline.push((sample.time, stack, class));
         let class_index = class as usize;
         profile.totals.by_class[class_index] += 1;
         profile.totals.by_class_access[class_index][access as usize] += 1;
@@ -435,6 +438,7 @@ pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeEr
             stacks: StackTable::default(),
             counts: FxHashMap::default(),
             latencies: Default::default(),
+            timeline: Vec::new(),
             totals: Totals::default(),
             has_entries: false,
             decode: DecodeStats::default(),

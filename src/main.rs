@@ -21,6 +21,7 @@ mod report;
 mod resolve;
 mod stacks;
 mod startup;
+mod timeline;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -209,6 +209,7 @@ pub fn write_all(dir: &Path, resolved: &Resolved, top: usize) -> io::Result<()> 
     }
     write_startup(dir, &resolved.startup_folded, &command)?;
     write_latency(dir, &resolved.folded_latency, &command)?;
+    std::fs::write(dir.join("timeline.svg"), &resolved.timeline_svg)?;
     std::fs::write(dir.join("report.txt"), report.to_text(top))?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     std::fs::write(dir.join("report.json"), json)

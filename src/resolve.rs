@@ -18,6 +18,7 @@ use crate::report::{
 };
 use crate::stacks::{FrameKey, StackTable};
 use crate::startup::{self, StartupFault};
+use crate::timeline;
 
 /// A symbolized frame: function, file, line, inlined flag.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -46,6 +47,8 @@ pub struct Resolved {
     pub startup_folded: Folded,
     /// Folded stacks per class weighted by latency (ns).
     pub folded_latency: [Folded; 3],
+    /// `timeline.svg`.
+    pub timeline_svg: String,
 }
 
 /// Symbolizes the profile and builds the report and folded stacks.
@@ -596,10 +599,41 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             })
             .collect(),
     };
+    // The timeline labels bursts with leaf functions: one name per stack.
+    let mut leaf_names: FxHashMap<u32, String> = FxHashMap::default();
+    for &(_, stack, _) in &profile.timeline {
+        leaf_names.entry(stack).or_insert_with(|| {
+            expand(&profile.stacks, stack)
+                .iter()
+                .rev()
+                .find(|n| !n.inlined)
+                .map_or_else(|| "[no stack]".into(), |n| n.function.clone())
+        });
+    }
+    let points: Vec<timeline::Point<'_>> = profile
+        .timeline
+        .iter()
+        .map(|&(time, stack, class)| timeline::Point {
+            time,
+            class,
+            site: &leaf_names[&stack],
+        })
+        .collect();
+    let origin = profile
+        .startup
+        .exec_time
+        .or(profile.decode.first_time)
+        .unwrap_or(0);
+    let timeline_svg = timeline::svg(
+        &points,
+        origin,
+        &format!("Page faults over time: {}", report.command_line()),
+    );
     Resolved {
         report,
         folded,
         startup_folded,
         folded_latency,
+        timeline_svg,
     }
 }
