@@ -163,6 +163,49 @@ struct Analyzer {
     last_stack: StackId,
     /// pfprof's own process, in a system-wide recording.
     ignore_pid: Option<i32>,
+    /// The last fault classified (for the live stream).
+    last: Option<Classified>,
+}
+
+/// One classified fault, as the live stream shows it.
+#[derive(Debug, Clone)]
+pub struct Classified {
+    /// Time (ns, CLOCK_MONOTONIC).
+    pub time: u64,
+    /// Class.
+    pub class: FaultClass,
+    /// Faulting address.
+    pub addr_avma: u64,
+    /// Where it landed.
+    pub target: TargetKey,
+    /// Time in the kernel.
+    pub latency_ns: Option<u64>,
+    /// Innermost user frame.
+    pub leaf: Option<FrameKey>,
+}
+
+/// The replay analysis fed live, one event at a time (`--stream`).
+pub struct LiveAnalyzer(Analyzer);
+
+impl LiveAnalyzer {
+    /// A fresh analyzer.
+    pub fn new(kernel: bool) -> LiveAnalyzer {
+        LiveAnalyzer(Analyzer::new(AnalyzeOptions {
+            kernel,
+            ..AnalyzeOptions::default()
+        }))
+    }
+
+    /// Feeds one event; a completed fault comes back classified.
+    pub fn feed(&mut self, event: Event<'_>) -> Option<Classified> {
+        self.0.on_event(event);
+        self.0.last.take()
+    }
+
+    /// The module with this id.
+    pub fn module(&self, id: ModuleId) -> &crate::process::Module {
+        self.0.profile.processes.modules.get(id)
+    }
 }
 
 fn target_key(place: Place) -> TargetKey {
@@ -192,6 +235,36 @@ fn target_key(place: Place) -> TargetKey {
 }
 
 impl Analyzer {
+    fn new(options: AnalyzeOptions) -> Analyzer {
+        Analyzer {
+            profile: Profile {
+                meta: None,
+                cmdline: None,
+                processes: Processes::default(),
+                process_counts: FxHashMap::default(),
+                stacks: StackTable::default(),
+                counts: FxHashMap::default(),
+                latencies: Default::default(),
+                timeline: Vec::new(),
+                totals: Totals::default(),
+                has_entries: false,
+                decode: DecodeStats::default(),
+                startup: StartupTracker::new(options.until_ms),
+                first_touch: FxHashMap::default(),
+                symbolizer: Symbolizer::new(SymbolizerOptions::default()),
+            },
+            options,
+            pending: FxHashMap::default(),
+            scratch: Vec::with_capacity(128),
+            generation: 0,
+            last_key: (0, false, u64::MAX),
+            last_chain: Vec::with_capacity(128),
+            last_stack: StackTable::ROOT,
+            ignore_pid: None,
+            last: None,
+        }
+    }
+
     fn on_event(&mut self, event: Event<'_>) {
         if matches!(
             event,
@@ -399,6 +472,14 @@ impl Analyzer {
         }
 
         profile.timeline.push((sample.time, stack, class));
+        self.last = Some(Classified {
+            time: sample.time,
+            class,
+            addr_avma: sample.addr_avma,
+            target,
+            latency_ns,
+            leaf: profile.stacks.frames(stack).next(),
+        });
         let class_index = class as usize;
         profile.totals.by_class[class_index] += 1;
         profile.totals.by_class_access[class_index][access as usize] += 1;
@@ -429,32 +510,7 @@ impl Analyzer {
 
 /// Replays a recording into a [`Profile`].
 pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeError> {
-    let mut analyzer = Analyzer {
-        profile: Profile {
-            meta: None,
-            cmdline: None,
-            processes: Processes::default(),
-            process_counts: FxHashMap::default(),
-            stacks: StackTable::default(),
-            counts: FxHashMap::default(),
-            latencies: Default::default(),
-            timeline: Vec::new(),
-            totals: Totals::default(),
-            has_entries: false,
-            decode: DecodeStats::default(),
-            startup: StartupTracker::new(options.until_ms),
-            first_touch: FxHashMap::default(),
-            symbolizer: Symbolizer::new(SymbolizerOptions::default()),
-        },
-        options,
-        pending: FxHashMap::default(),
-        scratch: Vec::with_capacity(128),
-        generation: 0,
-        last_key: (0, false, u64::MAX),
-        last_chain: Vec::with_capacity(128),
-        last_stack: StackTable::ROOT,
-        ignore_pid: None,
-    };
+    let mut analyzer = Analyzer::new(options);
     let (header, stats) = decode::replay(path, options.partial, |event| analyzer.on_event(event))?;
     let mut profile = analyzer.profile;
     profile.has_entries = header.kinds.iter().any(|k| {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::render::ClassSelection;
+use crate::stream::StreamKind;
 
 /// pfprof: a page-fault profiler. Records every page fault of a command (its
 /// threads and children) with call chains and data addresses, classifies them
@@ -75,6 +76,13 @@ pub struct RecordArgs {
     /// (no COW or access types; about half the recording size).
     #[arg(long)]
     pub no_tracepoints: bool,
+    /// Print one line per fault while recording (`--stream=site` adds the code site).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "fault", require_equals = true)]
+    pub stream: Option<StreamKind>,
+    /// With --stream: a sequence number instead of the time, and no latency,
+    /// so that two runs of a deterministic program print the same lines.
+    #[arg(long, requires = "stream")]
+    pub fixed_ts: bool,
     /// Do not print the report at the end.
     #[arg(short, long)]
     pub quiet: bool,

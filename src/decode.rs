@@ -193,7 +193,11 @@ pub struct Header {
 }
 
 fn kind_of(attr: &linux_perf_data::AttributeDescription) -> EventKind {
-    match (&attr.attr.type_, attr.name()) {
+    kind_from(&attr.attr.type_, attr.name())
+}
+
+fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
+    match (type_, name) {
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMin), _) => EventKind::Minor,
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMaj), _) => EventKind::Major,
         (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_user") => {
@@ -411,114 +415,241 @@ fn replay_bytes(
             parse_infos[attr_index],
         );
         stats.records += 1;
-        let kind = kinds[attr_index];
-        let parsed = match record.parse() {
-            Ok(parsed) => parsed,
-            Err(_) => {
-                stats.bad_records += 1;
-                continue;
-            }
-        };
-        let event = match parsed {
-            EventRecord::Sample(s) => match kind {
-                EventKind::Minor | EventKind::Major => {
-                    let (Some(pid), Some(tid), Some(addr)) = (s.pid, s.tid, s.addr) else {
-                        stats.bad_records += 1;
-                        continue;
-                    };
-                    Event::Fault(FaultSample {
-                        major: kind == EventKind::Major,
-                        pid,
-                        tid,
-                        time,
-                        addr_avma: addr,
-                        kernel_mode: s.cpu_mode == CpuMode::Kernel,
-                        callchain: s.callchain,
-                    })
-                }
-                EventKind::EntryUser | EventKind::EntryKernel => {
-                    let fields = s
-                        .raw
-                        .as_ref()
-                        .and_then(|raw| Some((raw_u64(raw, 8)?, raw_u64(raw, 24)?)));
-                    let (Some(tid), Some((addr, error_code))) = (s.tid, fields) else {
-                        stats.bad_records += 1;
-                        continue;
-                    };
-                    Event::Entry(FaultEntry {
-                        tid,
-                        time,
-                        addr_avma: addr,
-                        error_code,
-                        kernel_mode: kind == EventKind::EntryKernel,
-                    })
-                }
-                EventKind::MainEntry => match s.pid {
-                    Some(pid) => Event::MainEntry { pid, time },
-                    None => {
-                        stats.bad_records += 1;
-                        continue;
-                    }
-                },
-                EventKind::Other => continue,
-            },
-            EventRecord::Mmap2(m) => Event::Mmap {
-                pid: m.pid,
-                avma: m.address,
-                len: m.length,
-                file_offset: m.page_offset,
-                prot: m.protection,
-                flags: m.flags,
-                path: m.path,
-                build_id: match m.file_id {
-                    Mmap2FileId::BuildId(id) => Some(id),
-                    Mmap2FileId::InodeAndVersion(_) => None,
-                },
-            },
-            EventRecord::Mmap(m) => Event::Mmap {
-                pid: m.pid,
-                avma: m.address,
-                len: m.length,
-                file_offset: m.page_offset,
-                prot: libc::PROT_READ as u32
-                    | if m.is_executable {
-                        libc::PROT_EXEC as u32
-                    } else {
-                        0
-                    },
-                flags: libc::MAP_PRIVATE as u32,
-                path: m.path,
-                build_id: None,
-            },
-            EventRecord::Comm(c) => Event::Comm {
-                pid: c.pid,
-                tid: c.tid,
-                name: c.name,
-                exec: c.is_execve,
-                time,
-            },
-            EventRecord::Fork(f) => Event::Fork {
-                pid: f.pid,
-                ppid: f.ppid,
-                tid: f.tid,
-            },
-            EventRecord::Exit(_) => Event::Exit,
-            EventRecord::Lost(l) => Event::Lost { count: l.count },
-            EventRecord::Raw(r) if r.record_type.0 == 13 => {
-                // PERF_RECORD_LOST_SAMPLES: u64 lost, then sample_id.
-                match raw_u64(&r.data, 0) {
-                    Some(count) => Event::Lost { count },
-                    None => {
-                        stats.bad_records += 1;
-                        continue;
-                    }
-                }
-            }
-            _ => continue,
-        };
-        on_event(event);
+        match to_event(&record, kinds[attr_index], time) {
+            Ok(Some(event)) => on_event(event),
+            Ok(None) => {}
+            Err(BadRecord) => stats.bad_records += 1,
+        }
     }
     Ok((header, stats))
+}
+
+/// A record that does not parse.
+pub struct BadRecord;
+
+/// One kernel record as an [`Event`]: `Ok(None)` for records pfprof does not
+/// use. Shared by replay and the live stream.
+fn to_event<'a>(
+    record: &RawEventRecord<'a>,
+    kind: EventKind,
+    time: u64,
+) -> Result<Option<Event<'a>>, BadRecord> {
+    let Ok(parsed) = record.parse() else {
+        return Err(BadRecord);
+    };
+    let event = match parsed {
+        EventRecord::Sample(s) => match kind {
+            EventKind::Minor | EventKind::Major => {
+                let (Some(pid), Some(tid), Some(addr)) = (s.pid, s.tid, s.addr) else {
+                    return Err(BadRecord);
+                };
+                Event::Fault(FaultSample {
+                    major: kind == EventKind::Major,
+                    pid,
+                    tid,
+                    time,
+                    addr_avma: addr,
+                    kernel_mode: s.cpu_mode == CpuMode::Kernel,
+                    callchain: s.callchain,
+                })
+            }
+            EventKind::EntryUser | EventKind::EntryKernel => {
+                let fields = s
+                    .raw
+                    .as_ref()
+                    .and_then(|raw| Some((raw_u64(raw, 8)?, raw_u64(raw, 24)?)));
+                let (Some(tid), Some((addr, error_code))) = (s.tid, fields) else {
+                    return Err(BadRecord);
+                };
+                Event::Entry(FaultEntry {
+                    tid,
+                    time,
+                    addr_avma: addr,
+                    error_code,
+                    kernel_mode: kind == EventKind::EntryKernel,
+                })
+            }
+            EventKind::MainEntry => match s.pid {
+                Some(pid) => Event::MainEntry { pid, time },
+                None => {
+                    return Err(BadRecord);
+                }
+            },
+            EventKind::Other => return Ok(None),
+        },
+        EventRecord::Mmap2(m) => Event::Mmap {
+            pid: m.pid,
+            avma: m.address,
+            len: m.length,
+            file_offset: m.page_offset,
+            prot: m.protection,
+            flags: m.flags,
+            path: m.path,
+            build_id: match m.file_id {
+                Mmap2FileId::BuildId(id) => Some(id),
+                Mmap2FileId::InodeAndVersion(_) => None,
+            },
+        },
+        EventRecord::Mmap(m) => Event::Mmap {
+            pid: m.pid,
+            avma: m.address,
+            len: m.length,
+            file_offset: m.page_offset,
+            prot: libc::PROT_READ as u32
+                | if m.is_executable {
+                    libc::PROT_EXEC as u32
+                } else {
+                    0
+                },
+            flags: libc::MAP_PRIVATE as u32,
+            path: m.path,
+            build_id: None,
+        },
+        EventRecord::Comm(c) => Event::Comm {
+            pid: c.pid,
+            tid: c.tid,
+            name: c.name,
+            exec: c.is_execve,
+            time,
+        },
+        EventRecord::Fork(f) => Event::Fork {
+            pid: f.pid,
+            ppid: f.ppid,
+            tid: f.tid,
+        },
+        EventRecord::Exit(_) => Event::Exit,
+        EventRecord::Lost(l) => Event::Lost { count: l.count },
+        EventRecord::Raw(r) if r.record_type.0 == 13 => {
+            // PERF_RECORD_LOST_SAMPLES: u64 lost, then sample_id.
+            match raw_u64(&r.data, 0) {
+                Some(count) => Event::Lost { count },
+                None => {
+                    return Err(BadRecord);
+                }
+            }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(event))
+}
+
+/// Decodes records while they are being recorded (`--stream`): whole records
+/// are collected from the drained ring-buffer bytes (a record may span the
+/// end of one drained slice and the start of the next), and handed out in
+/// time order once no CPU can still deliver an older one.
+pub struct LiveDecoder {
+    parse_infos: Vec<RecordParseInfo>,
+    kinds: Vec<EventKind>,
+    attr_of_id: FxHashMap<u64, usize>,
+    buf: Vec<u8>,
+    /// Start of bytes not yet cut into records.
+    scanned: usize,
+    /// (time, offset | attr << 48) of complete records in `buf`.
+    index: Vec<(u64, u64)>,
+    /// Records that did not parse.
+    pub bad_records: u64,
+}
+
+impl LiveDecoder {
+    /// From the recording's events (raw attrs, names, ids).
+    pub fn new(events: &[crate::perf_data::EventDesc]) -> Option<LiveDecoder> {
+        let mut parse_infos = Vec::new();
+        let mut kinds = Vec::new();
+        let mut attr_of_id = FxHashMap::default();
+        for (index, event) in events.iter().enumerate() {
+            let (attr, _) = linux_perf_data::linux_perf_event_reader::PerfEventAttr::parse::<
+                _,
+                LittleEndian,
+            >(&event.attr[..])
+            .ok()?;
+            kinds.push(kind_from(&attr.type_, Some(&event.name)));
+            parse_infos.push(RecordParseInfo::new(&attr, Endianness::LittleEndian));
+            for id in &event.ids {
+                attr_of_id.insert(*id, index);
+            }
+        }
+        Some(LiveDecoder {
+            parse_infos,
+            kinds,
+            attr_of_id,
+            buf: Vec::new(),
+            scanned: 0,
+            index: Vec::new(),
+            bad_records: 0,
+        })
+    }
+
+    /// Appends drained bytes and indexes the records they complete.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        while let Some(head) = self.buf.get(self.scanned..self.scanned + 8) {
+            let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+            let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+            if size < 8 {
+                // Cannot happen with kernel records; drop the rest rather than loop.
+                self.bad_records += 1;
+                self.buf.truncate(self.scanned);
+                break;
+            }
+            if self.scanned + size > self.buf.len() {
+                break;
+            }
+            let offset = self.scanned;
+            self.scanned += size;
+            if record_type >= USER_RECORD_TYPE_START {
+                continue;
+            }
+            let body = RawData::Single(&self.buf[offset + 8..offset + size]);
+            let Some(&attr) =
+                get_record_identifier::<LittleEndian>(RecordType(record_type), body, true)
+                    .and_then(|id| self.attr_of_id.get(&id))
+            else {
+                self.bad_records += 1;
+                continue;
+            };
+            let time = get_record_timestamp::<LittleEndian>(
+                RecordType(record_type),
+                body,
+                &self.parse_infos[attr],
+            )
+            .unwrap_or(0);
+            self.index.push((time, offset as u64 | (attr as u64) << 48));
+        }
+    }
+
+    /// Hands out, in time order, every record older than `cutoff` (all of
+    /// them with `u64::MAX`), keeping the others for later.
+    pub fn flush_before(&mut self, cutoff: u64, mut on_event: impl FnMut(Event<'_>)) {
+        self.index.sort_unstable();
+        let ready = self.index.partition_point(|&(time, _)| time < cutoff);
+        for &(time, key) in &self.index[..ready] {
+            let offset = (key & ((1 << 48) - 1)) as usize;
+            let attr = (key >> 48) as usize;
+            let head = &self.buf[offset..offset + 8];
+            let record_type = RecordType(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+            let misc = u16::from_le_bytes([head[4], head[5]]);
+            let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+            let data = RawData::Single(&self.buf[offset + 8..offset + size]);
+            let record = RawEventRecord::new(record_type, misc, data, self.parse_infos[attr]);
+            match to_event(&record, self.kinds[attr], time) {
+                Ok(Some(event)) => on_event(event),
+                Ok(None) => {}
+                Err(BadRecord) => self.bad_records += 1,
+            }
+        }
+        // Keep the records not handed out, and the incomplete tail.
+        let mut buf = Vec::with_capacity(self.buf.len() / 2);
+        let mut index = Vec::with_capacity(self.index.len() - ready);
+        for &(time, key) in &self.index[ready..] {
+            let offset = (key & ((1 << 48) - 1)) as usize;
+            let size = u16::from_le_bytes([self.buf[offset + 6], self.buf[offset + 7]]) as usize;
+            index.push((time, buf.len() as u64 | (key & !((1 << 48) - 1))));
+            buf.extend_from_slice(&self.buf[offset..offset + size]);
+        }
+        let tail_start = buf.len();
+        buf.extend_from_slice(&self.buf[self.scanned..]);
+        (self.buf, self.index, self.scanned) = (buf, index, tail_start);
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod report;
 mod resolve;
 mod stacks;
 mod startup;
+mod stream;
 mod timeline;
 
 use std::io::Write;
@@ -123,6 +124,8 @@ fn run(cli: Cli) -> Result<u8> {
                 mmap_pages: args.mmap_pages.next_power_of_two(),
                 kernel_callchains: args.analysis.kernel,
                 tracepoints: !args.no_tracepoints,
+                stream: args.stream,
+                fixed_ts: args.fixed_ts,
             };
             let recorded = record::record(&config)?;
             let resolved = analyze_and_resolve(&config.data_path, &args.analysis, false)?;

@@ -29,8 +29,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use perf_event_open_sys::bindings as b;
 
+use crate::analyze::LiveAnalyzer;
+use crate::decode::LiveDecoder;
 use crate::error::CodedError;
 use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
+use crate::stream::{StreamKind, Streamer};
 use ring::Ring;
 use sys::{ExitStatus, PerfEventAttr};
 
@@ -52,6 +55,10 @@ pub struct RecordConfig {
     pub kernel_callchains: bool,
     /// Record the fault-entry tracepoints (error codes: COW and access types).
     pub tracepoints: bool,
+    /// Print one line per fault while recording.
+    pub stream: Option<StreamKind>,
+    /// In the stream, a sequence number instead of time, and no latency.
+    pub fixed_ts: bool,
 }
 
 /// What a recording follows.
@@ -367,10 +374,48 @@ fn open_events(
     Ok(OpenEvents { fds, rings, descs })
 }
 
-fn drain_all(rings: &mut [Ring], writer: &mut PerfDataWriter) -> io::Result<usize> {
+/// The live side of a recording (`--stream`): decode, classify, print.
+struct Live {
+    decoder: LiveDecoder,
+    analyzer: LiveAnalyzer,
+    streamer: Streamer,
+}
+
+impl Live {
+    /// Hands every record older than `cutoff` to the stream, in time order.
+    fn flush(&mut self, cutoff: u64) {
+        let Live {
+            decoder,
+            analyzer,
+            streamer,
+        } = self;
+        decoder.flush_before(cutoff, |event| {
+            if let Some(fault) = analyzer.feed(event) {
+                streamer.send(&fault, analyzer);
+            }
+        });
+    }
+}
+
+fn drain_all(
+    rings: &mut [Ring],
+    writer: &mut PerfDataWriter,
+    mut live: Option<&mut Live>,
+) -> io::Result<usize> {
+    // Every record stamped before this moment is in a ring buffer by now
+    // (give a record 2 ms between its timestamp and its write).
+    let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
     let mut total = 0;
     for ring in rings.iter_mut() {
-        total += ring.drain(|bytes| writer.write_records(bytes))?;
+        total += ring.drain(|bytes| {
+            if let Some(live) = live.as_deref_mut() {
+                live.decoder.push(bytes);
+            }
+            writer.write_records(bytes)
+        })?;
+    }
+    if let Some(live) = live {
+        live.flush(cutoff);
     }
     if total > 0 {
         writer.finish_round()?;
@@ -441,13 +486,24 @@ fn all_pids() -> Vec<i32> {
 
 /// Writes what the kernel will not tell us about processes that already run:
 /// their parent, name and mappings, stamped just before the events start.
-fn synthesize(writer: &mut PerfDataWriter, existing: &[Existing], id: u64) -> io::Result<()> {
+fn synthesize(
+    writer: &mut PerfDataWriter,
+    existing: &[Existing],
+    id: u64,
+    mut live: Option<&mut Live>,
+) -> io::Result<()> {
     let time = sys::monotonic_ns();
     for p in existing {
-        writer.write_records(&synth::fork(p.pid, p.ppid, time, id))?;
-        writer.write_records(&synth::comm(p.pid, p.pid, &p.comm, time, id))?;
-        for m in &p.maps {
-            writer.write_records(&synth::mmap2(p.pid, m, time, id))?;
+        let mut records = vec![
+            synth::fork(p.pid, p.ppid, time, id),
+            synth::comm(p.pid, p.pid, &p.comm, time, id),
+        ];
+        records.extend(p.maps.iter().map(|m| synth::mmap2(p.pid, m, time, id)));
+        for record in records {
+            if let Some(live) = live.as_deref_mut() {
+                live.decoder.push(&record);
+            }
+            writer.write_records(&record)?;
         }
     }
     writer.finish_round()
@@ -569,6 +625,14 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         mut rings,
         descs,
     } = opened;
+    let mut live = match cfg.stream {
+        Some(kind) => Some(Live {
+            decoder: LiveDecoder::new(&descs).context("cannot decode the events live")?,
+            analyzer: LiveAnalyzer::new(cfg.kernel_callchains),
+            streamer: Streamer::spawn(kind, cfg.fixed_ts, sys::monotonic_ns()),
+        }),
+        None => None,
+    };
     let leader_id = descs[0].ids[0];
     let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
         .with_context(|| format!("cannot create {}", cfg.data_path.display()))?;
@@ -585,7 +649,8 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             );
         }
     } else {
-        synthesize(&mut writer, &existing, leader_id).context("cannot write the recording")?;
+        synthesize(&mut writer, &existing, leader_id, live.as_mut())
+            .context("cannot write the recording")?;
         for fd in fds.iter().flatten() {
             sys::enable(fd).context("cannot enable the events")?;
         }
@@ -606,7 +671,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     let mut stopped_by = None;
     let exit = loop {
         sys::poll_readable(&poll_fds, 50).context("poll failed")?;
-        drain_all(&mut rings, &mut writer).context("cannot write the recording")?;
+        drain_all(&mut rings, &mut writer, live.as_mut()).context("cannot write the recording")?;
         let (sig, count) = sys::pending_signal();
         if let Some(child) = &child {
             if let Some(status) = sys::wait(child.pid, true).context("waitpid failed")? {
@@ -645,7 +710,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     for fd in fds.iter().flatten() {
         let _ = sys::disable(fd);
     }
-    drain_all(&mut rings, &mut writer).context("cannot write the recording")?;
+    drain_all(&mut rings, &mut writer, live.as_mut()).context("cannot write the recording")?;
     let sum = |event: &[OwnedFd]| -> Option<u64> {
         event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
     };
@@ -690,6 +755,14 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         pids,
     };
     drop(rings);
+    if let Some(mut live) = live {
+        live.flush(u64::MAX);
+        let dropped = live.streamer.dropped;
+        let printed = live.streamer.finish();
+        if dropped > 0 {
+            eprintln!("pfprof: stream: {printed} lines printed, {dropped} dropped (the terminal could not keep up; the recording has them all)");
+        }
+    }
     writer
         .finish(&meta, &hostname(), &os_release(), cpus.len() as u32)
         .with_context(|| format!("cannot write {}", cfg.data_path.display()))?;

@@ -218,3 +218,89 @@ fn system_wide_major_faults() {
         "pfprof's own faults are left out: {own:?}"
     );
 }
+
+/// `--stream --fixed-ts` under `setarch -R`: two runs of a deterministic
+/// program print byte-identical streams, one line per recorded fault.
+#[test]
+fn fixed_ts_streams_are_identical() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("live_stream_fixed");
+    let exe = compile_c(&dir, "bss_read_write.c", &[]);
+    // A first run warms the page cache, so that the compared runs match.
+    assert!(run(&mut Command::new(&exe)).status.success());
+    let mut streams = Vec::new();
+    for i in 0..2 {
+        let out_dir = dir.join(format!("out{i}"));
+        let out = run(Command::new("setarch")
+            .arg("-R")
+            .arg(env!("CARGO_BIN_EXE_pfprof"))
+            .args(["record", "-q", "--stream", "--fixed-ts", "-o"])
+            .arg(&out_dir)
+            .arg("--")
+            .arg(&exe));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let captured = report(&out_dir)["totals"].clone();
+        let faults = captured["minor"].as_u64().unwrap()
+            + captured["major"].as_u64().unwrap()
+            + captured["cow"].as_u64().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(text.lines().count() as u64, faults, "one line per fault");
+        let cow_lines = text.lines().filter(|l| l.contains(" COW ")).count() as u64;
+        assert_eq!(
+            cow_lines,
+            captured["cow"].as_u64().unwrap(),
+            "the stream classifies like the report"
+        );
+        // 128 zero-page COW writes on zbuf, plus the exe's own .bss page at exit.
+        let zbuf = text
+            .lines()
+            .filter(|l| l.contains(" COW ") && l.contains("bss_read_write .bss"))
+            .count();
+        assert!(zbuf >= 128, "{zbuf}");
+        streams.push(text);
+    }
+    assert_eq!(streams[0], streams[1]);
+    assert!(streams[0].starts_with("[0000000001] "));
+}
+
+/// `--stream=site` shows latency and the code site of each fault.
+#[test]
+fn stream_with_sites() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("live_stream_site");
+    let exe = compile_c(&dir, "file_major.c", &[]);
+    let data = dir.join("major.bin");
+    let out = run(pfprof()
+        .args(["record", "-q", "--stream=site", "-o"])
+        .arg(dir.join("out"))
+        .arg("--")
+        .arg(&exe)
+        .arg(&data));
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let majors: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" MAJOR ") && l.contains("read_file_pages (file_major.c:"))
+        .collect();
+    assert_eq!(majors.len(), 64, "{text}");
+    // [000000.007] MAJOR 0x7f22b6a9c000 major.bin - 43.9µs read_file_pages (file_major.c:21)
+    let fields: Vec<&str> = majors[0].split_whitespace().collect();
+    assert!(
+        fields[0].starts_with('[') && fields[0].ends_with(']') && fields[0].contains('.'),
+        "{}",
+        majors[0]
+    );
+    assert!(
+        fields[2].starts_with("0x") && fields[3] == "major.bin" && fields[5].ends_with('s'),
+        "{}",
+        majors[0]
+    );
+}

@@ -1,0 +1,197 @@
+//! `record --stream`: one line per fault while recording,
+//! `[000000.012] MAJOR 0x7f2c7b100000 libc.so.6 .text 12.4ms`
+//! (seconds since start, class, address, target object, section, latency),
+//! plus the code site with `--stream=site`.
+//!
+//! Lines go through a bounded channel to a printing thread that owns its own
+//! symbolizer: when the terminal cannot keep up, lines are dropped from the
+//! stream (and counted), never records from the recording.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+use pfprof_symbolize::{Options, Symbolizer};
+
+use crate::analyze::{Classified, LiveAnalyzer, TargetKey};
+use crate::latency::human_ns;
+use crate::stacks::FrameKey;
+
+/// What each line shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StreamKind {
+    /// Class, address, target, latency.
+    Fault,
+    /// The same, plus the code site.
+    Site,
+}
+
+/// A file location to symbolize: path, build-id, file offset.
+type Lookup = (String, Option<Vec<u8>>, u64);
+
+/// One line, before symbolization.
+struct Line {
+    since_start_ns: u64,
+    class: &'static str,
+    addr_avma: u64,
+    object: String,
+    section: Option<Lookup>,
+    latency_ns: Option<u64>,
+    site: Option<Lookup>,
+}
+
+/// The streaming side of a recording.
+pub struct Streamer {
+    tx: Option<SyncSender<Line>>,
+    thread: Option<JoinHandle<std::io::Result<u64>>>,
+    kind: StreamKind,
+    start_ns: u64,
+    /// Lines dropped because the printer was behind.
+    pub dropped: u64,
+}
+
+fn short(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
+    let mut symbolizer = Symbolizer::new(Options::default());
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut seq = 0u64;
+    let mut first = true;
+    loop {
+        // Flush whenever the queue runs dry, so lines show up promptly.
+        let line = match rx.try_recv() {
+            Ok(line) => line,
+            Err(_) => {
+                out.flush()?;
+                match rx.recv() {
+                    Ok(line) => line,
+                    Err(_) => break,
+                }
+            }
+        };
+        first = false;
+        seq += 1;
+        let stamp = if fixed_ts {
+            format!("{seq:010}")
+        } else {
+            format!("{:010.3}", line.since_start_ns as f64 / 1e9)
+        };
+        let section = line
+            .section
+            .and_then(|(path, id, off)| {
+                symbolizer
+                    .data(Path::new(&path), id.as_deref(), &[off])
+                    .pop()?
+                    .ok()?
+                    .section
+            })
+            .unwrap_or_else(|| "-".into());
+        write!(
+            out,
+            "[{stamp}] {:<5} {:#014x} {} {section}",
+            line.class, line.addr_avma, line.object
+        )?;
+        if let (Some(ns), false) = (line.latency_ns, fixed_ts) {
+            write!(out, " {}", human_ns(ns))?;
+        }
+        if let Some((path, id, off)) = line.site {
+            let site = match symbolizer
+                .code(Path::new(&path), id.as_deref(), &[off])
+                .pop()
+            {
+                Some(Ok(site)) => {
+                    let f = &site.frames[0];
+                    match (&f.file, f.line) {
+                        (Some(file), Some(l)) => format!("{} ({}:{l})", f.function, short(file)),
+                        _ => f.function.clone(),
+                    }
+                }
+                _ => format!("{}+{off:#x}", short(&path)),
+            };
+            write!(out, " {site}")?;
+        }
+        writeln!(out)?;
+    }
+    let _ = first;
+    out.flush()?;
+    Ok(seq)
+}
+
+impl Streamer {
+    /// Starts the printing thread.
+    pub fn spawn(kind: StreamKind, fixed_ts: bool, start_ns: u64) -> Streamer {
+        let (tx, rx) = sync_channel(16 * 1024);
+        let thread = std::thread::spawn(move || print(rx, fixed_ts));
+        Streamer {
+            tx: Some(tx),
+            thread: Some(thread),
+            kind,
+            start_ns,
+            dropped: 0,
+        }
+    }
+
+    /// Queues the line of a classified fault; drops it if the printer is behind.
+    pub fn send(&mut self, fault: &Classified, analyzer: &LiveAnalyzer) {
+        let lookup = |module, file_offset| {
+            let m = analyzer.module(module);
+            (m.path.clone(), m.build_id.clone(), file_offset)
+        };
+        let (object, section) = match fault.target {
+            TargetKey::Module {
+                module,
+                file_offset,
+                ..
+            } => (
+                short(&analyzer.module(module).path).to_string(),
+                Some(lookup(module, file_offset)),
+            ),
+            TargetKey::Pseudo(module) => (analyzer.module(module).path.clone(), None),
+            TargetKey::Heap => ("[heap]".into(), None),
+            TargetKey::Stack => ("[stack]".into(), None),
+            TargetKey::Anon => ("[anon]".into(), None),
+            TargetKey::Unknown => ("[unknown]".into(), None),
+        };
+        let site = match (self.kind, fault.leaf) {
+            (
+                StreamKind::Site,
+                Some(FrameKey::Code {
+                    module,
+                    lookup_file_offset,
+                }),
+            ) => Some(lookup(module, lookup_file_offset)),
+            _ => None,
+        };
+        let line = Line {
+            since_start_ns: fault.time.saturating_sub(self.start_ns),
+            class: match fault.class {
+                crate::classify::FaultClass::Minor => "MINOR",
+                crate::classify::FaultClass::Major => "MAJOR",
+                crate::classify::FaultClass::Cow => "COW",
+            },
+            addr_avma: fault.addr_avma,
+            object,
+            section,
+            latency_ns: fault.latency_ns,
+            site,
+        };
+        if let Some(tx) = &self.tx {
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(line) {
+                self.dropped += 1;
+            }
+        }
+    }
+
+    /// Waits for the printer; returns the number of lines printed.
+    pub fn finish(mut self) -> u64 {
+        drop(self.tx.take());
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .and_then(Result::ok)
+            .unwrap_or(0)
+    }
+}
