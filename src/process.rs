@@ -272,15 +272,7 @@ impl Processes {
             p if p.starts_with('/') => MapKind::File(self.modules.intern(p, build_id)),
             p => MapKind::Pseudo(self.modules.intern(p, None)),
         };
-        let process = self.by_pid.entry(pid).or_insert_with(|| Process {
-            pid,
-            ppid: 0,
-            comm: String::from("?"),
-            exe: None,
-            space: AddressSpace::default(),
-            threads: 1,
-            exec_pending: false,
-        });
+        let process = self.get_or_create(pid);
         let (kind, file_offset) = match kind {
             MapKind::Anon => match process.space.ending_at(avma) {
                 // ld.so (and the kernel's ELF loader) maps the .bss pages past
