@@ -104,6 +104,26 @@ pub struct RecordingMeta {
     pub pids: Vec<i32>,
 }
 
+/// The published `perf_event_attr` sizes (PERF_ATTR_SIZE_VER0..VER9).
+const ATTR_SIZES: [usize; 10] = [64, 72, 80, 96, 104, 112, 120, 128, 136, 144];
+
+/// The attr as it goes into the file: cut to the smallest published size
+/// that keeps every non-zero byte, so that tools built against older
+/// headers (perf refuses "a more recent ABI") can read it.
+fn file_attr(attr: &[u8]) -> Vec<u8> {
+    let used = attr.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let size = ATTR_SIZES
+        .iter()
+        .copied()
+        .find(|&s| s >= used && s <= attr.len())
+        .unwrap_or(attr.len());
+    let mut out = attr[..size].to_vec();
+    if out.len() >= 8 {
+        out[4..8].copy_from_slice(&(size as u32).to_le_bytes());
+    }
+    out
+}
+
 /// Streams a recording to disk.
 pub struct PerfDataWriter {
     out: BufWriter<File>,
@@ -131,8 +151,11 @@ fn put_string(buf: &mut Vec<u8>, s: &str) {
 
 impl PerfDataWriter {
     /// Creates `path` and writes everything that precedes the data section.
-    pub fn create(path: &Path, events: Vec<EventDesc>) -> io::Result<Self> {
-        let attr_len = events.first().map_or(0, |e| e.attr.len()) as u64;
+    pub fn create(path: &Path, mut events: Vec<EventDesc>) -> io::Result<Self> {
+        for e in &mut events {
+            e.attr = file_attr(&e.attr);
+        }
+        let attr_len = events.iter().map(|e| e.attr.len()).max().unwrap_or(0) as u64;
         let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
         out.write_all(&[0u8; HEADER_SIZE as usize])?;
         // Id arrays first, so that each attr entry can point at its ids.
@@ -432,6 +455,28 @@ mod tests {
         r[..4].copy_from_slice(&9u32.to_le_bytes()); // PERF_RECORD_SAMPLE
         r[6..8].copy_from_slice(&len.to_le_bytes());
         r
+    }
+
+    /// Attrs are cut to the smallest published size that keeps their
+    /// non-zero bytes, and say so in their size field.
+    #[test]
+    fn attrs_are_cut_to_a_published_size() {
+        for (len, last_nonzero, want) in [
+            (144usize, 100usize, 104usize),
+            (144, 130, 136),
+            (144, 10, 64),
+            (144, 143, 144),
+            (136, 135, 136),
+        ] {
+            let mut attr = vec![0u8; len];
+            attr[last_nonzero] = 1;
+            let out = file_attr(&attr);
+            assert_eq!(out.len(), want, "{len} {last_nonzero}");
+            assert_eq!(
+                u32::from_le_bytes(out[4..8].try_into().unwrap()) as usize,
+                want
+            );
+        }
     }
 
     /// A recording cut anywhere inside its data keeps exactly its complete
