@@ -95,6 +95,10 @@ pub struct RecordArgs {
     /// Record every process on every CPU (system-wide) instead of starting a command.
     #[arg(short = 'a', long = "all-cpus", conflicts_with = "command")]
     pub all_cpus: bool,
+    /// Sample only these faults (the others are still counted): `major` keeps the
+    /// overhead low on a busy host.
+    #[arg(long, value_enum, default_value_t = crate::record::RecordClass::All)]
+    pub class: crate::record::RecordClass,
     /// Stop after this many seconds (attach and system-wide; a command gets SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,

@@ -124,6 +124,7 @@ fn run(cli: Cli) -> Result<u8> {
                 mmap_pages: args.mmap_pages.next_power_of_two(),
                 kernel_callchains: args.analysis.kernel,
                 tracepoints: !args.no_tracepoints,
+                class: args.class,
                 stream: args.stream,
                 fixed_ts: args.fixed_ts,
             };

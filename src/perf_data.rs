@@ -102,6 +102,8 @@ pub struct RecordingMeta {
     pub mode: RecordMode,
     /// The processes attached to (`-p`).
     pub pids: Vec<i32>,
+    /// Which faults were sampled (`--class`).
+    pub class: crate::record::RecordClass,
 }
 
 /// The published `perf_event_attr` sizes (PERF_ATTR_SIZE_VER0..VER9).

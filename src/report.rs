@@ -192,6 +192,8 @@ pub struct Report {
     pub exit: Option<Exit>,
     /// Sample period.
     pub period: u64,
+    /// Which faults were sampled (`record --class`).
+    pub sampled_class: crate::record::RecordClass,
     /// Totals.
     pub totals: Totals,
     /// Faults by class, then access.
@@ -278,7 +280,11 @@ impl Report {
         let captured = self.captured();
         match (self.totals.kernel_minor, self.totals.kernel_major) {
             (Some(minor), Some(major)) => {
-                let kernel = minor + major;
+                let kernel = match self.sampled_class {
+                    crate::record::RecordClass::Major => major,
+                    crate::record::RecordClass::Minor | crate::record::RecordClass::Cow => minor,
+                    crate::record::RecordClass::All => minor + major,
+                };
                 let expected = kernel.div_ceil(self.period.max(1));
                 let pct = if expected == 0 {
                     100.0
@@ -611,6 +617,7 @@ mod tests {
             command: vec!["./app".into(), "--size".into(), "1G".into()],
             exit: Some(Exit::Code(0)),
             period: 1,
+            sampled_class: crate::record::RecordClass::All,
             totals: Totals {
                 minor: 262_545,
                 major: 67,

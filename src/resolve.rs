@@ -576,6 +576,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         command,
         exit: meta.and_then(|m| m.exit.clone()),
         period: meta.map_or(1, |m| m.period),
+        sampled_class: meta.map_or_else(Default::default, |m| m.class),
         totals,
         by_access,
         processes,

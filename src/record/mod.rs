@@ -55,10 +55,38 @@ pub struct RecordConfig {
     pub kernel_callchains: bool,
     /// Record the fault-entry tracepoints (error codes: COW and access types).
     pub tracepoints: bool,
+    /// Which faults to sample (the others are only counted).
+    pub class: RecordClass,
     /// Print one line per fault while recording.
     pub stream: Option<StreamKind>,
     /// In the stream, a sequence number instead of time, and no latency.
     pub fixed_ts: bool,
+}
+
+/// Which faults `record` samples.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordClass {
+    /// Major faults only: cheap enough for a busy host; no tracepoints, so
+    /// no latency or access type.
+    Major,
+    /// Minor faults (COW included) only.
+    Minor,
+    /// What COW needs: minor faults and the fault-entry tracepoints.
+    Cow,
+    /// Everything.
+    #[default]
+    All,
 }
 
 /// What a recording follows.
@@ -264,7 +292,14 @@ fn event_specs(
         let mut attr = base_attr(cfg);
         attr.type_ = b::PERF_TYPE_SOFTWARE;
         attr.config = config as u64;
-        attr.__bindgen_anon_1.sample_period = cfg.period;
+        // --class major: minor faults are only counted (the event stays, for
+        // its side-band records and its counter), and vice versa.
+        let sampled = match cfg.class {
+            RecordClass::All | RecordClass::Cow => true,
+            RecordClass::Minor => config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+            RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+        };
+        attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
         attr.sample_type |=
             (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_CALLCHAIN) as u64;
         if specs.is_empty() {
@@ -566,7 +601,9 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         }
     };
 
-    let tracepoint_ids = if cfg.tracepoints {
+    let tracepoint_ids = if cfg.class == RecordClass::Major {
+        Err("not needed for --class major".to_string())
+    } else if cfg.tracepoints {
         find_or_mount_tracefs().and_then(|tfs| {
             Ok((
                 tracepoint_id(&tfs, "exceptions/page_fault_user")?,
@@ -617,7 +654,10 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             }
         }
     };
-    if let Some(note) = tracepoints_note.as_ref().filter(|_| cfg.tracepoints) {
+    if let Some(note) = tracepoints_note
+        .as_ref()
+        .filter(|_| cfg.tracepoints && cfg.class != RecordClass::Major)
+    {
         eprintln!("pfprof: warning: page-fault tracepoints unavailable ({note}); recording minor/major only, COW and access types will be marked unavailable");
     }
     let OpenEvents {
@@ -753,6 +793,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         pfprof_pid: Some(std::process::id() as i32),
         mode,
         pids,
+        class: cfg.class,
     };
     drop(rings);
     if let Some(mut live) = live {
