@@ -228,10 +228,8 @@ fn output_dir_is_moved_to_old() {
     }
 }
 
-fn kill(pid: u32, signal: &str) {
-    run(Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string()));
+fn kill(pid: u32, sig: &str) {
+    crate::util::signal(pid, sig);
 }
 
 /// SIGTERM to pfprof is passed on to the command; the recording and the
@@ -289,7 +287,9 @@ fn killed_recording_is_readable() {
     kill(child.id(), "KILL");
     let _ = child.wait();
     for pid in grandchildren.split_whitespace() {
-        run(Command::new("kill").args(["-KILL", pid]));
+        if let Ok(pid) = pid.parse() {
+            kill(pid, "KILL");
+        }
     }
     let out = run(pfprof()
         .arg("report")

@@ -53,11 +53,7 @@ fn start_pfprof(args: &[&str]) -> Child {
 }
 
 fn signal(pid: u32, sig: &str) {
-    assert!(run(Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string()))
-    .status
-    .success());
+    assert!(crate::util::signal(pid, sig), "kill -{sig} {pid} failed");
 }
 
 fn report(dir: &std::path::Path) -> Value {

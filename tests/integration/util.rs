@@ -159,3 +159,13 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// Sends signal `sig` (`TERM`, `INT`, `KILL`, `USR1`...) to `pid` with the
+/// shell's built-in kill (no procps needed). Returns whether it was delivered.
+pub fn signal(pid: u32, sig: &str) -> bool {
+    run(Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -{sig} {pid}")))
+    .status
+    .success()
+}
