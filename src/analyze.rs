@@ -274,6 +274,8 @@ impl Analyzer {
         }
         match event {
             Event::Begin(header) => {
+                // About half the records are completed faults.
+                self.profile.timeline.reserve(header.records / 2);
                 if let Some(meta) = &header.meta {
                     self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
                     if meta.mode != RecordMode::Command {

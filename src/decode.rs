@@ -190,6 +190,8 @@ pub struct Header {
     pub kinds: Vec<EventKind>,
     /// Command line from the perf header.
     pub cmdline: Option<Vec<String>>,
+    /// Kernel records in the recording (to size buffers up front).
+    pub records: usize,
 }
 
 fn kind_of(attr: &linux_perf_data::AttributeDescription) -> EventKind {
@@ -326,8 +328,8 @@ fn replay_bytes(
         meta,
         kinds: kinds.clone(),
         cmdline,
+        records: 0,
     };
-    on_event(Event::Begin(&header));
     let mut stats = DecodeStats {
         truncated: repaired,
         ..DecodeStats::default()
@@ -398,6 +400,11 @@ fn replay_bytes(
         index.push((time, this as u64 | (attr_index as u64) << 48));
     }
     index.sort_unstable();
+    let header = Header {
+        records: index.len(),
+        ..header
+    };
+    on_event(Event::Begin(&header));
     stats.first_time = index.first().map(|r| r.0);
     stats.last_time = index.last().map(|r| r.0);
 
