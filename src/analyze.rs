@@ -530,3 +530,84 @@ pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeEr
     profile.decode = stats;
     Ok(profile)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::tests::{minor_faults_attr, sample_with_chain};
+    use crate::perf_data::{EventDesc, PerfDataWriter};
+    use crate::record::maps::MapsLine;
+    use crate::record::synth;
+    use crate::record::sys::alloc_counter;
+
+    /// A recording of `n` faults with the same three-frame stack in one
+    /// mapped file, on fresh anonymous pages.
+    fn recording(path: &Path, n: u64) {
+        let events = vec![EventDesc {
+            attr: minor_faults_attr(),
+            name: "minor-faults".into(),
+            ids: vec![1],
+        }];
+        let mut w = PerfDataWriter::create(path, events).unwrap();
+        let map = |start, end, path: &str| MapsLine {
+            start_avma: start,
+            end_avma: end,
+            prot: 5,
+            flags: 2,
+            file_offset: 0,
+            path: path.into(),
+        };
+        w.write_records(&synth::comm(7, 7, "app", 1, 1)).unwrap();
+        w.write_records(&synth::mmap2(
+            7,
+            &map(0x400000, 0x402000, "/nonexistent/app"),
+            2,
+            1,
+        ))
+        .unwrap();
+        w.write_records(&synth::mmap2(
+            7,
+            &map(0x7f0000000000, 0x7f1000000000, "//anon"),
+            3,
+            1,
+        ))
+        .unwrap();
+        let chain = [PERF_CONTEXT_USER, 0x401010, 0x401120, 0x401230];
+        for i in 0..n {
+            w.write_records(&sample_with_chain(
+                1,
+                0,
+                10 + i,
+                0x7f0000000000 + i * 4096,
+                &chain,
+            ))
+            .unwrap();
+        }
+        w.finish(&RecordingMeta::default(), "h", "r", 1).unwrap();
+    }
+
+    /// Replaying a fault allocates nothing: ten times the faults, (almost)
+    /// the same number of allocations (only amortised buffer growth).
+    #[test]
+    fn per_sample_path_does_not_allocate() {
+        let dir = std::env::temp_dir().join(format!("pfprof-allocs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut allocs = Vec::new();
+        for n in [2_000u64, 20_000] {
+            let path = dir.join(format!("a{n}.data"));
+            recording(&path, n);
+            let (profile, count) =
+                alloc_counter::count(|| analyze(&path, AnalyzeOptions::default()).unwrap());
+            assert_eq!(profile.totals.by_class[FaultClass::Minor as usize], n);
+            assert_eq!(profile.counts.len(), 1, "one stack, one target");
+            allocs.push(count);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(allocs[0] > 0, "the counter sees the analysis' allocations");
+        assert!(
+            allocs[1] - allocs[0] < 100,
+            "allocations grow with the samples: {allocs:?}"
+        );
+        eprintln!("allocations for 2,000 and 20,000 faults: {allocs:?}");
+    }
+}

@@ -660,12 +660,12 @@ impl LiveDecoder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::perf_data::{EventDesc, PerfDataWriter};
     use perf_event_open_sys::bindings as b;
 
-    fn minor_faults_attr() -> Vec<u8> {
+    pub(crate) fn minor_faults_attr() -> Vec<u8> {
         let mut attr = crate::record::sys::new_attr();
         attr.type_ = b::PERF_TYPE_SOFTWARE;
         attr.config = b::PERF_COUNT_SW_PAGE_FAULTS_MIN as u64;
@@ -682,15 +682,29 @@ mod tests {
 
     /// A PERF_RECORD_SAMPLE of `minor_faults_attr` whose address is its time.
     fn sample(id: u64, cpu: u32, time: u64) -> Vec<u8> {
+        sample_with_chain(id, cpu, time, time, &[])
+    }
+
+    /// A PERF_RECORD_SAMPLE of `minor_faults_attr` with a call chain.
+    pub(crate) fn sample_with_chain(
+        id: u64,
+        cpu: u32,
+        time: u64,
+        addr: u64,
+        chain: &[u64],
+    ) -> Vec<u8> {
         let mut r = Vec::new();
         r.extend_from_slice(&9u32.to_le_bytes());
         r.extend_from_slice(&2u16.to_le_bytes()); // PERF_RECORD_MISC_USER
-        r.extend_from_slice(&64u16.to_le_bytes());
-        for v in [id, 0x401000, (7u64 << 32) | 7, time, time] {
+        r.extend_from_slice(&((64 + 8 * chain.len()) as u16).to_le_bytes());
+        for v in [id, 0x401000, (7u64 << 32) | 7, time, addr] {
             r.extend_from_slice(&v.to_le_bytes());
         }
         r.extend_from_slice(&(cpu as u64).to_le_bytes());
-        r.extend_from_slice(&0u64.to_le_bytes()); // empty call chain
+        r.extend_from_slice(&(chain.len() as u64).to_le_bytes());
+        for v in chain {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
         r
     }
 

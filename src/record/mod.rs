@@ -14,9 +14,9 @@
 //! rings and appends whole drained chunks to the file, then a
 //! `FINISHED_ROUND`, so the reader can merge the CPUs by time.
 
-mod maps;
+pub(crate) mod maps;
 pub mod ring;
-mod synth;
+pub(crate) mod synth;
 pub mod sys;
 
 use std::ffi::CString;

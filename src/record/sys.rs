@@ -394,3 +394,53 @@ impl Drop for MappedFile {
         }
     }
 }
+
+/// Counts the heap allocations of threads that ask for it, so that a test
+/// can prove the per-sample path allocates nothing.
+#[cfg(test)]
+pub mod alloc_counter {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static COUNTING: Cell<bool> = const { Cell::new(false) };
+        static COUNT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    struct Counting;
+
+    // SAFETY: forwards every call to the system allocator unchanged; the
+    // counter is a const-initialised thread-local, which never allocates.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            if COUNTING.with(Cell::get) {
+                COUNT.with(|c| c.set(c.get() + 1));
+            }
+            // SAFETY: same contract as our caller's.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from System.alloc with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            if COUNTING.with(Cell::get) {
+                COUNT.with(|c| c.set(c.get() + 1));
+            }
+            // SAFETY: same contract as our caller's.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    /// Allocations (and reallocations) made by this thread while running `f`.
+    pub fn count<T>(f: impl FnOnce() -> T) -> (T, u64) {
+        COUNT.with(|c| c.set(0));
+        COUNTING.with(|c| c.set(true));
+        let out = f();
+        COUNTING.with(|c| c.set(false));
+        (out, COUNT.with(Cell::get))
+    }
+}
