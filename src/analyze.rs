@@ -163,7 +163,9 @@ struct Analyzer {
     last_stack: StackId,
     /// pfprof's own process, in a system-wide recording.
     ignore_pid: Option<i32>,
-    /// The last fault classified (for the live stream).
+    /// Keep the last classified fault for the live stream.
+    live: bool,
+    /// The last fault classified (live stream only).
     last: Option<Classified>,
 }
 
@@ -190,10 +192,12 @@ pub struct LiveAnalyzer(Analyzer);
 impl LiveAnalyzer {
     /// A fresh analyzer.
     pub fn new(kernel: bool) -> LiveAnalyzer {
-        LiveAnalyzer(Analyzer::new(AnalyzeOptions {
+        let mut analyzer = Analyzer::new(AnalyzeOptions {
             kernel,
             ..AnalyzeOptions::default()
-        }))
+        });
+        analyzer.live = true;
+        LiveAnalyzer(analyzer)
     }
 
     /// Feeds one event; a completed fault comes back classified.
@@ -212,12 +216,9 @@ fn target_key(place: Place) -> TargetKey {
     match place {
         Place::Module {
             module,
-            file_offset,
             kind: MapKind::Pseudo(_),
-        } => {
-            let _ = file_offset;
-            TargetKey::Pseudo(module)
-        }
+            ..
+        } => TargetKey::Pseudo(module),
         Place::Module {
             module,
             file_offset,
@@ -261,6 +262,7 @@ impl Analyzer {
             last_chain: Vec::with_capacity(128),
             last_stack: StackTable::ROOT,
             ignore_pid: None,
+            live: false,
             last: None,
         }
     }
@@ -474,14 +476,16 @@ impl Analyzer {
         }
 
         profile.timeline.push((sample.time, stack, class));
-        self.last = Some(Classified {
-            time: sample.time,
-            class,
-            addr_avma: sample.addr_avma,
-            target,
-            latency_ns,
-            leaf: profile.stacks.frames(stack).next(),
-        });
+        if self.live {
+            self.last = Some(Classified {
+                time: sample.time,
+                class,
+                addr_avma: sample.addr_avma,
+                target,
+                latency_ns,
+                leaf: profile.stacks.frames(stack).next(),
+            });
+        }
         let class_index = class as usize;
         profile.totals.by_class[class_index] += 1;
         profile.totals.by_class_access[class_index][access as usize] += 1;

@@ -114,7 +114,7 @@ impl Mapping {
     pub fn is_writable(&self) -> bool {
         self.prot & libc::PROT_WRITE as u32 != 0
     }
-    /// Backed by a file (page cache), including the bss tail's shared last page? No: the tail is anonymous.
+    /// Backed by a file's page cache (the anonymous `.bss` tail is not).
     pub fn is_file_backed(&self) -> bool {
         matches!(self.kind, MapKind::File(_))
     }

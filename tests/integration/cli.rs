@@ -228,6 +228,17 @@ fn output_dir_is_moved_to_old() {
     }
 }
 
+/// `pfprof record -q -o DIR/out -- sleep 30`, running in the background.
+fn record_sleep(dir: &std::path::Path) -> std::process::Child {
+    pfprof()
+        .args(["record", "-q", "-o"])
+        .arg(dir.join("out"))
+        .args(["--", "sleep", "30"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn kill(pid: u32, sig: &str) {
     crate::util::signal(pid, sig);
 }
@@ -240,15 +251,7 @@ fn sigterm_finishes_the_recording() {
         return;
     }
     let dir = temp_dir("cli_sigterm");
-    let child = pfprof()
-        .arg("record")
-        .arg("-q")
-        .arg("-o")
-        .arg(dir.join("out"))
-        .args(["--", "sleep", "30"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = record_sleep(&dir);
     std::thread::sleep(std::time::Duration::from_millis(500));
     kill(child.id(), "TERM");
     let out = child.wait_with_output().unwrap();
@@ -272,15 +275,7 @@ fn killed_recording_is_readable() {
         return;
     }
     let dir = temp_dir("cli_sigkill");
-    let mut child = pfprof()
-        .arg("record")
-        .arg("-q")
-        .arg("-o")
-        .arg(dir.join("out"))
-        .args(["--", "sleep", "30"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = record_sleep(&dir);
     std::thread::sleep(std::time::Duration::from_millis(1600));
     let grandchildren = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
         .unwrap_or_default();
