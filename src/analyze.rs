@@ -16,6 +16,7 @@ use crate::perf_data::{RecordMode, RecordingMeta};
 use crate::process::{MapKind, ModuleId, Place, Processes};
 use crate::stacks::{FrameKey, StackId, StackTable};
 use crate::startup::StartupTracker;
+use crate::unwind::TRUNCATED_FRAME;
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
 
 /// perf call-chain context markers are the top 4095 values of u64.
@@ -105,6 +106,8 @@ pub struct Totals {
     pub entries_without_completion: u64,
     /// Samples without a call chain.
     pub no_callchain: u64,
+    /// Call chains whose unwinding stopped early (dwarf mode marks them).
+    pub truncated_stacks: u64,
 }
 
 /// The counted, unsymbolized profile.
@@ -398,6 +401,11 @@ impl Analyzer {
             }
             None => false,
         };
+        if let Some(chain) = sample.callchain.as_ref().filter(|_| !in_exec) {
+            if chain.len() > 0 && chain.get(chain.len() - 1) == Some(TRUNCATED_FRAME) {
+                profile.totals.truncated_stacks += 1;
+            }
+        }
         self.scratch.clear();
         match &sample.callchain {
             _ if cached => {}

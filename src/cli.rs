@@ -36,13 +36,6 @@ pub enum Action {
     Diff(DiffArgs),
 }
 
-/// Call-graph modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CallGraph {
-    /// Frame pointers (the kernel walks them).
-    Fp,
-}
-
 /// Analysis options shared by every subcommand.
 #[derive(Debug, Args, Clone)]
 pub struct AnalysisArgs {
@@ -66,12 +59,18 @@ pub struct RecordArgs {
     /// Record one fault in N (1 = every fault).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub period: u64,
-    /// Data pages per CPU ring buffer (power of two).
-    #[arg(long, default_value_t = 4096)]
-    pub mmap_pages: usize,
-    /// How call chains are collected.
-    #[arg(long, value_enum, default_value_t = CallGraph::Fp)]
-    pub call_graph: CallGraph,
+    /// Data pages per CPU ring buffer (power of two). Default: 4096 (16 MiB);
+    /// with `--call-graph dwarf`, 128 MiB shared by the CPUs, at least 16 MiB
+    /// each (samples carry their stack copy until pfprof unwinds them).
+    #[arg(long)]
+    pub mmap_pages: Option<usize>,
+    /// How user call chains are collected: `dwarf[,STACK_BYTES]` copies
+    /// STACK_BYTES (default 8192) of user stack per fault and unwinds it with
+    /// the CFI while recording (complete stacks through code built without
+    /// frame pointers); `fp` lets the kernel walk frame pointers (cheaper,
+    /// loses callers of code without them); `none` records no user stacks.
+    #[arg(long, default_value = "dwarf", value_parser = crate::record::CallGraph::parse)]
+    pub call_graph: crate::record::CallGraph,
     /// Record minor/major faults only, without the fault-entry tracepoints
     /// (no COW or access types; about half the recording size).
     #[arg(long)]

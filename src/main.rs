@@ -23,6 +23,7 @@ mod stacks;
 mod startup;
 mod stream;
 mod timeline;
+mod unwind;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,18 @@ fn analyze_and_resolve(
     Ok(resolved)
 }
 
+/// pfprof's own CPU time so far (user, system), from /proc/self/stat
+/// (children not included).
+fn own_cpu_seconds() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the line, in clock ticks (USER_HZ = 100).
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? / 100.0, ticks(12)? / 100.0))
+}
+
 /// The directory a recording lives in (`-i` takes the directory or the file).
 fn recording_dir(input: &Path) -> PathBuf {
     if input.is_dir() {
@@ -121,14 +134,25 @@ fn run(cli: Cli) -> Result<u8> {
                 duration: args.duration.map(std::time::Duration::from_secs_f64),
                 data_path: args.output.join(DATA_FILE),
                 period: args.period,
-                mmap_pages: args.mmap_pages.next_power_of_two(),
+                mmap_pages: args
+                    .mmap_pages
+                    .unwrap_or_else(|| record::default_mmap_pages(args.call_graph))
+                    .next_power_of_two(),
                 kernel_callchains: args.analysis.kernel,
+                call_graph: args.call_graph,
                 tracepoints: !args.no_tracepoints,
                 class: args.class,
                 stream: args.stream,
                 fixed_ts: args.fixed_ts,
             };
             let recorded = record::record(&config)?;
+            if std::env::var_os("PFPROF_TIMING").is_some() {
+                if let Some((user, sys)) = own_cpu_seconds() {
+                    eprintln!(
+                        "pfprof: timing: recording used {user:.2}s user, {sys:.2}s sys of CPU"
+                    );
+                }
+            }
             let resolved = analyze_and_resolve(&config.data_path, &args.analysis, false)?;
             render::write_all(&args.output, &resolved, args.analysis.top).with_context(|| {
                 format!("cannot write the outputs in {}", args.output.display())

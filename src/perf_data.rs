@@ -86,6 +86,9 @@ pub struct RecordingMeta {
     pub period: u64,
     /// Call-graph mode.
     pub call_graph: String,
+    /// Unwinding counters (dwarf mode).
+    #[serde(default)]
+    pub unwind: Option<crate::unwind::UnwindStats>,
     /// Whether kernel frames were kept.
     pub kernel_callchains: bool,
     /// Signal that made pfprof stop early, if any.

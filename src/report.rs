@@ -40,6 +40,13 @@ pub struct Totals {
     pub bad_records: u64,
     /// Samples without a call chain.
     pub no_callchain: u64,
+    /// How call chains were recorded: `dwarf,BYTES`, `fp` or `none`
+    /// (unknown for recordings pfprof did not finish).
+    pub call_graph: Option<String>,
+    /// Call chains whose unwinding stopped early (they end in `[unknown]`).
+    pub truncated_stacks: u64,
+    /// Why chains stopped early, counted while recording (dwarf mode).
+    pub unwind: Option<crate::unwind::UnwindStats>,
 }
 
 /// One process.
@@ -275,40 +282,98 @@ impl Report {
         self.totals.minor + self.totals.major + self.totals.cow
     }
 
+    /// How the call stacks were recorded, and how many stopped early (one
+    /// to three lines).
+    pub fn stacks_line(&self) -> Option<String> {
+        let t = &self.totals;
+        let mode = t.call_graph.as_deref()?;
+        Some(match mode.split_once(',') {
+            Some(("dwarf", bytes)) => {
+                let mut line = format!(
+                    "call stacks: dwarf ({bytes}-byte stack copies, unwound while recording)\n\
+                     truncated stacks: {} of {}",
+                    thousands(t.truncated_stacks),
+                    thousands(self.captured())
+                );
+                if let Some(u) = t.unwind.as_ref().filter(|u| u.truncated() > 0) {
+                    let _ = write!(
+                        line,
+                        " (stack copy too small {}, no unwind info {}, bad unwind info {})",
+                        thousands(u.stack_copy),
+                        thousands(u.no_unwind_info),
+                        thousands(u.corrupt)
+                    );
+                    let bytes: u32 = bytes.parse().unwrap_or(0);
+                    if u.stack_copy > 0 && bytes < 65_528 {
+                        let _ = write!(
+                            line,
+                            "\n  copy more stack with --call-graph dwarf,{}",
+                            (bytes * 2).min(65_528)
+                        );
+                    }
+                }
+                if let Some(bad) = t.unwind.as_ref().map(|u| u.bad_records).filter(|&n| n > 0) {
+                    let _ = write!(line, "\nsamples that did not parse: {}", thousands(bad));
+                }
+                line
+            }
+            _ if mode == "fp" => {
+                "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
+                 without frame pointers are lost; --call-graph dwarf keeps them)"
+                    .to_string()
+            }
+            _ => format!("call stacks: {mode}"),
+        })
+    }
+
     /// The completeness line: `captured 262,144 of 262,144 faults (100.0%)`.
     pub fn completeness_line(&self) -> String {
-        let captured = self.captured();
-        match (self.totals.kernel_minor, self.totals.kernel_major) {
-            (Some(minor), Some(major)) => {
-                let kernel = match self.sampled_class {
-                    crate::record::RecordClass::Major => major,
-                    crate::record::RecordClass::Minor | crate::record::RecordClass::Cow => minor,
-                    crate::record::RecordClass::All => minor + major,
-                };
-                let expected = kernel.div_ceil(self.period.max(1));
-                let pct = if expected == 0 {
-                    100.0
-                } else {
-                    captured as f64 * 100.0 / expected as f64
-                };
-                let sampled = if self.period > 1 {
-                    format!(" (1 in {} sampled)", self.period)
-                } else {
-                    String::new()
-                };
+        let truncated = match self.totals.call_graph.as_deref() {
+            Some(mode) if mode.starts_with("dwarf") => {
                 format!(
-                    "captured {} of {} faults ({pct:.1}%){sampled}; lost records: {}",
-                    thousands(captured),
-                    thousands(kernel),
-                    thousands(self.totals.lost)
+                    "; truncated stacks: {}",
+                    thousands(self.totals.truncated_stacks)
                 )
             }
-            _ => format!(
-                "captured {} faults; kernel count unavailable; lost records: {}",
-                thousands(captured),
-                thousands(self.totals.lost)
-            ),
-        }
+            _ => String::new(),
+        };
+        let line = {
+            let captured = self.captured();
+            match (self.totals.kernel_minor, self.totals.kernel_major) {
+                (Some(minor), Some(major)) => {
+                    let kernel = match self.sampled_class {
+                        crate::record::RecordClass::Major => major,
+                        crate::record::RecordClass::Minor | crate::record::RecordClass::Cow => {
+                            minor
+                        }
+                        crate::record::RecordClass::All => minor + major,
+                    };
+                    let expected = kernel.div_ceil(self.period.max(1));
+                    let pct = if expected == 0 {
+                        100.0
+                    } else {
+                        captured as f64 * 100.0 / expected as f64
+                    };
+                    let sampled = if self.period > 1 {
+                        format!(" (1 in {} sampled)", self.period)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "captured {} of {} faults ({pct:.1}%){sampled}; lost records: {}",
+                        thousands(captured),
+                        thousands(kernel),
+                        thousands(self.totals.lost)
+                    )
+                }
+                _ => format!(
+                    "captured {} faults; kernel count unavailable; lost records: {}",
+                    thousands(captured),
+                    thousands(self.totals.lost)
+                ),
+            }
+        };
+        line + &truncated
     }
 
     /// `report.txt`.
@@ -348,6 +413,9 @@ impl Report {
             cow,
             thousands(t.kernel_mode)
         );
+        if let Some(line) = self.stacks_line() {
+            let _ = writeln!(s, "{line}");
+        }
         let _ = writeln!(
             s,
             "\n{:<8}{:>12}{:>12}{:>12}{:>12}",
@@ -633,6 +701,14 @@ mod tests {
                 entries_without_completion: 2,
                 bad_records: 0,
                 no_callchain: 0,
+                call_graph: Some("dwarf,8192".into()),
+                truncated_stacks: 3,
+                unwind: Some(crate::unwind::UnwindStats {
+                    samples: 1000,
+                    complete: 997,
+                    stack_copy: 3,
+                    ..Default::default()
+                }),
             },
             by_access,
             processes: vec![ProcessRow {

@@ -541,6 +541,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         entries_without_completion: t.entries_without_completion,
         bad_records: profile.decode.bad_records,
         no_callchain: t.no_callchain,
+        call_graph: meta.map(|m| m.call_graph.clone()),
+        truncated_stacks: t.truncated_stacks,
+        unwind: meta.and_then(|m| m.unwind.clone()),
     };
     let mut by_access = BTreeMap::new();
     for class in FaultClass::ALL {
@@ -562,6 +565,14 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     if let Some(why) = &profile.decode.truncated {
         warnings.push(format!(
             "recording damaged, analysed the intact part: {why}"
+        ));
+    }
+    for file in meta
+        .and_then(|m| m.unwind.as_ref())
+        .map_or(&[][..], |u| &u.unreadable_files[..])
+    {
+        warnings.push(format!(
+            "{file}: no unwind information could be read while recording; stacks through it end in [unknown]"
         ));
     }
     if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {

@@ -14,6 +14,7 @@
 //! rings and appends whole drained chunks to the file, then a
 //! `FINISHED_ROUND`, so the reader can merge the CPUs by time.
 
+pub(crate) mod dwarf;
 pub(crate) mod maps;
 pub mod ring;
 pub(crate) mod synth;
@@ -34,6 +35,7 @@ use crate::decode::LiveDecoder;
 use crate::error::CodedError;
 use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::stream::{StreamKind, Streamer};
+use dwarf::StackRewriter;
 use ring::Ring;
 use sys::{ExitStatus, PerfEventAttr};
 
@@ -53,6 +55,8 @@ pub struct RecordConfig {
     pub mmap_pages: usize,
     /// Keep kernel frames in call chains.
     pub kernel_callchains: bool,
+    /// How user call chains are collected.
+    pub call_graph: CallGraph,
     /// Record the fault-entry tracepoints (error codes: COW and access types).
     pub tracepoints: bool,
     /// Which faults to sample (the others are only counted).
@@ -61,6 +65,75 @@ pub struct RecordConfig {
     pub stream: Option<StreamKind>,
     /// In the stream, a sequence number instead of time, and no latency.
     pub fixed_ts: bool,
+}
+
+/// Data pages of each CPU's ring buffer when `--mmap-pages` is not given:
+/// 16 MiB, or in dwarf mode 128 MiB shared by the online CPUs (at least
+/// 16 MiB each), because every sample then carries its stack copy: at 8 KiB
+/// a sample, 64 MiB hold 30 ms of the fastest fault rate seen (260k/s).
+pub fn default_mmap_pages(call_graph: CallGraph) -> usize {
+    const PAGES_16_MIB: usize = 4096;
+    match call_graph {
+        CallGraph::Dwarf { .. } => (32 * 1024 / online_cpus().len().max(1)).max(PAGES_16_MIB),
+        CallGraph::Fp | CallGraph::None => PAGES_16_MIB,
+    }
+}
+
+/// How user call chains are collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// Copy this many bytes of user stack and the user registers per fault,
+    /// and unwind them with the CFI while recording.
+    Dwarf {
+        /// Bytes of stack copied (a multiple of 8).
+        stack_bytes: u32,
+    },
+    /// The kernel walks frame pointers.
+    Fp,
+    /// No user call chains.
+    None,
+}
+
+impl CallGraph {
+    /// Parses `dwarf[,BYTES]`, `fp` or `none`.
+    pub fn parse(text: &str) -> std::result::Result<CallGraph, String> {
+        let (mode, size) = match text.split_once(',') {
+            Some((mode, size)) => (mode, Some(size)),
+            None => (text, None),
+        };
+        match (mode, size) {
+            ("fp", None) => Ok(CallGraph::Fp),
+            ("none", None) => Ok(CallGraph::None),
+            ("dwarf", size) => {
+                let bytes = match size {
+                    None => crate::unwind::DEFAULT_STACK_BYTES,
+                    Some(size) => size
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (8..=65_528).contains(n))
+                        .ok_or_else(|| {
+                            format!("stack size must be 8..65528 bytes, not {size:?}")
+                        })?,
+                };
+                // The kernel wants a multiple of 8.
+                Ok(CallGraph::Dwarf {
+                    stack_bytes: bytes.next_multiple_of(8).min(65_528),
+                })
+            }
+            _ => Err(format!(
+                "expected dwarf[,STACK_BYTES], fp or none, not {text:?}"
+            )),
+        }
+    }
+
+    /// As written in the recording's metadata.
+    pub fn describe(self) -> String {
+        match self {
+            CallGraph::Dwarf { stack_bytes } => format!("dwarf,{stack_bytes}"),
+            CallGraph::Fp => "fp".into(),
+            CallGraph::None => "none".into(),
+        }
+    }
 }
 
 /// Which faults `record` samples.
@@ -216,7 +289,10 @@ fn permission_error(e: &io::Error) -> anyhow::Error {
 
 struct EventSpec {
     name: &'static str,
+    /// What the kernel is asked for.
     attr: PerfEventAttr,
+    /// What the recording says, when pfprof rewrites the samples.
+    file_attr: Option<PerfEventAttr>,
 }
 
 fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
@@ -300,8 +376,21 @@ fn event_specs(
             RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
         };
         attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
-        attr.sample_type |=
-            (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_CALLCHAIN) as u64;
+        attr.sample_type |= (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR) as u64;
+        match cfg.call_graph {
+            CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
+            CallGraph::Dwarf { stack_bytes } => {
+                attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
+                attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
+                attr.sample_stack_user = stack_bytes;
+            }
+            CallGraph::None => {}
+        }
+        if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
+            // The kernel's part of the chain only; the user part is unwound.
+            attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+            attr.set_exclude_callchain_user(1);
+        }
         if specs.is_empty() {
             // The side-band records come from the first event only.
             attr.set_mmap(1);
@@ -314,7 +403,23 @@ fn event_specs(
             attr.set_watermark(1);
             attr.__bindgen_anon_2.wakeup_watermark = ((cfg.mmap_pages * 4096) / 4) as u32;
         }
-        specs.push(EventSpec { name, attr });
+        // Dwarf mode writes the chains it unwinds in place of the register
+        // and stack copies: the recording says so.
+        let file_attr = matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
+            let mut file_attr = attr;
+            file_attr.sample_type &=
+                !((b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64);
+            file_attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+            file_attr.sample_regs_user = 0;
+            file_attr.sample_stack_user = 0;
+            file_attr.set_exclude_callchain_user(0);
+            file_attr
+        });
+        specs.push(EventSpec {
+            name,
+            attr,
+            file_attr,
+        });
     }
     if let Some((user_id, kernel_id)) = tracepoints {
         for (name, id) in [
@@ -325,7 +430,11 @@ fn event_specs(
             attr.type_ = b::PERF_TYPE_TRACEPOINT;
             attr.config = id;
             attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
-            specs.push(EventSpec { name, attr });
+            specs.push(EventSpec {
+                name,
+                attr,
+                file_attr: None,
+            });
         }
     }
     if let Some(probe) = probe {
@@ -342,6 +451,7 @@ fn event_specs(
         specs.push(EventSpec {
             name: MAIN_ENTRY_EVENT,
             attr,
+            file_attr: None,
         });
     }
     specs
@@ -351,7 +461,10 @@ struct OpenEvents {
     /// fds[event][cpu]
     fds: Vec<Vec<OwnedFd>>,
     rings: Vec<Ring>,
+    /// The events as the recording describes them.
     descs: Vec<EventDesc>,
+    /// Unwinds stack copies into call chains (dwarf mode).
+    rewriter: Option<StackRewriter>,
 }
 
 /// Opens every event for every task (a pid/tid, or -1 for all) on every
@@ -364,6 +477,7 @@ fn open_events(
 ) -> io::Result<OpenEvents> {
     let mut fds: Vec<Vec<OwnedFd>> = Vec::new();
     let mut descs = Vec::new();
+    let mut kernel_attrs = Vec::new();
     for spec in specs {
         let mut per_cpu = Vec::new();
         let mut ids = Vec::new();
@@ -374,8 +488,9 @@ fn open_events(
                 per_cpu.push(fd);
             }
         }
+        kernel_attrs.push(sys::attr_bytes(&spec.attr).to_vec());
         descs.push(EventDesc {
-            attr: sys::attr_bytes(&spec.attr).to_vec(),
+            attr: sys::attr_bytes(spec.file_attr.as_ref().unwrap_or(&spec.attr)).to_vec(),
             name: spec.name.to_string(),
             ids,
         });
@@ -406,7 +521,27 @@ fn open_events(
         }
         rings.push(ring);
     }
-    Ok(OpenEvents { fds, rings, descs })
+    // Samples that carry a stack copy are rewritten while recording.
+    let rewriter = if specs.iter().any(|s| s.file_attr.is_some()) {
+        let attrs: Vec<(&[u8], &[u64], bool)> = kernel_attrs
+            .iter()
+            .zip(&descs)
+            .zip(specs)
+            .map(|((attr, desc), spec)| (&attr[..], &desc.ids[..], spec.file_attr.is_some()))
+            .collect();
+        Some(
+            StackRewriter::new(&attrs)
+                .ok_or_else(|| io::Error::other("cannot parse the events' attributes"))?,
+        )
+    } else {
+        None
+    };
+    Ok(OpenEvents {
+        fds,
+        rings,
+        descs,
+        rewriter,
+    })
 }
 
 /// The live side of a recording (`--stream`): decode, classify, print.
@@ -432,22 +567,37 @@ impl Live {
     }
 }
 
+/// Where drained records go: the recording, and the live stream's decoder.
+fn emit(writer: &mut PerfDataWriter, live: &mut Option<&mut Live>, bytes: &[u8]) -> io::Result<()> {
+    if let Some(live) = live.as_deref_mut() {
+        live.decoder.push(bytes);
+    }
+    writer.write_records(bytes)
+}
+
+/// One pass over every ring buffer; `last` settles every held-back sample.
 fn drain_all(
     rings: &mut [Ring],
     writer: &mut PerfDataWriter,
+    mut rewriter: Option<&mut StackRewriter>,
     mut live: Option<&mut Live>,
+    last: bool,
 ) -> io::Result<usize> {
     // Every record stamped before this moment is in a ring buffer by now
     // (give a record 2 ms between its timestamp and its write).
     let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
     let mut total = 0;
-    for ring in rings.iter_mut() {
-        total += ring.drain(|bytes| {
-            if let Some(live) = live.as_deref_mut() {
-                live.decoder.push(bytes);
-            }
-            writer.write_records(bytes)
-        })?;
+    {
+        let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
+        for ring in rings.iter_mut() {
+            total += ring.drain(|bytes| match rewriter.as_deref_mut() {
+                Some(rewriter) => rewriter.feed(bytes, &mut sink),
+                None => sink(bytes),
+            })?;
+        }
+        if let Some(rewriter) = rewriter {
+            rewriter.end_pass(cutoff, last, &mut sink)?;
+        }
     }
     if let Some(live) = live {
         live.flush(cutoff);
@@ -525,20 +675,25 @@ fn synthesize(
     writer: &mut PerfDataWriter,
     existing: &[Existing],
     id: u64,
+    mut rewriter: Option<&mut StackRewriter>,
     mut live: Option<&mut Live>,
 ) -> io::Result<()> {
     let time = sys::monotonic_ns();
-    for p in existing {
-        let mut records = vec![
-            synth::fork(p.pid, p.ppid, time, id),
-            synth::comm(p.pid, p.pid, &p.comm, time, id),
-        ];
-        records.extend(p.maps.iter().map(|m| synth::mmap2(p.pid, m, time, id)));
-        for record in records {
-            if let Some(live) = live.as_deref_mut() {
-                live.decoder.push(&record);
+    {
+        let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
+        for p in existing {
+            let mut records = vec![
+                synth::fork(p.pid, p.ppid, time, id),
+                synth::comm(p.pid, p.pid, &p.comm, time, id),
+            ];
+            records.extend(p.maps.iter().map(|m| synth::mmap2(p.pid, m, time, id)));
+            for record in records {
+                match rewriter.as_deref_mut() {
+                    // The unwinder learns the mappings too.
+                    Some(rewriter) => rewriter.feed(&record, &mut sink)?,
+                    None => sink(&record)?,
+                }
             }
-            writer.write_records(&record)?;
         }
     }
     writer.finish_round()
@@ -664,6 +819,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         fds,
         mut rings,
         descs,
+        mut rewriter,
     } = opened;
     let mut live = match cfg.stream {
         Some(kind) => Some(Live {
@@ -689,8 +845,14 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             );
         }
     } else {
-        synthesize(&mut writer, &existing, leader_id, live.as_mut())
-            .context("cannot write the recording")?;
+        synthesize(
+            &mut writer,
+            &existing,
+            leader_id,
+            rewriter.as_mut(),
+            live.as_mut(),
+        )
+        .context("cannot write the recording")?;
         for fd in fds.iter().flatten() {
             sys::enable(fd).context("cannot enable the events")?;
         }
@@ -711,7 +873,14 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     let mut stopped_by = None;
     let exit = loop {
         sys::poll_readable(&poll_fds, 50).context("poll failed")?;
-        drain_all(&mut rings, &mut writer, live.as_mut()).context("cannot write the recording")?;
+        drain_all(
+            &mut rings,
+            &mut writer,
+            rewriter.as_mut(),
+            live.as_mut(),
+            false,
+        )
+        .context("cannot write the recording")?;
         let (sig, count) = sys::pending_signal();
         if let Some(child) = &child {
             if let Some(status) = sys::wait(child.pid, true).context("waitpid failed")? {
@@ -750,7 +919,14 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     for fd in fds.iter().flatten() {
         let _ = sys::disable(fd);
     }
-    drain_all(&mut rings, &mut writer, live.as_mut()).context("cannot write the recording")?;
+    drain_all(
+        &mut rings,
+        &mut writer,
+        rewriter.as_mut(),
+        live.as_mut(),
+        true,
+    )
+    .context("cannot write the recording")?;
     let sum = |event: &[OwnedFd]| -> Option<u64> {
         event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
     };
@@ -784,7 +960,8 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         tracepoints: tracepoints.is_some(),
         tracepoints_note,
         period: cfg.period,
-        call_graph: "fp".into(),
+        call_graph: cfg.call_graph.describe(),
+        unwind: rewriter.as_ref().map(|r| r.stats().clone()),
         kernel_callchains: cfg.kernel_callchains,
         interrupted_by: (count > 0).then_some(sig).or(stopped_by),
         data_bytes: writer.data_size(),
@@ -813,6 +990,34 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--call-graph` values, their round trip through the metadata, and
+    /// the ones refused.
+    #[test]
+    fn call_graph_values() {
+        let dwarf = |stack_bytes| Ok(CallGraph::Dwarf { stack_bytes });
+        let cases = [
+            ("dwarf", dwarf(8192)),
+            ("dwarf,4096", dwarf(4096)),
+            ("dwarf,100", dwarf(104)),
+            ("dwarf,65528", dwarf(65528)),
+            ("fp", Ok(CallGraph::Fp)),
+            ("none", Ok(CallGraph::None)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(CallGraph::parse(text), want, "{text}");
+            if let Ok(mode) = want {
+                assert_eq!(
+                    CallGraph::parse(&mode.describe()),
+                    want,
+                    "{text} round trip"
+                );
+            }
+        }
+        for bad in ["dwarf,0", "dwarf,70000", "dwarf,x", "fp,8", "lbr", ""] {
+            assert!(CallGraph::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     /// CPU lists as the kernel prints them.
     #[test]

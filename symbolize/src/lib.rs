@@ -75,6 +75,7 @@ mod dwarf;
 mod elf;
 mod kernel;
 mod reloc;
+mod unwind;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -85,6 +86,7 @@ use std::rc::Rc;
 pub use kernel::KernelSymbols;
 
 use crate::elf::{SymKind, SymbolTable};
+pub use crate::unwind::{read_unwind_sections, unwind_sections, SectionBytes, UnwindSections};
 
 /// Symbolizer settings.
 #[derive(Clone, Debug, PartialEq, Eq)]

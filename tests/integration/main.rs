@@ -3,6 +3,7 @@
 //! CLI's errors and exit codes.
 
 mod cli;
+mod dwarf;
 mod live;
 mod record;
 mod startup;

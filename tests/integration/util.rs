@@ -92,12 +92,18 @@ pub fn can_record() -> bool {
 
 /// Records `program args` into `dir/out`, returning the process output and the parsed report.
 pub fn record(dir: &Path, program: &Path, args: &[&str]) -> (Output, Value) {
+    record_with(dir, &[], program, args)
+}
+
+/// [`record`] with pfprof options.
+pub fn record_with(dir: &Path, options: &[&str], program: &Path, args: &[&str]) -> (Output, Value) {
     let out_dir = dir.join("out");
     let output = run(pfprof()
         .arg("record")
         .arg("-q")
         .arg("-o")
         .arg(&out_dir)
+        .args(options)
         .arg("--")
         .arg(program)
         .args(args));

@@ -1,0 +1,403 @@
+//! `--call-graph dwarf` while recording: reads every drained record, keeps
+//! the unwinder's address spaces current from the side-band records
+//! (mmap2, comm/exec, fork, exit), and replaces each fault sample's user
+//! registers and stack copy (kilobytes) with the call chain unwound from
+//! them (a few hundred bytes). The recording then holds the same compact
+//! samples as a frame-pointer one, and `report` reads both the same way.
+//!
+//! A sample whose process or code is not known yet (its fork or mmap record
+//! sits in another CPU's buffer, not drained yet) is held back and retried
+//! at the end of the pass, and settled for good once its time is older than
+//! the pass's cutoff: by then every record it can depend on has been read.
+
+use std::io;
+
+use byteorder::LittleEndian;
+use linux_perf_data::linux_perf_event_reader::{
+    get_record_identifier, get_record_timestamp, CpuMode, Endianness, EventRecord, PerfEventAttr,
+    RawData, RawEventRecord, RecordParseInfo, RecordType,
+};
+use rustc_hash::FxHashMap;
+
+use crate::unwind::{Outcome, StackUnwinder, UnwindStats, UserRegs};
+
+const PERF_RECORD_MMAP2: u32 = 10;
+const PERF_RECORD_COMM: u32 = 3;
+const PERF_RECORD_FORK: u32 = 7;
+const PERF_RECORD_EXIT: u32 = 4;
+const PERF_RECORD_SAMPLE: u32 = 9;
+const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+/// x86 perf register numbers.
+const REG_BP: u64 = 6;
+const REG_SP: u64 = 7;
+const REG_IP: u64 = 8;
+
+/// Rewrites drained records, unwinding fault samples.
+pub struct StackRewriter {
+    unwinder: StackUnwinder,
+    infos: Vec<RecordParseInfo>,
+    /// Per attr: its samples carry registers and a stack copy to unwind.
+    unwinds: Vec<bool>,
+    attr_of_id: FxHashMap<u64, usize>,
+    /// The start of a record cut by the end of a drained slice.
+    carry: Vec<u8>,
+    /// Records to hand on.
+    out: Vec<u8>,
+    chain: Vec<u64>,
+    /// Samples waiting for their process's records: (time, record).
+    deferred: Vec<(u64, Vec<u8>)>,
+}
+
+impl StackRewriter {
+    /// From the attrs the events were opened with (raw bytes, ids) and
+    /// which of them are the fault events to unwind.
+    pub fn new(attrs: &[(&[u8], &[u64], bool)]) -> Option<StackRewriter> {
+        let mut infos = Vec::new();
+        let mut unwinds = Vec::new();
+        let mut attr_of_id = FxHashMap::default();
+        for (index, &(bytes, ids, unwind)) in attrs.iter().enumerate() {
+            let (attr, _) = PerfEventAttr::parse::<_, LittleEndian>(bytes).ok()?;
+            infos.push(RecordParseInfo::new(&attr, Endianness::LittleEndian));
+            unwinds.push(unwind);
+            for &id in ids {
+                attr_of_id.insert(id, index);
+            }
+        }
+        Some(StackRewriter {
+            unwinder: StackUnwinder::new(),
+            infos,
+            unwinds,
+            attr_of_id,
+            carry: Vec::new(),
+            out: Vec::with_capacity(1 << 20),
+            chain: Vec::with_capacity(256),
+            deferred: Vec::new(),
+        })
+    }
+
+    /// Unwinding counters so far.
+    pub fn stats(&self) -> &UnwindStats {
+        &self.unwinder.stats
+    }
+
+    /// Takes drained bytes (records may be cut at either end) and hands the
+    /// rewritten complete records to `sink`.
+    pub fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if !self.carry.is_empty() {
+            let mut carry = std::mem::take(&mut self.carry);
+            let want = |carry: &[u8]| {
+                if carry.len() < 8 {
+                    8
+                } else {
+                    usize::from(u16::from_le_bytes([carry[6], carry[7]])).max(8)
+                }
+            };
+            while carry.len() < want(&carry) && !bytes.is_empty() {
+                let n = (want(&carry) - carry.len()).min(bytes.len());
+                carry.extend_from_slice(&bytes[..n]);
+                bytes = &bytes[n..];
+            }
+            if carry.len() == want(&carry) && carry.len() >= 8 {
+                if !self.record(&carry, false) {
+                    self.unwinder.stats.deferred += 1;
+                }
+                carry.clear();
+            }
+            self.carry = carry;
+        }
+        while bytes.len() >= 8 {
+            let size = usize::from(u16::from_le_bytes([bytes[6], bytes[7]]));
+            if size < 8 {
+                // Not a kernel record: pass the rest on as it is.
+                self.unwinder.stats.bad_records += 1;
+                self.out.extend_from_slice(bytes);
+                bytes = &[];
+                break;
+            }
+            if bytes.len() < size {
+                break;
+            }
+            if !self.record(&bytes[..size], false) {
+                self.unwinder.stats.deferred += 1;
+            }
+            bytes = &bytes[size..];
+        }
+        self.carry.extend_from_slice(bytes);
+        self.flush(sink)
+    }
+
+    /// Ends a pass over all buffers: retries held-back samples, settles
+    /// those older than `cutoff` (all of them when `last`), and forgets
+    /// processes that exited before it.
+    pub fn end_pass(
+        &mut self,
+        cutoff: u64,
+        last: bool,
+        sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        // A sample still unknown goes back into `deferred` by itself.
+        for (time, record) in std::mem::take(&mut self.deferred) {
+            self.record(&record, last || time < cutoff);
+        }
+        self.unwinder.forget_exited(cutoff);
+        self.flush(sink)
+    }
+
+    fn flush(&mut self, sink: &mut impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        if !self.out.is_empty() {
+            sink(&self.out)?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Handles one complete record; false when a sample was held back
+    /// (`settle` unset and its process or code not known yet).
+    fn record(&mut self, record: &[u8], settle: bool) -> bool {
+        let record_type = u32::from_le_bytes([record[0], record[1], record[2], record[3]]);
+        let misc = u16::from_le_bytes([record[4], record[5]]);
+        let body = RawData::Single(&record[8..]);
+        let id = get_record_identifier::<LittleEndian>(RecordType(record_type), body, true);
+        let attr = id.and_then(|id| self.attr_of_id.get(&id).copied());
+        let (Some(id), Some(attr)) = (id, attr) else {
+            // pfprof's own records, or an id we did not open: unchanged.
+            self.out.extend_from_slice(record);
+            return true;
+        };
+        let info = self.infos[attr];
+        let time =
+            get_record_timestamp::<LittleEndian>(RecordType(record_type), body, &info).unwrap_or(0);
+        let parsed = RawEventRecord::new(RecordType(record_type), misc, body, info).parse();
+        let Ok(parsed) = parsed else {
+            self.unwinder.stats.bad_records += 1;
+            self.out.extend_from_slice(record);
+            return true;
+        };
+        match parsed {
+            EventRecord::Sample(s) if record_type == PERF_RECORD_SAMPLE && self.unwinds[attr] => {
+                let (Some(ip), Some(pid), Some(tid), Some(addr), Some(cpu)) =
+                    (s.ip, s.pid, s.tid, s.addr, s.cpu)
+                else {
+                    // Cannot happen with the attrs pfprof opens; counted.
+                    self.unwinder.stats.bad_records += 1;
+                    return true;
+                };
+                self.chain.clear();
+                if let Some(kernel) = &s.callchain {
+                    self.chain
+                        .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
+                }
+                let regs = s.user_regs.as_ref().and_then(|r| {
+                    Some(UserRegs {
+                        ip: r.get(REG_IP)?,
+                        sp: r.get(REG_SP)?,
+                        bp: r.get(REG_BP)?,
+                    })
+                });
+                match regs {
+                    Some(regs) => {
+                        let stack = match &s.user_stack {
+                            Some((RawData::Single(data), dyn_size)) => {
+                                &data[..(*dyn_size as usize).min(data.len())]
+                            }
+                            _ => &[],
+                        };
+                        let kernel_len = self.chain.len();
+                        self.chain.push(PERF_CONTEXT_USER);
+                        let kernel_mode = s.cpu_mode == CpuMode::Kernel;
+                        let outcome = self.unwinder.unwind(
+                            pid,
+                            time,
+                            kernel_mode,
+                            regs,
+                            stack,
+                            settle,
+                            &mut self.chain,
+                        );
+                        if outcome == Outcome::Unknown {
+                            self.chain.truncate(kernel_len);
+                            self.deferred.push((time, record.to_vec()));
+                            return false;
+                        }
+                    }
+                    None => self.unwinder.stats.no_user_regs += 1,
+                }
+                // IDENTIFIER, IP, TID, TIME, ADDR, CPU, CALLCHAIN.
+                let size = 8 + 7 * 8 + 8 * self.chain.len();
+                let out = &mut self.out;
+                out.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
+                out.extend_from_slice(&misc.to_le_bytes());
+                out.extend_from_slice(&(size as u16).to_le_bytes());
+                for value in [id, ip] {
+                    out.extend_from_slice(&value.to_le_bytes());
+                }
+                out.extend_from_slice(&pid.to_le_bytes());
+                out.extend_from_slice(&tid.to_le_bytes());
+                for value in [time, addr] {
+                    out.extend_from_slice(&value.to_le_bytes());
+                }
+                out.extend_from_slice(&cpu.to_le_bytes());
+                out.extend_from_slice(&0u32.to_le_bytes());
+                out.extend_from_slice(&(self.chain.len() as u64).to_le_bytes());
+                for &frame in &self.chain {
+                    out.extend_from_slice(&frame.to_le_bytes());
+                }
+                return true;
+            }
+            EventRecord::Mmap2(m) if record_type == PERF_RECORD_MMAP2 => {
+                let (file_offset, build_id) = match &m.file_id {
+                    linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(id) => {
+                        (m.page_offset, Some(&id[..]))
+                    }
+                    _ => (m.page_offset, None),
+                };
+                let path = m.path.as_slice();
+                self.unwinder.on_mmap(
+                    m.pid,
+                    m.address..m.address.saturating_add(m.length),
+                    file_offset,
+                    m.protection,
+                    &path,
+                    build_id,
+                );
+            }
+            EventRecord::Comm(c) if record_type == PERF_RECORD_COMM && c.is_execve => {
+                self.unwinder.on_exec(c.pid, time);
+            }
+            EventRecord::Fork(f) if record_type == PERF_RECORD_FORK => {
+                self.unwinder.on_fork(f.pid, f.ppid);
+            }
+            EventRecord::Exit(e) if record_type == PERF_RECORD_EXIT && e.pid == e.tid => {
+                self.unwinder.on_exit(e.pid, time);
+            }
+            _ => {}
+        }
+        self.out.extend_from_slice(record);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::tests::sample_with_chain;
+    use crate::record::maps::MapsLine;
+    use crate::record::{synth, sys};
+    use crate::unwind::tests::{snapshot, unwinder_with_nofp, DIR, PID};
+    use crate::unwind::{SAMPLE_REGS_USER, TRUNCATED_FRAME};
+    use perf_event_open_sys::bindings as b;
+
+    const ID: u64 = 42;
+
+    /// The kernel's sample of a dwarf-mode fault: registers and stack copy.
+    fn kernel_sample(time: u64, addr: u64, regs: UserRegs, stack: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        let size = 8 + 6 * 8 + 4 * 8 + 8 + stack.len() + 8;
+        r.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
+        r.extend_from_slice(&2u16.to_le_bytes());
+        r.extend_from_slice(&(size as u16).to_le_bytes());
+        for v in [ID, 0x401000, (7u64 << 32) | 7, time, addr, 1] {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        // REGS_USER: abi 64, then BP, SP, IP; STACK_USER: size, bytes, dyn size.
+        for v in [2, regs.bp, regs.sp, regs.ip, stack.len() as u64] {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        r.extend_from_slice(stack);
+        r.extend_from_slice(&(stack.len() as u64).to_le_bytes());
+        r
+    }
+
+    fn kernel_attr() -> Vec<u8> {
+        let mut attr = sys::new_attr();
+        attr.sample_type = (b::PERF_SAMPLE_IDENTIFIER
+            | b::PERF_SAMPLE_IP
+            | b::PERF_SAMPLE_TID
+            | b::PERF_SAMPLE_TIME
+            | b::PERF_SAMPLE_ADDR
+            | b::PERF_SAMPLE_CPU
+            | b::PERF_SAMPLE_REGS_USER
+            | b::PERF_SAMPLE_STACK_USER) as u64;
+        attr.sample_regs_user = SAMPLE_REGS_USER;
+        attr.sample_stack_user = 4096;
+        attr.set_sample_id_all(1);
+        sys::attr_bytes(&attr).to_vec()
+    }
+
+    /// Drained bytes cut anywhere (inside a header, inside the stack copy)
+    /// come out as the side-band record unchanged and the sample rewritten
+    /// with the chain the unwinder finds, in the layout of a frame-pointer
+    /// recording; the process's sample waits for its mapping when the
+    /// mapping arrives later in the same pass (another CPU's buffer).
+    #[test]
+    fn rewrites_samples_cut_anywhere() {
+        let snap = snapshot();
+        let mut chain = vec![PERF_CONTEXT_USER];
+        unwinder_with_nofp(&snap).unwind(PID, 5, false, snap.regs, &snap.stack, true, &mut chain);
+        assert_eq!(chain.last(), Some(&TRUNCATED_FRAME));
+        let mut want = sample_with_chain(ID, 1, 5, 0x1234, &chain);
+        // sample_with_chain's pid/tid is 7; the sample belongs to PID.
+        want[24..32].copy_from_slice(&((PID as u64) << 32 | PID as u64).to_le_bytes());
+
+        let mmap = synth::mmap2(
+            PID,
+            &MapsLine {
+                start_avma: snap.text.start,
+                end_avma: snap.text.end,
+                prot: 5,
+                flags: 2,
+                file_offset: snap.text_file_offset,
+                path: format!("{DIR}/nofp"),
+            },
+            1,
+            ID,
+        );
+        let mut sample = kernel_sample(5, 0x1234, snap.regs, &snap.stack);
+        sample[24..32].copy_from_slice(&((PID as u64) << 32 | PID as u64).to_le_bytes());
+        let attr = kernel_attr();
+
+        for (order, cuts) in [
+            ("mmap first", vec![3, mmap.len() + 5, mmap.len() + 100]),
+            ("mmap first", vec![mmap.len()]),
+            ("sample first", vec![]),
+            ("no mmap", vec![]),
+        ] {
+            let mut rewriter = StackRewriter::new(&[(&attr, &[ID], true)]).unwrap();
+            let bytes = match order {
+                "mmap first" => [&mmap[..], &sample[..]].concat(),
+                "sample first" => [&sample[..], &mmap[..]].concat(),
+                _ => sample.clone(),
+            };
+            let mut out = Vec::new();
+            let mut sink = |b: &[u8]| {
+                out.extend_from_slice(b);
+                Ok(())
+            };
+            let mut start = 0;
+            for &cut in cuts.iter().chain([bytes.len()].iter()) {
+                rewriter.feed(&bytes[start..cut], &mut sink).unwrap();
+                start = cut;
+            }
+            // Passes that cannot settle it yet, then the last one.
+            rewriter.end_pass(0, false, &mut sink).unwrap();
+            rewriter.end_pass(0, false, &mut sink).unwrap();
+            rewriter.end_pass(0, true, &mut sink).unwrap();
+            if order == "no mmap" {
+                // Written once, with its IP only (a process never seen).
+                let alone = sample_with_chain(ID, 1, 5, 0x1234, &[PERF_CONTEXT_USER, snap.regs.ip]);
+                assert_eq!(out[32..], alone[32..]);
+                assert_eq!(out.len(), alone.len());
+                assert_eq!(rewriter.stats().no_process, 1);
+                continue;
+            }
+            let deferred = u64::from(order != "mmap first");
+            assert_eq!(rewriter.stats().deferred, deferred, "{order} {cuts:?}");
+            assert_eq!(rewriter.stats().bad_records, 0);
+            assert_eq!(out, [&mmap[..], &want[..]].concat(), "{order} {cuts:?}");
+        }
+    }
+}

@@ -1,0 +1,667 @@
+//! DWARF unwinding of sampled user stacks (`--call-graph dwarf`).
+//!
+//! Owns the address spaces as the recorder sees them (which executable
+//! mappings every process has, over forks and execs) and turns a sample's
+//! user registers and stack copy into a call chain with `framehop` over the
+//! CFI (`.eh_frame`/`.eh_frame_hdr`, `.debug_frame` when there is no
+//! `.eh_frame`) of each mapped file. Files are read once and shared by every
+//! process that maps them.
+//!
+//! A chain that stops before the root (the outermost frame's CFI says "no
+//! return address", as in `_start` and `clone3`) ends with
+//! [`TRUNCATED_FRAME`]: the stack copy was too small, a frame lies in code
+//! with no unwind information (JIT code, a file that cannot be read), or the
+//! CFI led nowhere. The unwinder never guesses with frame pointers past such
+//! a frame: a marked `[unknown]` beats a plausible-looking wrong caller.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder as _};
+use pfprof_symbolize::UnwindSections;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+/// The last frame of a chain whose unwinding stopped early. Address 0 is
+/// never code; perf shows it as `[unknown]` too.
+pub const TRUNCATED_FRAME: u64 = 0;
+
+/// `sample_regs_user` for x86_64: BP (6), SP (7), IP (8), in that order in
+/// each sample.
+pub const SAMPLE_REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+
+/// Deepest chain kept (perf's default `kernel.perf_event_max_stack`).
+pub const MAX_FRAMES: usize = 127;
+
+/// Bytes after an ELF entry point that count as the entry code: a chain
+/// reaching them is complete (the entry code is the root and may have no
+/// CFI saying so, like ld.so's `_start`).
+const ENTRY_CODE_BYTES: u64 = 64;
+
+/// Default bytes of user stack copied per sample (perf's default too).
+pub const DEFAULT_STACK_BYTES: u32 = 8192;
+
+const PROT_EXEC: u32 = 4;
+const PF_X: u32 = 1;
+
+type Data = Arc<[u8]>;
+
+/// User registers of a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserRegs {
+    /// Instruction pointer (avma).
+    pub ip: u64,
+    /// Stack pointer (avma).
+    pub sp: u64,
+    /// Frame pointer (avma).
+    pub bp: u64,
+}
+
+/// How a chain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It reached the root frame.
+    Complete,
+    /// It stopped early; the chain ends with [`TRUNCATED_FRAME`].
+    Truncated(Stop),
+    /// The process or the code at the sampled IP is not known (yet): its
+    /// mapping or fork record may still be in another CPU's buffer. Nothing
+    /// was written.
+    Unknown,
+    /// The process was never seen; only the IP was written.
+    NoProcess,
+}
+
+/// Why a chain stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The CFI needed stack beyond the copied bytes.
+    StackCopy,
+    /// A frame is in code without unwind information.
+    NoUnwindInfo,
+    /// The CFI gave an impossible frame (or more than [`MAX_FRAMES`]).
+    Corrupt,
+}
+
+/// Unwinding counters, kept in the recording's metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnwindStats {
+    /// Samples unwound.
+    pub samples: u64,
+    /// Chains that reached their root.
+    pub complete: u64,
+    /// Stopped: stack copy too small.
+    pub stack_copy: u64,
+    /// Stopped: code without unwind information.
+    pub no_unwind_info: u64,
+    /// Stopped: bad CFI or too deep.
+    pub corrupt: u64,
+    /// Samples that did not parse (dropped, counted).
+    #[serde(default)]
+    pub bad_records: u64,
+    /// Samples held back until their process's mappings were seen.
+    pub deferred: u64,
+    /// Samples without user registers (kernel threads).
+    pub no_user_regs: u64,
+    /// Samples whose registers belong to no known image: faults the kernel
+    /// takes inside execve (the old image's registers) and processes never
+    /// seen. Only their IP is kept; `report` shows them as `[execve]`.
+    #[serde(default)]
+    pub no_process: u64,
+    /// Files whose unwind information could not be read.
+    pub unreadable_files: Vec<String>,
+}
+
+impl UnwindStats {
+    /// Chains that stopped early.
+    pub fn truncated(&self) -> u64 {
+        self.stack_copy + self.no_unwind_info + self.corrupt
+    }
+
+    fn count(&mut self, outcome: Outcome) {
+        self.samples += 1;
+        match outcome {
+            Outcome::Complete => self.complete += 1,
+            Outcome::Truncated(Stop::StackCopy) => self.stack_copy += 1,
+            Outcome::Truncated(Stop::NoUnwindInfo) => self.no_unwind_info += 1,
+            Outcome::Truncated(Stop::Corrupt) => self.corrupt += 1,
+            Outcome::NoProcess => self.no_process += 1,
+            Outcome::Unknown => {}
+        }
+    }
+}
+
+/// One file's unwind sections, shared between processes.
+struct UnwindFile {
+    sections: UnwindSections,
+    eh_frame: Option<Data>,
+    eh_frame_hdr: Option<Data>,
+    debug_frame: Option<Data>,
+}
+
+impl UnwindFile {
+    fn new(mut sections: UnwindSections) -> Option<Arc<UnwindFile>> {
+        if !sections.has_cfi() {
+            return None;
+        }
+        let eh_frame = sections.eh_frame.as_mut().map(|s| take(&mut s.data));
+        let eh_frame_hdr = sections.eh_frame_hdr.as_mut().map(|s| take(&mut s.data));
+        let debug_frame = sections.debug_frame.take().map(Data::from);
+        Some(Arc::new(UnwindFile {
+            sections,
+            eh_frame,
+            eh_frame_hdr,
+            debug_frame,
+        }))
+    }
+
+    /// A framehop module for the mapping `avma` of this file at
+    /// `file_offset`, and its load bias (avma - svma).
+    fn module(
+        &self,
+        name: &str,
+        avma: Range<u64>,
+        file_offset: u64,
+    ) -> Option<(Module<Data>, u64)> {
+        // The load bias (avma - svma) comes from the PT_LOAD the mapping
+        // holds. The kernel maps from the page below p_offset, and linkers
+        // such as lld do not keep p_vaddr - p_offset page-aligned, so place
+        // the segment's own first byte, preferring the executable segment
+        // when a page holds the end of one and the start of the next.
+        let page_start = |offset: u64| offset & !0xfff;
+        let seg = self
+            .sections
+            .segments
+            .iter()
+            .filter(|s| {
+                page_start(s.file_offset) <= file_offset
+                    && file_offset < s.file_offset + s.file_size.max(1)
+            })
+            .max_by_key(|s| s.flags & PF_X)?;
+        let seg_avma = (avma.start + seg.file_offset).checked_sub(file_offset)?;
+        let bias = seg_avma.wrapping_sub(seg.svma);
+        let s = &self.sections;
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: s.text_svma.clone(),
+            got_svma: s.got_svma.clone(),
+            eh_frame_svma: s.eh_frame.as_ref().map(|e| e.svma.clone()),
+            eh_frame: self.eh_frame.clone(),
+            eh_frame_hdr_svma: s.eh_frame_hdr.as_ref().map(|e| e.svma.clone()),
+            eh_frame_hdr: self.eh_frame_hdr.clone(),
+            debug_frame: self.debug_frame.clone(),
+            ..Default::default()
+        };
+        Some((Module::new(name.to_string(), avma, bias, info), bias))
+    }
+}
+
+fn take(data: &mut Vec<u8>) -> Data {
+    Data::from(std::mem::take(data))
+}
+
+/// One process's executable mappings.
+#[derive(Clone, Default)]
+struct Space {
+    unwinder: UnwinderX86_64<Data>,
+    /// Mappings with unwind information: start → (end, entry-point avma).
+    modules: BTreeMap<u64, (u64, Option<u64>)>,
+    /// The image before the last exec, for samples stamped before it that
+    /// are unwound after it.
+    before_exec: Option<(u64, Box<Space>)>,
+    /// Exec'd, and no user-mode fault yet: kernel-mode faults are execve's
+    /// own, with the old image's registers.
+    exec_pending: bool,
+}
+
+impl Space {
+    /// Whether `avma` is in a mapping with unwind information, and if so
+    /// whether it is in the file's entry code.
+    fn lookup(&self, avma: u64) -> Option<bool> {
+        let (_, &(end, entry)) = self.modules.range(..=avma).next_back()?;
+        (avma < end).then(|| entry.is_some_and(|e| avma >= e && avma - e < ENTRY_CODE_BYTES))
+    }
+
+    /// Removes every module overlapping `range` (a new mapping replaced it).
+    fn unmap(&mut self, range: &Range<u64>) {
+        let starts: Vec<u64> = self
+            .modules
+            .range(..range.end)
+            .filter(|(_, &(end, _))| end > range.start)
+            .map(|(&start, _)| start)
+            .collect();
+        for start in starts {
+            self.modules.remove(&start);
+            self.unwinder.remove_module(start);
+        }
+    }
+
+    fn at(&self, time: u64) -> &Space {
+        match &self.before_exec {
+            Some((exec_time, before)) if time < *exec_time => before,
+            _ => self,
+        }
+    }
+}
+
+/// Address spaces, files and the unwinding cache of one recording.
+#[derive(Default)]
+pub struct StackUnwinder {
+    /// Path (+ build-id) → the file's unwind data; None: unusable.
+    files: FxHashMap<(Vec<u8>, Option<Vec<u8>>), Option<Arc<UnwindFile>>>,
+    spaces: FxHashMap<i32, Space>,
+    cache: CacheX86_64,
+    /// Processes that exited, to forget once no sample of theirs can come.
+    exited: Vec<(u64, i32)>,
+    /// Counters.
+    pub stats: UnwindStats,
+}
+
+impl StackUnwinder {
+    /// An unwinder that knows no process yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A mapping appeared in `pid`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_mmap(
+        &mut self,
+        pid: i32,
+        avma: Range<u64>,
+        file_offset: u64,
+        prot: u32,
+        path: &[u8],
+        build_id: Option<&[u8]>,
+    ) {
+        let space = self.spaces.entry(pid).or_default();
+        space.unmap(&avma);
+        if prot & PROT_EXEC == 0 || avma.is_empty() {
+            return;
+        }
+        let key = (path.to_vec(), build_id.map(<[u8]>::to_vec));
+        let stats = &mut self.stats;
+        let file = self
+            .files
+            .entry(key)
+            .or_insert_with(|| load_file(path, build_id, stats))
+            .clone();
+        let Some(file) = file else { return };
+        let name = String::from_utf8_lossy(path);
+        if let Some((module, bias)) = file.module(&name, avma.clone(), file_offset) {
+            let entry = file.sections.entry_svma;
+            let entry_avma = (entry != 0).then(|| entry.wrapping_add(bias));
+            let space = self.spaces.entry(pid).or_default();
+            space.modules.insert(avma.start, (avma.end, entry_avma));
+            space.unwinder.add_module(module);
+        }
+    }
+
+    /// `pid` exec'd at `time`: a new, empty address space.
+    pub fn on_exec(&mut self, pid: i32, time: u64) {
+        let mut old = self.spaces.remove(&pid).unwrap_or_default();
+        old.before_exec = None;
+        self.spaces.insert(
+            pid,
+            Space {
+                before_exec: Some((time, Box::new(old))),
+                exec_pending: true,
+                ..Space::default()
+            },
+        );
+    }
+
+    /// A new process `pid` forked from `ppid` (threads need nothing).
+    pub fn on_fork(&mut self, pid: i32, ppid: i32) {
+        if pid == ppid {
+            return;
+        }
+        let mut space = self.spaces.get(&ppid).cloned().unwrap_or_default();
+        space.before_exec = None;
+        self.spaces.insert(pid, space);
+    }
+
+    /// Process `pid` exited at `time`.
+    pub fn on_exit(&mut self, pid: i32, time: u64) {
+        self.exited.push((time, pid));
+    }
+
+    /// Forgets processes that exited before `time` (no sample of theirs can
+    /// still be on its way).
+    pub fn forget_exited(&mut self, time: u64) {
+        let spaces = &mut self.spaces;
+        self.exited.retain(|&(exit_time, pid)| {
+            if exit_time < time {
+                spaces.remove(&pid);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Unwinds one sample into `chain` (appended: leaf IP first, then return
+    /// addresses, then [`TRUNCATED_FRAME`] if it stopped early). With
+    /// `final_attempt` unset, a sample of an unknown process or code
+    /// returns [`Outcome::Unknown`] without writing, to be retried once the
+    /// other buffers have been read.
+    #[allow(clippy::too_many_arguments)]
+    pub fn unwind(
+        &mut self,
+        pid: i32,
+        time: u64,
+        kernel_mode: bool,
+        regs: UserRegs,
+        stack: &[u8],
+        final_attempt: bool,
+        chain: &mut Vec<u64>,
+    ) -> Outcome {
+        if let Some(space) = self.spaces.get_mut(&pid) {
+            if space.exec_pending && time >= space.before_exec.as_ref().map_or(0, |b| b.0) {
+                space.exec_pending = kernel_mode;
+            }
+        }
+        let space = self.spaces.get(&pid).map(|s| s.at(time));
+        if space.is_some_and(|s| s.exec_pending) {
+            chain.push(regs.ip);
+            self.stats.count(Outcome::NoProcess);
+            return Outcome::NoProcess;
+        }
+        let known = space.is_some_and(|s| s.lookup(regs.ip).is_some());
+        if !known && !final_attempt {
+            return Outcome::Unknown;
+        }
+        let outcome = match space {
+            Some(space) if known => walk(space, &mut self.cache, regs, stack, chain),
+            Some(_) => {
+                chain.extend([regs.ip, TRUNCATED_FRAME]);
+                Outcome::Truncated(Stop::NoUnwindInfo)
+            }
+            None => {
+                // No record of this process at all.
+                chain.push(regs.ip);
+                Outcome::NoProcess
+            }
+        };
+        self.stats.count(outcome);
+        outcome
+    }
+}
+
+fn walk(
+    space: &Space,
+    cache: &mut CacheX86_64,
+    regs: UserRegs,
+    stack: &[u8],
+    chain: &mut Vec<u64>,
+) -> Outcome {
+    let sp = regs.sp;
+    let mut read_stack = |avma: u64| -> Result<u64, ()> {
+        let offset = usize::try_from(avma.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+        let bytes = stack
+            .get(offset..offset.checked_add(8).ok_or(())?)
+            .ok_or(())?;
+        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+    };
+    let mut frames = space.unwinder.iter_frames(
+        regs.ip,
+        UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+        cache,
+        &mut read_stack,
+    );
+    let start = chain.len();
+    let stop = loop {
+        let address = match frames.next() {
+            Ok(Some(address)) => address,
+            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => return Outcome::Complete,
+            Err(framehop::Error::CouldNotReadStack(_)) => break Stop::StackCopy,
+            Err(_) => break Stop::Corrupt,
+        };
+        if chain.len() - start >= MAX_FRAMES {
+            break Stop::Corrupt;
+        }
+        chain.push(address.address());
+        // framehop would fall back to frame pointers in code it has no CFI
+        // for; stop there instead.
+        let lookup = match address {
+            FrameAddress::InstructionPointer(ip) => ip,
+            FrameAddress::ReturnAddress(_) => address.address_for_lookup(),
+        };
+        match space.lookup(lookup) {
+            Some(true) => return Outcome::Complete,
+            Some(false) => {}
+            None => break Stop::NoUnwindInfo,
+        }
+    };
+    chain.push(TRUNCATED_FRAME);
+    Outcome::Truncated(stop)
+}
+
+fn load_file(
+    path: &[u8],
+    build_id: Option<&[u8]>,
+    stats: &mut UnwindStats,
+) -> Option<Arc<UnwindFile>> {
+    let name = String::from_utf8_lossy(path);
+    let sections = if path == b"[vdso]" {
+        own_vdso().and_then(|image| pfprof_symbolize::unwind_sections(&image).ok())
+    } else if path.starts_with(b"/") {
+        use std::os::unix::ffi::OsStrExt;
+        pfprof_symbolize::read_unwind_sections(Path::new(std::ffi::OsStr::from_bytes(path))).ok()
+    } else {
+        // `//anon`, `[heap]`, `[stack]`, `[vsyscall]`…: not files.
+        return None;
+    };
+    let usable = sections.filter(|s| {
+        build_id.is_none() || s.build_id.is_none() || s.build_id.as_deref() == build_id
+    });
+    let file = usable.and_then(UnwindFile::new);
+    if file.is_none() {
+        stats.unreadable_files.push(name.into_owned());
+    }
+    file
+}
+
+/// The vDSO image of this process: the same kernel maps the same image
+/// into every process.
+fn own_vdso() -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (range, _) = line.split_once(' ')?;
+    let (start, end) = range.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
+    mem.seek(SeekFrom::Start(start)).ok()?;
+    let mut image = vec![0; usize::try_from(end.checked_sub(start)?).ok()?];
+    mem.read_exact(&mut image).ok()?;
+    Some(image)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A stack captured by `fixtures/snapshots/make.sh` (gdb stopped at the
+    /// faulting store in `leaf` of the committed `-O2 -fomit-frame-pointer`
+    /// binary `nofp`).
+    pub(crate) struct Snapshot {
+        pub(crate) regs: UserRegs,
+        pub(crate) stack: Vec<u8>,
+        pub(crate) text: Range<u64>,
+        pub(crate) text_file_offset: u64,
+        libc_text: Range<u64>,
+        /// IP, then return addresses, leaf to main.
+        pub(crate) expected: Vec<u64>,
+    }
+
+    pub(crate) const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/snapshots");
+
+    pub(crate) fn snapshot() -> Snapshot {
+        let text = std::fs::read_to_string(format!("{DIR}/nofp.snap")).unwrap();
+        let values: FxHashMap<&str, &str> =
+            text.lines().filter_map(|l| l.split_once('=')).collect();
+        let hex =
+            |key: &str| u64::from_str_radix(values[key].trim_start_matches("0x"), 16).unwrap();
+        Snapshot {
+            regs: UserRegs {
+                ip: hex("ip"),
+                sp: hex("sp"),
+                bp: hex("bp"),
+            },
+            stack: std::fs::read(format!("{DIR}/nofp.stack")).unwrap(),
+            text: hex("text_avma_start")..hex("text_avma_end"),
+            text_file_offset: hex("text_file_offset"),
+            libc_text: hex("libc_text_avma_start")..hex("libc_text_avma_end"),
+            expected: values["expected_return_addresses"]
+                .split(',')
+                .map(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap())
+                .collect(),
+        }
+    }
+
+    pub(crate) const PID: i32 = 100;
+
+    pub(crate) fn unwinder_with_nofp(snap: &Snapshot) -> StackUnwinder {
+        let mut u = StackUnwinder::new();
+        let path = format!("{DIR}/nofp");
+        u.on_mmap(
+            PID,
+            snap.text.clone(),
+            snap.text_file_offset,
+            PROT_EXEC | 1,
+            path.as_bytes(),
+            None,
+        );
+        u
+    }
+
+    /// Through five frames of code without frame pointers (one with 3 KiB
+    /// of locals), from the faulting store to `main`; the caller of `main`
+    /// is in libc, which this address space lacks, so the chain ends
+    /// there with the marker. Smaller stack copies stop early, marked.
+    #[test]
+    fn unwinds_snapshot_without_frame_pointers() {
+        let snap = snapshot();
+        assert_eq!(snap.expected.len(), 6, "leaf, c, big, b, a, main");
+        // (stack bytes copied, frames expected before the marker, outcome)
+        let cases = [
+            (snap.stack.len(), 7, Outcome::Truncated(Stop::NoUnwindInfo)),
+            (512, 3, Outcome::Truncated(Stop::StackCopy)),
+            (0, 1, Outcome::Truncated(Stop::StackCopy)),
+        ];
+        for (bytes, frames, outcome) in cases {
+            let mut u = unwinder_with_nofp(&snap);
+            let mut chain = Vec::new();
+            let got = u.unwind(
+                PID,
+                0,
+                false,
+                snap.regs,
+                &snap.stack[..bytes],
+                false,
+                &mut chain,
+            );
+            assert_eq!(got, outcome, "{bytes} bytes");
+            assert_eq!(chain.len(), frames + 1, "{bytes} bytes: {chain:x?}");
+            assert_eq!(chain[..frames.min(6)], snap.expected[..frames.min(6)]);
+            assert_eq!(chain.last(), Some(&TRUNCATED_FRAME));
+            if frames == 7 {
+                assert!(
+                    snap.libc_text.contains(&chain[6]),
+                    "main's caller is in libc"
+                );
+            }
+            assert_eq!(u.stats.truncated(), 1);
+        }
+    }
+
+    /// Forks inherit the address space; exec replaces it, but samples
+    /// stamped before the exec still see the old image; an IP outside
+    /// every module is held back until the last attempt, then marked; a
+    /// process never seen gets its IP alone.
+    #[test]
+    fn address_spaces_over_fork_and_exec() {
+        let snap = snapshot();
+        let mut u = unwinder_with_nofp(&snap);
+        let mut chain = Vec::new();
+        u.on_fork(PID + 1, PID);
+        let got = u.unwind(
+            PID + 1,
+            10,
+            false,
+            snap.regs,
+            &snap.stack,
+            false,
+            &mut chain,
+        );
+        assert_eq!(got, Outcome::Truncated(Stop::NoUnwindInfo));
+        assert_eq!(chain[..6], snap.expected[..]);
+
+        u.on_exec(PID, 1_000);
+        chain.clear();
+        let before = u.unwind(PID, 999, false, snap.regs, &snap.stack, false, &mut chain);
+        assert_eq!(
+            (before, chain.len()),
+            (Outcome::Truncated(Stop::NoUnwindInfo), 8)
+        );
+        // Kernel-mode faults right after the exec are execve's own.
+        chain.clear();
+        let in_exec = u.unwind(PID, 1_000, true, snap.regs, &snap.stack, false, &mut chain);
+        assert_eq!(
+            (in_exec, &chain[..]),
+            (Outcome::NoProcess, &[snap.regs.ip][..])
+        );
+        chain.clear();
+        let after = u.unwind(PID, 1_001, false, snap.regs, &snap.stack, false, &mut chain);
+        assert_eq!((after, chain.len()), (Outcome::Unknown, 0), "held back");
+        let settled = u.unwind(PID, 1_001, false, snap.regs, &snap.stack, true, &mut chain);
+        assert_eq!(settled, Outcome::Truncated(Stop::NoUnwindInfo));
+        assert_eq!(chain, vec![snap.regs.ip, TRUNCATED_FRAME]);
+
+        chain.clear();
+        let stranger = u.unwind(7, 0, false, snap.regs, &snap.stack, true, &mut chain);
+        assert_eq!(
+            (stranger, &chain[..]),
+            (Outcome::NoProcess, &[snap.regs.ip][..])
+        );
+
+        // A new mapping over the module removes it; exiting forgets the pid.
+        u.on_mmap(PID + 1, snap.text.clone(), 0, 1, b"//anon", None);
+        chain.clear();
+        let unmapped = u.unwind(
+            PID + 1,
+            20,
+            false,
+            snap.regs,
+            &snap.stack,
+            false,
+            &mut chain,
+        );
+        assert_eq!(unmapped, Outcome::Unknown);
+        u.on_exit(PID + 1, 30);
+        u.forget_exited(31);
+        let forgotten = u.unwind(PID + 1, 40, false, snap.regs, &snap.stack, true, &mut chain);
+        assert_eq!(forgotten, Outcome::NoProcess);
+    }
+
+    /// A chain that reaches the entry code of a file is complete even
+    /// without CFI that says so (ld.so's `_start`).
+    #[test]
+    fn entry_code_ends_the_chain() {
+        let snap = snapshot();
+        let mut u = unwinder_with_nofp(&snap);
+        let entry_space = u.spaces.get_mut(&PID).unwrap();
+        let (_, (_, entry)) = entry_space.modules.iter_mut().next().unwrap();
+        // Pretend `a`'s return site into main is the entry code.
+        *entry = Some(snap.expected[5] - 1 - 8);
+        let mut chain = Vec::new();
+        let got = u.unwind(PID, 0, false, snap.regs, &snap.stack, false, &mut chain);
+        assert_eq!(got, Outcome::Complete);
+        assert_eq!(chain, snap.expected);
+    }
+}

@@ -1,0 +1,172 @@
+//! `--call-graph dwarf` (the default): complete stacks through code built
+//! without frame pointers, C and Rust, every fault kept; stacks cut by a small
+//! stack copy are counted and marked.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::{
+    can_record, fault_line, fixtures, function_sites, record_with, run, show, temp_dir, total,
+};
+
+fn stack(row: &Value) -> Vec<&str> {
+    row["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
+}
+
+/// `needle` appears in `stack` as consecutive frames.
+fn has_run(stack: &[&str], needle: &[&str]) -> bool {
+    stack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Nothing lost, every fault captured, no stack cut short.
+fn assert_complete_stacks(report: &Value) {
+    let t = &report["totals"];
+    assert_eq!(t["lost"], 0, "{t}");
+    let captured =
+        t["minor"].as_u64().unwrap() + t["major"].as_u64().unwrap() + t["cow"].as_u64().unwrap();
+    let kernel = t["kernel_minor"].as_u64().unwrap() + t["kernel_major"].as_u64().unwrap();
+    assert_eq!(captured, kernel, "{t}");
+    assert!(
+        t["call_graph"].as_str().unwrap().starts_with("dwarf"),
+        "{t}"
+    );
+    assert_eq!(t["truncated_stacks"], 0, "{t}");
+}
+
+/// A C program built -O2 -fomit-frame-pointer, faulting four calls below
+/// main: every fault has the full chain from `_start`; frame pointers
+/// (`--call-graph fp`) lose it, which shows the fixture really has none.
+#[test]
+fn c_without_frame_pointers() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_c");
+    let exe = dir.join("deep_nofp");
+    let out = run(Command::new("cc")
+        .args(["-g", "-O2", "-fomit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(fixtures().join("deep_nofp.c")));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (_, report) = record_with(&dir, &[], &exe, &["16"]);
+    assert_complete_stacks(&report);
+    let rows = function_sites(&report, "fill");
+    assert_eq!(total(&rows), 4096, "{}", show(&rows));
+    let line = fault_line("deep_nofp.c", "deep_fill");
+    for r in &rows {
+        let s = stack(r);
+        assert_eq!(s.first(), Some(&"_start"), "{s:?}");
+        assert!(
+            has_run(&s, &["main", "level1", "level2", "level3", "fill"]),
+            "{s:?}"
+        );
+        assert_eq!(r["line"], line, "{}", show(&rows));
+    }
+
+    let (_, fp) = record_with(&dir, &["--call-graph", "fp"], &exe, &["16"]);
+    let fp_rows = function_sites(&fp, "fill");
+    assert_eq!(total(&fp_rows), 4096);
+    assert!(
+        fp_rows.iter().all(|r| !stack(r).contains(&"level2")),
+        "frame pointers should not find the callers: {}",
+        show(&fp_rows)
+    );
+}
+
+/// A Rust program built without frame pointers (std has none either):
+/// `_start` … `std::rt::lang_start` … `main` … `touch_every_page`, demangled.
+#[test]
+fn rust_without_frame_pointers() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_rust");
+    let exe = dir.join("rust_pages");
+    let out = run(Command::new("rustc")
+        .args([
+            "--edition",
+            "2021",
+            "-g",
+            "-O",
+            "--crate-name",
+            "rust_pages",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(fixtures().join("rust_pages/main.rs")));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, report) = record_with(&dir, &[], &exe, &[]);
+    assert_complete_stacks(&report);
+    let rows: Vec<&Value> = report["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| stack(r).contains(&"rust_pages::pages::touch_every_page"))
+        .collect();
+    assert_eq!(total(&rows), 8192, "{}", show(&rows));
+    for r in &rows {
+        let s = stack(r);
+        let at = |name: &str| s.iter().position(|f| *f == name);
+        let lang_start = s.iter().position(|f| f.starts_with("std::rt::lang_start"));
+        let order = [
+            at("_start"),
+            at("main"),
+            lang_start,
+            at("rust_pages::main"),
+            at("rust_pages::pages::touch_every_page"),
+        ];
+        assert!(order.iter().all(Option::is_some), "{s:?}");
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{s:?}");
+    }
+}
+
+/// A 1 KiB stack copy cannot hold the committed snapshot program's 3 KiB
+/// frame: its fault keeps the frames below it, ends in `[unknown]`, and is
+/// counted as truncated (stack copy too small), with the advice to copy
+/// more; 8 KiB gets the whole chain.
+#[test]
+fn small_stack_copy_is_counted_and_marked() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_small");
+    let exe = fixtures().join("snapshots/nofp");
+    let (out, report) = record_with(&dir, &["--call-graph", "dwarf,1024"], &exe, &[]);
+    let t = &report["totals"];
+    let truncated = t["truncated_stacks"].as_u64().unwrap();
+    assert!(truncated >= 1, "{t}");
+    assert_eq!(t["unwind"]["stack_copy"], truncated, "{t}");
+    let rows = function_sites(&report, "leaf");
+    assert_eq!(total(&rows), 1, "{}", show(&rows));
+    assert_eq!(stack(rows[0]), ["[unknown]", "big", "c", "leaf"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("truncated stacks: {truncated}")),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
+    assert!(text.contains("--call-graph dwarf,2048"), "{text}");
+
+    let (_, report) = record_with(&dir, &[], &exe, &[]);
+    let rows = function_sites(&report, "leaf");
+    let s = stack(rows[0]);
+    assert!(
+        has_run(&s, &["main", "a", "b", "big", "c", "leaf"]) && s[0] == "_start",
+        "{s:?}"
+    );
+}
