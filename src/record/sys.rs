@@ -263,6 +263,14 @@ pub fn kill(pid: i32, sig: i32) {
     unsafe { libc::kill(pid, sig) };
 }
 
+/// Raises the calling thread's scheduling priority to nice `nice` (needs
+/// CAP_SYS_NICE); false when refused.
+pub fn raise_priority(nice: i32) -> bool {
+    // SAFETY: setpriority has no memory-safety preconditions; who = 0 is
+    // the calling thread on Linux.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
+}
+
 static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static SIGNAL_COUNT: AtomicU32 = AtomicU32::new(0);
 
