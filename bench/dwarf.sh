@@ -17,6 +17,8 @@
 #
 # Usage: bash bench/dwarf.sh [RUNS]                      (as root)
 # Env:   PFPROF_CG  pfprof's --call-graph value (default dwarf)
+#        BUSY=1     keep every CPU busy with a spinning shell loop meanwhile
+#                   (where perf loses the most)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
@@ -112,6 +114,11 @@ print(total, pct(main), pct(start), pct(full))
 EOF
 
 now() { date +%s.%N; }
+# Each profiled run starts from a settled machine: perf's run writes up to
+# 2 GB, and on a VM the host's writeback of it steals CPU from whatever runs
+# next (seen: 1-2 s of steal across both vCPUs, and records lost by
+# whichever profiler ran then).
+settle() { sync; sleep 1; }
 elapsed() { echo "$2 - $1" | bc -l; }
 # `put CASE TOOL METRIC VALUE`: one measurement; medians are taken at the end.
 put() { echo "$1 $2 $3 $4" >> "$work/results"; }
@@ -125,6 +132,11 @@ cmd_of() {
   esac
 }
 
+if [ "${BUSY:-0}" = 1 ]; then
+  for _ in $(seq "$(nproc)"); do sh -c 'while :; do :; done' & done
+  trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+fi
+
 for i in $(seq "$runs"); do
   for c in a b c; do
     cmd_of "$c"
@@ -135,6 +147,7 @@ for i in $(seq "$runs"); do
 
     # perf record --call-graph dwarf (8 KiB of user stack per sample)
     rm -f "$work/perf.data" "$work/perf.data.old"
+    settle
     t0=$(now)
     perf record -q -c 1 --call-graph dwarf -e minor-faults,major-faults -d -o "$work/perf.data" -- "${cmd[@]}" 2>"$work/perf.err"
     t1=$(now)
@@ -153,6 +166,7 @@ for i in $(seq "$runs"); do
 
     # pfprof record
     rm -rf "$work/pf" "$work/pf.old"
+    settle
     t0=$(now)
     "$pfprof" record -q --call-graph "$cg" -o "$work/pf" -- "${cmd[@]}" 2>"$work/pf.err"
     t1=$(now)
@@ -187,7 +201,8 @@ title_of() {
 }
 
 echo
-echo "median of $runs runs ($(nproc) CPUs, $(uname -r)); perf record -c 1 --call-graph dwarf; pfprof record --call-graph $cg"
+busy=""; [ "${BUSY:-0}" = 1 ] && busy="; every CPU kept busy by a spinning loop"
+echo "median of $runs runs ($(nproc) CPUs, $(uname -r)$busy); perf record -c 1 --call-graph dwarf; pfprof record --call-graph $cg"
 summary=()
 for c in a b c; do
   echo

@@ -402,7 +402,7 @@ impl Analyzer {
             None => false,
         };
         if let Some(chain) = sample.callchain.as_ref().filter(|_| !in_exec) {
-            if chain.len() > 0 && chain.get(chain.len() - 1) == Some(TRUNCATED_FRAME) {
+            if !chain.is_empty() && chain.get(chain.len() - 1) == Some(TRUNCATED_FRAME) {
                 profile.totals.truncated_stacks += 1;
             }
         }

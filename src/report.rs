@@ -289,8 +289,13 @@ impl Report {
         let mode = t.call_graph.as_deref()?;
         Some(match mode.split_once(',') {
             Some(("dwarf", bytes)) => {
+                let needed = t
+                    .unwind
+                    .as_ref()
+                    .and_then(|u| u.p99_stack_needed())
+                    .map_or(String::new(), |n| format!("; 99% of stacks needed {n}"));
                 let mut line = format!(
-                    "call stacks: dwarf ({bytes}-byte stack copies, unwound while recording)\n\
+                    "call stacks: dwarf ({bytes}-byte stack copies, unwound while recording{needed})\n\
                      truncated stacks: {} of {}",
                     thousands(t.truncated_stacks),
                     thousands(self.captured())
@@ -707,6 +712,7 @@ mod tests {
                     samples: 1000,
                     complete: 997,
                     stack_copy: 3,
+                    stack_needed: [0, 0, 5, 900, 90, 2, 0, 0, 0, 0, 0, 0],
                     ..Default::default()
                 }),
             },

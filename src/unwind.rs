@@ -113,9 +113,28 @@ pub struct UnwindStats {
     pub no_process: u64,
     /// Files whose unwind information could not be read.
     pub unreadable_files: Vec<String>,
+    /// Complete chains by the stack bytes their unwinding read, in powers
+    /// of two: `[i]` counts chains that needed at most `64 << i` bytes
+    /// (the last bucket, more). Tells which `--call-graph dwarf,SIZE` fits.
+    #[serde(default)]
+    pub stack_needed: [u64; 12],
 }
 
 impl UnwindStats {
+    /// The stack copy size (a power of two) that held 99% of the complete
+    /// chains' stack reads.
+    pub fn p99_stack_needed(&self) -> Option<u64> {
+        let total: u64 = self.stack_needed.iter().sum();
+        let mut seen = 0;
+        for (i, n) in self.stack_needed.iter().enumerate() {
+            seen += n;
+            if total > 0 && seen * 100 >= total * 99 {
+                return Some(64 << i);
+            }
+        }
+        None
+    }
+
     /// Chains that stopped early.
     pub fn truncated(&self) -> u64 {
         self.stack_copy + self.no_unwind_info + self.corrupt
@@ -203,12 +222,34 @@ fn take(data: &mut Vec<u8>) -> Data {
     Data::from(std::mem::take(data))
 }
 
+/// An executable mapping.
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    end: u64,
+    /// The file's entry point (avma), if it has one.
+    entry: Option<u64>,
+    /// framehop has unwind information for it (a file with CFI); false for
+    /// JIT code and files that cannot be read.
+    cfi: bool,
+}
+
+/// What an address is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Code {
+    /// Code with unwind information.
+    Unwindable,
+    /// The entry code of a file: the root of every chain.
+    Entry,
+    /// Executable memory without unwind information.
+    Opaque,
+}
+
 /// One process's executable mappings.
 #[derive(Clone, Default)]
 struct Space {
     unwinder: UnwinderX86_64<Data>,
-    /// Mappings with unwind information: start → (end, entry-point avma).
-    modules: BTreeMap<u64, (u64, Option<u64>)>,
+    /// Executable mappings by start address.
+    modules: BTreeMap<u64, Region>,
     /// The image before the last exec, for samples stamped before it that
     /// are unwound after it.
     before_exec: Option<(u64, Box<Space>)>,
@@ -218,11 +259,18 @@ struct Space {
 }
 
 impl Space {
-    /// Whether `avma` is in a mapping with unwind information, and if so
-    /// whether it is in the file's entry code.
-    fn lookup(&self, avma: u64) -> Option<bool> {
-        let (_, &(end, entry)) = self.modules.range(..=avma).next_back()?;
-        (avma < end).then(|| entry.is_some_and(|e| avma >= e && avma - e < ENTRY_CODE_BYTES))
+    /// What kind of code `avma` is in; None outside every executable
+    /// mapping.
+    fn lookup(&self, avma: u64) -> Option<Code> {
+        let (_, region) = self.modules.range(..=avma).next_back()?;
+        if avma >= region.end {
+            return None;
+        }
+        Some(match region.entry {
+            _ if !region.cfi => Code::Opaque,
+            Some(e) if avma >= e && avma - e < ENTRY_CODE_BYTES => Code::Entry,
+            _ => Code::Unwindable,
+        })
     }
 
     /// Removes every module overlapping `range` (a new mapping replaced it).
@@ -230,12 +278,13 @@ impl Space {
         let starts: Vec<u64> = self
             .modules
             .range(..range.end)
-            .filter(|(_, &(end, _))| end > range.start)
+            .filter(|(_, region)| region.end > range.start)
             .map(|(&start, _)| start)
             .collect();
         for start in starts {
-            self.modules.remove(&start);
-            self.unwinder.remove_module(start);
+            if self.modules.remove(&start).is_some_and(|r| r.cfi) {
+                self.unwinder.remove_module(start);
+            }
         }
     }
 
@@ -247,11 +296,14 @@ impl Space {
     }
 }
 
+/// Unwind data by (path, build-id); None: the file has none or cannot be read.
+type FileCache = FxHashMap<(Vec<u8>, Option<Vec<u8>>), Option<Arc<UnwindFile>>>;
+
 /// Address spaces, files and the unwinding cache of one recording.
 #[derive(Default)]
 pub struct StackUnwinder {
     /// Path (+ build-id) → the file's unwind data; None: unusable.
-    files: FxHashMap<(Vec<u8>, Option<Vec<u8>>), Option<Arc<UnwindFile>>>,
+    files: FileCache,
     spaces: FxHashMap<i32, Space>,
     cache: CacheX86_64,
     /// Processes that exited, to forget once no sample of theirs can come.
@@ -289,13 +341,20 @@ impl StackUnwinder {
             .entry(key)
             .or_insert_with(|| load_file(path, build_id, stats))
             .clone();
-        let Some(file) = file else { return };
         let name = String::from_utf8_lossy(path);
-        if let Some((module, bias)) = file.module(&name, avma.clone(), file_offset) {
+        let module = file.and_then(|file| {
+            let (module, bias) = file.module(&name, avma.clone(), file_offset)?;
             let entry = file.sections.entry_svma;
-            let entry_avma = (entry != 0).then(|| entry.wrapping_add(bias));
-            let space = self.spaces.entry(pid).or_default();
-            space.modules.insert(avma.start, (avma.end, entry_avma));
+            Some((module, (entry != 0).then(|| entry.wrapping_add(bias))))
+        });
+        let space = self.spaces.entry(pid).or_default();
+        let region = Region {
+            end: avma.end,
+            entry: module.as_ref().and_then(|m| m.1),
+            cfi: module.is_some(),
+        };
+        space.modules.insert(avma.start, region);
+        if let Some((module, _)) = module {
             space.unwinder.add_module(module);
         }
     }
@@ -370,12 +429,16 @@ impl StackUnwinder {
             self.stats.count(Outcome::NoProcess);
             return Outcome::NoProcess;
         }
-        let known = space.is_some_and(|s| s.lookup(regs.ip).is_some());
-        if !known && !final_attempt {
+        // Outside every executable mapping: its mmap record may still be in
+        // another CPU's buffer.
+        let code = space.and_then(|s| s.lookup(regs.ip));
+        if code.is_none() && !final_attempt {
             return Outcome::Unknown;
         }
         let outcome = match space {
-            Some(space) if known => walk(space, &mut self.cache, regs, stack, chain),
+            Some(space) if code.is_some_and(|c| c != Code::Opaque) => {
+                walk(space, &mut self.cache, regs, stack, chain, &mut self.stats)
+            }
             Some(_) => {
                 chain.extend([regs.ip, TRUNCATED_FRAME]);
                 Outcome::Truncated(Stop::NoUnwindInfo)
@@ -397,13 +460,16 @@ fn walk(
     regs: UserRegs,
     stack: &[u8],
     chain: &mut Vec<u64>,
+    stats: &mut UnwindStats,
 ) -> Outcome {
     let sp = regs.sp;
+    let mut needed = 0;
     let mut read_stack = |avma: u64| -> Result<u64, ()> {
         let offset = usize::try_from(avma.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
         let bytes = stack
             .get(offset..offset.checked_add(8).ok_or(())?)
             .ok_or(())?;
+        needed = needed.max(offset + 8);
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
     };
     let mut frames = space.unwinder.iter_frames(
@@ -416,12 +482,12 @@ fn walk(
     let stop = loop {
         let address = match frames.next() {
             Ok(Some(address)) => address,
-            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => return Outcome::Complete,
-            Err(framehop::Error::CouldNotReadStack(_)) => break Stop::StackCopy,
-            Err(_) => break Stop::Corrupt,
+            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => break None,
+            Err(framehop::Error::CouldNotReadStack(_)) => break Some(Stop::StackCopy),
+            Err(_) => break Some(Stop::Corrupt),
         };
         if chain.len() - start >= MAX_FRAMES {
-            break Stop::Corrupt;
+            break Some(Stop::Corrupt);
         }
         chain.push(address.address());
         // framehop would fall back to frame pointers in code it has no CFI
@@ -431,13 +497,27 @@ fn walk(
             FrameAddress::ReturnAddress(_) => address.address_for_lookup(),
         };
         match space.lookup(lookup) {
-            Some(true) => return Outcome::Complete,
-            Some(false) => {}
-            None => break Stop::NoUnwindInfo,
+            Some(Code::Entry) => break None,
+            Some(Code::Unwindable) => {}
+            Some(Code::Opaque) | None => break Some(Stop::NoUnwindInfo),
         }
     };
-    chain.push(TRUNCATED_FRAME);
-    Outcome::Truncated(stop)
+    match stop {
+        None => {
+            let bucket = (needed
+                .max(1)
+                .div_ceil(64)
+                .next_power_of_two()
+                .trailing_zeros() as usize)
+                .min(stats.stack_needed.len() - 1);
+            stats.stack_needed[bucket] += 1;
+            Outcome::Complete
+        }
+        Some(stop) => {
+            chain.push(TRUNCATED_FRAME);
+            Outcome::Truncated(stop)
+        }
+    }
 }
 
 fn load_file(
@@ -623,6 +703,18 @@ pub(crate) mod tests {
         assert_eq!(settled, Outcome::Truncated(Stop::NoUnwindInfo));
         assert_eq!(chain, vec![snap.regs.ip, TRUNCATED_FRAME]);
 
+        // Executable memory without CFI (JIT code): settled at once.
+        let jit = 0x7000_0000..0x7000_1000;
+        u.on_mmap(PID, jit.clone(), 0, PROT_EXEC, b"//anon", None);
+        chain.clear();
+        let regs = UserRegs {
+            ip: jit.start + 16,
+            ..snap.regs
+        };
+        let opaque = u.unwind(PID, 1_002, false, regs, &snap.stack, false, &mut chain);
+        assert_eq!(opaque, Outcome::Truncated(Stop::NoUnwindInfo));
+        assert_eq!(chain, [regs.ip, TRUNCATED_FRAME]);
+
         chain.clear();
         let stranger = u.unwind(7, 0, false, snap.regs, &snap.stack, true, &mut chain);
         assert_eq!(
@@ -656,9 +748,9 @@ pub(crate) mod tests {
         let snap = snapshot();
         let mut u = unwinder_with_nofp(&snap);
         let entry_space = u.spaces.get_mut(&PID).unwrap();
-        let (_, (_, entry)) = entry_space.modules.iter_mut().next().unwrap();
+        let (_, region) = entry_space.modules.iter_mut().next().unwrap();
         // Pretend `a`'s return site into main is the entry code.
-        *entry = Some(snap.expected[5] - 1 - 8);
+        region.entry = Some(snap.expected[5] - 1 - 8);
         let mut chain = Vec::new();
         let got = u.unwind(PID, 0, false, snap.regs, &snap.stack, false, &mut chain);
         assert_eq!(got, Outcome::Complete);

@@ -32,6 +32,29 @@ const REG_BP: u64 = 6;
 const REG_SP: u64 = 7;
 const REG_IP: u64 = 8;
 
+/// Records read ahead at a time by [`touch_ahead`].
+const TOUCH_AHEAD: usize = 32;
+
+/// Loads the first cache lines of the next `count` records (header,
+/// registers, the top of the stack copy) in one independent sweep, so that
+/// their cache misses overlap instead of stalling one record at a time: the
+/// kernel wrote them from another CPU, kilobytes apart.
+fn touch_ahead(mut bytes: &[u8], count: usize) {
+    let mut sum = 0u8;
+    for _ in 0..count {
+        let Some(head) = bytes.get(..8) else { break };
+        let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
+        if size < 8 || size > bytes.len() {
+            break;
+        }
+        for offset in (64..size.min(512)).step_by(64) {
+            sum = sum.wrapping_add(bytes[offset]);
+        }
+        bytes = &bytes[size..];
+    }
+    std::hint::black_box(sum);
+}
+
 /// Rewrites drained records, unwinding fault samples.
 pub struct StackRewriter {
     unwinder: StackUnwinder,
@@ -109,7 +132,13 @@ impl StackRewriter {
             }
             self.carry = carry;
         }
+        let mut until_touch = 0;
         while bytes.len() >= 8 {
+            if until_touch == 0 {
+                touch_ahead(bytes, TOUCH_AHEAD);
+                until_touch = TOUCH_AHEAD;
+            }
+            until_touch -= 1;
             let size = usize::from(u16::from_le_bytes([bytes[6], bytes[7]]));
             if size < 8 {
                 // Not a kernel record: pass the rest on as it is.
