@@ -47,7 +47,7 @@ for i in $(seq "$runs"); do
   perf_lost_pct+=("$(echo "100 * (1 - $perf_samples / $kernel)" | bc -l)")
 
   t0=$(now)
-  "$pfprof" record -q -o "$work/pf" -- "$work/touch" "$mib" 2>"$work/pf.err"
+  "$pfprof" record -q --call-graph fp -o "$work/pf" -- "$work/touch" "$mib" 2>"$work/pf.err"
   t1=$(now)
   t2=$(now)
   "$pfprof" flamegraph -i "$work/pf" 2>/dev/null

@@ -2,12 +2,11 @@
 //! without frame pointers, C and Rust, every fault kept; stacks cut by a small
 //! stack copy are counted and marked.
 
-use std::process::Command;
-
 use serde_json::Value;
 
 use crate::util::{
-    can_record, fault_line, fixtures, function_sites, record_with, run, show, temp_dir, total,
+    can_record, compile_c, compile_rust_pages, fault_line, fixtures, function_sites, record_with,
+    show, temp_dir, total,
 };
 
 fn stack(row: &Value) -> Vec<&str> {
@@ -48,16 +47,8 @@ fn c_without_frame_pointers() {
         return;
     }
     let dir = temp_dir("dwarf_c");
-    let exe = dir.join("deep_nofp");
-    let out = run(Command::new("cc")
-        .args(["-g", "-O2", "-fomit-frame-pointer", "-o"])
-        .arg(&exe)
-        .arg(fixtures().join("deep_nofp.c")));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Later flags win: -O2 without frame pointers.
+    let exe = compile_c(&dir, "deep_nofp.c", &["-O2", "-fomit-frame-pointer"]);
 
     let (_, report) = record_with(&dir, &[], &exe, &["16"]);
     assert_complete_stacks(&report);
@@ -92,24 +83,7 @@ fn rust_without_frame_pointers() {
         return;
     }
     let dir = temp_dir("dwarf_rust");
-    let exe = dir.join("rust_pages");
-    let out = run(Command::new("rustc")
-        .args([
-            "--edition",
-            "2021",
-            "-g",
-            "-O",
-            "--crate-name",
-            "rust_pages",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(fixtures().join("rust_pages/main.rs")));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = compile_rust_pages(&dir, false);
     let (_, report) = record_with(&dir, &[], &exe, &[]);
     assert_complete_stacks(&report);
     let rows: Vec<&Value> = report["sites"]

@@ -3,13 +3,12 @@
 //! counts were measured with `perf stat`/`perf trace` (see fixtures/README.md).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
 use crate::util::{
-    can_record, compile_c, fault_line, fixtures, function_sites, record, run, show, sites,
-    temp_dir, total,
+    can_record, compile_c, compile_rust_pages, fault_line, function_sites, record, run, show,
+    sites, temp_dir, total,
 };
 
 /// Every row of `rows` has this class, access, target section/symbol/region,
@@ -354,26 +353,7 @@ fn rust_program() {
         return;
     }
     let dir = temp_dir("rec_rust");
-    let exe = dir.join("rust_pages");
-    let out = run(Command::new("rustc")
-        .args([
-            "--edition",
-            "2021",
-            "-g",
-            "-C",
-            "force-frame-pointers=yes",
-            "-O",
-            "--crate-name",
-            "rust_pages",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(fixtures().join("rust_pages/main.rs")));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = compile_rust_pages(&dir, true);
     let (_, report) = record(&dir, &exe, &[]);
     assert_complete(&report);
     let rows = sites(&report, |s| {

@@ -53,6 +53,36 @@ pub fn compile_c(dir: &Path, source: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
+/// Compiles the `rust_pages` fixture into `dir`, with or without frame
+/// pointers (std has none either way).
+pub fn compile_rust_pages(dir: &Path, frame_pointers: bool) -> PathBuf {
+    let exe = dir.join("rust_pages");
+    let fp: &[&str] = if frame_pointers {
+        &["-C", "force-frame-pointers=yes"]
+    } else {
+        &[]
+    };
+    let out = run(Command::new("rustc")
+        .args([
+            "--edition",
+            "2021",
+            "-g",
+            "-O",
+            "--crate-name",
+            "rust_pages",
+        ])
+        .args(fp)
+        .arg("-o")
+        .arg(&exe)
+        .arg(fixtures().join("rust_pages/main.rs")));
+    assert!(
+        out.status.success(),
+        "rustc rust_pages failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
 /// The 1-based line of the `/* FAULT: tag */` marker in a fixture source.
 pub fn fault_line(source: &str, tag: &str) -> u64 {
     let text = std::fs::read_to_string(fixtures().join(source)).unwrap();
