@@ -319,7 +319,6 @@ impl StackUnwinder {
     }
 
     /// A mapping appeared in `pid`.
-    #[allow(clippy::too_many_arguments)]
     pub fn on_mmap(
         &mut self,
         pid: i32,

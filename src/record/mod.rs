@@ -1,12 +1,15 @@
 //! Recording: runs the command under per-CPU perf events and streams every
-//! kernel record into `pfprof.data`, without parsing them.
+//! kernel record into `pfprof.data`: unparsed with `--call-graph fp`; in
+//! dwarf mode (the default) through [`dwarf::StackRewriter`], which replaces
+//! each fault sample's user stack copy by the call chain unwound from it.
 //!
 //! Per online CPU, four events follow the command and all its threads and
 //! children (`inherit`), enabled at `exec` (`enable_on_exec`):
 //! - `minor-faults` and `major-faults` (software events, counted by the kernel
 //!   when a fault completes) with the faulting data address and the user call
-//!   chain; the first also carries the side-band records (mmap2 with build-ids,
-//!   comm/exec, fork/exit) that rebuild the address spaces later;
+//!   chain (dwarf mode: user registers and stack); the first also carries the
+//!   side-band records (mmap2 with build-ids, comm/exec, fork/exit) that
+//!   rebuild the address spaces later;
 //! - `exceptions:page_fault_user` / `page_fault_kernel` (tracepoints at fault
 //!   entry) for the x86 error code: present / write / instruction fetch.
 //!
