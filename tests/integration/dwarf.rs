@@ -1,6 +1,8 @@
 //! `--call-graph dwarf` (the default): complete stacks through code built
 //! without frame pointers, C and Rust, every fault kept; stacks cut by a small
-//! stack copy are counted and marked.
+//! stack copy are counted and marked. The workloads (4,096 and 8,192 faults,
+//! 8 KiB each) fit whole in dwarf mode's ring buffers, so "nothing lost"
+//! holds even if the recorder does not run at all meanwhile.
 
 use serde_json::Value;
 

@@ -1,8 +1,9 @@
 //! Test helpers: compile fixtures, run pfprof, read its JSON report.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockWriteGuard};
 
 use serde_json::Value;
 
@@ -26,6 +27,13 @@ pub fn temp_dir(name: &str) -> PathBuf {
 
 /// Runs a command, panicking with its output if it cannot start.
 pub fn run(cmd: &mut Command) -> Output {
+    // Compilers and recordings of other tests wait while an exclusive test
+    // runs (see `exclusive`).
+    let _shared = (!HOLDS_EXCLUSIVE.get()).then(|| {
+        TEST_LOCK
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    });
     cmd.output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
@@ -189,11 +197,34 @@ pub fn show(rows: &[&Value]) -> String {
         .join("\n")
 }
 
-/// Serializes the tests that must not overlap: the 1 GiB touch (it floods
-/// every CPU) and the system-wide recording (it records everything).
-pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+static TEST_LOCK: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// This test thread holds [`exclusive`]: its own commands run freely.
+    static HOLDS_EXCLUSIVE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Held by a test that must run alone.
+pub struct Exclusive {
+    _guard: RwLockWriteGuard<'static, ()>,
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        HOLDS_EXCLUSIVE.set(false);
+    }
+}
+
+/// Runs the calling test alone: the 1 GiB touch (262k faults/s, a recorder
+/// that must keep pace on a 2-CPU machine) and the system-wide recording (it
+/// records everything). Every command other tests start through [`run`]
+/// (compilers, recordings) waits meanwhile.
+pub fn exclusive() -> Exclusive {
+    let guard = TEST_LOCK
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDS_EXCLUSIVE.set(true);
+    Exclusive { _guard: guard }
 }
 
 /// Sends signal `sig` (`TERM`, `INT`, `KILL`, `USR1`...) to `pid` with the
