@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use crate::classify::{Access, FaultClass};
 use crate::perf_data::Exit;
+use crate::record::CallGraph;
+use crate::unwind::MAX_STACK_BYTES;
 
 /// Fault totals.
 #[derive(Debug, Clone, Serialize)]
@@ -287,15 +289,15 @@ impl Report {
     pub fn stacks_line(&self) -> Option<String> {
         let t = &self.totals;
         let mode = t.call_graph.as_deref()?;
-        Some(match mode.split_once(',') {
-            Some(("dwarf", bytes)) => {
+        Some(match CallGraph::parse(mode) {
+            Ok(CallGraph::Dwarf { stack_bytes }) => {
                 let needed = t
                     .unwind
                     .as_ref()
                     .and_then(|u| u.p99_stack_needed())
                     .map_or(String::new(), |n| format!("; 99% of stacks needed {n}"));
                 let mut line = format!(
-                    "call stacks: dwarf ({bytes}-byte stack copies, unwound while recording{needed})\n\
+                    "call stacks: dwarf ({stack_bytes}-byte stack copies, unwound while recording{needed})\n\
                      truncated stacks: {} of {}",
                     thousands(t.truncated_stacks),
                     thousands(self.captured())
@@ -308,12 +310,11 @@ impl Report {
                         thousands(u.no_unwind_info),
                         thousands(u.corrupt)
                     );
-                    let bytes: u32 = bytes.parse().unwrap_or(0);
-                    if u.stack_copy > 0 && bytes < 65_528 {
+                    if u.stack_copy > 0 && stack_bytes < MAX_STACK_BYTES {
                         let _ = write!(
                             line,
                             "\n  copy more stack with --call-graph dwarf,{}",
-                            (bytes * 2).min(65_528)
+                            (stack_bytes * 2).min(MAX_STACK_BYTES)
                         );
                     }
                 }
@@ -322,19 +323,20 @@ impl Report {
                 }
                 line
             }
-            _ if mode == "fp" => {
+            Ok(CallGraph::Fp) => {
                 "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
                  without frame pointers are lost; --call-graph dwarf keeps them)"
                     .to_string()
             }
-            _ => format!("call stacks: {mode}"),
+            Ok(CallGraph::None) | Err(_) => format!("call stacks: {mode}"),
         })
     }
 
     /// The completeness line: `captured 262,144 of 262,144 faults (100.0%)`.
     pub fn completeness_line(&self) -> String {
-        let truncated = match self.totals.call_graph.as_deref() {
-            Some(mode) if mode.starts_with("dwarf") => {
+        let call_graph = self.totals.call_graph.as_deref().map(CallGraph::parse);
+        let truncated = match call_graph {
+            Some(Ok(CallGraph::Dwarf { .. })) => {
                 format!(
                     "; truncated stacks: {}",
                     thousands(self.totals.truncated_stacks)

@@ -41,6 +41,10 @@ pub const MAX_FRAMES: usize = 127;
 /// CFI saying so, like ld.so's `_start`).
 const ENTRY_CODE_BYTES: u64 = 64;
 
+/// Largest user stack copy: the kernel's record size is a u16, and the
+/// copy must be a multiple of 8.
+pub const MAX_STACK_BYTES: u32 = 65_528;
+
 /// Default bytes of user stack copied per sample (perf's default too).
 pub const DEFAULT_STACK_BYTES: u32 = 8192;
 
@@ -417,12 +421,13 @@ impl StackUnwinder {
         final_attempt: bool,
         chain: &mut Vec<u64>,
     ) -> Outcome {
-        if let Some(space) = self.spaces.get_mut(&pid) {
+        let space = self.spaces.get_mut(&pid).map(|space| {
             if space.exec_pending && time >= space.before_exec.as_ref().map_or(0, |b| b.0) {
                 space.exec_pending = kernel_mode;
             }
-        }
-        let space = self.spaces.get(&pid).map(|s| s.at(time));
+            &*space
+        });
+        let space = space.map(|s| s.at(time));
         if space.is_some_and(|s| s.exec_pending) {
             chain.push(regs.ip);
             self.stats.count(Outcome::NoProcess);
@@ -549,14 +554,13 @@ fn load_file(
 fn own_vdso() -> Option<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let (range, _) = line.split_once(' ')?;
-    let (start, end) = range.split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
+    let vdso = crate::record::maps::parse(&maps)
+        .into_iter()
+        .find(|m| m.path == "[vdso]")?;
     let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
-    mem.seek(SeekFrom::Start(start)).ok()?;
-    let mut image = vec![0; usize::try_from(end.checked_sub(start)?).ok()?];
+    mem.seek(SeekFrom::Start(vdso.start_avma)).ok()?;
+    let len = vdso.end_avma.checked_sub(vdso.start_avma)?;
+    let mut image = vec![0; usize::try_from(len).ok()?];
     mem.read_exact(&mut image).ok()?;
     Some(image)
 }

@@ -125,9 +125,7 @@ impl StackRewriter {
                 bytes = &bytes[n..];
             }
             if carry.len() == want(&carry) && carry.len() >= 8 {
-                if !self.record(&carry, false) {
-                    self.unwinder.stats.deferred += 1;
-                }
+                self.first_look(&carry);
                 carry.clear();
             }
             self.carry = carry;
@@ -150,9 +148,7 @@ impl StackRewriter {
             if bytes.len() < size {
                 break;
             }
-            if !self.record(&bytes[..size], false) {
-                self.unwinder.stats.deferred += 1;
-            }
+            self.first_look(&bytes[..size]);
             bytes = &bytes[size..];
         }
         self.carry.extend_from_slice(bytes);
@@ -182,6 +178,14 @@ impl StackRewriter {
             self.out.clear();
         }
         Ok(())
+    }
+
+    /// A record as drained: held back (and counted) when its process or
+    /// code is not known yet.
+    fn first_look(&mut self, record: &[u8]) {
+        if !self.record(record, false) {
+            self.unwinder.stats.deferred += 1;
+        }
     }
 
     /// Handles one complete record; false when a sample was held back

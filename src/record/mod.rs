@@ -38,6 +38,7 @@ use crate::decode::LiveDecoder;
 use crate::error::CodedError;
 use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::stream::{StreamKind, Streamer};
+use crate::unwind::MAX_STACK_BYTES;
 use dwarf::StackRewriter;
 use ring::Ring;
 use sys::{ExitStatus, PerfEventAttr};
@@ -113,14 +114,14 @@ impl CallGraph {
                     Some(size) => size
                         .parse::<u32>()
                         .ok()
-                        .filter(|n| (8..=65_528).contains(n))
+                        .filter(|n| (8..=MAX_STACK_BYTES).contains(n))
                         .ok_or_else(|| {
-                            format!("stack size must be 8..65528 bytes, not {size:?}")
+                            format!("stack size must be 8..{MAX_STACK_BYTES} bytes, not {size:?}")
                         })?,
                 };
                 // The kernel wants a multiple of 8.
                 Ok(CallGraph::Dwarf {
-                    stack_bytes: bytes.next_multiple_of(8).min(65_528),
+                    stack_bytes: bytes.next_multiple_of(8).min(MAX_STACK_BYTES),
                 })
             }
             _ => Err(format!(
