@@ -7,8 +7,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::util::{
-    can_record, compile_c, compile_rust_pages, fault_line, function_sites, record, run, show,
-    sites, temp_dir, total,
+    assert_complete, can_record, compile_c, compile_rust_pages, fault_line, function_sites, record,
+    run, show, sites, stack_names, temp_dir, total,
 };
 
 /// Every row of `rows` has this class, access, target section/symbol/region,
@@ -48,26 +48,10 @@ fn assert_line(rows: &[&Value], source: &str, tag: &str) {
 }
 
 fn stack_has(row: &Value, names: &[&str]) -> bool {
-    let stack: Vec<&str> = row["stack"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
     // names must appear in order, root first
+    let stack = stack_names(row);
     let mut it = stack.iter();
     names.iter().all(|n| it.any(|s| s == n))
-}
-
-/// The completeness line's numbers agree: nothing lost, captured = kernel.
-fn assert_complete(report: &Value) {
-    let t = &report["totals"];
-    assert_eq!(t["lost"], 0, "{t}");
-    let captured =
-        t["minor"].as_u64().unwrap() + t["major"].as_u64().unwrap() + t["cow"].as_u64().unwrap();
-    let kernel = t["kernel_minor"].as_u64().unwrap() + t["kernel_major"].as_u64().unwrap();
-    assert_eq!(captured, kernel, "{t}");
-    assert_eq!(t["cow_available"], true, "{t}");
 }
 
 /// 256 first-touch writes to .bss pages beyond the file: minor writes on the

@@ -154,6 +154,27 @@ pub fn record_with(dir: &Path, options: &[&str], program: &Path, args: &[&str]) 
     (output, serde_json::from_slice(&json).unwrap())
 }
 
+/// The completeness line's numbers agree: nothing lost, captured = kernel.
+pub fn assert_complete(report: &Value) {
+    let t = &report["totals"];
+    assert_eq!(t["lost"], 0, "{t}");
+    let captured =
+        t["minor"].as_u64().unwrap() + t["major"].as_u64().unwrap() + t["cow"].as_u64().unwrap();
+    let kernel = t["kernel_minor"].as_u64().unwrap() + t["kernel_major"].as_u64().unwrap();
+    assert_eq!(captured, kernel, "{t}");
+    assert_eq!(t["cow_available"], true, "{t}");
+}
+
+/// A site's stack as function names, root first.
+pub fn stack_names(row: &Value) -> Vec<&str> {
+    row["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
+}
+
 /// Sites of a report matching a predicate.
 pub fn sites<'a>(report: &'a Value, pred: impl Fn(&Value) -> bool + 'a) -> Vec<&'a Value> {
     report["sites"]
