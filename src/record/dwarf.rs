@@ -201,6 +201,17 @@ impl StackRewriter {
             self.out.extend_from_slice(record);
             return true;
         };
+        // Only the samples to unwind and the records that change address
+        // spaces are parsed; the rest (tracepoints, ...) pass as they are.
+        let wanted = match record_type {
+            PERF_RECORD_SAMPLE => self.unwinds[attr],
+            PERF_RECORD_MMAP2 | PERF_RECORD_COMM | PERF_RECORD_FORK | PERF_RECORD_EXIT => true,
+            _ => false,
+        };
+        if !wanted {
+            self.out.extend_from_slice(record);
+            return true;
+        }
         let info = self.infos[attr];
         let time =
             get_record_timestamp::<LittleEndian>(RecordType(record_type), body, &info).unwrap_or(0);
@@ -211,7 +222,7 @@ impl StackRewriter {
             return true;
         };
         match parsed {
-            EventRecord::Sample(s) if record_type == PERF_RECORD_SAMPLE && self.unwinds[attr] => {
+            EventRecord::Sample(s) => {
                 let (Some(ip), Some(pid), Some(tid), Some(addr), Some(cpu)) =
                     (s.ip, s.pid, s.tid, s.addr, s.cpu)
                 else {
