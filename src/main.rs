@@ -1,29 +1,4 @@
-//! pfprof: a Linux page-fault profiler.
-//!
-//! Data flows one way: `record` (syscalls, ring buffers → pfprof.data) →
-//! `decode` (perf.data records) → `process` (address spaces over time) →
-//! `classify` → `stacks` (interned raw stacks) → `resolve` (symbolize each
-//! unique address once) → `render` (folded, SVG, text, JSON). `report` and
-//! `flamegraph` replay a recording through the same path that `record` uses.
-
-mod analyze;
-mod classify;
-mod cli;
-mod decode;
-mod diff;
-mod error;
-mod latency;
-mod perf_data;
-mod process;
-mod record;
-mod render;
-mod report;
-mod resolve;
-mod stacks;
-mod startup;
-mod stream;
-mod timeline;
-mod unwind;
+//! The `pfprof` binary: parse the command line, run, map errors to exit codes.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,9 +7,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use analyze::AnalyzeOptions;
-use cli::{Action, AnalysisArgs, Cli, Format};
-use perf_data::Exit;
+use pfprof::analyze::{self, AnalyzeOptions};
+use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
+use pfprof::perf_data::Exit;
+use pfprof::{diff, error, record, render, resolve};
 
 const DATA_FILE: &str = "pfprof.data";
 

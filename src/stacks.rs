@@ -89,6 +89,11 @@ impl StackTable {
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
+
+    /// No stack interned yet.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
 }
 
 #[cfg(test)]
