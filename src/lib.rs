@@ -25,3 +25,4 @@ pub mod startup;
 pub mod stream;
 pub mod timeline;
 pub mod unwind;
+pub mod user;

@@ -61,6 +61,12 @@ pub fn enable(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The effective user id of pfprof.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// CLOCK_MONOTONIC in ns: the clock of the recorded events (`use_clockid`).
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -1,0 +1,78 @@
+//! The user pfprof acts for. Run through `sudo`, pfprof keeps root for the
+//! perf events but the profiled command runs as the invoking user, and the
+//! files pfprof writes belong to that user (as `perf` and `rr` behave).
+
+use crate::record::sys;
+
+/// The user who ran `sudo pfprof ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invoker {
+    /// `SUDO_UID`.
+    pub uid: u32,
+    /// `SUDO_GID`.
+    pub gid: u32,
+    /// `SUDO_USER`, for the supplementary groups (`initgroups`).
+    pub name: Option<String>,
+}
+
+/// The invoking user when pfprof runs as root under `sudo` (`SUDO_UID` and
+/// `SUDO_GID` set and valid, and not root themselves); None otherwise.
+pub fn invoking_user() -> Option<Invoker> {
+    if sys::euid() != 0 {
+        return None;
+    }
+    from_env(
+        std::env::var("SUDO_UID").ok().as_deref(),
+        std::env::var("SUDO_GID").ok().as_deref(),
+        std::env::var("SUDO_USER").ok().as_deref(),
+    )
+}
+
+fn from_env(uid: Option<&str>, gid: Option<&str>, name: Option<&str>) -> Option<Invoker> {
+    let uid: u32 = uid?.trim().parse().ok()?;
+    let gid: u32 = gid?.trim().parse().ok()?;
+    if uid == 0 {
+        return None;
+    }
+    Some(Invoker {
+        uid,
+        gid,
+        name: name
+            .filter(|n| !n.is_empty() && !n.contains('\0'))
+            .map(str::to_string),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only complete, numeric, non-root sudo variables name an invoker.
+    #[test]
+    fn sudo_variables() {
+        let user = |uid, gid, name: Option<&str>| Invoker {
+            uid,
+            gid,
+            name: name.map(str::to_string),
+        };
+        let cases = [
+            (
+                (Some("1000"), Some("1000"), Some("ann")),
+                Some(user(1000, 1000, Some("ann"))),
+            ),
+            ((Some("1000"), Some("50"), None), Some(user(1000, 50, None))),
+            (
+                (Some("1000"), Some("50"), Some("")),
+                Some(user(1000, 50, None)),
+            ),
+            ((Some("0"), Some("0"), Some("root")), None),
+            ((Some("1000"), None, Some("ann")), None),
+            ((None, Some("1000"), Some("ann")), None),
+            ((Some("x"), Some("1000"), None), None),
+            ((Some("-1"), Some("1000"), None), None),
+        ];
+        for ((uid, gid, name), want) in cases {
+            assert_eq!(from_env(uid, gid, name), want, "{uid:?} {gid:?} {name:?}");
+        }
+    }
+}
