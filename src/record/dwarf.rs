@@ -5,10 +5,13 @@
 //! them (a few hundred bytes). The recording then holds the same compact
 //! samples as a frame-pointer one, and `report` reads both the same way.
 //!
-//! A sample whose process or code is not known yet (its fork or mmap record
-//! sits in another CPU's buffer, not drained yet) is held back and retried
-//! at the end of the pass, and settled for good once its time is older than
-//! the pass's cutoff: by then every record it can depend on has been read.
+//! Records are handled in time order across the CPUs' buffers
+//! ([`StackRewriter::merge_pass`]): each pass takes the records stamped
+//! before its cutoff (2 ms ago), oldest first, so side-band records change
+//! the address spaces in the order they happened. A sample whose process or
+//! code is still not known (a record that reached its buffer late) is held
+//! back and retried at the end of the pass, and settled for good once its
+//! time is older than the pass's cutoff.
 
 use std::io;
 
@@ -19,6 +22,7 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use rustc_hash::FxHashMap;
 
+use super::ring::Ring;
 use crate::unwind::{Outcome, StackUnwinder, UnwindStats, UserRegs};
 
 const PERF_RECORD_MMAP2: u32 = 10;
@@ -55,6 +59,46 @@ fn touch_ahead(mut bytes: &[u8], count: usize) {
     std::hint::black_box(sum);
 }
 
+/// The complete record at `offset` of a ring's pending bytes (`first`,
+/// then `second` after the wrap), borrowed, or copied into `wrapped` when
+/// it straddles the wrap; `Ok(None)` at the end, `Err` for a bad size.
+fn record_at<'a>(
+    first: &'a [u8],
+    second: &'a [u8],
+    offset: usize,
+    wrapped: &'a mut Vec<u8>,
+) -> Result<Option<&'a [u8]>, ()> {
+    let total = first.len() + second.len();
+    let byte = |i: usize| {
+        if i < first.len() {
+            first[i]
+        } else {
+            second[i - first.len()]
+        }
+    };
+    if offset + 8 > total {
+        return Ok(None);
+    }
+    let size = usize::from(u16::from_le_bytes([byte(offset + 6), byte(offset + 7)]));
+    if size < 8 {
+        return Err(());
+    }
+    if offset + size > total {
+        return Ok(None);
+    }
+    if offset + size <= first.len() {
+        return Ok(Some(&first[offset..offset + size]));
+    }
+    if offset >= first.len() {
+        let start = offset - first.len();
+        return Ok(Some(&second[start..start + size]));
+    }
+    wrapped.clear();
+    wrapped.extend_from_slice(&first[offset..]);
+    wrapped.extend_from_slice(&second[..size - (first.len() - offset)]);
+    Ok(Some(&wrapped[..]))
+}
+
 /// Rewrites drained records, unwinding fault samples.
 pub struct StackRewriter {
     unwinder: StackUnwinder,
@@ -69,6 +113,8 @@ pub struct StackRewriter {
     chain: Vec<u64>,
     /// Samples waiting for their process's records: (time, record).
     deferred: Vec<(u64, Vec<u8>)>,
+    /// A record that straddles a ring's wrap, copied whole.
+    wrapped: Vec<u8>,
 }
 
 impl StackRewriter {
@@ -95,6 +141,7 @@ impl StackRewriter {
             out: Vec::with_capacity(1 << 20),
             chain: Vec::with_capacity(256),
             deferred: Vec::new(),
+            wrapped: Vec::new(),
         })
     }
 
@@ -153,6 +200,99 @@ impl StackRewriter {
         }
         self.carry.extend_from_slice(bytes);
         self.flush(sink)
+    }
+
+    /// The time stamp of a complete record; 0 for records without one
+    /// (or of an event pfprof did not open), which then go first.
+    fn time_of(&self, record: &[u8]) -> u64 {
+        let record_type = RecordType(u32::from_le_bytes([
+            record[0], record[1], record[2], record[3],
+        ]));
+        let body = RawData::Single(&record[8..]);
+        get_record_identifier::<LittleEndian>(record_type, body, true)
+            .and_then(|id| self.attr_of_id.get(&id))
+            .and_then(|&attr| {
+                get_record_timestamp::<LittleEndian>(record_type, body, &self.infos[attr])
+            })
+            .unwrap_or(0)
+    }
+
+    /// One pass over every CPU's ring buffer in time order: the records
+    /// stamped before `cutoff` (all of them when `last`) are handled oldest
+    /// first across the rings, then released; newer ones stay in their ring
+    /// for the next pass. So a fork is applied after every mapping its
+    /// parent made before it, whichever CPU's buffer holds them (handled
+    /// ring by ring, a child could copy an address space that still lacked
+    /// mappings sitting in another CPU's buffer, and all its chains would
+    /// stop at the first frame). Returns the bytes released.
+    pub fn merge_pass(
+        &mut self,
+        rings: &mut [Ring],
+        cutoff: u64,
+        last: bool,
+        sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<usize> {
+        let mut wrapped = std::mem::take(&mut self.wrapped);
+        let mut consumed = vec![0usize; rings.len()];
+        {
+            let pending: Vec<(&[u8], &[u8])> = rings.iter().map(Ring::pending).collect();
+            // Per ring: the time and size of its next record, once known;
+            // Some(None) when the ring has nothing more for this pass.
+            let mut heads: Vec<Option<Option<(u64, usize)>>> = vec![None; rings.len()];
+            let mut until_touch = vec![0usize; rings.len()];
+            loop {
+                let mut best: Option<(u64, usize)> = None;
+                for (ring, head) in heads.iter_mut().enumerate() {
+                    if head.is_none() {
+                        let (first, second) = pending[ring];
+                        *head = Some(
+                            match record_at(first, second, consumed[ring], &mut wrapped) {
+                                Ok(Some(record)) => {
+                                    let time = self.time_of(record);
+                                    (last || time < cutoff).then_some((time, record.len()))
+                                }
+                                Ok(None) => None,
+                                Err(()) => {
+                                    // Not a kernel record (cannot happen): drop
+                                    // the rest of this ring rather than loop.
+                                    self.unwinder.stats.bad_records += 1;
+                                    consumed[ring] = first.len() + second.len();
+                                    None
+                                }
+                            },
+                        );
+                    }
+                    if let Some(Some((time, _))) = *head {
+                        if best.map_or(true, |(best_time, _)| time < best_time) {
+                            best = Some((time, ring));
+                        }
+                    }
+                }
+                let Some((_, ring)) = best else { break };
+                let (first, second) = pending[ring];
+                if until_touch[ring] == 0 {
+                    if let Some(ahead) = first.get(consumed[ring]..) {
+                        touch_ahead(ahead, TOUCH_AHEAD);
+                    }
+                    until_touch[ring] = TOUCH_AHEAD;
+                }
+                until_touch[ring] -= 1;
+                if let Ok(Some(record)) = record_at(first, second, consumed[ring], &mut wrapped) {
+                    consumed[ring] += record.len();
+                    self.first_look(record);
+                }
+                heads[ring] = None;
+                if self.out.len() >= 1 << 20 {
+                    self.flush(sink)?;
+                }
+            }
+        }
+        for (ring, &len) in rings.iter_mut().zip(&consumed) {
+            ring.release(len);
+        }
+        self.wrapped = wrapped;
+        self.flush(sink)?;
+        Ok(consumed.iter().sum())
     }
 
     /// Ends a pass over all buffers: retries held-back samples, settles
@@ -336,6 +476,43 @@ mod tests {
     use perf_event_open_sys::bindings as b;
 
     const ID: u64 = 42;
+
+    /// Records are cut out of a ring's pending bytes whole: borrowed from
+    /// either slice, copied when they straddle the wrap, not at all while
+    /// incomplete, and a size below a header is an error.
+    #[test]
+    fn records_across_the_wrap() {
+        let record = |tag: u8, len: u16| {
+            let mut r = vec![tag; usize::from(len)];
+            r[6..8].copy_from_slice(&len.to_le_bytes());
+            r
+        };
+        let (a, b, c) = (record(1, 16), record(2, 24), record(3, 8));
+        let all = [&a[..], &b[..], &c[..]].concat();
+        let mut wrapped = Vec::new();
+        // (cut between first and second slice, offset) → the record wanted.
+        let cases: [(usize, usize, Option<&[u8]>); 8] = [
+            (48, 0, Some(&a)),
+            (48, 16, Some(&b)),
+            (48, 40, Some(&c)),
+            (48, 48, None),
+            (20, 16, Some(&b)),
+            (16, 16, Some(&b)),
+            (3, 0, Some(&a)),
+            (44, 40, Some(&c)),
+        ];
+        for (cut, offset, want) in cases {
+            let (first, second) = all.split_at(cut);
+            let got = record_at(first, second, offset, &mut wrapped);
+            assert_eq!(got, Ok(want), "cut {cut} offset {offset}");
+        }
+        assert_eq!(
+            record_at(&all[..20], &[], 16, &mut wrapped),
+            Ok(None),
+            "incomplete"
+        );
+        assert_eq!(record_at(&[0u8; 8], &[], 0, &mut wrapped), Err(()));
+    }
 
     /// The kernel's sample of a dwarf-mode fault: registers and stack copy.
     fn kernel_sample(time: u64, addr: u64, regs: UserRegs, stack: &[u8]) -> Vec<u8> {

@@ -583,7 +583,7 @@ fn emit(writer: &mut PerfDataWriter, live: &mut Option<&mut Live>, bytes: &[u8])
 fn drain_all(
     rings: &mut [Ring],
     writer: &mut PerfDataWriter,
-    mut rewriter: Option<&mut StackRewriter>,
+    rewriter: Option<&mut StackRewriter>,
     mut live: Option<&mut Live>,
     last: bool,
 ) -> io::Result<usize> {
@@ -593,14 +593,18 @@ fn drain_all(
     let mut total = 0;
     {
         let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
-        for ring in rings.iter_mut() {
-            total += ring.drain(|bytes| match rewriter.as_deref_mut() {
-                Some(rewriter) => rewriter.feed(bytes, &mut sink),
-                None => sink(bytes),
-            })?;
-        }
-        if let Some(rewriter) = rewriter {
-            rewriter.end_pass(cutoff, last, &mut sink)?;
+        match rewriter {
+            // Dwarf mode keeps address spaces while recording: records are
+            // handled in time order across the CPUs.
+            Some(rewriter) => {
+                total += rewriter.merge_pass(rings, cutoff, last, &mut sink)?;
+                rewriter.end_pass(cutoff, last, &mut sink)?;
+            }
+            None => {
+                for ring in rings.iter_mut() {
+                    total += ring.drain(&mut sink)?;
+                }
+            }
         }
     }
     if let Some(live) = live {

@@ -122,6 +122,35 @@ impl Ring {
     }
 }
 
+impl Ring {
+    /// The bytes written and not yet released, as (at most) two slices in
+    /// ring order (the second when they wrap). They stay put until
+    /// [`release`](Self::release) gives them back to the kernel, so records
+    /// of several rings can be merged by time before any is released.
+    pub fn pending(&self) -> (&[u8], &[u8]) {
+        let (head_atomic, tail_atomic) = self.head_tail();
+        let head = head_atomic.load(Ordering::Acquire);
+        let tail = tail_atomic.load(Ordering::Relaxed);
+        let len = ((head - tail) as usize).min(self.data_size);
+        let start = (tail as usize) % self.data_size;
+        // SAFETY: as in `drain`: the data area is `data_size` bytes at
+        // `data_offset`, and the kernel does not write to [tail, head)
+        // until `release` publishes a new tail; the slices borrow `self`,
+        // so they end before `release` (which takes `&mut self`) runs.
+        let data =
+            unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
+        let first = len.min(self.data_size - start);
+        (&data[start..start + first], &data[..len - first])
+    }
+
+    /// Gives the first `len` pending bytes back to the kernel.
+    pub fn release(&mut self, len: usize) {
+        let (_, tail_atomic) = self.head_tail();
+        let tail = tail_atomic.load(Ordering::Relaxed);
+        tail_atomic.store(tail + len as u64, Ordering::Release);
+    }
+}
+
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping created in `new`; no borrow of
