@@ -14,7 +14,7 @@
 //! CFI led nowhere. The unwinder never guesses with frame pointers past such
 //! a frame: a marked `[unknown]` beats a plausible-looking wrong caller.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -260,6 +260,13 @@ struct Space {
     /// Exec'd, and no user-mode fault yet: kernel-mode faults are execve's
     /// own, with the old image's registers.
     exec_pending: bool,
+    /// Signal return trampolines (avma) in the mapped code.
+    sigreturn: BTreeSet<u64>,
+    /// The kernel's `[uprobes]` page, where a uprobe runs the probed
+    /// instruction out of line.
+    uprobes: Option<Range<u64>>,
+    /// Where pfprof's uprobe on `main` sits in this process (avma).
+    main_probe_avma: Option<u64>,
 }
 
 impl Space {
@@ -290,6 +297,10 @@ impl Space {
                 self.unwinder.remove_module(start);
             }
         }
+        let gone: Vec<u64> = self.sigreturn.range(range.clone()).copied().collect();
+        for avma in gone {
+            self.sigreturn.remove(&avma);
+        }
     }
 
     fn at(&self, time: u64) -> &Space {
@@ -308,6 +319,8 @@ type FileCache = FxHashMap<(Vec<u8>, Option<Vec<u8>>), Option<Arc<UnwindFile>>>;
 pub struct StackUnwinder {
     /// Path (+ build-id) → the file's unwind data; None: unusable.
     files: FileCache,
+    /// pfprof's uprobe on `main`: the executable's path and file offset.
+    main_probe: Option<(Vec<u8>, u64)>,
     spaces: FxHashMap<i32, Space>,
     cache: CacheX86_64,
     /// Processes that exited, to forget once no sample of theirs can come.
@@ -320,6 +333,14 @@ impl StackUnwinder {
     /// An unwinder that knows no process yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// pfprof put a uprobe on `main` at `file_offset` of the executable
+    /// `path`. The kernel executes the probed instruction out of line in
+    /// its `[uprobes]` page; a fault taken there (fetching that page) has
+    /// main's registers at entry, so it is unwound from main's entry.
+    pub fn set_main_probe(&mut self, path: &[u8], file_offset: u64) {
+        self.main_probe = Some((path.to_vec(), file_offset));
     }
 
     /// A mapping appeared in `pid`.
@@ -337,6 +358,15 @@ impl StackUnwinder {
         if prot & PROT_EXEC == 0 || avma.is_empty() {
             return;
         }
+        if path == b"[uprobes]" {
+            space.uprobes = Some(avma.clone());
+        }
+        if let Some((probe_path, probe_offset)) = &self.main_probe {
+            let len = avma.end - avma.start;
+            if path == &probe_path[..] && (file_offset..file_offset + len).contains(probe_offset) {
+                space.main_probe_avma = Some(avma.start + (probe_offset - file_offset));
+            }
+        }
         let key = (path.to_vec(), build_id.map(<[u8]>::to_vec));
         let stats = &mut self.stats;
         let file = self
@@ -345,12 +375,18 @@ impl StackUnwinder {
             .or_insert_with(|| load_file(path, build_id, stats))
             .clone();
         let name = String::from_utf8_lossy(path);
+        let space = self.spaces.entry(pid).or_default();
         let module = file.and_then(|file| {
             let (module, bias) = file.module(&name, avma.clone(), file_offset)?;
+            let trampolines = file.sections.sigreturn_svmas.iter();
+            space.sigreturn.extend(
+                trampolines
+                    .map(|svma| svma.wrapping_add(bias))
+                    .filter(|avma_of| avma.contains(avma_of)),
+            );
             let entry = file.sections.entry_svma;
             Some((module, (entry != 0).then(|| entry.wrapping_add(bias))))
         });
-        let space = self.spaces.entry(pid).or_default();
         let region = Region {
             end: avma.end,
             entry: module.as_ref().and_then(|m| m.1),
@@ -433,6 +469,14 @@ impl StackUnwinder {
             self.stats.count(Outcome::NoProcess);
             return Outcome::NoProcess;
         }
+        let mut regs = regs;
+        if let Some(space) = space {
+            if let (Some(xol), Some(probed)) = (&space.uprobes, space.main_probe_avma) {
+                if xol.contains(&regs.ip) {
+                    regs.ip = probed;
+                }
+            }
+        }
         // Outside every executable mapping: its mmap record may still be in
         // another CPU's buffer.
         let code = space.and_then(|s| s.lookup(regs.ip));
@@ -476,24 +520,22 @@ fn walk(
         needed = needed.max(offset + 8);
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
     };
-    let mut frames = space.unwinder.iter_frames(
-        regs.ip,
-        UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
-        cache,
-        &mut read_stack,
-    );
+    let mut unwind_regs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+    let mut address = FrameAddress::InstructionPointer(regs.ip);
     let start = chain.len();
     let stop = loop {
-        let address = match frames.next() {
-            Ok(Some(address)) => address,
-            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => break None,
-            Err(framehop::Error::CouldNotReadStack(_)) => break Some(Stop::StackCopy),
-            Err(_) => break Some(Stop::Corrupt),
-        };
         if chain.len() - start >= MAX_FRAMES {
             break Some(Stop::Corrupt);
         }
-        chain.push(address.address());
+        // The code a signal interrupted is at its saved IP, but readers of
+        // the chain (pfprof's replay, perf) look every frame after the
+        // first up at the address before it, as for return addresses:
+        // write IP + 1 so that they find the interrupted instruction.
+        let written = match address {
+            FrameAddress::InstructionPointer(ip) if chain.len() > start => ip + 1,
+            _ => address.address(),
+        };
+        chain.push(written);
         // framehop would fall back to frame pointers in code it has no CFI
         // for; stop there instead.
         let lookup = match address {
@@ -504,6 +546,33 @@ fn walk(
             Some(Code::Entry) => break None,
             Some(Code::Unwindable) => {}
             Some(Code::Opaque) | None => break Some(Stop::NoUnwindInfo),
+        }
+        let return_avma =
+            match space
+                .unwinder
+                .unwind_frame(address, &mut unwind_regs, cache, &mut read_stack)
+            {
+                Ok(Some(avma)) => avma,
+                Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => break None,
+                Err(framehop::Error::CouldNotReadStack(_)) => break Some(Stop::StackCopy),
+                Err(_) => break Some(Stop::Corrupt),
+            };
+        if space.sigreturn.contains(&return_avma) {
+            // A signal handler returns to the trampoline with the stack at
+            // the kernel's `ucontext`: its caller is the interrupted code.
+            chain.push(return_avma);
+            match interrupted_regs(unwind_regs.sp(), &mut read_stack) {
+                Ok(interrupted) => {
+                    unwind_regs = interrupted;
+                    address = FrameAddress::InstructionPointer(interrupted.ip());
+                    continue;
+                }
+                Err(()) => break Some(Stop::StackCopy),
+            }
+        }
+        match FrameAddress::from_return_address(return_avma) {
+            Some(next) => address = next,
+            None => break None,
         }
     };
     match stop {
@@ -522,6 +591,25 @@ fn walk(
             Outcome::Truncated(stop)
         }
     }
+}
+
+/// Offsets in the x86_64 signal frame's `ucontext` (where the stack
+/// pointer points once the handler has returned to the trampoline):
+/// `uc_flags`, `uc_link` and the 24-byte `uc_stack` precede the
+/// `sigcontext`, whose 11th, 16th and 17th words are rbp, rsp and rip.
+const UCONTEXT_RBP: u64 = 40 + 10 * 8;
+const UCONTEXT_RSP: u64 = 40 + 15 * 8;
+const UCONTEXT_RIP: u64 = 40 + 16 * 8;
+
+/// The registers the kernel saved for the code a signal interrupted.
+fn interrupted_regs(
+    ucontext_avma: u64,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Result<UnwindRegsX86_64, ()> {
+    let ip = read_stack(ucontext_avma + UCONTEXT_RIP)?;
+    let sp = read_stack(ucontext_avma + UCONTEXT_RSP)?;
+    let bp = read_stack(ucontext_avma + UCONTEXT_RBP)?;
+    Ok(UnwindRegsX86_64::new(ip, sp, bp))
 }
 
 fn load_file(

@@ -145,6 +145,12 @@ impl StackRewriter {
         })
     }
 
+    /// The uprobe on `main` (the executable's path and the probe's file
+    /// offset): see [`StackUnwinder::set_main_probe`].
+    pub fn set_main_probe(&mut self, path: &[u8], file_offset: u64) {
+        self.unwinder.set_main_probe(path, file_offset);
+    }
+
     /// Unwinding counters so far.
     pub fn stats(&self) -> &UnwindStats {
         &self.unwinder.stats

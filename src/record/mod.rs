@@ -26,6 +26,7 @@ pub mod sys;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -829,6 +830,15 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         descs,
         mut rewriter,
     } = opened;
+    if let (Some(rewriter), Some(probe)) = (rewriter.as_mut(), probe.as_ref()) {
+        // The uprobe runs main's first instruction out of line, in the
+        // `[uprobes]` page: a fault there is unwound from main's entry.
+        let path = std::fs::canonicalize(Path::new(std::ffi::OsStr::from_bytes(
+            probe.path.as_bytes(),
+        )))
+        .unwrap_or_default();
+        rewriter.set_main_probe(path.as_os_str().as_bytes(), probe.file_offset);
+    }
     let mut live = match cfg.stream {
         Some(kind) => Some(Live {
             decoder: LiveDecoder::new(&descs).context("cannot decode the events live")?,

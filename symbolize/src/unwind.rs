@@ -39,6 +39,11 @@ pub struct UnwindSections {
     pub eh_frame_hdr: Option<SectionBytes>,
     /// `.debug_frame`, used only when there is no `.eh_frame`.
     pub debug_frame: Option<Vec<u8>>,
+    /// Signal return trampolines (svma): code that does nothing but call
+    /// `rt_sigreturn`, such as glibc's `__restore_rt`. A signal handler
+    /// returns there, and its caller is the interrupted code, whose
+    /// registers the kernel saved on the stack (no CFI describes that).
+    pub sigreturn_svmas: Vec<u64>,
 }
 
 impl UnwindSections {
@@ -84,7 +89,36 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
         eh_frame_hdr: bytes(".eh_frame_hdr").filter(|_| eh_frame.is_some()),
         eh_frame,
         debug_frame,
+        sigreturn_svmas: sigreturn_trampolines(&file),
     })
+}
+
+/// `mov $15, %rax; syscall` (glibc's `__restore_rt`) and `mov $15, %eax;
+/// syscall` (musl, Go): 15 is `rt_sigreturn` on x86_64.
+const SIGRETURN_CODE: [&[u8]; 2] = [
+    &[0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05],
+    &[0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05],
+];
+
+/// The svmas of the signal return trampolines in the file's code.
+fn sigreturn_trampolines(file: &object::File<'_>) -> Vec<u64> {
+    let mut found = Vec::new();
+    for section in file.sections() {
+        let object::SectionKind::Text = section.kind() else {
+            continue;
+        };
+        let Ok(code) = section.data() else { continue };
+        for pattern in SIGRETURN_CODE {
+            found.extend(
+                code.windows(pattern.len())
+                    .enumerate()
+                    .filter(|(_, w)| *w == pattern)
+                    .map(|(i, _)| section.address() + i as u64),
+            );
+        }
+    }
+    found.sort_unstable();
+    found
 }
 
 #[cfg(test)]

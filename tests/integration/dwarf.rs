@@ -133,3 +133,28 @@ fn small_stack_copy_is_counted_and_marked() {
         "{s:?}"
     );
 }
+
+/// Faults in a signal handler keep the interrupted code and `main` on their
+/// chain: the unwinder steps from the handler's return into the trampoline
+/// (`__restore_rt`) to the registers the kernel saved in the signal frame.
+#[test]
+fn signal_handler_frames() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_signal");
+    let exe = compile_c(&dir, "signal_handler.c", &["-O2", "-fomit-frame-pointer"]);
+    let (_, report) = record_with(&dir, &[], &exe, &[]);
+    assert_complete_stacks(&report);
+    let rows = function_sites(&report, "touch_in_handler");
+    assert_eq!(total(&rows), 64, "{}", show(&rows));
+    for r in &rows {
+        let s = stack_names(r);
+        assert_eq!(s.first(), Some(&"_start"), "{s:?}");
+        let main = s.iter().position(|f| *f == "main").expect("main");
+        let handler = s.iter().position(|f| *f == "on_trap").expect("on_trap");
+        assert_eq!(s[main + 1], "interrupted", "{s:?}");
+        assert!(handler > main + 1, "{s:?}");
+        assert_eq!(s.last(), Some(&"touch_in_handler"), "{s:?}");
+    }
+}
