@@ -348,6 +348,9 @@ impl Staging {
     /// refuses (exit 2) when `dir` or `dir.old` is not a pfprof output or
     /// `dir.partial` exists.
     pub fn begin(dir: &Path) -> anyhow::Result<Staging> {
+        // `out/` names `out`: its siblings are `out.old`, not `out/.old`.
+        let dir: PathBuf = dir.components().collect();
+        let dir = dir.as_path();
         let old = with_suffix(dir, OLD_SUFFIX);
         let partial = with_suffix(dir, PARTIAL_SUFFIX);
         let advice = "pfprof moves aside and deletes only its own outputs; choose another -o DIR or move it away";
@@ -581,6 +584,39 @@ mod tests {
         assert!(!root.join("plain").exists());
         assert!(remove_output(&user, true).is_err());
         assert!(user.join("notes.txt").exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// `begin` then `commit` rotates: DIR.partial → DIR → DIR.old, with a
+    /// trailing slash too; a discarded run leaves nothing.
+    #[test]
+    fn staging_rotates() {
+        let root = scratch("staging");
+        let dir = root.join("out");
+        let mut slashed = dir.clone().into_os_string();
+        slashed.push("/");
+        for run in 0..3u8 {
+            let staging = Staging::begin(Path::new(&slashed)).unwrap();
+            assert_eq!(staging.out_dir().path(), root.join("out.partial"));
+            let mut data = finished_header();
+            data.push(run);
+            std::fs::write(staging.out_dir().path().join(DATA_FILE), data).unwrap();
+            staging.commit().unwrap();
+            assert_eq!(std::fs::read(dir.join(DATA_FILE)).unwrap()[104], run);
+            if run > 0 {
+                assert_eq!(
+                    std::fs::read(root.join("out.old").join(DATA_FILE)).unwrap()[104],
+                    run - 1
+                );
+            }
+        }
+        Staging::begin(&dir).unwrap().discard().unwrap();
+        let mut left: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["out", "out.old"]);
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -504,6 +504,26 @@ mod tests {
         r
     }
 
+    fn repair_events() -> Vec<EventDesc> {
+        vec![
+            EventDesc {
+                attr: attr(1, 5),
+                name: "minor-faults".into(),
+                ids: vec![1, 2],
+            },
+            EventDesc {
+                attr: attr(1, 6),
+                name: "major-faults".into(),
+                ids: vec![3, 4],
+            },
+            EventDesc {
+                attr: attr(2, 190),
+                name: "exceptions:page_fault_user".into(),
+                ids: vec![5, 6],
+            },
+        ]
+    }
+
     /// Attrs are cut to the smallest published size that keeps their
     /// non-zero bytes, and say so in their size field.
     #[test]
@@ -533,24 +553,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pfprof-repair-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("r.data");
-        let events = vec![
-            EventDesc {
-                attr: attr(1, 5),
-                name: "minor-faults".into(),
-                ids: vec![1, 2],
-            },
-            EventDesc {
-                attr: attr(1, 6),
-                name: "major-faults".into(),
-                ids: vec![3, 4],
-            },
-            EventDesc {
-                attr: attr(2, 190),
-                name: "exceptions:page_fault_user".into(),
-                ids: vec![5, 6],
-            },
-        ];
-        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
         for len in [16, 24, 32] {
             w.write_records(&record(len)).unwrap();
         }
@@ -581,6 +584,22 @@ mod tests {
             );
             assert_eq!(reader.perf_file.event_attributes()[2].ids(), [5, 6]);
         }
+        // A write error: salvage keeps what reached the file (the checkpoint
+        // flushed it), drops the buffer, and the result reads like a
+        // recording whose writer was killed.
+        let path = dir.join("stopped.data");
+        let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
+        w.write_records(&record(16)).unwrap();
+        w.checkpoint().unwrap();
+        w.write_records(&record(24)).unwrap();
+        assert_eq!(w.salvage().unwrap(), 16);
+        assert!(w.write_records(&record(8)).is_err(), "stopped");
+        let stopped = std::fs::read(&path).unwrap();
+        let facts = HeaderFacts::parse(&stopped).unwrap();
+        assert!(!facts.finished());
+        assert_eq!(facts.data.1, 16);
+        assert_eq!(stopped.len() as u64, facts.data.0 + 16);
+        assert_eq!(repair(&stopped).unwrap().1, 16);
         assert!(
             repair(&full[..50]).is_none(),
             "a cut header cannot be repaired"

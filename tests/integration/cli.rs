@@ -293,7 +293,10 @@ fn killed_recording_is_readable() {
         .args(["--format", "json", "-i"])
         .arg(dir.join("out.partial")));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(!dir.join("out").exists(), "only a finished set is named out");
+    assert!(
+        !dir.join("out").exists(),
+        "only a finished set is named out"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         report["warnings"].to_string().contains("not finished"),
