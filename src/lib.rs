@@ -14,6 +14,7 @@ pub mod decode;
 pub mod diff;
 pub mod error;
 pub mod latency;
+pub mod outdir;
 pub mod perf_data;
 pub mod process;
 pub mod record;

@@ -9,10 +9,9 @@ use clap::Parser;
 
 use pfprof::analyze::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
+use pfprof::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::perf_data::Exit;
 use pfprof::{diff, error, record, render, resolve};
-
-const DATA_FILE: &str = "pfprof.data";
 
 /// `-i` takes a directory or the data file itself.
 fn data_path(input: &Path) -> PathBuf {
@@ -21,22 +20,6 @@ fn data_path(input: &Path) -> PathBuf {
     } else {
         input.to_path_buf()
     }
-}
-
-/// Moves an existing output directory aside so runs are never mixed.
-fn fresh_output_dir(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        let mut old = dir.as_os_str().to_owned();
-        old.push(".old");
-        let old = PathBuf::from(old);
-        if old.exists() {
-            std::fs::remove_dir_all(&old)
-                .with_context(|| format!("cannot remove {}", old.display()))?;
-        }
-        std::fs::rename(dir, &old)
-            .with_context(|| format!("cannot move {} to {}", dir.display(), old.display()))?;
-    }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
 }
 
 fn analyze_and_resolve(
@@ -87,10 +70,20 @@ fn recording_dir(input: &Path) -> PathBuf {
     }
 }
 
+/// The error, saying where the recording stays (same exit code).
+fn kept_in(e: anyhow::Error, partial: &str) -> anyhow::Error {
+    error::CodedError::new(
+        error::exit_code(&e),
+        format!(
+            "{e:#}; what was recorded stays in {partial} (`pfprof report -i {partial}` reads it)"
+        ),
+    )
+    .into()
+}
+
 fn run(cli: Cli) -> Result<u8> {
     match cli.action {
         Action::Record(args) => {
-            fresh_output_dir(&args.output)?;
             let target = if !args.pids.is_empty() {
                 record::Target::Pids(args.pids.clone())
             } else if args.all_cpus {
@@ -105,10 +98,14 @@ fn run(cli: Cli) -> Result<u8> {
                 )
                 .into());
             }
+            // Refuses, before the command starts, to replace what is not
+            // pfprof's; everything is written into DIR.partial first.
+            let staging = Staging::begin(&args.output)?;
+            let partial = staging.out_dir().path().display().to_string();
             let config = record::RecordConfig {
                 target,
                 duration: args.duration.map(std::time::Duration::from_secs_f64),
-                data_path: args.output.join(DATA_FILE),
+                data_path: staging.out_dir().path().join(DATA_FILE),
                 period: args.period,
                 mmap_pages: args
                     .mmap_pages
@@ -121,7 +118,25 @@ fn run(cli: Cli) -> Result<u8> {
                 stream: args.stream,
                 fixed_ts: args.fixed_ts,
             };
-            let recorded = record::record(&config)?;
+            let recorded = match record::record(&config) {
+                Ok(recorded) => recorded,
+                // Before the command ran (not found, permissions): the
+                // previous output stays where it was, and no DIR.partial.
+                Err(e) if error::exit_code(&e) != 1 || !staging.holds_records() => {
+                    if let Err(cleanup) = staging.discard() {
+                        eprintln!("pfprof: warning: {cleanup:#}");
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(kept_in(e, &partial)),
+            };
+            // Attached and system-wide recordings end normally by Ctrl-C or
+            // --duration; the processes keep running.
+            let status = match recorded.exit {
+                Some(Exit::Code(code)) => code as u8,
+                Some(Exit::Signal(sig)) => 128 + sig as u8,
+                None => 0,
+            };
             if std::env::var_os("PFPROF_TIMING").is_some() {
                 if let Some((user, sys)) = own_cpu_seconds() {
                     eprintln!(
@@ -129,10 +144,25 @@ fn run(cli: Cli) -> Result<u8> {
                     );
                 }
             }
-            let resolved = analyze_and_resolve(&config.data_path, &args.analysis, false)?;
-            render::write_all(&args.output, &resolved, args.analysis.top).with_context(|| {
-                format!("cannot write the outputs in {}", args.output.display())
-            })?;
+            let stopped = recorded.write_error.is_some();
+            let outputs = analyze_and_resolve(&config.data_path, &args.analysis, stopped).and_then(
+                |resolved| {
+                    render::write_all(staging.out_dir(), &resolved, args.analysis.top)
+                        .with_context(|| format!("cannot write the outputs in {partial}"))?;
+                    staging.commit()?;
+                    Ok(resolved)
+                },
+            );
+            let resolved = match outputs {
+                Ok(resolved) => resolved,
+                Err(e) if stopped => {
+                    // The write error was reported; the command's status
+                    // still passes through.
+                    eprintln!("pfprof: error: {:#}", kept_in(e, &partial));
+                    return Ok(status);
+                }
+                Err(e) => return Err(kept_in(e, &partial)),
+            };
             if args.quiet {
                 eprintln!("pfprof: {}", resolved.report.completeness_line());
             } else {
@@ -142,13 +172,10 @@ fn run(cli: Cli) -> Result<u8> {
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg}}",
                 args.output.display()
             );
-            // Attached and system-wide recordings end normally by Ctrl-C or
-            // --duration; the processes keep running.
-            Ok(match recorded.exit {
-                Some(Exit::Code(code)) => code as u8,
-                Some(Exit::Signal(sig)) => 128 + sig as u8,
-                None => 0,
-            })
+            if let Some(why) = &recorded.write_error {
+                eprintln!("pfprof: warning: the profile is partial: {why}");
+            }
+            Ok(status)
         }
         Action::Report(args) => {
             let resolved =
@@ -182,12 +209,12 @@ fn run(cli: Cli) -> Result<u8> {
         Action::Flamegraph(args) => {
             let resolved =
                 analyze_and_resolve(&data_path(&args.input), &args.analysis, args.partial)?;
-            let out_dir = args
-                .output
-                .clone()
-                .unwrap_or_else(|| recording_dir(&args.input));
-            std::fs::create_dir_all(&out_dir)
-                .with_context(|| format!("cannot create {}", out_dir.display()))?;
+            let out_dir = OutDir::open_or_create(
+                &args
+                    .output
+                    .clone()
+                    .unwrap_or_else(|| recording_dir(&args.input)),
+            )?;
             let selections = match args.class {
                 Some(class) => vec![class],
                 None => vec![
@@ -198,7 +225,7 @@ fn run(cli: Cli) -> Result<u8> {
                 ],
             };
             let command = resolved.report.command_line();
-            let context = || format!("cannot write flame graphs in {}", out_dir.display());
+            let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
             for selection in selections {
                 render::write_flamegraph(&out_dir, &resolved.folded, selection, &command)
                     .with_context(context)?;
@@ -207,7 +234,7 @@ fn run(cli: Cli) -> Result<u8> {
                 render::write_startup(&out_dir, &resolved.startup_folded, &command)
                     .with_context(context)?;
             }
-            eprintln!("pfprof: wrote flame graphs in {}", out_dir.display());
+            eprintln!("pfprof: wrote flame graphs in {}", out_dir.path().display());
             Ok(0)
         }
         Action::Diff(args) => {
@@ -226,12 +253,12 @@ fn run(cli: Cli) -> Result<u8> {
                     writeln!(stdout)?;
                 }
             }
-            let out_dir = args
-                .output
-                .clone()
-                .unwrap_or_else(|| recording_dir(&args.after));
-            std::fs::create_dir_all(&out_dir)
-                .with_context(|| format!("cannot create {}", out_dir.display()))?;
+            let out_dir = OutDir::open_or_create(
+                &args
+                    .output
+                    .clone()
+                    .unwrap_or_else(|| recording_dir(&args.after)),
+            )?;
             let (a, b) = (
                 diff::folded_lines(&before, args.startup),
                 diff::folded_lines(&after, args.startup),
@@ -242,9 +269,13 @@ fn run(cli: Cli) -> Result<u8> {
                 before.report.command_line(),
                 after.report.command_line()
             );
-            render::write_diff(&out_dir, &a, &b, title)
-                .with_context(|| format!("cannot write diff.svg in {}", out_dir.display()))?;
-            eprintln!("pfprof: wrote {}/diff.{{folded,svg}}", out_dir.display());
+            render::write_diff(&out_dir, &a, &b, title).with_context(|| {
+                format!("cannot write diff.svg in {}", out_dir.path().display())
+            })?;
+            eprintln!(
+                "pfprof: wrote {}/diff.{{folded,svg}}",
+                out_dir.path().display()
+            );
             Ok(0)
         }
     }

@@ -131,7 +131,8 @@ fn file_attr(attr: &[u8]) -> Vec<u8> {
 
 /// Streams a recording to disk.
 pub struct PerfDataWriter {
-    out: BufWriter<File>,
+    /// None once [`salvage`](Self::salvage) has stopped the recording.
+    out: Option<BufWriter<File>>,
     attr_size: u64,
     attrs_offset: u64,
     n_events: u64,
@@ -156,12 +157,16 @@ fn put_string(buf: &mut Vec<u8>, s: &str) {
 
 impl PerfDataWriter {
     /// Creates `path` and writes everything that precedes the data section.
+    /// The file must not exist (`O_EXCL`, a link there is not followed); it
+    /// is readable by its owner only (mode 0600, as `perf.data`: it holds
+    /// command lines, paths and addresses), the invoking user under `sudo`.
     pub fn create(path: &Path, mut events: Vec<EventDesc>) -> io::Result<Self> {
         for e in &mut events {
             e.attr = file_attr(&e.attr);
         }
         let attr_len = events.iter().map(|e| e.attr.len()).max().unwrap_or(0) as u64;
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        let file = crate::outdir::create_new_file(path, 0o600)?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
         out.write_all(&[0u8; HEADER_SIZE as usize])?;
         // Id arrays first, so that each attr entry can point at its ids.
         let mut offset = HEADER_SIZE;
@@ -186,7 +191,7 @@ impl PerfDataWriter {
         let attr_size = attr_len + 16;
         let data_offset = attrs_offset + attr_size * events.len() as u64;
         let mut w = PerfDataWriter {
-            out,
+            out: Some(out),
             attr_size,
             attrs_offset,
             n_events: events.len() as u64,
@@ -198,9 +203,15 @@ impl PerfDataWriter {
         Ok(w)
     }
 
+    fn out(&mut self) -> io::Result<&mut BufWriter<File>> {
+        self.out
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the recording was stopped by an earlier write error"))
+    }
+
     /// Appends raw kernel records.
     pub fn write_records(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.out.write_all(bytes)?;
+        self.out()?.write_all(bytes)?;
         self.data_size += bytes.len() as u64;
         Ok(())
     }
@@ -219,7 +230,7 @@ impl PerfDataWriter {
         self.data_size
     }
 
-    fn write_header(&mut self, features: [u64; 4]) -> io::Result<()> {
+    fn header(&self, features: [u64; 4]) -> Vec<u8> {
         let mut h = Vec::with_capacity(HEADER_SIZE as usize);
         h.extend_from_slice(b"PERFILE2");
         put_u64(&mut h, HEADER_SIZE);
@@ -233,8 +244,14 @@ impl PerfDataWriter {
         for f in features {
             put_u64(&mut h, f);
         }
-        self.out.flush()?;
-        let file = self.out.get_mut();
+        h
+    }
+
+    fn write_header(&mut self, features: [u64; 4]) -> io::Result<()> {
+        let h = self.header(features);
+        let out = self.out()?;
+        out.flush()?;
+        let file = out.get_mut();
         file.seek(SeekFrom::Start(0))?;
         file.write_all(&h)?;
         file.seek(SeekFrom::End(0))?;
@@ -247,9 +264,33 @@ impl PerfDataWriter {
         self.write_header([0; 4])
     }
 
-    /// Writes the feature sections and the final header.
+    /// After a write error: keeps the recording readable and stops it.
+    /// What the buffer still holds is dropped, the file is cut to the data
+    /// bytes that reached it (the reader drops a record cut in two), and the
+    /// header says so, without feature sections, as for a recording whose
+    /// writer was killed. Returns the data bytes kept; writes fail from now on.
+    pub fn salvage(&mut self) -> io::Result<u64> {
+        let out = self
+            .out
+            .take()
+            .ok_or_else(|| io::Error::other("the recording was already stopped"))?;
+        // Not flushed: its buffer may hold the half a write that failed.
+        let (mut file, _unwritten) = out.into_parts();
+        let len = file.metadata()?.len();
+        let kept = len.saturating_sub(self.data_offset).min(self.data_size);
+        // Cutting a file and overwriting its first bytes need no new blocks.
+        file.set_len(self.data_offset + kept)?;
+        self.data_size = kept;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&self.header([0; 4]))?;
+        let _ = file.sync_data();
+        Ok(kept)
+    }
+
+    /// Writes the feature sections and the final header. When this fails,
+    /// [`salvage`](Self::salvage) still leaves the records readable.
     pub fn finish(
-        mut self,
+        &mut self,
         meta: &RecordingMeta,
         hostname: &str,
         os_release: &str,
@@ -305,12 +346,13 @@ impl PerfDataWriter {
             put_u64(&mut table, body.len() as u64);
             offset += body.len() as u64;
         }
-        self.out.write_all(&table)?;
+        let out = self.out()?;
+        out.write_all(&table)?;
         for (_, body) in &sections {
-            self.out.write_all(body)?;
+            out.write_all(body)?;
         }
         self.write_header(features)?;
-        self.out.get_mut().sync_all()
+        self.out()?.get_mut().sync_all()
     }
 }
 
@@ -462,6 +504,26 @@ mod tests {
         r
     }
 
+    fn repair_events() -> Vec<EventDesc> {
+        vec![
+            EventDesc {
+                attr: attr(1, 5),
+                name: "minor-faults".into(),
+                ids: vec![1, 2],
+            },
+            EventDesc {
+                attr: attr(1, 6),
+                name: "major-faults".into(),
+                ids: vec![3, 4],
+            },
+            EventDesc {
+                attr: attr(2, 190),
+                name: "exceptions:page_fault_user".into(),
+                ids: vec![5, 6],
+            },
+        ]
+    }
+
     /// Attrs are cut to the smallest published size that keeps their
     /// non-zero bytes, and say so in their size field.
     #[test]
@@ -491,24 +553,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pfprof-repair-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("r.data");
-        let events = vec![
-            EventDesc {
-                attr: attr(1, 5),
-                name: "minor-faults".into(),
-                ids: vec![1, 2],
-            },
-            EventDesc {
-                attr: attr(1, 6),
-                name: "major-faults".into(),
-                ids: vec![3, 4],
-            },
-            EventDesc {
-                attr: attr(2, 190),
-                name: "exceptions:page_fault_user".into(),
-                ids: vec![5, 6],
-            },
-        ];
-        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
         for len in [16, 24, 32] {
             w.write_records(&record(len)).unwrap();
         }
@@ -539,6 +584,22 @@ mod tests {
             );
             assert_eq!(reader.perf_file.event_attributes()[2].ids(), [5, 6]);
         }
+        // A write error: salvage keeps what reached the file (the checkpoint
+        // flushed it), drops the buffer, and the result reads like a
+        // recording whose writer was killed.
+        let path = dir.join("stopped.data");
+        let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
+        w.write_records(&record(16)).unwrap();
+        w.checkpoint().unwrap();
+        w.write_records(&record(24)).unwrap();
+        assert_eq!(w.salvage().unwrap(), 16);
+        assert!(w.write_records(&record(8)).is_err(), "stopped");
+        let stopped = std::fs::read(&path).unwrap();
+        let facts = HeaderFacts::parse(&stopped).unwrap();
+        assert!(!facts.finished());
+        assert_eq!(facts.data.1, 16);
+        assert_eq!(stopped.len() as u64, facts.data.0 + 16);
+        assert_eq!(repair(&stopped).unwrap().1, 16);
         assert!(
             repair(&full[..50]).is_none(),
             "a cut header cannot be repaired"

@@ -2,14 +2,13 @@
 //! flame graphs through inferno (one colour scheme per class; in `all`, the
 //! class is the root frame), `report.txt` and `report.json`.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::io::{self, Write};
 
 use inferno::flamegraph::color::{BasicPalette, Palette};
 use inferno::flamegraph::{self, Options};
 
 use crate::classify::FaultClass;
+use crate::outdir::OutDir;
 use crate::resolve::{Folded, Resolved};
 
 /// Which flame graphs to write.
@@ -66,25 +65,26 @@ pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<Stri
     }
 }
 
-fn write_empty_svg(path: &Path, title: &str) -> io::Result<()> {
+fn write_empty_svg(dir: &OutDir, name: &str, title: &str) -> io::Result<()> {
     let escaped = title
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;");
-    std::fs::write(
-        path,
+    dir.write(
+        name,
         format!(
             "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"120\" \
              xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
              <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{escaped}</text>\
              <text x=\"600\" y=\"80\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n"
-        ),
+        )
+        .as_bytes(),
     )
 }
 
 /// Writes `<base>.folded` and `<base>.svg` from folded lines.
 fn write_folded_and_svg(
-    dir: &Path,
+    dir: &OutDir,
     base: &str,
     lines: &[String],
     title: String,
@@ -94,21 +94,22 @@ fn write_folded_and_svg(
 }
 
 fn write_folded_and_svg_counting(
-    dir: &Path,
+    dir: &OutDir,
     base: &str,
     lines: &[String],
     title: String,
     colors: Palette,
     count_name: &str,
 ) -> io::Result<()> {
-    let mut out = BufWriter::new(File::create(dir.join(format!("{base}.folded")))?);
-    for line in lines {
-        writeln!(out, "{line}")?;
-    }
-    out.flush()?;
-    let svg_path = dir.join(format!("{base}.svg"));
+    dir.write_with(&format!("{base}.folded"), |out| {
+        for line in lines {
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    })?;
+    let svg_name = format!("{base}.svg");
     if lines.is_empty() {
-        return write_empty_svg(&svg_path, &title);
+        return write_empty_svg(dir, &svg_name, &title);
     }
     let mut options = Options::default();
     options.title = title;
@@ -116,13 +117,14 @@ fn write_folded_and_svg_counting(
     options.colors = colors;
     options.hash = true;
     options.deterministic = true;
-    let writer = BufWriter::new(File::create(&svg_path)?);
-    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), writer)
+    dir.write_with(&svg_name, |out| {
+        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
+    })
 }
 
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
 pub fn write_flamegraph(
-    dir: &Path,
+    dir: &OutDir,
     folded: &[Folded; 3],
     selection: ClassSelection,
     command: &str,
@@ -143,7 +145,7 @@ pub fn write_flamegraph(
 
 /// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`,
 /// class as the root frame.
-pub fn write_startup(dir: &Path, startup: &Folded, command: &str) -> io::Result<()> {
+pub fn write_startup(dir: &OutDir, startup: &Folded, command: &str) -> io::Result<()> {
     let lines: Vec<String> = startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
@@ -154,7 +156,7 @@ pub fn write_startup(dir: &Path, startup: &Folded, command: &str) -> io::Result<
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
-pub fn write_latency(dir: &Path, folded_latency: &[Folded; 3], command: &str) -> io::Result<()> {
+pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], command: &str) -> io::Result<()> {
     for class in FaultClass::ALL {
         let lines: Vec<String> = folded_latency[class as usize]
             .iter()
@@ -178,7 +180,7 @@ pub fn write_latency(dir: &Path, folded_latency: &[Folded; 3], command: &str) ->
 /// Writes `diff.folded` and `diff.svg`, a differential flame graph of two
 /// runs' folded stacks (red: more faults in the second run, blue: fewer).
 pub fn write_diff(
-    dir: &Path,
+    dir: &OutDir,
     before: &[String],
     after: &[String],
     title: String,
@@ -196,7 +198,7 @@ pub fn write_diff(
 }
 
 /// Writes every output of a recording directory.
-pub fn write_all(dir: &Path, resolved: &Resolved, top: usize) -> io::Result<()> {
+pub fn write_all(dir: &OutDir, resolved: &Resolved, top: usize) -> io::Result<()> {
     let report = &resolved.report;
     let command = report.command_line();
     for selection in [
@@ -209,10 +211,10 @@ pub fn write_all(dir: &Path, resolved: &Resolved, top: usize) -> io::Result<()> 
     }
     write_startup(dir, &resolved.startup_folded, &command)?;
     write_latency(dir, &resolved.folded_latency, &command)?;
-    std::fs::write(dir.join("timeline.svg"), &resolved.timeline_svg)?;
-    std::fs::write(dir.join("report.txt"), report.to_text(top))?;
+    dir.write("timeline.svg", resolved.timeline_svg.as_bytes())?;
+    dir.write("report.txt", report.to_text(top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    std::fs::write(dir.join("report.json"), json)
+    dir.write("report.json", &json)
 }
 
 #[cfg(test)]
@@ -252,9 +254,10 @@ mod tests {
     #[test]
     fn golden_svgs() {
         let dir = std::env::temp_dir().join(format!("pfprof-render-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = OutDir::open_or_create(&dir).unwrap();
         for selection in [ClassSelection::All, ClassSelection::Major] {
-            write_flamegraph(&dir, &folded(), selection, "./app").unwrap();
+            write_flamegraph(&out, &folded(), selection, "./app").unwrap();
             let name = format!("{}.svg", name(selection));
             let actual = std::fs::read_to_string(dir.join(&name)).unwrap();
             let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -183,6 +183,38 @@ pub enum Target {
 pub struct Recorded {
     /// How the command ended.
     pub exit: Option<Exit>,
+    /// Why the recording stopped early, when writing it failed (it holds
+    /// what was written before, readable as a recording pfprof could not
+    /// finish).
+    pub write_error: Option<String>,
+}
+
+/// Stops a recording whose file cannot be written (ENOSPC, EIO, EROFS):
+/// disables the events, keeps what was written readable, and says what
+/// happened, where it stopped, and what becomes of the command.
+fn stop_on_write_error(
+    writer: &mut PerfDataWriter,
+    fds: &[Vec<OwnedFd>],
+    error: &io::Error,
+    path: &Path,
+    start: Instant,
+    afterwards: &str,
+) -> String {
+    for fd in fds.iter().flatten() {
+        let _ = sys::disable(fd);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let kept = match writer.salvage() {
+        Ok(bytes) => format!(
+            "the recording stops after {seconds:.1} s at {bytes} bytes of records and stays readable"
+        ),
+        Err(e) => format!(
+            "the recording stops after {seconds:.1} s and could not be marked readable ({e})"
+        ),
+    };
+    let message = format!("cannot write {}: {error}; {kept}", path.display());
+    eprintln!("pfprof: error: {message}; {afterwards}");
+    message
 }
 
 /// Where tracefs is mounted, mounting it if needed.
@@ -894,16 +926,47 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     let mut last_checkpoint = Instant::now();
     let mut forwarded = 0;
     let mut stopped_by = None;
+    let mut write_error = None;
+    // After a write error the command runs on untraced: pfprof still waits
+    // for it, so that its exit status passes through.
+    let afterwards = if child.is_some() {
+        "the command keeps running, untraced, until it exits; pfprof waits for it"
+    } else {
+        "the processes keep running, untouched"
+    };
     let exit = loop {
-        sys::poll_readable(&poll_fds, 50).context("poll failed")?;
-        drain_all(
-            &mut rings,
-            &mut writer,
-            rewriter.as_mut(),
-            live.as_mut(),
-            false,
-        )
-        .context("cannot write the recording")?;
+        if write_error.is_some() {
+            std::thread::sleep(Duration::from_millis(50));
+        } else {
+            sys::poll_readable(&poll_fds, 50).context("poll failed")?;
+            let drained = drain_all(
+                &mut rings,
+                &mut writer,
+                rewriter.as_mut(),
+                live.as_mut(),
+                false,
+            )
+            .and_then(|_| {
+                if last_checkpoint.elapsed() > Duration::from_secs(1) {
+                    last_checkpoint = Instant::now();
+                    writer.checkpoint()?;
+                }
+                Ok(())
+            });
+            if let Err(e) = drained {
+                write_error = Some(stop_on_write_error(
+                    &mut writer,
+                    &fds,
+                    &e,
+                    &cfg.data_path,
+                    start,
+                    afterwards,
+                ));
+                if child.is_none() {
+                    break None;
+                }
+            }
+        }
         let (sig, count) = sys::pending_signal();
         if let Some(child) = &child {
             if let Some(status) = sys::wait(child.pid, true).context("waitpid failed")? {
@@ -931,10 +994,6 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 break None;
             }
         }
-        if last_checkpoint.elapsed() > Duration::from_secs(1) {
-            writer.checkpoint().context("cannot write the recording")?;
-            last_checkpoint = Instant::now();
-        }
     };
     let wall_ns = start.elapsed().as_nanos() as u64;
     // Descendants that outlive the command, and attached processes, are no
@@ -942,14 +1001,29 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     for fd in fds.iter().flatten() {
         let _ = sys::disable(fd);
     }
-    drain_all(
-        &mut rings,
-        &mut writer,
-        rewriter.as_mut(),
-        live.as_mut(),
-        true,
-    )
-    .context("cannot write the recording")?;
+    let ended = if child.is_some() {
+        "the command has ended"
+    } else {
+        afterwards
+    };
+    if write_error.is_none() {
+        if let Err(e) = drain_all(
+            &mut rings,
+            &mut writer,
+            rewriter.as_mut(),
+            live.as_mut(),
+            true,
+        ) {
+            write_error = Some(stop_on_write_error(
+                &mut writer,
+                &fds,
+                &e,
+                &cfg.data_path,
+                start,
+                ended,
+            ));
+        }
+    }
     let sum = |event: &[OwnedFd]| -> Option<u64> {
         event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
     };
@@ -1004,10 +1078,19 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             eprintln!("pfprof: stream: {printed} lines printed, {dropped} dropped (the terminal could not keep up; the recording has them all)");
         }
     }
-    writer
-        .finish(&meta, &hostname(), &os_release(), cpus.len() as u32)
-        .with_context(|| format!("cannot write {}", cfg.data_path.display()))?;
-    Ok(Recorded { exit })
+    if write_error.is_none() {
+        if let Err(e) = writer.finish(&meta, &hostname(), &os_release(), cpus.len() as u32) {
+            write_error = Some(stop_on_write_error(
+                &mut writer,
+                &fds,
+                &e,
+                &cfg.data_path,
+                start,
+                ended,
+            ));
+        }
+    }
+    Ok(Recorded { exit, write_error })
 }
 
 #[cfg(test)]

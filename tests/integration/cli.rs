@@ -201,19 +201,20 @@ fn permission_denied_is_2() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
-/// The existing output directory is moved aside, never mixed.
+/// The previous output directory (pfprof's own) is moved aside, never mixed
+/// (a directory that is not pfprof's: see safety.rs).
 #[test]
 fn output_dir_is_moved_to_old() {
     if !can_record() {
         return;
     }
     let dir = temp_dir("cli_old_dir");
-    std::fs::create_dir_all(dir.join("out")).unwrap();
-    std::fs::write(dir.join("out/marker"), b"x").unwrap();
     let (out, _) = record(&dir, std::path::Path::new("/bin/true"), &[]);
     assert!(out.status.success());
-    assert!(dir.join("out.old/marker").exists());
-    assert!(!dir.join("out/marker").exists());
+    let first = std::fs::read(dir.join("out/pfprof.data")).unwrap();
+    let (out, _) = record(&dir, std::path::Path::new("/bin/true"), &[]);
+    assert!(out.status.success());
+    assert!(std::fs::read(dir.join("out.old/pfprof.data")).unwrap() == first);
     for f in [
         "pfprof.data",
         "report.txt",
@@ -268,7 +269,8 @@ fn sigterm_finishes_the_recording() {
 }
 
 /// pfprof killed outright: what it had written (checkpointed every second)
-/// is still readable, with a warning, and nothing panics.
+/// stays in `out.partial` and is still readable, with a warning, and
+/// nothing panics.
 #[test]
 fn killed_recording_is_readable() {
     if !can_record() {
@@ -289,8 +291,12 @@ fn killed_recording_is_readable() {
     let out = run(pfprof()
         .arg("report")
         .args(["--format", "json", "-i"])
-        .arg(dir.join("out")));
+        .arg(dir.join("out.partial")));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        !dir.join("out").exists(),
+        "only a finished set is named out"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         report["warnings"].to_string().contains("not finished"),

@@ -6,5 +6,6 @@ mod cli;
 mod dwarf;
 mod live;
 mod record;
+mod safety;
 mod startup;
 mod util;

@@ -1,0 +1,642 @@
+//! Where pfprof writes, and how: never through a symbolic link, never over a
+//! file it did not create, never a half-written set, never someone else's
+//! directory.
+//!
+//! - `record -o DIR` writes into `DIR.partial`, a directory it creates
+//!   (`mkdir` fails on anything already there, links included), and renames
+//!   it to `DIR` once every output is written: an existing `DIR` moves to
+//!   `DIR.old`, an existing `DIR.old` is deleted. Both only when they are
+//!   pfprof outputs ([`inspect`]); anything else is refused (exit 2) before
+//!   the command starts. A run killed midway leaves its recording in
+//!   `DIR.partial`, which `pfprof report -i DIR.partial` reads.
+//! - Every file is created with `O_CREAT|O_EXCL|O_NOFOLLOW`. Files that may
+//!   exist already (`flamegraph` and `diff` write beside a recording) are
+//!   written under a temporary name and renamed over the old one: a planted
+//!   link is replaced, never written through.
+//! - Under `sudo`, the directories and files pfprof creates belong to the
+//!   invoking user.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::CodedError;
+use crate::perf_data::{HeaderFacts, PFPROF_META_FEATURE};
+use crate::user;
+
+/// The recording in an output directory.
+pub const DATA_FILE: &str = "pfprof.data";
+
+/// Every name pfprof writes in an output directory. A directory holding
+/// anything else is not (only) pfprof's, and pfprof neither moves nor
+/// deletes it.
+pub const OUTPUT_NAMES: &[&str] = &[
+    DATA_FILE,
+    "report.txt",
+    "report.json",
+    "timeline.svg",
+    "minor.folded",
+    "minor.svg",
+    "major.folded",
+    "major.svg",
+    "cow.folded",
+    "cow.svg",
+    "all.folded",
+    "all.svg",
+    "startup.folded",
+    "startup.svg",
+    "minor-latency.folded",
+    "minor-latency.svg",
+    "major-latency.folded",
+    "major-latency.svg",
+    "cow-latency.folded",
+    "cow-latency.svg",
+    "diff.folded",
+    "diff.svg",
+];
+
+/// Suffix of the directory a recording is written into.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+/// Suffix of the previous output.
+pub const OLD_SUFFIX: &str = ".old";
+/// Temporary files are `.NAME.PID.pfprof-tmp`.
+const TMP_SUFFIX: &str = ".pfprof-tmp";
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// The output a temporary name stands for (a write pfprof did not finish).
+fn temp_target(name: &str) -> Option<&str> {
+    let (target, pid) = name
+        .strip_prefix('.')?
+        .strip_suffix(TMP_SUFFIX)?
+        .rsplit_once('.')?;
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(target)
+}
+
+fn is_output_name(name: &str) -> bool {
+    OUTPUT_NAMES.contains(&name) || temp_target(name).is_some_and(|t| OUTPUT_NAMES.contains(&t))
+}
+
+/// Gives what pfprof creates to the user who ran `sudo pfprof`.
+fn give_to_invoker(file: &File) -> io::Result<()> {
+    match user::invoking_user() {
+        Some(u) => std::os::unix::fs::fchown(file, Some(u.uid), Some(u.gid)),
+        None => Ok(()),
+    }
+}
+
+fn give_dir_to_invoker(path: &Path) -> io::Result<()> {
+    match user::invoking_user() {
+        // lchown: a directory that became a link is not followed.
+        Some(u) => std::os::unix::fs::lchown(path, Some(u.uid), Some(u.gid)),
+        None => Ok(()),
+    }
+}
+
+/// Creates a new file at `path`: fails if anything is there, a link
+/// included (`O_EXCL|O_NOFOLLOW`); `mode` before the umask.
+pub fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    give_to_invoker(&file)?;
+    Ok(file)
+}
+
+/// Creates the directory `path` (not its parents); fails if anything is there.
+fn create_dir(path: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o755).create(path)?;
+    give_dir_to_invoker(path)
+}
+
+/// Creates the missing ancestors of `path`, owned like the outputs.
+fn create_parents(path: &Path) -> io::Result<()> {
+    let missing: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .filter(|p| !p.as_os_str().is_empty())
+        .take_while(|p| std::fs::symlink_metadata(p).is_err())
+        .collect();
+    for dir in missing.into_iter().rev() {
+        match create_dir(dir) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+fn refuse(message: String) -> anyhow::Error {
+    CodedError::new(2, message).into()
+}
+
+/// A directory pfprof writes files into: one it created, or one checked to
+/// be a real directory (not a link).
+#[derive(Debug)]
+pub struct OutDir {
+    path: PathBuf,
+}
+
+impl OutDir {
+    /// The directory at `path`, created (with its parents) if missing; a
+    /// link or a file there is refused (exit 2).
+    pub fn open_or_create(path: &Path) -> anyhow::Result<OutDir> {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(refuse(format!(
+                    "{} is a symbolic link; pfprof writes only into real directories (pass the directory it points to)",
+                    path.display()
+                )))
+            }
+            Ok(meta) if !meta.is_dir() => {
+                return Err(refuse(format!("{} is not a directory", path.display())))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                create_parents(path)
+                    .and_then(|()| create_dir(path))
+                    .map_err(|e| refuse(format!("cannot create {}: {e}", path.display())))?;
+            }
+            Err(e) => return Err(refuse(format!("cannot use {}: {e}", path.display()))),
+        }
+        Ok(OutDir {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes the output `name` (one of [`OUTPUT_NAMES`]) through `write`
+    /// into a new temporary file, then renames it over `name`: a reader sees
+    /// the old file or the whole new one, and a link planted at `name` is
+    /// replaced, not followed.
+    pub fn write_with(
+        &self,
+        name: &str,
+        write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if !OUTPUT_NAMES.contains(&name) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name} is not one of pfprof's output names"),
+            ));
+        }
+        let temp = self
+            .path
+            .join(format!(".{name}.{}{TMP_SUFFIX}", std::process::id()));
+        let result = create_new_file(&temp, 0o644).and_then(|file| {
+            let mut out = BufWriter::new(file);
+            write(&mut out)?;
+            out.into_inner().map_err(io::IntoInnerError::into_error)?;
+            std::fs::rename(&temp, self.path.join(name))
+        });
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        result
+    }
+
+    /// Writes `bytes` as the output `name` (see [`write_with`](Self::write_with)).
+    pub fn write(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.write_with(name, |out| out.write_all(bytes))
+    }
+}
+
+/// What is at an output path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Nothing.
+    Absent,
+    /// A pfprof output: a real directory holding a pfprof recording and
+    /// only the regular files pfprof writes.
+    Output,
+    /// Something else; says what ("is a symbolic link", "holds notes.txt,
+    /// which pfprof does not write").
+    Other(String),
+}
+
+/// What is at `path`, without following a link there.
+pub fn inspect(path: &Path) -> io::Result<Found> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Absent),
+        other => other?,
+    };
+    if meta.file_type().is_symlink() {
+        return Ok(Found::Other("is a symbolic link".into()));
+    }
+    if !meta.is_dir() {
+        return Ok(Found::Other("is not a directory".into()));
+    }
+    let mut has_data = false;
+    for entry in std::fs::read_dir(path)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| is_output_name(n)) else {
+            return Ok(Found::Other(format!(
+                "holds {}, which pfprof does not write",
+                name.to_string_lossy()
+            )));
+        };
+        if !entry.file_type()?.is_file() {
+            return Ok(Found::Other(format!(
+                "holds {name}, which is not a regular file"
+            )));
+        }
+        has_data |= name == DATA_FILE;
+    }
+    if !has_data {
+        return Ok(Found::Other(format!("holds no {DATA_FILE}")));
+    }
+    if !is_pfprof_recording(&path.join(DATA_FILE)) {
+        return Ok(Found::Other(format!(
+            "holds a {DATA_FILE} that pfprof did not write"
+        )));
+    }
+    Ok(Found::Output)
+}
+
+/// Whether the file is a recording pfprof wrote: a `PERFILE2` whose feature
+/// bitmap has pfprof's metadata section, or, for a recording pfprof could
+/// not finish (killed, or stopped by a write error: its header carries no
+/// feature bits yet), one whose first two events are `minor-faults` and
+/// `major-faults`, as pfprof writes them.
+pub fn is_pfprof_recording(path: &Path) -> bool {
+    let read = || -> io::Result<bool> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Ok(false);
+        }
+        let mut header = [0u8; 104];
+        file.read_exact(&mut header)?;
+        let Some(facts) = HeaderFacts::parse(&header) else {
+            return Ok(false);
+        };
+        let meta_bit = PFPROF_META_FEATURE as usize;
+        if facts.features[meta_bit / 64] & (1 << (meta_bit % 64)) != 0 {
+            return Ok(true);
+        }
+        if facts.features != [0; 4] || !(80..=4096).contains(&facts.attr_size) {
+            return Ok(false);
+        }
+        // attr: u32 type, u32 size, u64 config.
+        let mut attrs = vec![0u8; 2 * facts.attr_size as usize];
+        file.seek(SeekFrom::Start(facts.attrs.0))?;
+        file.read_exact(&mut attrs)?;
+        let event = |i: usize| {
+            let at = i * facts.attr_size as usize;
+            let type_ = u32::from_le_bytes(attrs[at..at + 4].try_into().unwrap_or_default());
+            let config = u64::from_le_bytes(attrs[at + 8..at + 16].try_into().unwrap_or_default());
+            (type_, config)
+        };
+        const SOFTWARE: u32 = 1;
+        Ok(event(0) == (SOFTWARE, 5) && event(1) == (SOFTWARE, 6))
+    };
+    read().unwrap_or(false)
+}
+
+/// Deletes a directory holding only what pfprof writes: each known file,
+/// then the directory; refuses (exit 2) if anything else is there.
+fn remove_output(path: &Path, require_recording: bool) -> anyhow::Result<()> {
+    match inspect(path)? {
+        Found::Absent => return Ok(()),
+        Found::Output => {}
+        Found::Other(why) if !require_recording && why.starts_with("holds no ") => {}
+        Found::Other(why) if !require_recording && why.contains("did not write") => {}
+        Found::Other(why) => {
+            return Err(refuse(format!(
+                "refusing to delete {}: it {why}",
+                path.display()
+            )))
+        }
+    }
+    for entry in std::fs::read_dir(path)? {
+        let name = entry?.file_name();
+        // inspect() checked each name; one that appeared since stays.
+        if name.to_str().is_some_and(is_output_name) {
+            std::fs::remove_file(path.join(&name))?;
+        }
+    }
+    std::fs::remove_dir(path).map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", path.display()))
+}
+
+/// `record -o DIR`: the checks before the command starts, the directory the
+/// run writes into, and the rotation once everything is written.
+#[derive(Debug)]
+pub struct Staging {
+    dir: PathBuf,
+    old: PathBuf,
+    partial: OutDir,
+}
+
+impl Staging {
+    /// Checks `dir`, `dir.old` and `dir.partial` and creates `dir.partial`;
+    /// refuses (exit 2) when `dir` or `dir.old` is not a pfprof output or
+    /// `dir.partial` exists.
+    pub fn begin(dir: &Path) -> anyhow::Result<Staging> {
+        // `out/` names `out`: its siblings are `out.old`, not `out/.old`.
+        let dir: PathBuf = dir.components().collect();
+        let dir = dir.as_path();
+        let old = with_suffix(dir, OLD_SUFFIX);
+        let partial = with_suffix(dir, PARTIAL_SUFFIX);
+        let advice = "pfprof moves aside and deletes only its own outputs; choose another -o DIR or move it away";
+        match inspect(dir)? {
+            Found::Absent => {}
+            Found::Output => match inspect(&old)? {
+                Found::Absent | Found::Output => {}
+                Found::Other(why) => {
+                    return Err(refuse(format!(
+                        "refusing to replace {}: it {why} ({advice})",
+                        old.display()
+                    )))
+                }
+            },
+            Found::Other(why) => {
+                return Err(refuse(format!(
+                    "refusing to replace {}: it {why} ({advice})",
+                    dir.display()
+                )))
+            }
+        }
+        match inspect(&partial)? {
+            Found::Absent => {}
+            Found::Output => {
+                return Err(refuse(format!(
+                    "{} exists: a pfprof run is writing there, or was killed or failed before it finished \
+                     (`pfprof report -i {}` reads what it recorded); remove it to record into {}",
+                    partial.display(),
+                    partial.display(),
+                    dir.display()
+                )))
+            }
+            Found::Other(why) => {
+                return Err(refuse(format!(
+                    "{} exists and {why}; pfprof writes a new recording there: move it away",
+                    partial.display()
+                )))
+            }
+        }
+        create_parents(&partial)
+            .and_then(|()| create_dir(&partial))
+            .map_err(|e| refuse(format!("cannot create {}: {e}", partial.display())))?;
+        Ok(Staging {
+            dir: dir.to_path_buf(),
+            old,
+            partial: OutDir { path: partial },
+        })
+    }
+
+    /// Where the run writes (`DIR.partial`).
+    pub fn out_dir(&self) -> &OutDir {
+        &self.partial
+    }
+
+    /// Whether `DIR.partial` holds records worth keeping.
+    pub fn holds_records(&self) -> bool {
+        let path = self.partial.path.join(DATA_FILE);
+        let len = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+        let mut header = [0u8; 104];
+        File::open(&path)
+            .and_then(|mut f| f.read_exact(&mut header))
+            .ok()
+            .and_then(|()| HeaderFacts::parse(&header))
+            .is_some_and(|facts| len > facts.data.0)
+    }
+
+    /// Deletes `DIR.partial` (a run that failed before recording anything).
+    pub fn discard(self) -> anyhow::Result<()> {
+        remove_output(&self.partial.path, false)
+    }
+
+    /// Puts the finished set in place: `DIR.old` is deleted, `DIR` becomes
+    /// `DIR.old`, `DIR.partial` becomes `DIR`. Each is checked again, as
+    /// minutes may have passed since [`begin`](Self::begin).
+    pub fn commit(self) -> anyhow::Result<()> {
+        let kept = || {
+            format!(
+                "the outputs stay in {} (`pfprof report -i {}` reads them)",
+                self.partial.path.display(),
+                self.partial.path.display()
+            )
+        };
+        match inspect(&self.dir)? {
+            Found::Absent => {}
+            Found::Output => {
+                remove_output(&self.old, true).map_err(|e| e.context(kept()))?;
+                std::fs::rename(&self.dir, &self.old).map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot move {} to {}: {e}; {}",
+                        self.dir.display(),
+                        self.old.display(),
+                        kept()
+                    )
+                })?;
+            }
+            Found::Other(why) => {
+                return Err(refuse(format!(
+                    "{} changed during the recording and {why}; {}",
+                    self.dir.display(),
+                    kept()
+                )))
+            }
+        }
+        std::fs::rename(&self.partial.path, &self.dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot move {} to {}: {e}; {}",
+                self.partial.path.display(),
+                self.dir.display(),
+                kept()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pfprof-outdir-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A finished recording: PERFILE2 with pfprof's metadata bit.
+    fn finished_header() -> Vec<u8> {
+        let mut h = vec![0u8; 104];
+        h[..8].copy_from_slice(b"PERFILE2");
+        let bit = PFPROF_META_FEATURE as usize;
+        let at = 72 + 8 * (bit / 64);
+        h[at..at + 8].copy_from_slice(&(1u64 << (bit % 64)).to_le_bytes());
+        h
+    }
+
+    /// An unfinished recording with these (type, config) events.
+    fn unfinished(events: &[(u32, u64)]) -> Vec<u8> {
+        let attr_size = 128u64 + 16;
+        let mut f = vec![0u8; 104];
+        f[..8].copy_from_slice(b"PERFILE2");
+        f[16..24].copy_from_slice(&attr_size.to_le_bytes());
+        f[24..32].copy_from_slice(&104u64.to_le_bytes());
+        f[32..40].copy_from_slice(&(attr_size * events.len() as u64).to_le_bytes());
+        for (type_, config) in events {
+            let mut attr = vec![0u8; attr_size as usize];
+            attr[..4].copy_from_slice(&type_.to_le_bytes());
+            attr[8..16].copy_from_slice(&config.to_le_bytes());
+            f.extend_from_slice(&attr);
+        }
+        f
+    }
+
+    /// Output names, and temporary names pfprof leaves when killed midway.
+    #[test]
+    fn names() {
+        for (name, ours) in [
+            ("report.txt", true),
+            ("pfprof.data", true),
+            (".minor.svg.1234.pfprof-tmp", true),
+            (".minor.svg..pfprof-tmp", false),
+            (".notes.txt.1.pfprof-tmp", false),
+            ("notes.txt", false),
+            ("report.txt~", false),
+            ("", false),
+        ] {
+            assert_eq!(is_output_name(name), ours, "{name:?}");
+        }
+    }
+
+    /// Which recordings count as pfprof's, finished or not.
+    #[test]
+    fn recordings() {
+        let dir = scratch("recordings");
+        let cases: [(&str, Vec<u8>, bool); 6] = [
+            ("finished", finished_header(), true),
+            ("killed", unfinished(&[(1, 5), (1, 6), (2, 100)]), true),
+            ("perf", unfinished(&[(0, 0), (1, 6)]), false),
+            ("one event", unfinished(&[(1, 5)]), false),
+            ("text", b"hello, world".to_vec(), false),
+            ("empty", Vec::new(), false),
+        ];
+        for (what, bytes, ours) in cases {
+            let path = dir.join(what);
+            std::fs::write(&path, bytes).unwrap();
+            assert_eq!(is_pfprof_recording(&path), ours, "{what}");
+        }
+        std::os::unix::fs::symlink(dir.join("finished"), dir.join("link")).unwrap();
+        assert!(
+            !is_pfprof_recording(&dir.join("link")),
+            "links are not followed"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What counts as a pfprof output directory.
+    #[test]
+    fn inspect_outputs() {
+        let root = scratch("inspect");
+        let output = |name: &str, extra: &[&str]| {
+            let dir = root.join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join(DATA_FILE), finished_header()).unwrap();
+            std::fs::write(dir.join("report.txt"), "r").unwrap();
+            for e in extra {
+                std::fs::write(dir.join(e), "x").unwrap();
+            }
+            dir
+        };
+        assert_eq!(inspect(&root.join("none")).unwrap(), Found::Absent);
+        assert_eq!(inspect(&output("plain", &[])).unwrap(), Found::Output);
+        let user = output("user", &["notes.txt"]);
+        assert_eq!(
+            inspect(&user).unwrap(),
+            Found::Other("holds notes.txt, which pfprof does not write".into())
+        );
+        let empty = root.join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(matches!(inspect(&empty).unwrap(), Found::Other(_)));
+        let link = root.join("link");
+        std::os::unix::fs::symlink(root.join("plain"), &link).unwrap();
+        assert_eq!(
+            inspect(&link).unwrap(),
+            Found::Other("is a symbolic link".into())
+        );
+        let planted = output("planted", &[]);
+        std::fs::remove_file(planted.join("report.txt")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", planted.join("report.txt")).unwrap();
+        assert!(matches!(inspect(&planted).unwrap(), Found::Other(_)));
+        // remove_output deletes an output and refuses anything else.
+        remove_output(&root.join("plain"), true).unwrap();
+        assert!(!root.join("plain").exists());
+        assert!(remove_output(&user, true).is_err());
+        assert!(user.join("notes.txt").exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// `begin` then `commit` rotates: DIR.partial → DIR → DIR.old, with a
+    /// trailing slash too; a discarded run leaves nothing.
+    #[test]
+    fn staging_rotates() {
+        let root = scratch("staging");
+        let dir = root.join("out");
+        let mut slashed = dir.clone().into_os_string();
+        slashed.push("/");
+        for run in 0..3u8 {
+            let staging = Staging::begin(Path::new(&slashed)).unwrap();
+            assert_eq!(staging.out_dir().path(), root.join("out.partial"));
+            let mut data = finished_header();
+            data.push(run);
+            std::fs::write(staging.out_dir().path().join(DATA_FILE), data).unwrap();
+            staging.commit().unwrap();
+            assert_eq!(std::fs::read(dir.join(DATA_FILE)).unwrap()[104], run);
+            if run > 0 {
+                assert_eq!(
+                    std::fs::read(root.join("out.old").join(DATA_FILE)).unwrap()[104],
+                    run - 1
+                );
+            }
+        }
+        Staging::begin(&dir).unwrap().discard().unwrap();
+        let mut left: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["out", "out.old"]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Files are created exclusively, without following links; outputs are
+    /// renamed over what was there (a link is replaced, not written through).
+    #[test]
+    fn writes_never_follow_links() {
+        let dir = scratch("links");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let link = dir.join("new");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(create_new_file(&link, 0o600).is_err());
+        let out = OutDir::open_or_create(&dir).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("minor.svg")).unwrap();
+        out.write("minor.svg", b"<svg/>").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(std::fs::read(dir.join("minor.svg")).unwrap(), b"<svg/>");
+        assert!(out.write("victim", b"x").is_err(), "only output names");
+        assert!(OutDir::open_or_create(&link).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
