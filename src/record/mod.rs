@@ -434,10 +434,14 @@ fn spawn_error(
         sys::SpawnStep::SetGroups | sys::SpawnStep::SetGid | sys::SpawnStep::SetUid => (
             126,
             format!(
-                "cannot run the command as the invoking user ({}): {:?} failed: {e}; \
+                "cannot run the command as the invoking user ({}): {} failed: {e}; \
                  --run-as-root keeps root",
                 user(),
-                failed.step
+                match failed.step {
+                    sys::SpawnStep::SetGroups => "setgroups",
+                    sys::SpawnStep::SetGid => "setgid",
+                    _ => "setuid",
+                }
             ),
         ),
         sys::SpawnStep::ParentDeathSignal => (

@@ -77,6 +77,35 @@ fn sudo_command_runs_as_the_invoking_user() {
     }
 }
 
+/// pfprof without the right to change groups (CAP_SETGID dropped): the
+/// command does not run, as root or otherwise; the message says which step
+/// failed and names --run-as-root; exit 126.
+#[test]
+fn failed_user_change_is_126() {
+    if !can_record() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("SKIPPED: needs root to act as sudo");
+        return;
+    }
+    let dir = temp_dir("processes_sudo_fail");
+    let marker = dir.join("ran");
+    let out = run(Command::new("setpriv")
+        .args(["--inh-caps=-setgid", "--bounding-set=-setgid"])
+        .arg(env!("CARGO_BIN_EXE_pfprof"))
+        .envs(SUDO_NOBODY)
+        .args(["record", "-q", "-o"])
+        .arg(dir.join("out"))
+        .args(["--", "touch"])
+        .arg(&marker));
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(err.contains("setgroups failed"), "{err}");
+    assert!(err.contains("--run-as-root"), "{err}");
+    assert!(!marker.exists());
+}
+
 /// The events opened on the paused child follow it through its change of
 /// user and its exec: every fault is recorded, as the kernel counted them.
 #[test]
