@@ -1045,10 +1045,16 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         }
     };
     if pages < asked_pages {
+        // A dwarf sample carries 8 KiB of stack, a frame-pointer one ~100 bytes.
+        let lighter = if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
+            ", or record with `--call-graph fp` (samples 50-100 times smaller)"
+        } else {
+            ""
+        };
         eprintln!(
             "pfprof: warning: ring buffers shrunk to {} per CPU (asked for {}) by the locked-memory \
              limits: {}; fault bursts may lose records (the report counts them). To record with the \
-             full size, {}",
+             full size, {}{lighter}",
             show_size(pages as u64 * 4096),
             show_size(asked_pages as u64 * 4096),
             memlock_figures(cpus.len()),

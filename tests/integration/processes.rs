@@ -295,6 +295,27 @@ fn open_file_limit() {
         .unwrap_or_else(|| panic!("no count: {err}"));
     assert!(needed > 16, "{err}");
     assert!(err.contains(&format!("ulimit -n {needed}")), "{err}");
+
+    // Attached, every thread has its events: 20 of them need more than 100.
+    let mut sleepers: Vec<_> = (0..20)
+        .map(|_| Command::new("sleep").arg("30").spawn().unwrap())
+        .collect();
+    let pids: Vec<String> = sleepers.iter().map(|c| c.id().to_string()).collect();
+    let out = run(Command::new("prlimit")
+        .arg("--nofile=100:100")
+        .arg(env!("CARGO_BIN_EXE_pfprof"))
+        .args(["record", "-q", "--duration", "0.2", "-o"])
+        .arg(dir.join("out"))
+        .arg("-p")
+        .arg(pids.join(",")));
+    for sleeper in &mut sleepers {
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+    }
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("× 20 task(s)"), "{err}");
+    assert!(err.contains("limit is 100 (hard limit 100)"), "{err}");
 }
 
 /// The ring-buffer size kept in the recording's metadata.
