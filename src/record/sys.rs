@@ -1,6 +1,8 @@
 //! The only place where pfprof talks to the kernel through raw system calls:
 //! `perf_event_open` and its ioctls, counter reads, the paused fork/exec of the
-//! profiled command, `waitpid`, signal flags and the tracefs mount.
+//! profiled command (as the sudo user, tied to pfprof's life, with the signal
+//! state pfprof was given), `waitpid`, signal flags, resource limits and the
+//! tracefs mount.
 //!
 //! Every `unsafe` block of the binary lives here or in `ring.rs`, each with a
 //! `// SAFETY:` comment. Callers get safe functions returning `io::Result`.

@@ -256,6 +256,44 @@ fn the_command_gets_the_signal_state_pfprof_was_given() {
             .args(grep),
     );
     assert_eq!(sig_ign(&out), given, "{:x} {given:x}", sig_ign(&out));
+
+    // Started with SIGUSR1 blocked: the command's mask is the same.
+    if run(Command::new("python3").arg("--version"))
+        .status
+        .success()
+    {
+        let blocked = |command: &mut Command| {
+            let out = run(Command::new("python3")
+                .arg("-c")
+                .arg(
+                    "import os, signal, sys\n\
+                     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n\
+                     os.execvp(sys.argv[1], sys.argv[1:])",
+                )
+                .args([command.get_program()])
+                .args(command.get_args()));
+            stdout_of(&out)
+                .lines()
+                .find_map(|l| l.strip_prefix("SigBlk:").map(|v| v.trim().to_string()))
+                .unwrap_or_else(|| panic!("no SigBlk line: {}", stderr_of(&out)))
+        };
+        let status = ["grep", "SigBlk", "/proc/self/status"];
+        let given = blocked(Command::new(status[0]).args(&status[1..]));
+        assert_eq!(
+            given, "0000000000000200",
+            "SIGUSR1 (bit 9) blocked by the wrapper"
+        );
+        let out = blocked(
+            pfprof()
+                .args(["record", "-q", "-o"])
+                .arg(dir.join("out"))
+                .arg("--")
+                .args(status),
+        );
+        assert_eq!(out, given);
+    } else {
+        eprintln!("SKIPPED: the signal-mask case needs python3");
+    }
 }
 
 /// Too few file descriptors: a low soft limit is raised to the hard one
