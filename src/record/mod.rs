@@ -331,7 +331,13 @@ fn ensure_open_files(events: u64, what: &str) -> Result<()> {
     if needed <= soft {
         return Ok(());
     }
-    if needed <= hard && sys::set_soft_limit(sys::Limit::OpenFiles, hard).is_ok() {
+    // An unlimited hard limit cannot be the soft one (fs.nr_open caps it):
+    // then just what is needed.
+    if needed <= hard
+        && sys::set_soft_limit(sys::Limit::OpenFiles, hard)
+            .or_else(|_| sys::set_soft_limit(sys::Limit::OpenFiles, needed))
+            .is_ok()
+    {
         return Ok(());
     }
     Err(open_files_error(needed, what, soft, hard))
