@@ -59,10 +59,12 @@ pub struct RecordArgs {
     /// Record one fault in N (1 = every fault).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub period: u64,
-    /// Data pages per CPU ring buffer (power of two). Default: 4096 (16 MiB);
-    /// with `--call-graph dwarf`, 128 MiB shared by the CPUs, at least 16 MiB
-    /// each (samples carry their stack copy until pfprof unwinds them).
-    #[arg(long)]
+    /// Data pages (4 KiB) per CPU ring buffer, 1..=262144, rounded up to a
+    /// power of two; mapped as asked or refused. Default: 4096 (16 MiB); with
+    /// `--call-graph dwarf`, 128 MiB shared by the CPUs, at least 16 MiB each
+    /// (samples carry their stack copy until pfprof unwinds them), shrunk with
+    /// a warning when the locked-memory limits do not allow it.
+    #[arg(long, value_name = "N", value_parser = crate::record::parse_mmap_pages)]
     pub mmap_pages: Option<usize>,
     /// How user call chains are collected: `dwarf[,STACK_BYTES]` copies
     /// STACK_BYTES (default 8192) of user stack per fault and unwinds it with
@@ -98,6 +100,10 @@ pub struct RecordArgs {
     /// overhead low on a busy host.
     #[arg(long, value_enum, default_value_t = crate::record::RecordClass::All)]
     pub class: crate::record::RecordClass,
+    /// Under sudo, run the command as root (by default it runs as the user
+    /// who invoked sudo, with their groups; pfprof keeps root for the events).
+    #[arg(long, conflicts_with_all = ["pids", "all_cpus"])]
+    pub run_as_root: bool,
     /// Stop after this many seconds (attach and system-wide; a command gets SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,

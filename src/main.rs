@@ -107,16 +107,14 @@ fn run(cli: Cli) -> Result<u8> {
                 duration: args.duration.map(std::time::Duration::from_secs_f64),
                 data_path: staging.out_dir().path().join(DATA_FILE),
                 period: args.period,
-                mmap_pages: args
-                    .mmap_pages
-                    .unwrap_or_else(|| record::default_mmap_pages(args.call_graph))
-                    .next_power_of_two(),
+                mmap_pages: args.mmap_pages,
                 kernel_callchains: args.analysis.kernel,
                 call_graph: args.call_graph,
                 tracepoints: !args.no_tracepoints,
                 class: args.class,
                 stream: args.stream,
                 fixed_ts: args.fixed_ts,
+                run_as_root: args.run_as_root,
             };
             let recorded = match record::record(&config) {
                 Ok(recorded) => recorded,

@@ -107,6 +107,10 @@ pub struct RecordingMeta {
     pub pids: Vec<i32>,
     /// Which faults were sampled (`--class`).
     pub class: crate::record::RecordClass,
+    /// Bytes of each CPU's ring buffer as mapped: less than asked when the
+    /// locked-memory limits shrank it (None in recordings before it was kept).
+    #[serde(default)]
+    pub ring_bytes_per_cpu: Option<u64>,
 }
 
 /// The published `perf_event_attr` sizes (PERF_ATTR_SIZE_VER0..VER9).

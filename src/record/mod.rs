@@ -56,8 +56,11 @@ pub struct RecordConfig {
     pub data_path: PathBuf,
     /// Record one fault in N (1 = every fault).
     pub period: u64,
-    /// Data pages of each CPU's ring buffer (power of two).
-    pub mmap_pages: usize,
+    /// Data pages of each CPU's ring buffer (power of two), as asked with
+    /// `--mmap-pages`: mapped as asked or refused. None: the default
+    /// ([`default_mmap_pages`]), shrunk with a warning when the locked-memory
+    /// limits do not allow it.
+    pub mmap_pages: Option<usize>,
     /// Keep kernel frames in call chains.
     pub kernel_callchains: bool,
     /// How user call chains are collected.
@@ -70,6 +73,41 @@ pub struct RecordConfig {
     pub stream: Option<StreamKind>,
     /// In the stream, a sequence number instead of time, and no latency.
     pub fixed_ts: bool,
+    /// Under `sudo`, run the command as root instead of the invoking user.
+    pub run_as_root: bool,
+}
+
+/// Largest `--mmap-pages`: 1 GiB per CPU (the wake-up watermark, a quarter
+/// of the ring, must fit in 32 bits, and larger rings only fail later).
+pub const MAX_MMAP_PAGES: usize = 1 << 18;
+
+/// Parses `--mmap-pages`: 1..=[`MAX_MMAP_PAGES`], rounded up to a power of
+/// two (the kernel maps only powers of two).
+pub fn parse_mmap_pages(text: &str) -> std::result::Result<usize, String> {
+    let pages: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of 4 KiB pages, not {text:?}"))?;
+    if pages == 0 {
+        return Err("must be at least 1 page".into());
+    }
+    if pages > MAX_MMAP_PAGES {
+        return Err(format!(
+            "at most {MAX_MMAP_PAGES} pages (1 GiB per CPU), not {pages}"
+        ));
+    }
+    Ok(pages.next_power_of_two())
+}
+
+/// The smallest ring the default size shrinks to: room for four samples of
+/// the largest kind (a dwarf sample carries its stack copy), so that at
+/// least a slow program is recorded whole.
+fn min_ring_pages(call_graph: CallGraph) -> usize {
+    let sample_bytes = match call_graph {
+        CallGraph::Dwarf { stack_bytes } => stack_bytes as usize + 1024,
+        CallGraph::Fp | CallGraph::None => 2048,
+    };
+    (4 * sample_bytes).div_ceil(4096).next_power_of_two().max(8)
 }
 
 /// Data pages of each CPU's ring buffer when `--mmap-pages` is not given:
@@ -309,6 +347,150 @@ pub fn resolve_program(program: &str) -> Result<PathBuf> {
         .unwrap_or_else(|| CodedError::new(127, format!("command not found: {program}")).into()))
 }
 
+/// File descriptors pfprof holds while recording besides those open now and
+/// its events: the recording, /proc and tracefs reads, ELF files the
+/// unwinder reads.
+const SPARE_FDS: u64 = 32;
+
+/// Makes room for `events` fds: raises the soft `RLIMIT_NOFILE` to the hard
+/// one when the soft one is too low (the command was forked before and keeps
+/// the limit it was given); when the hard one is too low as well, says how
+/// many are needed and how to raise it (exit 2).
+fn ensure_open_files(events: u64, what: &str) -> Result<()> {
+    // read_dir holds one more fd while it lists: counted as a spare one.
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(3, |d| d.count() as u64);
+    let needed = open_now + events + SPARE_FDS;
+    let (soft, hard) = sys::get_limit(sys::Limit::OpenFiles).context("getrlimit failed")?;
+    if needed <= soft {
+        return Ok(());
+    }
+    // An unlimited hard limit cannot be the soft one (fs.nr_open caps it):
+    // then just what is needed.
+    if needed <= hard
+        && sys::set_soft_limit(sys::Limit::OpenFiles, hard)
+            .or_else(|_| sys::set_soft_limit(sys::Limit::OpenFiles, needed))
+            .is_ok()
+    {
+        return Ok(());
+    }
+    Err(open_files_error(needed, what, soft, hard))
+}
+
+fn open_files_error(needed: u64, what: &str, soft: u64, hard: u64) -> anyhow::Error {
+    let show = |n: u64| {
+        if n == u64::MAX {
+            "unlimited".to_string()
+        } else {
+            n.to_string()
+        }
+    };
+    CodedError::new(
+        2,
+        format!(
+            "pfprof needs about {needed} file descriptors ({what}, plus its own), but the open-file \
+             limit is {} (hard limit {}); raise it with `ulimit -n {needed}` (above the hard limit: \
+             `ulimit -Hn {needed}` as root, or `nofile` in /etc/security/limits.conf) and run pfprof \
+             again",
+            show(soft),
+            show(hard)
+        ),
+    )
+    .into()
+}
+
+/// The locked-memory figures that bound the ring buffers, for messages.
+fn memlock_figures(cpus: usize) -> String {
+    let rlimit = match sys::get_limit(sys::Limit::LockedMemory) {
+        Ok((soft, _)) if soft == u64::MAX => "unlimited".to_string(),
+        Ok((soft, _)) => format!("{} KiB", soft / 1024),
+        Err(_) => "unknown".to_string(),
+    };
+    let mlock_kb = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
+        .map(|s| format!("{} KiB", s.trim()))
+        .unwrap_or_else(|_| "unknown".into());
+    format!(
+        "RLIMIT_MEMLOCK is {rlimit}, kernel.perf_event_mlock_kb is {mlock_kb} (shared by pfprof's \
+         {cpus} CPU rings and the user's other perf buffers)"
+    )
+}
+
+/// How to lift the locked-memory limits for rings of `pages` pages.
+fn memlock_fix(pages: usize) -> String {
+    format!(
+        "raise them (`ulimit -l unlimited`, `sudo sysctl kernel.perf_event_mlock_kb={}`) or run pfprof \
+         as root (CAP_IPC_LOCK lifts both)",
+        (pages + 1) * 4
+    )
+}
+
+/// A size in bytes, as KiB or MiB.
+fn show_size(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// A ring buffer of `pages` pages could not be mapped.
+fn ring_error(e: &io::Error, pages: usize, cpus: usize, explicit: bool) -> anyhow::Error {
+    let size = show_size(pages as u64 * 4096);
+    let message = if e.raw_os_error() == Some(libc::EPERM) {
+        let smaller = if explicit {
+            ", or ask for a smaller --mmap-pages"
+        } else {
+            ""
+        };
+        format!(
+            "cannot map a {size} ring buffer per CPU: the locked-memory limit refuses it ({e}); {}; {}{smaller}",
+            memlock_figures(cpus),
+            memlock_fix(pages)
+        )
+    } else {
+        format!("cannot map a {size} ring buffer per CPU ({e}); try a smaller --mmap-pages")
+    };
+    CodedError::new(2, message).into()
+}
+
+/// The command could not be started: which step failed, and the exit code
+/// (127 not found, 126 otherwise).
+fn spawn_error(
+    failed: sys::SpawnError,
+    path: &Path,
+    credentials: Option<&sys::Credentials>,
+) -> anyhow::Error {
+    let e = io::Error::from_raw_os_error(failed.errno);
+    let user = || {
+        credentials.map_or_else(String::new, |c| {
+            format!("uid {} gid {} groups {:?}", c.uid, c.gid, c.groups)
+        })
+    };
+    let (code, message) = match failed.step {
+        sys::SpawnStep::Exec if failed.errno == libc::ENOENT => {
+            (127, format!("cannot execute {}: {e}", path.display()))
+        }
+        sys::SpawnStep::Exec => (126, format!("cannot execute {}: {e}", path.display())),
+        sys::SpawnStep::SetGroups | sys::SpawnStep::SetGid | sys::SpawnStep::SetUid => (
+            126,
+            format!(
+                "cannot run the command as the invoking user ({}): {} failed: {e}; \
+                 --run-as-root keeps root",
+                user(),
+                match failed.step {
+                    sys::SpawnStep::SetGroups => "setgroups",
+                    sys::SpawnStep::SetGid => "setgid",
+                    _ => "setuid",
+                }
+            ),
+        ),
+        sys::SpawnStep::ParentDeathSignal => (
+            126,
+            format!("cannot start the command: prctl(PR_SET_PDEATHSIG) failed: {e}"),
+        ),
+    };
+    CodedError::new(code, message).into()
+}
+
 fn permission_error(e: &io::Error) -> anyhow::Error {
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .map(|s| s.trim().to_string())
@@ -393,6 +575,7 @@ fn main_probe(program: &Path) -> Option<MainProbe> {
 
 fn event_specs(
     cfg: &RecordConfig,
+    mmap_pages: usize,
     tracepoints: Option<(u64, u64)>,
     probe: Option<&MainProbe>,
     build_id: bool,
@@ -438,7 +621,7 @@ fn event_specs(
             attr.set_task(1);
             attr.set_build_id(build_id as u64);
             attr.set_watermark(1);
-            attr.__bindgen_anon_2.wakeup_watermark = ((cfg.mmap_pages * 4096) / 4) as u32;
+            attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 4) as u32;
         }
         // Dwarf mode writes the chains it unwinds in place of the register
         // and stack copies: the recording says so.
@@ -504,14 +687,29 @@ struct OpenEvents {
     rewriter: Option<StackRewriter>,
 }
 
+/// Why [`open_events`] failed.
+enum OpenFailure {
+    /// `perf_event_open` or an ioctl on an event.
+    Event(io::Error),
+    /// Mapping a ring buffer (EPERM: the locked-memory limits).
+    Ring(io::Error),
+}
+
+impl From<io::Error> for OpenFailure {
+    fn from(e: io::Error) -> Self {
+        OpenFailure::Event(e)
+    }
+}
+
 /// Opens every event for every task (a pid/tid, or -1 for all) on every
-/// CPU. `fds[event]` is ordered CPU-major: all tasks of CPU 0 first.
+/// CPU, and maps one ring of `mmap_pages` per CPU. `fds[event]` is ordered
+/// CPU-major: all tasks of CPU 0 first.
 fn open_events(
     specs: &[EventSpec],
     tasks: &[i32],
     cpus: &[i32],
     mmap_pages: usize,
-) -> io::Result<OpenEvents> {
+) -> std::result::Result<OpenEvents, OpenFailure> {
     let mut fds: Vec<Vec<OwnedFd>> = Vec::new();
     let mut descs = Vec::new();
     let mut kernel_attrs = Vec::new();
@@ -537,15 +735,7 @@ fn open_events(
     let per_cpu = tasks.len();
     for cpu_index in 0..cpus.len() {
         let leader = &fds[0][cpu_index * per_cpu];
-        let mut pages = mmap_pages;
-        let ring = loop {
-            match Ring::new(leader, pages) {
-                Ok(ring) => break ring,
-                // Unprivileged users are limited by perf_event_mlock_kb.
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) && pages > 8 => pages /= 4,
-                Err(e) => return Err(e),
-            }
-        };
+        let ring = Ring::new(leader, mmap_pages).map_err(OpenFailure::Ring)?;
         for (event, event_fds) in fds.iter().enumerate() {
             for (task, fd) in event_fds[cpu_index * per_cpu..(cpu_index + 1) * per_cpu]
                 .iter()
@@ -566,10 +756,9 @@ fn open_events(
             .zip(specs)
             .map(|((attr, desc), spec)| (&attr[..], &desc.ids[..], spec.file_attr.is_some()))
             .collect();
-        Some(
-            StackRewriter::new(&attrs)
-                .ok_or_else(|| io::Error::other("cannot parse the events' attributes"))?,
-        )
+        Some(StackRewriter::new(&attrs).ok_or_else(|| {
+            OpenFailure::Event(io::Error::other("cannot parse the events' attributes"))
+        })?)
     } else {
         None
     };
@@ -750,6 +939,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     // What to follow: a paused child, or processes that already run.
     let mut child = None;
     let mut program_path = None;
+    let mut credentials = None;
     let (tasks, existing): (Vec<i32>, Vec<Existing>) = match &cfg.target {
         Target::Command(command) => {
             let program = command.first().context("no command given")?;
@@ -761,8 +951,17 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 .map(|a| CString::new(a.as_bytes()))
                 .collect::<std::result::Result<_, _>>()
                 .context("argument contains a NUL byte")?;
-            sys::catch_termination_signals();
-            let paused = sys::spawn_paused(&c_path, &argv).context("fork failed")?;
+            // Under sudo the command runs as the invoking user, with their
+            // groups; pfprof keeps root for the events.
+            credentials = crate::user::invoking_user()
+                .filter(|_| !cfg.run_as_root)
+                .map(|u| sys::Credentials::of_user(u.uid, u.gid, u.name.as_deref()));
+            let signals = sys::catch_termination_signals();
+            let options = sys::SpawnOptions {
+                credentials: credentials.as_ref(),
+                signals: &signals,
+            };
+            let paused = sys::spawn_paused(&c_path, &argv, &options).context("fork failed")?;
             let tasks = vec![paused.pid];
             child = Some(paused);
             program_path = Some(path);
@@ -780,11 +979,11 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 .iter()
                 .flat_map(|p| p.tids.iter().copied())
                 .collect();
-            sys::catch_termination_signals();
+            let _ = sys::catch_termination_signals();
             (tasks, existing)
         }
         Target::System => {
-            sys::catch_termination_signals();
+            let _ = sys::catch_termination_signals();
             (
                 vec![-1],
                 all_pids().into_iter().filter_map(read_existing).collect(),
@@ -816,11 +1015,49 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     let cpus = online_cpus();
     let mut probe = program_path.as_deref().and_then(main_probe);
     let mut build_id = true;
+    // Every event is one fd per CPU and task.
+    let events = event_specs(cfg, 1, tracepoints, probe.as_ref(), build_id).len();
+    let what = format!(
+        "{events} events × {} CPUs × {} task(s)",
+        cpus.len(),
+        tasks.len()
+    );
+    if let Err(e) = ensure_open_files((events * cpus.len() * tasks.len()) as u64, &what) {
+        abandon(child);
+        return Err(e);
+    }
+    let asked_pages = cfg
+        .mmap_pages
+        .unwrap_or_else(|| default_mmap_pages(cfg.call_graph));
+    // The default shrinks (halving) to what the locked-memory limits allow,
+    // down to a useful minimum; an explicit size is mapped as asked or refused.
+    let min_pages = match cfg.mmap_pages {
+        Some(pages) => pages,
+        None => min_ring_pages(cfg.call_graph).min(asked_pages),
+    };
+    let mut pages = asked_pages;
     let opened = loop {
-        let specs = event_specs(cfg, tracepoints, probe.as_ref(), build_id);
-        match open_events(&specs, &tasks, &cpus, cfg.mmap_pages) {
+        let specs = event_specs(cfg, pages, tracepoints, probe.as_ref(), build_id);
+        let e = match open_events(&specs, &tasks, &cpus, pages) {
             Ok(opened) => break opened,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            Err(OpenFailure::Ring(e)) => {
+                if e.raw_os_error() == Some(libc::EPERM) && pages / 2 >= min_pages {
+                    pages /= 2;
+                    continue;
+                }
+                abandon(child);
+                return Err(ring_error(&e, pages, cpus.len(), cfg.mmap_pages.is_some()));
+            }
+            Err(OpenFailure::Event(e)) => e,
+        };
+        match e {
+            e if e.raw_os_error() == Some(libc::EMFILE) => {
+                abandon(child);
+                let (soft, hard) = sys::get_limit(sys::Limit::OpenFiles).unwrap_or((0, 0));
+                let needed = (events * cpus.len() * tasks.len()) as u64 + SPARE_FDS;
+                return Err(open_files_error(needed, &what, soft, hard));
+            }
+            e if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
                 if tracepoints.is_some() || probe.is_some() {
                     // Tracepoints and uprobes need more privilege than software events.
                     if tracepoints.is_some() {
@@ -832,24 +1069,41 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 abandon(child);
                 return Err(permission_error(&e));
             }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && build_id => {
+            e if e.raw_os_error() == Some(libc::EINVAL) && build_id => {
                 // Kernels before 5.12 have no build-ids in mmap2 records.
                 build_id = false;
             }
             // The main-entry probe is a refinement: never fail for it.
-            Err(_) if probe.is_some() => probe = None,
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+            _ if probe.is_some() => probe = None,
+            e if e.raw_os_error() == Some(libc::ESRCH) => {
                 abandon(child);
                 return Err(
                     CodedError::new(2, format!("a process to attach to has exited: {e}")).into(),
                 );
             }
-            Err(e) => {
+            e => {
                 abandon(child);
                 return Err(anyhow::Error::new(e).context("perf_event_open failed"));
             }
         }
     };
+    if pages < asked_pages {
+        // A dwarf sample carries 8 KiB of stack, a frame-pointer one ~100 bytes.
+        let lighter = if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
+            ", or record with `--call-graph fp` (samples 50-100 times smaller)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "pfprof: warning: ring buffers shrunk to {} per CPU (asked for {}) by the locked-memory \
+             limits: {}; fault bursts may lose records (the report counts them). To record with the \
+             full size, {}{lighter}",
+            show_size(pages as u64 * 4096),
+            show_size(asked_pages as u64 * 4096),
+            memlock_figures(cpus.len()),
+            memlock_fix(asked_pages)
+        );
+    }
     if let Some(note) = tracepoints_note
         .as_ref()
         .filter(|_| cfg.tracepoints && cfg.class != RecordClass::Major)
@@ -885,14 +1139,13 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
 
     let start = Instant::now();
     if let Some(child) = child.as_mut() {
-        if let Err(errno) = child.release() {
+        if let Err(failed) = child.release() {
             let _ = sys::wait(child.pid, false);
-            let e = io::Error::from_raw_os_error(errno);
-            let code = if errno == libc::ENOENT { 127 } else { 126 };
-            let path = program_path.as_deref().unwrap_or(Path::new("?"));
-            return Err(
-                CodedError::new(code, format!("cannot execute {}: {e}", path.display())).into(),
-            );
+            return Err(spawn_error(
+                failed,
+                program_path.as_deref().unwrap_or(Path::new("?")),
+                credentials.as_ref(),
+            ));
         }
     } else {
         synthesize(
@@ -1068,6 +1321,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         mode,
         pids,
         class: cfg.class,
+        ring_bytes_per_cpu: Some(pages as u64 * 4096),
     };
     drop(rings);
     if let Some(mut live) = live {
@@ -1122,6 +1376,51 @@ mod tests {
         }
         for bad in ["dwarf,0", "dwarf,70000", "dwarf,x", "fp,8", "lbr", ""] {
             assert!(CallGraph::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// `--mmap-pages`: 1..=MAX, rounded up to a power of two; the rest refused.
+    #[test]
+    fn mmap_pages_values() {
+        for (text, want) in [
+            ("1", Ok(1)),
+            ("3", Ok(4)),
+            ("4096", Ok(4096)),
+            ("262144", Ok(262144)),
+            ("0", Err(())),
+            ("262145", Err(())),
+            ("-1", Err(())),
+            ("x", Err(())),
+            ("", Err(())),
+            ("99999999999999999999999", Err(())),
+        ] {
+            assert_eq!(parse_mmap_pages(text).map_err(|_| ()), want, "{text:?}");
+        }
+    }
+
+    /// The smallest default ring holds four samples of the largest kind.
+    #[test]
+    fn smallest_rings() {
+        for (call_graph, want) in [
+            (CallGraph::Fp, 8),
+            (CallGraph::None, 8),
+            (CallGraph::Dwarf { stack_bytes: 8192 }, 16),
+            (CallGraph::Dwarf { stack_bytes: 65528 }, 128),
+        ] {
+            assert_eq!(min_ring_pages(call_graph), want, "{call_graph:?}");
+        }
+    }
+
+    /// Sizes in messages.
+    #[test]
+    fn sizes() {
+        for (bytes, want) in [
+            (32768, "32 KiB"),
+            (1 << 20, "1 MiB"),
+            (64 << 20, "64 MiB"),
+            (1536 << 10, "1536 KiB"),
+        ] {
+            assert_eq!(show_size(bytes), want);
         }
     }
 

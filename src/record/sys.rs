@@ -1,6 +1,8 @@
 //! The only place where pfprof talks to the kernel through raw system calls:
 //! `perf_event_open` and its ioctls, counter reads, the paused fork/exec of the
-//! profiled command, `waitpid`, signal flags and the tracefs mount.
+//! profiled command (as the sudo user, tied to pfprof's life, with the signal
+//! state pfprof was given), `waitpid`, signal flags, resource limits and the
+//! tracefs mount.
 //!
 //! Every `unsafe` block of the binary lives here or in `ring.rs`, each with a
 //! `// SAFETY:` comment. Callers get safe functions returning `io::Result`.
@@ -148,6 +150,104 @@ pub enum ExitStatus {
     Signaled(i32),
 }
 
+/// The user the command runs as (pfprof under `sudo`): computed before the
+/// fork, applied by the child in the order setgroups, setgid, setuid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+    /// Supplementary groups (the primary group included, as `initgroups` does).
+    pub groups: Vec<libc::gid_t>,
+}
+
+impl Credentials {
+    /// The credentials of user `uid`/`gid`, with the supplementary groups
+    /// of `name` from the group database (`getgrouplist`, as `initgroups`
+    /// does); without a name, the primary group alone.
+    pub fn of_user(uid: u32, gid: u32, name: Option<&str>) -> Credentials {
+        let groups = name
+            .and_then(|name| CString::new(name).ok())
+            .map_or_else(|| vec![gid], |name| group_list(&name, gid));
+        Credentials { uid, gid, groups }
+    }
+}
+
+fn group_list(name: &CStr, gid: u32) -> Vec<libc::gid_t> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    // NGROUPS_MAX is 65536: a list that keeps growing past it is not believed.
+    while groups.len() <= 65536 {
+        let mut count = groups.len() as libc::c_int;
+        // SAFETY: `name` is NUL-terminated; `groups` has room for `count`
+        // entries, and getgrouplist writes at most that many (it stores the
+        // needed count in `count` and returns -1 when they do not fit).
+        let r = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut count) };
+        let count = usize::try_from(count).unwrap_or(0);
+        if r >= 0 {
+            groups.truncate(count);
+            return groups;
+        }
+        groups.resize(count.max(groups.len() * 2), 0);
+    }
+    vec![gid]
+}
+
+/// What the command inherits from pfprof's own start, as opposed to what
+/// Rust's runtime and pfprof changed: captured by
+/// [`catch_termination_signals`], restored by the child before `execv`.
+#[derive(Clone, Copy)]
+pub struct InheritedSignals {
+    /// The signal mask pfprof was started with.
+    mask: libc::sigset_t,
+}
+
+/// How the command is started besides its argv.
+pub struct SpawnOptions<'a> {
+    /// Switch to this user before exec (None: keep pfprof's, root under sudo
+    /// with `--run-as-root`).
+    pub credentials: Option<&'a Credentials>,
+    /// Signal state to hand on.
+    pub signals: &'a InheritedSignals,
+}
+
+/// The step of starting the command that failed, with its `errno`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpawnError {
+    /// What the child was doing.
+    pub step: SpawnStep,
+    /// The errno it got.
+    pub errno: i32,
+}
+
+/// Steps of the child between `fork` and `execv` that can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum SpawnStep {
+    /// `execv` itself.
+    Exec = 0,
+    /// `setgroups`.
+    SetGroups = 1,
+    /// `setgid`.
+    SetGid = 2,
+    /// `setuid`.
+    SetUid = 3,
+    /// `prctl(PR_SET_PDEATHSIG)`.
+    ParentDeathSignal = 4,
+}
+
+impl SpawnStep {
+    fn from_raw(raw: i32) -> SpawnStep {
+        match raw {
+            1 => SpawnStep::SetGroups,
+            2 => SpawnStep::SetGid,
+            3 => SpawnStep::SetUid,
+            4 => SpawnStep::ParentDeathSignal,
+            _ => SpawnStep::Exec,
+        }
+    }
+}
+
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two fds into the live 2-element array.
@@ -161,15 +261,33 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Forks a child that blocks until released, then `execv(path, argv)`.
 /// Everything the child needs is allocated before `fork`, because only
 /// async-signal-safe calls are allowed between `fork` and `execv`.
-pub fn spawn_paused(path: &CStr, argv: &[CString]) -> io::Result<PausedChild> {
+///
+/// Before `execv` the child takes `options.credentials` (setgroups, setgid,
+/// setuid, each checked), asks for SIGKILL when pfprof dies (set after the
+/// credential change, which would clear it), and restores the signal state
+/// pfprof was given: SIGPIPE back to default (Rust ignores it before `main`
+/// and cannot tell what it was; `std::process::Command` does the same) and
+/// the original mask. Termination signals that pfprof was started with
+/// ignored were left ignored (see [`catch_termination_signals`]) and stay so
+/// through `execv`.
+pub fn spawn_paused(
+    path: &CStr,
+    argv: &[CString],
+    options: &SpawnOptions,
+) -> io::Result<PausedChild> {
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
     let (go_read, go_write) = pipe_cloexec()?;
     let (err_read, err_write) = pipe_cloexec()?;
     let (go_write_raw, err_read_raw) = (go_write.as_raw_fd(), err_read.as_raw_fd());
+    let credentials = options.credentials;
+    let mask = options.signals.mask;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: fork has no memory-safety preconditions; the child branch below
-    // only calls async-signal-safe functions (read, execv, write, _exit) on
-    // memory prepared before the fork.
+    // only calls async-signal-safe functions (read, setgroups, setgid,
+    // setuid, prctl, getppid, sigaction, sigprocmask, execv, write, _exit)
+    // on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -178,6 +296,11 @@ pub fn spawn_paused(path: &CStr, argv: &[CString]) -> io::Result<PausedChild> {
         // SAFETY: child side of fork: async-signal-safe calls only, on fds and
         // buffers that were set up before the fork; never returns.
         unsafe {
+            let fail = |step: SpawnStep, code: i32| -> ! {
+                let report = [step as i32, *libc::__errno_location()];
+                libc::write(err_write.as_raw_fd(), report.as_ptr().cast(), 8);
+                libc::_exit(code)
+            };
             // The parent's ends: closed here so that EOF means the parent is gone.
             libc::close(go_write_raw);
             libc::close(err_read_raw);
@@ -187,10 +310,35 @@ pub fn spawn_paused(path: &CStr, argv: &[CString]) -> io::Result<PausedChild> {
             if libc::read(go_read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) != 1 {
                 libc::_exit(127);
             }
+            if let Some(c) = credentials {
+                // Groups first: once the uid is not root, neither can change.
+                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0 {
+                    fail(SpawnStep::SetGroups, 126);
+                }
+                if libc::setgid(c.gid) != 0 {
+                    fail(SpawnStep::SetGid, 126);
+                }
+                if libc::setuid(c.uid) != 0 {
+                    fail(SpawnStep::SetUid, 126);
+                }
+            }
+            // After the credential change, which clears the parent-death
+            // signal. It fires when the thread that forked exits: pfprof's
+            // main thread, which lives as long as pfprof.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                fail(SpawnStep::ParentDeathSignal, 126);
+            }
+            // pfprof died before the prctl: we were reparented, and nobody
+            // would trace the command.
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(libc::SIGPIPE, &dfl, std::ptr::null_mut());
+            libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
             libc::execv(path.as_ptr(), argv_ptrs.as_ptr());
-            let errno = *libc::__errno_location();
-            libc::write(err_write.as_raw_fd(), (&errno as *const i32).cast(), 4);
-            libc::_exit(127);
+            fail(SpawnStep::Exec, 127);
         }
     }
     drop(go_read);
@@ -203,24 +351,23 @@ pub fn spawn_paused(path: &CStr, argv: &[CString]) -> io::Result<PausedChild> {
 }
 
 impl PausedChild {
-    /// Lets the child `execv`. Returns the `errno` of a failed exec.
-    pub fn release(&mut self) -> Result<(), i32> {
+    /// Lets the child `execv`. Returns the step that failed and its errno
+    /// when the command could not be started.
+    pub fn release(&mut self) -> Result<(), SpawnError> {
         if let Some(go) = self.go.take() {
             // SAFETY: writes one byte from a live local to a pipe we own.
             unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) };
         }
-        let mut errno = 0i32;
-        // SAFETY: reads at most 4 bytes into a live i32. The pipe is
-        // close-on-exec, so a successful exec yields EOF (0 bytes).
-        let n = unsafe {
-            libc::read(
-                self.exec_error.as_raw_fd(),
-                (&mut errno as *mut i32).cast(),
-                4,
-            )
-        };
-        if n == 4 {
-            Err(errno)
+        let mut report = [0i32; 2];
+        // SAFETY: reads at most 8 bytes into a live [i32; 2]. The pipe is
+        // close-on-exec, so a successful exec yields EOF (0 bytes); the
+        // child writes its 8 bytes in one write (atomic on a pipe).
+        let n = unsafe { libc::read(self.exec_error.as_raw_fd(), report.as_mut_ptr().cast(), 8) };
+        if n == 8 {
+            Err(SpawnError {
+                step: SpawnStep::from_raw(report[0]),
+                errno: report[1],
+            })
         } else {
             Ok(())
         }
@@ -287,19 +434,36 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 /// Catches SIGINT, SIGTERM and SIGHUP into a flag so that a recording is
 /// always flushed. Caught (not ignored) dispositions reset to default at
-/// `execv`, so the profiled command still gets Ctrl-C normally.
-pub fn catch_termination_signals() {
+/// `execv`, so the profiled command still gets Ctrl-C normally. A signal
+/// pfprof was started with ignored (`nohup`, a background job of a
+/// non-interactive shell) stays ignored, for pfprof and through `execv` for
+/// the command, as the caller meant. Returns the signal state the command
+/// must inherit.
+pub fn catch_termination_signals() -> InheritedSignals {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs an async-signal-safe handler (atomic stores only);
-        // the sigaction struct is fully initialised by zeroed() + the fields set.
+        // SAFETY: reads the current disposition into a live local, then
+        // installs an async-signal-safe handler (atomic stores only); the
+        // sigaction structs are fully initialised by zeroed() + the fields set.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut());
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut old);
+            if old.sa_sigaction != libc::SIG_IGN {
+                libc::sigaction(sig, &action, std::ptr::null_mut());
+            }
         }
     }
+    // SAFETY: with a null new set, sigprocmask only writes the current mask
+    // into the live local.
+    let mask = unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigprocmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask);
+        mask
+    };
+    InheritedSignals { mask }
 }
 
 /// The last termination signal received, and how many were received.
@@ -308,6 +472,52 @@ pub fn pending_signal() -> (i32, u32) {
         PENDING_SIGNAL.load(Ordering::SeqCst),
         SIGNAL_COUNT.load(Ordering::SeqCst),
     )
+}
+
+/// The resource limits pfprof checks before it opens its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `RLIMIT_NOFILE`: open file descriptors (each perf event is one).
+    OpenFiles,
+    /// `RLIMIT_MEMLOCK`: bytes of locked memory (the ring buffers beyond
+    /// `kernel.perf_event_mlock_kb` are charged to it).
+    LockedMemory,
+}
+
+impl Limit {
+    fn resource(self) -> libc::__rlimit_resource_t {
+        match self {
+            Limit::OpenFiles => libc::RLIMIT_NOFILE,
+            Limit::LockedMemory => libc::RLIMIT_MEMLOCK,
+        }
+    }
+}
+
+/// The (soft, hard) values of a limit; `u64::MAX` is unlimited.
+pub fn get_limit(limit: Limit) -> io::Result<(u64, u64)> {
+    let mut rlim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into a live local.
+    if unsafe { libc::getrlimit(limit.resource(), &mut rlim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((rlim.rlim_cur, rlim.rlim_max))
+}
+
+/// Sets the soft value of a limit, keeping the hard one.
+pub fn set_soft_limit(limit: Limit, soft: u64) -> io::Result<()> {
+    let (_, hard) = get_limit(limit)?;
+    let rlim = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads one rlimit from a live local.
+    if unsafe { libc::setrlimit(limit.resource(), &rlim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Mounts tracefs at `target`.
@@ -406,6 +616,25 @@ impl Drop for MappedFile {
             // SAFETY: unmaps exactly the mapping created in `new`.
             unsafe { libc::munmap(self.ptr, self.len) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Supplementary groups: the group database's list for a known user
+    /// (with the primary group), the primary group alone otherwise.
+    #[test]
+    fn credentials_of_user() {
+        let no_name = Credentials::of_user(1000, 1000, None);
+        assert_eq!(no_name.groups, [1000]);
+        let unknown = Credentials::of_user(1000, 50, Some("no-such-user-pfprof"));
+        assert_eq!(unknown.groups, [50]);
+        let root = Credentials::of_user(0, 0, Some("root"));
+        assert!(root.groups.contains(&0), "{root:?}");
+        let bad = Credentials::of_user(1000, 7, Some("a\0b"));
+        assert_eq!(bad.groups, [7]);
     }
 }
 

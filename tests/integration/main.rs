@@ -5,6 +5,7 @@
 mod cli;
 mod dwarf;
 mod live;
+mod processes;
 mod record;
 mod safety;
 mod startup;
