@@ -162,11 +162,13 @@ fn kill_9_of_pfprof_kills_the_command() {
     }
     let dir = temp_dir("processes_kill9");
     let sudo: &[(&str, &str)] = if is_root() { &SUDO_NOBODY } else { &[] };
-    for env in [&[][..], sudo] {
+    // A killed run leaves its recording in OUT.partial, which a later run
+    // into the same OUT refuses to touch: one output per run.
+    for (run, env) in [&[][..], sudo].into_iter().enumerate() {
         let mut pfprof_child = pfprof()
             .envs(env.iter().copied())
             .args(["record", "-q", "-o"])
-            .arg(dir.join("out"))
+            .arg(dir.join(format!("out{run}")))
             .args(["--", "sleep", "30"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -419,8 +421,14 @@ fn locked_memory_limit() {
     assert!(err.contains("kernel.perf_event_mlock_kb is"), "{err}");
     assert!(err.contains("ulimit -l"), "{err}");
     let ring = ring_bytes_per_cpu(&dir.join("out/pfprof.data"));
+    // As record prints sizes: whole MiB as MiB, the rest in KiB.
+    let shown = if ring >= 1 << 20 && ring % (1 << 20) == 0 {
+        format!("{} MiB", ring >> 20)
+    } else {
+        format!("{} KiB", ring >> 10)
+    };
     assert!(
-        err.contains(&format!("shrunk to {} KiB per CPU", ring / 1024)),
+        err.contains(&format!("shrunk to {shown} per CPU")),
         "{ring}: {err}"
     );
 
