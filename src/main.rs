@@ -10,7 +10,7 @@ use clap::Parser;
 use pfprof::analyze::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::perf_data::Exit;
-use pfprof::{diff, error, record, render, resolve};
+use pfprof::{diff, error, record, render, report, resolve};
 
 const DATA_FILE: &str = "pfprof.data";
 
@@ -133,22 +133,39 @@ fn run(cli: Cli) -> Result<u8> {
             render::write_all(&args.output, &resolved, args.analysis.top).with_context(|| {
                 format!("cannot write the outputs in {}", args.output.display())
             })?;
+            let report = &resolved.report;
             if args.quiet {
-                eprintln!("pfprof: {}", resolved.report.completeness_line());
+                eprintln!("pfprof: {}", report.completeness_line());
             } else {
-                eprint!("{}", resolved.report.to_text(args.analysis.top));
+                eprint!("{}", report.to_text(args.analysis.top));
             }
             eprintln!(
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg}}",
                 args.output.display()
             );
+            // Loud, also with -q: the last lines a user sees say what is missing.
+            for warning in report.completeness_warnings() {
+                eprintln!("pfprof: warning: {warning}");
+            }
             // Attached and system-wide recordings end normally by Ctrl-C or
             // --duration; the processes keep running.
-            Ok(match recorded.exit {
+            let status = match recorded.exit {
                 Some(Exit::Code(code)) => code as u8,
                 Some(Exit::Signal(sig)) => 128 + sig as u8,
                 None => 0,
-            })
+            };
+            let (missing, pct) = report.missing();
+            match args.max_lost {
+                // A failing command's own status comes first.
+                Some(max) if pct > max && status == 0 => {
+                    eprintln!(
+                        "pfprof: error: {} faults ({pct:.1}%) were lost, more than --max-lost {max}%; exit status 3",
+                        report::thousands(missing)
+                    );
+                    Ok(3)
+                }
+                _ => Ok(status),
+            }
         }
         Action::Report(args) => {
             let resolved =
@@ -198,13 +215,20 @@ fn run(cli: Cli) -> Result<u8> {
                 ],
             };
             let command = resolved.report.command_line();
+            let subtitle = resolved.report.subtitle();
             let context = || format!("cannot write flame graphs in {}", out_dir.display());
             for selection in selections {
-                render::write_flamegraph(&out_dir, &resolved.folded, selection, &command)
-                    .with_context(context)?;
+                render::write_flamegraph(
+                    &out_dir,
+                    &resolved.folded,
+                    selection,
+                    &command,
+                    &subtitle,
+                )
+                .with_context(context)?;
             }
             if args.class.is_none() {
-                render::write_startup(&out_dir, &resolved.startup_folded, &command)
+                render::write_startup(&out_dir, &resolved.startup_folded, &command, &subtitle)
                     .with_context(context)?;
             }
             eprintln!("pfprof: wrote flame graphs in {}", out_dir.display());
@@ -242,7 +266,12 @@ fn run(cli: Cli) -> Result<u8> {
                 before.report.command_line(),
                 after.report.command_line()
             );
-            render::write_diff(&out_dir, &a, &b, title)
+            let subtitle = format!(
+                "before: {}; after: {}",
+                before.report.subtitle(),
+                after.report.subtitle()
+            );
+            render::write_diff(&out_dir, &a, &b, title, &subtitle)
                 .with_context(|| format!("cannot write diff.svg in {}", out_dir.display()))?;
             eprintln!("pfprof: wrote {}/diff.{{folded,svg}}", out_dir.display());
             Ok(0)

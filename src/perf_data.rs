@@ -107,6 +107,9 @@ pub struct RecordingMeta {
     pub pids: Vec<i32>,
     /// Which faults were sampled (`--class`).
     pub class: crate::record::RecordClass,
+    /// `kernel.perf_event_max_stack`: where the kernel cuts frame-pointer chains.
+    #[serde(default)]
+    pub max_stack: Option<u32>,
 }
 
 /// The published `perf_event_attr` sizes (PERF_ATTR_SIZE_VER0..VER9).

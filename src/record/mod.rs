@@ -980,6 +980,9 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         mode,
         pids,
         class: cfg.class,
+        max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
     };
     drop(rings);
     if let Some(mut live) = live {
