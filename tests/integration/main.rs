@@ -5,6 +5,7 @@
 mod cli;
 mod dwarf;
 mod live;
+mod loud;
 mod record;
 mod startup;
 mod util;
