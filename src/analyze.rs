@@ -657,6 +657,68 @@ mod tests {
         w.finish(&RecordingMeta::default(), "h", "r", 1).unwrap();
     }
 
+    /// A PERF_RECORD_LOST (2: id, count) or PERF_RECORD_LOST_SAMPLES (13:
+    /// count) of event `id`, with the sample_id trailer of
+    /// `minor_faults_attr` (tid, time, cpu, identifier).
+    fn lost_record(record_type: u32, id: u64, count: u64, time: u64) -> Vec<u8> {
+        let body: Vec<u64> = match record_type {
+            2 => vec![id, count],
+            _ => vec![count],
+        };
+        let mut r = Vec::new();
+        r.extend_from_slice(&record_type.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&((8 + 8 * (body.len() + 4)) as u16).to_le_bytes());
+        for v in body.into_iter().chain([(7u64 << 32) | 7, time, 0, id]) {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        r
+    }
+
+    /// Lost records are counted by the event that lost them where the
+    /// kernel says (LOST_SAMPLES); PERF_RECORD_LOST's id is only the ring's
+    /// next writer, so its count is unattributed.
+    #[test]
+    fn lost_records_by_class() {
+        let dir = std::env::temp_dir().join(format!("pfprof-lost-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lost.data");
+        let mut major_attr = minor_faults_attr();
+        major_attr[8..16].copy_from_slice(&6u64.to_le_bytes()); // PAGE_FAULTS_MAJ
+        let events = vec![
+            EventDesc {
+                attr: minor_faults_attr(),
+                name: "minor-faults".into(),
+                ids: vec![1],
+            },
+            EventDesc {
+                attr: major_attr,
+                name: "major-faults".into(),
+                ids: vec![2],
+            },
+        ];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        for (record_type, id, count) in [(13, 1, 5), (13, 2, 3), (13, 1, 2), (2, 1, 100), (2, 2, 7)]
+        {
+            w.write_records(&lost_record(record_type, id, count, 10))
+                .unwrap();
+        }
+        w.finish(&RecordingMeta::default(), "h", "r", 1).unwrap();
+        let profile = analyze(&path, AnalyzeOptions::default()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(profile.decode.bad_records, 0);
+        assert_eq!(profile.totals.lost, 117);
+        assert_eq!(
+            profile.totals.lost_by_class,
+            LostByClass {
+                minor: 7,
+                major: 3,
+                entries: 0,
+                unattributed: 107
+            }
+        );
+    }
+
     /// Replaying a fault allocates nothing: ten times the faults, (almost)
     /// the same number of allocations (only amortised buffer growth).
     #[test]

@@ -825,6 +825,45 @@ mod tests {
         }
     }
 
+    /// What is missing, the subtitle and the warnings, from the counts:
+    /// complete; ring buffer overrun; faults missing with no lost record;
+    /// no kernel counts (lost records stand for the faults).
+    #[test]
+    fn completeness() {
+        type Case = (u64, u64, u64, Option<u64>, u64, &'static str, usize);
+        // captured minor, lost (unattributed), pfprof's own, kernel minor,
+        // missing, subtitle, warnings
+        let cases: [Case; 5] = [
+            (1000, 0, 0, Some(1000), 0, "1,000 faults: captured 1,000 (100.0%), lost 0 records", 0),
+            (0, 12_344, 0, Some(12_344), 12_344,
+             "12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete", 1),
+            (900, 0, 0, Some(1000), 100,
+             "1,000 faults: captured 900 (90.0%), lost 0 records — results incomplete", 1),
+            (900, 0, 100, Some(1000), 0, "1,000 faults: captured 900 (90.0%), lost 0 records", 1),
+            (900, 100, 0, None, 100,
+             "captured 900 faults (kernel count unavailable), lost 100 records — results incomplete", 1),
+        ];
+        for (captured, lost, own, kernel_minor, missing, subtitle, warnings) in cases {
+            let mut r = sample_report();
+            r.period = 1;
+            r.totals.minor = captured;
+            (r.totals.major, r.totals.cow) = (0, 0);
+            r.totals.lost = lost;
+            r.totals.lost_by_class.unattributed = lost;
+            r.totals.pfprof_faults = own;
+            r.totals.kernel_minor = kernel_minor;
+            r.totals.kernel_major = kernel_minor.map(|_| 0);
+            r.totals.truncated_stacks = 0;
+            assert_eq!(r.missing().0, missing, "{subtitle}");
+            assert_eq!(r.subtitle(), subtitle);
+            assert_eq!(r.completeness_warnings().len(), warnings, "{subtitle}");
+            assert_eq!(
+                r.completeness_line().ends_with("INCOMPLETE"),
+                missing > 0 || lost > 0
+            );
+        }
+    }
+
     /// Digit grouping.
     #[test]
     fn grouping() {
