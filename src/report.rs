@@ -499,8 +499,10 @@ impl Report {
         }
         if t.truncated_stacks > 0 && t.call_graph.as_deref() == Some("fp") {
             warnings.push(format!(
-                "{} call stacks were cut at the kernel's frame limit and end in [unknown]; \
-                 raise it with sysctl kernel.perf_event_max_stack",
+                "{} call stacks were cut at the kernel's frame limit \
+                 (kernel.perf_event_max_stack) and end in [unknown]: recursion deeper than the \
+                 limit (raise it with sysctl), or a frame-pointer walk gone astray in code built \
+                 without frame pointers (--call-graph dwarf has neither problem)",
                 thousands(t.truncated_stacks)
             ));
         }
