@@ -16,7 +16,7 @@ use crate::perf_data::{RecordMode, RecordingMeta};
 use crate::process::{MapKind, ModuleId, Place, Processes};
 use crate::stacks::{FrameKey, StackId, StackTable};
 use crate::startup::StartupTracker;
-use crate::unwind::TRUNCATED_FRAME;
+use crate::unwind::{MAX_FRAMES, TRUNCATED_FRAME};
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
 
 /// perf call-chain context markers are the top 4095 values of u64.
@@ -85,6 +85,35 @@ pub struct ProcessCounts {
     pub cow: u64,
 }
 
+/// Records the kernel dropped, by the event that lost them (`report.json`'s
+/// `totals.lost_by_class`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LostByClass {
+    /// Samples of `minor-faults` (PERF_RECORD_LOST_SAMPLES).
+    pub minor: u64,
+    /// Samples of `major-faults`.
+    pub major: u64,
+    /// Fault-entry tracepoint records.
+    pub entries: u64,
+    /// Records whose event the kernel does not say: PERF_RECORD_LOST counts
+    /// everything a full ring buffer dropped (samples of any event, mmaps,
+    /// comms), whichever event it was.
+    pub unattributed: u64,
+}
+
+impl LostByClass {
+    fn add(&mut self, kind: Option<decode::EventKind>, count: u64) {
+        use decode::EventKind as K;
+        let slot = match kind {
+            Some(K::Minor) => &mut self.minor,
+            Some(K::Major) => &mut self.major,
+            Some(K::EntryUser | K::EntryKernel) => &mut self.entries,
+            Some(K::MainEntry | K::Other) | None => &mut self.unattributed,
+        };
+        *slot = slot.saturating_add(count);
+    }
+}
+
 /// Everything counted while replaying.
 #[derive(Debug, Default, Clone)]
 pub struct Totals {
@@ -100,6 +129,10 @@ pub struct Totals {
     pub kernel_mode: u64,
     /// Records the kernel dropped.
     pub lost: u64,
+    /// The same, by the event that lost them.
+    pub lost_by_class: LostByClass,
+    /// Faults of pfprof itself, left out of a system-wide profile.
+    pub pfprof_faults: u64,
     /// Completed faults without a matching entry tracepoint.
     pub unpaired: u64,
     /// Entry tracepoints with no completion (spurious faults, SIGSEGV, retries).
@@ -166,6 +199,8 @@ struct Analyzer {
     last_stack: StackId,
     /// pfprof's own process, in a system-wide recording.
     ignore_pid: Option<i32>,
+    /// Frame-pointer chains are cut by the kernel at this many frames.
+    fp_max_stack: Option<usize>,
     /// Keep the last classified fault for the live stream.
     live: bool,
     /// The last fault classified (live stream only).
@@ -265,6 +300,7 @@ impl Analyzer {
             last_chain: Vec::with_capacity(128),
             last_stack: StackTable::ROOT,
             ignore_pid: None,
+            fp_max_stack: None,
             live: false,
             last: None,
         }
@@ -283,12 +319,16 @@ impl Analyzer {
                 self.profile.timeline.reserve(header.records / 2);
                 if let Some(meta) = &header.meta {
                     self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
+                    self.fp_max_stack = (meta.call_graph == "fp")
+                        .then(|| meta.max_stack.map_or(MAX_FRAMES, |n| n as usize));
                     if meta.mode != RecordMode::Command {
                         self.profile.startup.disable();
                     }
                 }
             }
-            Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {}
+            Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {
+                self.profile.totals.pfprof_faults += 1;
+            }
             Event::Fault(sample) => self.on_fault(sample),
             Event::Entry(entry) => {
                 if entry.addr_avma < crate::process::USER_TOP
@@ -339,7 +379,11 @@ impl Analyzer {
             }
             Event::Fork { pid, ppid, tid } => self.profile.processes.on_fork(pid, ppid, tid),
             Event::Exit => {}
-            Event::Lost { count } => self.profile.totals.lost += count,
+            Event::Lost { count, kind } => {
+                let totals = &mut self.profile.totals;
+                totals.lost = totals.lost.saturating_add(count);
+                totals.lost_by_class.add(kind, count);
+            }
             Event::MainEntry { pid, time } => self.profile.startup.on_main(pid, time),
         }
     }
@@ -401,9 +445,21 @@ impl Analyzer {
             }
             None => false,
         };
+        // Frame-pointer chains the kernel cut at its frame limit (it counts
+        // addresses, not context markers) end in a marked frame, as dwarf
+        // chains that stopped early do.
+        let mut fp_cut = false;
         if let Some(chain) = sample.callchain.as_ref().filter(|_| !in_exec) {
             if !chain.is_empty() && chain.get(chain.len() - 1) == Some(TRUNCATED_FRAME) {
                 profile.totals.truncated_stacks += 1;
+            } else if let Some(max) = self.fp_max_stack.filter(|&max| chain.len() >= max) {
+                let addresses = (0..chain.len())
+                    .filter(|&i| chain.get(i).is_some_and(|a| a < PERF_CONTEXT_MAX))
+                    .count();
+                if addresses >= max {
+                    fp_cut = true;
+                    profile.totals.truncated_stacks += 1;
+                }
             }
         }
         self.scratch.clear();
@@ -454,6 +510,9 @@ impl Analyzer {
                 }
             }
             None => profile.totals.no_callchain += 1,
+        }
+        if fp_cut && !cached {
+            self.scratch.push(FrameKey::Unknown);
         }
         let stack = if cached {
             self.last_stack
@@ -596,6 +655,68 @@ mod tests {
             .unwrap();
         }
         w.finish(&RecordingMeta::default(), "h", "r", 1).unwrap();
+    }
+
+    /// A PERF_RECORD_LOST (2: id, count) or PERF_RECORD_LOST_SAMPLES (13:
+    /// count) of event `id`, with the sample_id trailer of
+    /// `minor_faults_attr` (tid, time, cpu, identifier).
+    fn lost_record(record_type: u32, id: u64, count: u64, time: u64) -> Vec<u8> {
+        let body: Vec<u64> = match record_type {
+            2 => vec![id, count],
+            _ => vec![count],
+        };
+        let mut r = Vec::new();
+        r.extend_from_slice(&record_type.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&((8 + 8 * (body.len() + 4)) as u16).to_le_bytes());
+        for v in body.into_iter().chain([(7u64 << 32) | 7, time, 0, id]) {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        r
+    }
+
+    /// Lost records are counted by the event that lost them where the
+    /// kernel says (LOST_SAMPLES); PERF_RECORD_LOST's id is only the ring's
+    /// next writer, so its count is unattributed.
+    #[test]
+    fn lost_records_by_class() {
+        let dir = std::env::temp_dir().join(format!("pfprof-lost-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lost.data");
+        let mut major_attr = minor_faults_attr();
+        major_attr[8..16].copy_from_slice(&6u64.to_le_bytes()); // PAGE_FAULTS_MAJ
+        let events = vec![
+            EventDesc {
+                attr: minor_faults_attr(),
+                name: "minor-faults".into(),
+                ids: vec![1],
+            },
+            EventDesc {
+                attr: major_attr,
+                name: "major-faults".into(),
+                ids: vec![2],
+            },
+        ];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        for (record_type, id, count) in [(13, 1, 5), (13, 2, 3), (13, 1, 2), (2, 1, 100), (2, 2, 7)]
+        {
+            w.write_records(&lost_record(record_type, id, count, 10))
+                .unwrap();
+        }
+        w.finish(&RecordingMeta::default(), "h", "r", 1).unwrap();
+        let profile = analyze(&path, AnalyzeOptions::default()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(profile.decode.bad_records, 0);
+        assert_eq!(profile.totals.lost, 117);
+        assert_eq!(
+            profile.totals.lost_by_class,
+            LostByClass {
+                minor: 7,
+                major: 3,
+                entries: 0,
+                unattributed: 107
+            }
+        );
     }
 
     /// Replaying a fault allocates nothing: ten times the faults, (almost)

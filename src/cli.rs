@@ -14,6 +14,7 @@ use crate::stream::StreamKind;
 #[command(name = "pfprof", version, about, long_about = None)]
 #[command(
     after_help = "Exit codes: record returns the command's status (128+N if it died from signal N); \
+3 if the command succeeded but more faults were lost than --max-lost allows (every output is written); \
 2 permission or configuration error; 126 command cannot be executed; 127 command not found; 1 other errors."
 )]
 pub struct Cli {
@@ -50,6 +51,14 @@ pub struct AnalysisArgs {
     pub until_ms: Option<f64>,
 }
 
+/// A percentage, 0 to 100.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(pct) if (0.0..=100.0).contains(&pct) => Ok(pct),
+        _ => Err(format!("{s:?} is not a percentage from 0 to 100")),
+    }
+}
+
 /// `pfprof record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -84,9 +93,14 @@ pub struct RecordArgs {
     /// so that two runs of a deterministic program print the same lines.
     #[arg(long, requires = "stream")]
     pub fixed_ts: bool,
-    /// Do not print the report at the end.
+    /// Do not print the report at the end (warnings about lost faults still are).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Exit with status 3 (after writing every output) if more than PCT percent
+    /// of the faults were lost: those the kernel counted for the sampled
+    /// classes (divided by --period) but the recording does not hold.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub max_lost: Option<f64>,
     #[command(flatten)]
     /// Analysis options.
     pub analysis: AnalysisArgs,

@@ -164,6 +164,10 @@ pub enum Event<'a> {
     Lost {
         /// Number of records lost.
         count: u64,
+        /// The event that lost them: known for PERF_RECORD_LOST_SAMPLES;
+        /// None for PERF_RECORD_LOST, whose id names whichever event next
+        /// wrote to the shared ring, not the ones lost.
+        kind: Option<EventKind>,
     },
 }
 
@@ -525,11 +529,17 @@ fn to_event<'a>(
             tid: f.tid,
         },
         EventRecord::Exit(_) => Event::Exit,
-        EventRecord::Lost(l) => Event::Lost { count: l.count },
+        EventRecord::Lost(l) => Event::Lost {
+            count: l.count,
+            kind: None,
+        },
         EventRecord::Raw(r) if r.record_type.0 == 13 => {
             // PERF_RECORD_LOST_SAMPLES: u64 lost, then sample_id.
             match raw_u64(&r.data, 0) {
-                Some(count) => Event::Lost { count },
+                Some(count) => Event::Lost {
+                    count,
+                    kind: Some(kind),
+                },
                 None => {
                     return Err(BadRecord);
                 }

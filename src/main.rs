@@ -11,7 +11,7 @@ use pfprof::analyze::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::perf_data::Exit;
-use pfprof::{diff, error, record, render, resolve};
+use pfprof::{diff, error, record, render, report, resolve};
 
 /// `-i` takes a directory or the data file itself.
 fn data_path(input: &Path) -> PathBuf {
@@ -161,10 +161,11 @@ fn run(cli: Cli) -> Result<u8> {
                 }
                 Err(e) => return Err(kept_in(e, &partial)),
             };
+            let report = &resolved.report;
             if args.quiet {
-                eprintln!("pfprof: {}", resolved.report.completeness_line());
+                eprintln!("pfprof: {}", report.completeness_line());
             } else {
-                eprint!("{}", resolved.report.to_text(args.analysis.top));
+                eprint!("{}", report.to_text(args.analysis.top));
             }
             eprintln!(
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg}}",
@@ -173,7 +174,22 @@ fn run(cli: Cli) -> Result<u8> {
             if let Some(why) = &recorded.write_error {
                 eprintln!("pfprof: warning: the profile is partial: {why}");
             }
-            Ok(status)
+            // Loud, also with -q: the last lines a user sees say what is missing.
+            for warning in report.completeness_warnings() {
+                eprintln!("pfprof: warning: {warning}");
+            }
+            let (missing, pct) = report.missing();
+            match args.max_lost {
+                // A failing command's own status comes first.
+                Some(max) if pct > max && status == 0 => {
+                    eprintln!(
+                        "pfprof: error: {} faults ({pct:.1}%) were lost, more than --max-lost {max}%; exit status 3",
+                        report::thousands(missing)
+                    );
+                    Ok(3)
+                }
+                _ => Ok(status),
+            }
         }
         Action::Report(args) => {
             let resolved =
@@ -223,13 +239,20 @@ fn run(cli: Cli) -> Result<u8> {
                 ],
             };
             let command = resolved.report.command_line();
+            let subtitle = resolved.report.subtitle();
             let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
             for selection in selections {
-                render::write_flamegraph(&out_dir, &resolved.folded, selection, &command)
-                    .with_context(context)?;
+                render::write_flamegraph(
+                    &out_dir,
+                    &resolved.folded,
+                    selection,
+                    &command,
+                    &subtitle,
+                )
+                .with_context(context)?;
             }
             if args.class.is_none() {
-                render::write_startup(&out_dir, &resolved.startup_folded, &command)
+                render::write_startup(&out_dir, &resolved.startup_folded, &command, &subtitle)
                     .with_context(context)?;
             }
             eprintln!("pfprof: wrote flame graphs in {}", out_dir.path().display());
@@ -267,7 +290,12 @@ fn run(cli: Cli) -> Result<u8> {
                 before.report.command_line(),
                 after.report.command_line()
             );
-            render::write_diff(&out_dir, &a, &b, title).with_context(|| {
+            let subtitle = format!(
+                "before: {}; after: {}",
+                before.report.subtitle(),
+                after.report.subtitle()
+            );
+            render::write_diff(&out_dir, &a, &b, title, &subtitle).with_context(|| {
                 format!("cannot write diff.svg in {}", out_dir.path().display())
             })?;
             eprintln!(

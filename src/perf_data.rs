@@ -111,6 +111,9 @@ pub struct RecordingMeta {
     /// locked-memory limits shrank it (None in recordings before it was kept).
     #[serde(default)]
     pub ring_bytes_per_cpu: Option<u64>,
+    /// `kernel.perf_event_max_stack`: where the kernel cuts frame-pointer chains.
+    #[serde(default)]
+    pub max_stack: Option<u32>,
 }
 
 /// The published `perf_event_attr` sizes (PERF_ATTR_SIZE_VER0..VER9).

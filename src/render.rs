@@ -9,6 +9,7 @@ use inferno::flamegraph::{self, Options};
 
 use crate::classify::FaultClass;
 use crate::outdir::OutDir;
+use crate::report::display_safe;
 use crate::resolve::{Folded, Resolved};
 
 /// Which flame graphs to write.
@@ -65,18 +66,27 @@ pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<Stri
     }
 }
 
-fn write_empty_svg(dir: &OutDir, name: &str, title: &str) -> io::Result<()> {
-    let escaped = title
+/// Text for an SVG: visible escapes for control characters (which XML 1.0
+/// forbids), then XML's own escaping.
+pub fn xml_text(s: &str) -> String {
+    display_safe(s)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
-        .replace('>', "&gt;");
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn write_empty_svg(dir: &OutDir, name: &str, title: &str, subtitle: &str) -> io::Result<()> {
     dir.write(
         name,
         format!(
-            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"120\" \
+            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"140\" \
              xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
-             <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{escaped}</text>\
-             <text x=\"600\" y=\"80\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n"
+             <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{}</text>\
+             <text x=\"600\" y=\"66\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"12\">{}</text>\
+             <text x=\"600\" y=\"100\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n",
+            xml_text(title),
+            xml_text(subtitle)
         )
         .as_bytes(),
     )
@@ -88,9 +98,10 @@ fn write_folded_and_svg(
     base: &str,
     lines: &[String],
     title: String,
+    subtitle: &str,
     colors: Palette,
 ) -> io::Result<()> {
-    write_folded_and_svg_counting(dir, base, lines, title, colors, "faults")
+    write_folded_and_svg_counting(dir, base, lines, title, subtitle, colors, "faults")
 }
 
 fn write_folded_and_svg_counting(
@@ -98,6 +109,7 @@ fn write_folded_and_svg_counting(
     base: &str,
     lines: &[String],
     title: String,
+    subtitle: &str,
     colors: Palette,
     count_name: &str,
 ) -> io::Result<()> {
@@ -109,10 +121,12 @@ fn write_folded_and_svg_counting(
     })?;
     let svg_name = format!("{base}.svg");
     if lines.is_empty() {
-        return write_empty_svg(dir, &svg_name, &title);
+        return write_empty_svg(dir, &svg_name, &title, subtitle);
     }
     let mut options = Options::default();
-    options.title = title;
+    // inferno escapes <>&" itself; control characters it passes through.
+    options.title = display_safe(&title).into_owned();
+    options.subtitle = Some(display_safe(subtitle).into_owned());
     options.count_name = count_name.into();
     options.colors = colors;
     options.hash = true;
@@ -128,6 +142,7 @@ pub fn write_flamegraph(
     folded: &[Folded; 3],
     selection: ClassSelection,
     command: &str,
+    subtitle: &str,
 ) -> io::Result<()> {
     let base = name(selection);
     let title = match selection {
@@ -139,24 +154,42 @@ pub fn write_flamegraph(
         base,
         &folded_lines(folded, selection),
         title,
+        subtitle,
         palette(selection),
     )
 }
 
 /// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`,
 /// class as the root frame.
-pub fn write_startup(dir: &OutDir, startup: &Folded, command: &str) -> io::Result<()> {
+pub fn write_startup(
+    dir: &OutDir,
+    startup: &Folded,
+    command: &str,
+    subtitle: &str,
+) -> io::Result<()> {
     let lines: Vec<String> = startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect();
     let title = format!("Start-up page faults (exec to main): {command}");
-    write_folded_and_svg(dir, "startup", &lines, title, palette(ClassSelection::All))
+    write_folded_and_svg(
+        dir,
+        "startup",
+        &lines,
+        title,
+        subtitle,
+        palette(ClassSelection::All),
+    )
 }
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
-pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], command: &str) -> io::Result<()> {
+pub fn write_latency(
+    dir: &OutDir,
+    folded_latency: &[Folded; 3],
+    command: &str,
+    subtitle: &str,
+) -> io::Result<()> {
     for class in FaultClass::ALL {
         let lines: Vec<String> = folded_latency[class as usize]
             .iter()
@@ -172,7 +205,15 @@ pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], command: &str) 
             FaultClass::Major => ClassSelection::Major,
             FaultClass::Cow => ClassSelection::Cow,
         };
-        write_folded_and_svg_counting(dir, &base, &lines, title, palette(selection), "ns")?;
+        write_folded_and_svg_counting(
+            dir,
+            &base,
+            &lines,
+            title,
+            subtitle,
+            palette(selection),
+            "ns",
+        )?;
     }
     Ok(())
 }
@@ -184,6 +225,7 @@ pub fn write_diff(
     before: &[String],
     after: &[String],
     title: String,
+    subtitle: &str,
 ) -> io::Result<()> {
     let mut diff = Vec::new();
     inferno::differential::from_readers(
@@ -194,23 +236,31 @@ pub fn write_diff(
     )?;
     let text = String::from_utf8_lossy(&diff);
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    write_folded_and_svg(dir, "diff", &lines, title, palette(ClassSelection::All))
+    write_folded_and_svg(
+        dir,
+        "diff",
+        &lines,
+        title,
+        subtitle,
+        palette(ClassSelection::All),
+    )
 }
 
 /// Writes every output of a recording directory.
 pub fn write_all(dir: &OutDir, resolved: &Resolved, top: usize) -> io::Result<()> {
     let report = &resolved.report;
     let command = report.command_line();
+    let subtitle = report.subtitle();
     for selection in [
         ClassSelection::Minor,
         ClassSelection::Major,
         ClassSelection::Cow,
         ClassSelection::All,
     ] {
-        write_flamegraph(dir, &resolved.folded, selection, &command)?;
+        write_flamegraph(dir, &resolved.folded, selection, &command, &subtitle)?;
     }
-    write_startup(dir, &resolved.startup_folded, &command)?;
-    write_latency(dir, &resolved.folded_latency, &command)?;
+    write_startup(dir, &resolved.startup_folded, &command, &subtitle)?;
+    write_latency(dir, &resolved.folded_latency, &command, &subtitle)?;
     dir.write("timeline.svg", resolved.timeline_svg.as_bytes())?;
     dir.write("report.txt", report.to_text(top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
@@ -257,7 +307,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let out = OutDir::open_or_create(&dir).unwrap();
         for selection in [ClassSelection::All, ClassSelection::Major] {
-            write_flamegraph(&out, &folded(), selection, "./app").unwrap();
+            write_flamegraph(
+                &out,
+                &folded(),
+                selection,
+                "./app",
+                "262,822 faults: captured 262,822 (100.0%), lost 0 records",
+            )
+            .unwrap();
             let name = format!("{}.svg", name(selection));
             let actual = std::fs::read_to_string(dir.join(&name)).unwrap();
             let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

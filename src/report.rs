@@ -1,11 +1,13 @@
 //! The report model (serialized as `report.json`, a stable contract documented
 //! in the README) and its text rendering (`report.txt`, 100 columns).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+pub use crate::analyze::LostByClass;
 use crate::classify::{Access, FaultClass};
 use crate::perf_data::Exit;
 use crate::record::CallGraph;
@@ -20,8 +22,14 @@ pub struct Totals {
     pub major: u64,
     /// COW faults recorded.
     pub cow: u64,
-    /// Records the kernel dropped.
+    /// Records the kernel dropped (ring buffer full), every kind together.
     pub lost: u64,
+    /// The same by the event that lost them, where the kernel says
+    /// (PERF_RECORD_LOST_SAMPLES); PERF_RECORD_LOST's are `unattributed`.
+    pub lost_by_class: LostByClass,
+    /// Faults of pfprof itself in a system-wide recording (counted by the
+    /// kernel, left out of the profile).
+    pub pfprof_faults: u64,
     /// The kernel's own minor-fault count for the process tree.
     pub kernel_minor: Option<u64>,
     /// The kernel's own major-fault count.
@@ -233,6 +241,45 @@ pub struct Report {
     pub latency: BTreeMap<String, crate::latency::LatencyStats>,
 }
 
+/// A name from the profiled world (symbol, `comm`, argument, path), made
+/// safe to show anywhere: control characters (C0, DEL, C1), the Unicode
+/// bidirectional overrides and isolates, and the non-characters U+FFFE and
+/// U+FFFF are replaced by a visible escape (`\n`, `\t`, `\r`, `\x1b`,
+/// `\u{9b}`). So a terminal receives no escape sequence, an SVG stays valid
+/// XML (XML 1.0 forbids most C0 characters even as references) and a folded
+/// line stays one stack. Everything else, `<>&"` included, is left to each
+/// output's own escaping.
+pub fn display_safe(name: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{fffe}' | '\u{ffff}')
+    };
+    if !name.chars().any(unsafe_char) {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if unsafe_char(c) && (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if unsafe_char(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`display_safe`] into an owned `String`.
+pub fn safe(name: &str) -> String {
+    display_safe(name).into_owned()
+}
+
 /// `1234567` → `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -324,12 +371,142 @@ impl Report {
                 line
             }
             Ok(CallGraph::Fp) => {
-                "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
+                let mut line =
+                    "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
                  without frame pointers are lost; --call-graph dwarf keeps them)"
-                    .to_string()
+                        .to_string();
+                if t.truncated_stacks > 0 {
+                    let _ = write!(
+                        line,
+                        "\ntruncated stacks: {} of {} (cut at the kernel's frame limit, \
+                         kernel.perf_event_max_stack)",
+                        thousands(t.truncated_stacks),
+                        thousands(self.captured())
+                    );
+                }
+                line
             }
             Ok(CallGraph::None) | Err(_) => format!("call stacks: {mode}"),
         })
+    }
+
+    /// The faults a complete recording holds: the kernel's count of the
+    /// sampled classes divided by the sample period (None without counts).
+    pub fn expected(&self) -> Option<u64> {
+        let (minor, major) = (self.totals.kernel_minor?, self.totals.kernel_major?);
+        let kernel = match self.sampled_class {
+            crate::record::RecordClass::Major => major,
+            crate::record::RecordClass::Minor => minor,
+            // --class cow samples both events.
+            crate::record::RecordClass::Cow | crate::record::RecordClass::All => minor + major,
+        };
+        Some(kernel.div_ceil(self.period.max(1)))
+    }
+
+    /// Faults the recording should hold but does not (pfprof's own, in a
+    /// system-wide recording, excepted), and their share of the expected in
+    /// percent: the measure `record --max-lost` checks. Without the kernel's
+    /// counts, the lost records that can be faults (all but fault entries)
+    /// stand for the missing faults, over captured plus those.
+    pub fn missing(&self) -> (u64, f64) {
+        let captured = self.captured() + self.totals.pfprof_faults;
+        let (missing, whole) = match self.expected() {
+            Some(expected) => (expected.saturating_sub(captured), expected),
+            None => {
+                let l = &self.totals.lost_by_class;
+                let lost = l.minor + l.major + l.unattributed;
+                (lost, captured + lost)
+            }
+        };
+        let pct = if whole == 0 {
+            0.0
+        } else {
+            missing as f64 * 100.0 / whole as f64
+        };
+        (missing, pct)
+    }
+
+    /// Whether faults are missing or records were lost.
+    pub fn incomplete(&self) -> bool {
+        self.totals.lost > 0 || self.missing().0 > 0
+    }
+
+    /// The subtitle of every SVG: the totals and what was lost, e.g.
+    /// `12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete`.
+    pub fn subtitle(&self) -> String {
+        let captured = self.captured();
+        let lost = thousands(self.totals.lost);
+        let mut s = match self.expected() {
+            Some(expected) => {
+                let pct = if expected == 0 {
+                    100.0
+                } else {
+                    captured as f64 * 100.0 / expected as f64
+                };
+                let sampled = if self.period > 1 { " sampled" } else { "" };
+                format!(
+                    "{} faults{sampled}: captured {} ({pct:.1}%), lost {lost} records",
+                    thousands(expected),
+                    thousands(captured)
+                )
+            }
+            None => format!(
+                "captured {} faults (kernel count unavailable), lost {lost} records",
+                thousands(captured)
+            ),
+        };
+        if self.incomplete() {
+            s.push_str(" — results incomplete");
+        }
+        s
+    }
+
+    /// The warnings about completeness (lost records, faults missing
+    /// without a lost record to explain them, stacks cut at the kernel's
+    /// frame limit), for `warnings`.
+    pub fn completeness_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let t = &self.totals;
+        let (missing, pct) = self.missing();
+        if t.lost > 0 {
+            let l = &t.lost_by_class;
+            warnings.push(format!(
+                "results incomplete: the kernel dropped {} records (ring buffer full; minor {}, \
+                 major {}, fault entries {}, unattributed {}), {} of the faults ({pct:.1}%) are \
+                 missing; give the ring buffers more pages with --mmap-pages",
+                thousands(t.lost),
+                thousands(l.minor),
+                thousands(l.major),
+                thousands(l.entries),
+                thousands(l.unattributed),
+                thousands(missing)
+            ));
+        }
+        let explained =
+            t.lost_by_class.minor + t.lost_by_class.major + t.lost_by_class.unattributed;
+        if missing > explained {
+            warnings.push(format!(
+                "results incomplete: {} faults counted by the kernel are missing from the \
+                 recording and no lost record accounts for them",
+                thousands(missing - explained)
+            ));
+        }
+        if t.pfprof_faults > 0 {
+            warnings.push(format!(
+                "pfprof's own {} faults are left out of this system-wide profile",
+                thousands(t.pfprof_faults)
+            ));
+        }
+        if t.truncated_stacks > 0 && t.call_graph.as_deref() == Some("fp") {
+            warnings.push(format!(
+                "{} call stacks were cut at the kernel's frame limit \
+                 (kernel.perf_event_max_stack) and end in [unknown]: recursion deeper than the \
+                 limit (raise it with sysctl), or a frame-pointer walk gone astray in code built \
+                 without frame pointers (--call-graph dwarf has neither problem)",
+                thousands(t.truncated_stacks)
+            ));
+        }
+        warnings
     }
 
     /// The completeness line: `captured 262,144 of 262,144 faults (100.0%)`.
@@ -342,45 +519,55 @@ impl Report {
                     thousands(self.totals.truncated_stacks)
                 )
             }
+            Some(Ok(CallGraph::Fp)) if self.totals.truncated_stacks > 0 => {
+                format!(
+                    "; truncated stacks: {}",
+                    thousands(self.totals.truncated_stacks)
+                )
+            }
             _ => String::new(),
         };
-        let line = {
-            let captured = self.captured();
-            match (self.totals.kernel_minor, self.totals.kernel_major) {
-                (Some(minor), Some(major)) => {
-                    let kernel = match self.sampled_class {
-                        crate::record::RecordClass::Major => major,
-                        crate::record::RecordClass::Minor | crate::record::RecordClass::Cow => {
-                            minor
-                        }
-                        crate::record::RecordClass::All => minor + major,
-                    };
-                    let expected = kernel.div_ceil(self.period.max(1));
-                    let pct = if expected == 0 {
-                        100.0
-                    } else {
-                        captured as f64 * 100.0 / expected as f64
-                    };
-                    let sampled = if self.period > 1 {
-                        format!(" (1 in {} sampled)", self.period)
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        "captured {} of {} faults ({pct:.1}%){sampled}; lost records: {}",
-                        thousands(captured),
-                        thousands(kernel),
-                        thousands(self.totals.lost)
-                    )
-                }
-                _ => format!(
-                    "captured {} faults; kernel count unavailable; lost records: {}",
+        let captured = self.captured();
+        let line = match self.expected() {
+            Some(expected) => {
+                let pct = if expected == 0 {
+                    100.0
+                } else {
+                    captured as f64 * 100.0 / expected as f64
+                };
+                let (minor, major) = (
+                    self.totals.kernel_minor.unwrap_or(0),
+                    self.totals.kernel_major.unwrap_or(0),
+                );
+                let kernel = match self.sampled_class {
+                    crate::record::RecordClass::Major => major,
+                    crate::record::RecordClass::Minor => minor,
+                    _ => minor + major,
+                };
+                let sampled = if self.period > 1 {
+                    format!(" (1 in {} sampled)", self.period)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "captured {} of {} faults ({pct:.1}%){sampled}; lost records: {}",
                     thousands(captured),
+                    thousands(kernel),
                     thousands(self.totals.lost)
-                ),
+                )
             }
+            None => format!(
+                "captured {} faults; kernel count unavailable; lost records: {}",
+                thousands(captured),
+                thousands(self.totals.lost)
+            ),
         };
-        line + &truncated
+        let incomplete = if self.incomplete() {
+            " — INCOMPLETE"
+        } else {
+            ""
+        };
+        line + &truncated + incomplete
     }
 
     /// `report.txt`.
@@ -604,6 +791,81 @@ mod tests {
         }
     }
 
+    /// Names from the profiled world: control characters, bidi overrides and
+    /// non-characters become visible escapes; everything else, XML's
+    /// specials and non-ASCII text included, passes unchanged (borrowed).
+    #[test]
+    fn display_safe_escapes() {
+        for (name, want) in [
+            ("main", "main"),
+            ("evil<&\"]]>", "evil<&\"]]>"),
+            ("a;b c", "a;b c"),
+            ("f\u{1}g", "f\\x01g"),
+            ("line\nbreak", "line\\nbreak"),
+            ("tab\tcr\r", "tab\\tcr\\r"),
+            ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
+            ("nul\0", "nul\\x00"),
+            ("del\u{7f}", "del\\x7f"),
+            ("csi\u{9b}2J", "csi\\u{9b}2J"),
+            ("rtl\u{202e}txt", "rtl\\u{202e}txt"),
+            ("iso\u{2066}x", "iso\\u{2066}x"),
+            ("non\u{fffe}\u{ffff}", "non\\u{fffe}\\u{ffff}"),
+            ("lossy \u{fffd} µs 日本", "lossy \u{fffd} µs 日本"),
+            ("", ""),
+        ] {
+            let got = display_safe(name);
+            assert_eq!(got, want, "{name:?}");
+            assert_eq!(
+                matches!(got, Cow::Borrowed(_)),
+                name == want,
+                "{name:?} is copied only when it changes"
+            );
+            assert!(
+                !got.chars().any(|c| c.is_control()),
+                "{got:?} still holds a control character"
+            );
+        }
+    }
+
+    /// What is missing, the subtitle and the warnings, from the counts:
+    /// complete; ring buffer overrun; faults missing with no lost record;
+    /// no kernel counts (lost records stand for the faults).
+    #[test]
+    fn completeness() {
+        type Case = (u64, u64, u64, Option<u64>, u64, &'static str, usize);
+        // captured minor, lost (unattributed), pfprof's own, kernel minor,
+        // missing, subtitle, warnings
+        let cases: [Case; 5] = [
+            (1000, 0, 0, Some(1000), 0, "1,000 faults: captured 1,000 (100.0%), lost 0 records", 0),
+            (0, 12_344, 0, Some(12_344), 12_344,
+             "12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete", 1),
+            (900, 0, 0, Some(1000), 100,
+             "1,000 faults: captured 900 (90.0%), lost 0 records — results incomplete", 1),
+            (900, 0, 100, Some(1000), 0, "1,000 faults: captured 900 (90.0%), lost 0 records", 1),
+            (900, 100, 0, None, 100,
+             "captured 900 faults (kernel count unavailable), lost 100 records — results incomplete", 1),
+        ];
+        for (captured, lost, own, kernel_minor, missing, subtitle, warnings) in cases {
+            let mut r = sample_report();
+            r.period = 1;
+            r.totals.minor = captured;
+            (r.totals.major, r.totals.cow) = (0, 0);
+            r.totals.lost = lost;
+            r.totals.lost_by_class.unattributed = lost;
+            r.totals.pfprof_faults = own;
+            r.totals.kernel_minor = kernel_minor;
+            r.totals.kernel_major = kernel_minor.map(|_| 0);
+            r.totals.truncated_stacks = 0;
+            assert_eq!(r.missing().0, missing, "{subtitle}");
+            assert_eq!(r.subtitle(), subtitle);
+            assert_eq!(r.completeness_warnings().len(), warnings, "{subtitle}");
+            assert_eq!(
+                r.completeness_line().ends_with("INCOMPLETE"),
+                missing > 0 || lost > 0
+            );
+        }
+    }
+
     /// Digit grouping.
     #[test]
     fn grouping() {
@@ -698,6 +960,8 @@ mod tests {
                 major: 67,
                 cow: 210,
                 lost: 0,
+                lost_by_class: LostByClass::default(),
+                pfprof_faults: 0,
                 kernel_minor: Some(262_755),
                 kernel_major: Some(67),
                 cow_available: true,

@@ -14,7 +14,8 @@ use crate::classify::{Access, FaultClass};
 use crate::latency::LatencyStats;
 use crate::process::ModuleId;
 use crate::report::{
-    FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
+    safe, FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow,
+    Totals,
 };
 use crate::stacks::{FrameKey, StackTable};
 use crate::startup::{self, StartupFault};
@@ -58,6 +59,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         std::mem::replace(&mut profile.symbolizer, Symbolizer::new(Options::default()));
     let profile = &*profile;
     let modules = &profile.processes.modules;
+    // Names from the profiled world enter the model here, made safe to show
+    // (report::display_safe); paths stay raw only for opening files.
+    let path_of = |module: ModuleId| safe(&modules.get(module).path);
     let mut module_status: FxHashMap<ModuleId, String> = FxHashMap::default();
     let mut note = |module: ModuleId, reason: &Reason| {
         module_status
@@ -98,8 +102,8 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                     .frames
                     .into_iter()
                     .map(|f| Named {
-                        function: f.function,
-                        file: f.file,
+                        function: safe(&f.function),
+                        file: f.file.as_deref().map(safe),
                         line: f.line,
                         inlined: f.inlined,
                         object: Some(*module),
@@ -112,7 +116,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                         note(*module, &reason);
                     }
                     vec![Named {
-                        function: format!("{}+{offset:#x}", m.short_name()),
+                        function: safe(&format!("{}+{offset:#x}", m.short_name())),
                         file: None,
                         line: None,
                         inlined: false,
@@ -139,7 +143,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             FrameKey::Code { .. } => code_names.get(&frame).cloned().unwrap_or_default(),
             FrameKey::Kernel { avma } => vec![Named {
                 function: match kernel_symbols.as_ref().and_then(|k| k.lookup(avma)) {
-                    Some((name, _)) => format!("{name}_[k]"),
+                    Some((name, _)) => format!("{}_[k]", safe(name)),
                     None => format!("{avma:#x}_[k]"),
                 },
                 file: None,
@@ -184,7 +188,11 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         let results = symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets);
         for (offset, result) in offsets.iter().zip(results) {
             let names = match result {
-                Ok(t) => (t.section, t.symbol, Some(t.svma)),
+                Ok(t) => (
+                    t.section.as_deref().map(safe),
+                    t.symbol.as_deref().map(safe),
+                    Some(t.svma),
+                ),
                 Err(reason) => {
                     if !matches!(
                         reason,
@@ -213,11 +221,11 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                     // Anonymous memory that merely follows the object's data
                     // but lies beyond its last segment: not its .bss.
                     (true, None) => ("[anon]".into(), "anon", None, None),
-                    (true, Some(_)) => (modules.get(module).path.clone(), "anon", section, symbol),
-                    (false, _) => (modules.get(module).path.clone(), "file", section, symbol),
+                    (true, Some(_)) => (path_of(module), "anon", section, symbol),
+                    (false, _) => (path_of(module), "file", section, symbol),
                 }
             }
-            TargetKey::Pseudo(module) => (modules.get(module).path.clone(), "special", None, None),
+            TargetKey::Pseudo(module) => (path_of(module), "special", None, None),
             TargetKey::Heap => ("[heap]".into(), "heap", None, None),
             TargetKey::Stack => ("[stack]".into(), "stack", None, None),
             TargetKey::Anon => ("[anon]".into(), "anon", None, None),
@@ -266,7 +274,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .processes
             .by_pid
             .get(&pid)
-            .map_or_else(|| "?".to_string(), |p| p.comm.clone())
+            .map_or_else(|| "?".to_string(), |p| safe(&p.comm))
     };
     for (key, tally) in &profile.counts {
         let count = tally.faults;
@@ -362,7 +370,8 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .collect();
         let mut facts: BTreeMap<String, startup::ObjectFacts> = BTreeMap::new();
         for (id, m) in modules.iter() {
-            if !m.path.starts_with('/') || !startup_rows.iter().any(|r| r.object == m.path) {
+            let shown = safe(&m.path);
+            if !m.path.starts_with('/') || !startup_rows.iter().any(|r| r.object == shown) {
                 continue;
             }
             let path = Path::new(&m.path);
@@ -377,13 +386,13 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             }
             f.relocations = symbolizer.relocations(path, m.build_id.as_deref()).ok();
             let _ = id;
-            facts.insert(m.path.clone(), f);
+            facts.insert(shown, f);
         }
         let load_order: Vec<String> = profile
             .startup
             .load_order
             .iter()
-            .map(|m| modules.get(*m).path.clone())
+            .map(|m| path_of(*m))
             .collect();
         startup::build(
             &profile.startup,
@@ -411,12 +420,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                 .map(|s| s.0)
                 .unwrap_or_default();
             let (function, file, line, object) = match leaf {
-                Some(n) => (
-                    n.function,
-                    n.file,
-                    n.line,
-                    n.object.map(|m| modules.get(m).path.clone()),
-                ),
+                Some(n) => (n.function, n.file, n.line, n.object.map(path_of)),
                 None => ("[no stack]".to_string(), None, None, None),
             };
             SiteRow {
@@ -437,7 +441,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                         file: n.file,
                         line: n.line,
                         inlined: n.inlined,
-                        object: n.object.map(|m| modules.get(m).path.clone()),
+                        object: n.object.map(path_of),
                     })
                     .collect(),
                 target,
@@ -504,8 +508,8 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             ProcessRow {
                 pid: p.pid,
                 ppid: root.and_then(|m| m.pfprof_pid).unwrap_or(p.ppid),
-                comm: p.comm.clone(),
-                exe: p.exe.map(|m| modules.get(m).path.clone()),
+                comm: safe(&p.comm),
+                exe: p.exe.map(path_of),
                 minor: c.minor,
                 major: c.major,
                 cow: c.cow,
@@ -518,9 +522,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     let module_rows: Vec<ModuleRow> = modules
         .iter()
         .map(|(id, m)| ModuleRow {
-            path: m.path.clone(),
+            path: safe(&m.path),
             build_id: m.build_id.as_deref().map(hex_build_id),
-            problem: module_status.get(&id).cloned(),
+            problem: module_status.get(&id).map(|p| safe(p)),
         })
         .collect();
 
@@ -531,6 +535,8 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         major: t.by_class[FaultClass::Major as usize],
         cow: t.by_class[FaultClass::Cow as usize],
         lost: t.lost,
+        lost_by_class: t.lost_by_class,
+        pfprof_faults: t.pfprof_faults,
         kernel_minor: meta.and_then(|m| m.kernel_minor),
         kernel_major: meta.and_then(|m| m.kernel_major),
         cow_available: profile.has_entries,
@@ -578,11 +584,16 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {
         warnings.push(format!("COW and access types unavailable: {note}"));
     }
-    let command = meta
+    // Problems quote file names and the recording's own notes.
+    let warnings: Vec<String> = warnings.iter().map(|w| safe(w)).collect();
+    let command: Vec<String> = meta
         .map(|m| m.command.clone())
         .or_else(|| profile.cmdline.clone())
-        .unwrap_or_default();
-    let report = Report {
+        .unwrap_or_default()
+        .iter()
+        .map(|arg| safe(arg))
+        .collect();
+    let mut report = Report {
         pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
         command,
         exit: meta.and_then(|m| m.exit.clone()),
@@ -611,6 +622,10 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             })
             .collect(),
     };
+    // What was lost comes first.
+    let mut warnings = report.completeness_warnings();
+    warnings.append(&mut report.warnings);
+    report.warnings = warnings;
     // The timeline labels bursts with leaf functions: one name per stack.
     let mut leaf_names: FxHashMap<u32, String> = FxHashMap::default();
     for &(_, stack, _) in &profile.timeline {
@@ -640,6 +655,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         &points,
         origin,
         &format!("Page faults over time: {}", report.command_line()),
+        &report.subtitle(),
     );
     Resolved {
         report,

@@ -16,6 +16,7 @@ use pfprof_symbolize::{Options, Symbolizer};
 
 use crate::analyze::{Classified, LiveAnalyzer, TargetKey};
 use crate::latency::human_ns;
+use crate::report::display_safe;
 use crate::stacks::FrameKey;
 
 /// What each line shows.
@@ -89,10 +90,14 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
                     .section
             })
             .unwrap_or_else(|| "-".into());
+        // Names from the profiled world reach the terminal escaped.
         write!(
             out,
-            "[{stamp}] {:<5} {:#014x} {} {section}",
-            line.class, line.addr_avma, line.object
+            "[{stamp}] {:<5} {:#014x} {} {}",
+            line.class,
+            line.addr_avma,
+            display_safe(&line.object),
+            display_safe(&section)
         )?;
         if let (Some(ns), false) = (line.latency_ns, fixed_ts) {
             write!(out, " {}", human_ns(ns))?;
@@ -111,7 +116,7 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
                 }
                 _ => format!("{}+{off:#x}", short(&path)),
             };
-            write!(out, " {site}")?;
+            write!(out, " {}", display_safe(&site))?;
         }
         writeln!(out)?;
     }

@@ -31,12 +31,7 @@ pub struct Point<'a> {
     pub site: &'a str,
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::render::xml_text as escape;
 
 /// A "nice" step (1, 2, 5 × 10^k) giving about `target` ticks over `span`.
 fn nice_step(span: f64, target: f64) -> f64 {
@@ -49,8 +44,9 @@ fn nice_step(span: f64, target: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
-/// The SVG. `origin` is time zero (the exec, or the first record).
-pub fn svg(points: &[Point<'_>], origin: u64, title: &str) -> String {
+/// The SVG. `origin` is time zero (the exec, or the first record);
+/// `subtitle` says what was captured and lost ([`crate::report::Report::subtitle`]).
+pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> String {
     let end = points
         .iter()
         .map(|p| p.time)
@@ -91,11 +87,11 @@ pub fn svg(points: &[Point<'_>], origin: u64, title: &str) -> String {
 <svg version="1.1" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" font-family="Verdana, sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="#ffffff"/>
 <text x="{}" y="24" text-anchor="middle" font-size="17">{}</text>
-<text x="{}" y="44" text-anchor="middle" fill="#555">{} faults in {:.1} {unit}; bars: faults per {:.3} {unit}</text>"##,
+<text x="{}" y="44" text-anchor="middle" fill="#555">{}; {:.1} {unit}; bars: faults per {:.3} {unit}</text>"##,
         WIDTH / 2.0,
         escape(title),
         WIDTH / 2.0,
-        thousands(points.len() as u64),
+        escape(subtitle),
         span_ns / scale,
         bin_ns / scale
     );
@@ -255,7 +251,12 @@ mod tests {
                 site: "read_<file>",
             });
         }
-        let svg = svg(&points, 1_000_000, "Faults over time: ./app");
+        let svg = svg(
+            &points,
+            1_000_000,
+            "Faults over time: ./app",
+            "1,010 faults: captured 1,010 (100.0%), lost 0 records",
+        );
         assert!(svg.starts_with("<?xml") && svg.ends_with("</svg>\n"));
         for needle in [
             "time since start (µs)",
@@ -265,7 +266,7 @@ mod tests {
             ">cow<",
             "touch_pages",
             "read_&lt;file&gt;",
-            "1,010 faults",
+            "1,010 faults: captured 1,010 (100.0%), lost 0 records; ",
         ] {
             assert!(svg.contains(needle), "missing {needle}");
         }

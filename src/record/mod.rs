@@ -1322,6 +1322,9 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         pids,
         class: cfg.class,
         ring_bytes_per_cpu: Some(pages as u64 * 4096),
+        max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
     };
     drop(rings);
     if let Some(mut live) = live {

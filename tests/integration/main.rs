@@ -5,6 +5,7 @@
 mod cli;
 mod dwarf;
 mod live;
+mod loud;
 mod processes;
 mod record;
 mod safety;
