@@ -683,6 +683,7 @@ fn synthesize(
     mut live: Option<&mut Live>,
 ) -> io::Result<()> {
     let time = sys::monotonic_ns();
+    let mut build_ids = synth::BuildIds::default();
     {
         let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
         for p in existing {
@@ -690,7 +691,13 @@ fn synthesize(
                 synth::fork(p.pid, p.ppid, time, id),
                 synth::comm(p.pid, p.pid, &p.comm, time, id),
             ];
-            records.extend(p.maps.iter().map(|m| synth::mmap2(p.pid, m, time, id)));
+            // With the build-ids the kernel gives for later mappings, so
+            // that `report` can tell a file replaced since.
+            records.extend(
+                p.maps.iter().map(|m| {
+                    synth::mmap2_with(p.pid, m, build_ids.of(p.pid, m).as_deref(), time, id)
+                }),
+            );
             for record in records {
                 match rewriter.as_deref_mut() {
                     // The unwinder learns the mappings too.
