@@ -12,7 +12,8 @@
 //!    has one (so the same library reached by two paths is parsed once),
 //!    else by path + device + inode + mtime. When the caller passes an
 //!    expected build-id that differs from the file's, every address gets
-//!    [`Reason::BuildIdMismatch`]: the binary was replaced after recording.
+//!    [`Reason::BuildIdMismatch`]: the binary was replaced after recording,
+//!    or the process saw another file under that path (a container).
 //! 2. **file offset → svma** with the PT_LOAD program headers:
 //!    `svma = p_vaddr - p_offset + file_offset` for the PT_LOAD with
 //!    `p_offset <= file_offset < p_offset + p_memsz`, preferring one where
@@ -144,13 +145,13 @@ impl fmt::Display for Reason {
             Reason::BuildIdMismatch { expected, found } => match found {
                 Some(found) => write!(
                     f,
-                    "The file's build-id is {} but {} was recorded; the file was replaced after recording.",
+                    "The file's build-id is {} but {} was recorded: the process mapped another file under this path (replaced since, or seen through another root or mount namespace).",
                     hex(found),
                     hex(expected)
                 ),
                 None => write!(
                     f,
-                    "The file has no build-id but {} was recorded; the file was replaced after recording.",
+                    "The file has no build-id but {} was recorded: the process mapped another file under this path (replaced since, or seen through another root or mount namespace).",
                     hex(expected)
                 ),
             },
