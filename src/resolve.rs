@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analyze::{Profile, TargetKey};
 use crate::classify::{Access, FaultClass};
 use crate::latency::LatencyStats;
+use crate::perf_data::FileStamp;
 use crate::process::ModuleId;
 use crate::report::{
     FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
@@ -59,6 +60,20 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     let profile = &*profile;
     let modules = &profile.processes.modules;
     let mut module_status: FxHashMap<ModuleId, String> = FxHashMap::default();
+    // Files without a build-id that are not the file recorded: their
+    // addresses stay unnamed rather than get another build's names.
+    let stale: FxHashSet<ModuleId> = match &profile.meta {
+        Some(meta) => modules
+            .iter()
+            .filter(|(_, m)| m.build_id.is_none())
+            .filter_map(|(id, m)| Some((id, changed_since(meta.files.get(&m.path)?, &m.path)?)))
+            .map(|(id, why)| {
+                module_status.insert(id, why);
+                id
+            })
+            .collect(),
+        None => FxHashSet::default(),
+    };
     let mut note = |module: ModuleId, reason: &Reason| {
         module_status
             .entry(module)
@@ -87,7 +102,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     for (module, offsets) in &by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let results = if m.path.starts_with('/') {
+        let results = if m.path.starts_with('/') && !stale.contains(module) {
             symbolizer.code(Path::new(&m.path), m.build_id.as_deref(), &offsets)
         } else {
             offsets.iter().map(|_| Err(Reason::MissingFile)).collect()
@@ -181,7 +196,11 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     for (module, offsets) in &data_offsets {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let results = symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets);
+        let results = if stale.contains(module) {
+            offsets.iter().map(|_| Err(Reason::NoSymbol)).collect()
+        } else {
+            symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets)
+        };
         for (offset, result) in offsets.iter().zip(results) {
             let names = match result {
                 Ok(t) => (t.section, t.symbol, Some(t.svma)),
@@ -362,7 +381,10 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .collect();
         let mut facts: BTreeMap<String, startup::ObjectFacts> = BTreeMap::new();
         for (id, m) in modules.iter() {
-            if !m.path.starts_with('/') || !startup_rows.iter().any(|r| r.object == m.path) {
+            if !m.path.starts_with('/')
+                || stale.contains(&id)
+                || !startup_rows.iter().any(|r| r.object == m.path)
+            {
                 continue;
             }
             let path = Path::new(&m.path);
@@ -562,6 +584,23 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             warnings.push(format!("{}: {problem}", row.path));
         }
     }
+    // Debug files found for the modules named, but of another build.
+    for module in by_module.keys().filter(|m| !stale.contains(m)) {
+        let m = modules.get(*module);
+        if !m.path.starts_with('/') {
+            continue;
+        }
+        if let Ok(info) = symbolizer.module_info(Path::new(&m.path), m.build_id.as_deref()) {
+            for rejected in &info.rejected_debug_files {
+                warnings.push(format!(
+                    "{}: not used as the debug file of {}: {}",
+                    rejected.path.display(),
+                    m.path,
+                    rejected.reason
+                ));
+            }
+        }
+    }
     if let Some(why) = &profile.decode.truncated {
         warnings.push(format!(
             "recording damaged, analysed the intact part: {why}"
@@ -648,4 +687,27 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         folded_latency,
         timeline_svg,
     }
+}
+
+/// Why the file at `path` is not the one recorded with these stamps, if it
+/// is not: its size or modification time differ, or several files were
+/// mapped under the path and nothing tells which one an address was in.
+fn changed_since(recorded: &[FileStamp], path: &str) -> Option<String> {
+    if recorded.len() > 1 {
+        return Some(format!(
+            "{} different files without a build-id were mapped under this path while recording \
+             (a file replaced, or containers); its addresses are shown unnamed",
+            recorded.len()
+        ));
+    }
+    let was = recorded.first()?;
+    // A missing file is the symbolizer's to report.
+    let now = FileStamp::of(&std::fs::metadata(path).ok()?);
+    (now != *was).then(|| {
+        format!(
+            "The file has no build-id and changed since recording (size {} -> {} bytes, \
+             mtime {} -> {} ns); its addresses are shown unnamed",
+            was.size, now.size, was.mtime_ns, now.mtime_ns
+        )
+    })
 }

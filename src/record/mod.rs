@@ -18,6 +18,7 @@
 //! `FINISHED_ROUND`, so the reader can merge the CPUs by time.
 
 pub(crate) mod dwarf;
+pub(crate) mod files;
 pub(crate) mod maps;
 pub mod ring;
 pub(crate) mod synth;
@@ -40,6 +41,7 @@ use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMet
 use crate::stream::{StreamKind, Streamer};
 use crate::unwind::MAX_STACK_BYTES;
 use dwarf::StackRewriter;
+use files::MappedFiles;
 use ring::Ring;
 use sys::{ExitStatus, PerfEventAttr};
 
@@ -571,8 +573,15 @@ impl Live {
     }
 }
 
-/// Where drained records go: the recording, and the live stream's decoder.
-fn emit(writer: &mut PerfDataWriter, live: &mut Option<&mut Live>, bytes: &[u8]) -> io::Result<()> {
+/// Where drained records go: the recording, the stamps of mapped files, and
+/// the live stream's decoder.
+fn emit(
+    writer: &mut PerfDataWriter,
+    files: &mut MappedFiles,
+    live: &mut Option<&mut Live>,
+    bytes: &[u8],
+) -> io::Result<()> {
+    files.scan(bytes);
     if let Some(live) = live.as_deref_mut() {
         live.decoder.push(bytes);
     }
@@ -583,6 +592,7 @@ fn emit(writer: &mut PerfDataWriter, live: &mut Option<&mut Live>, bytes: &[u8])
 fn drain_all(
     rings: &mut [Ring],
     writer: &mut PerfDataWriter,
+    files: &mut MappedFiles,
     mut rewriter: Option<&mut StackRewriter>,
     mut live: Option<&mut Live>,
     last: bool,
@@ -592,7 +602,7 @@ fn drain_all(
     let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
     let mut total = 0;
     {
-        let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
+        let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
         for ring in rings.iter_mut() {
             total += ring.drain(|bytes| match rewriter.as_deref_mut() {
                 Some(rewriter) => rewriter.feed(bytes, &mut sink),
@@ -677,6 +687,7 @@ fn all_pids() -> Vec<i32> {
 /// their parent, name and mappings, stamped just before the events start.
 fn synthesize(
     writer: &mut PerfDataWriter,
+    files: &mut MappedFiles,
     existing: &[Existing],
     id: u64,
     mut rewriter: Option<&mut StackRewriter>,
@@ -685,7 +696,7 @@ fn synthesize(
     let time = sys::monotonic_ns();
     let mut build_ids = synth::BuildIds::default();
     {
-        let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
+        let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
         for p in existing {
             let mut records = vec![
                 synth::fork(p.pid, p.ppid, time, id),
@@ -841,6 +852,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         None => None,
     };
     let leader_id = descs[0].ids[0];
+    let mut files = MappedFiles::default();
     let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
         .with_context(|| format!("cannot create {}", cfg.data_path.display()))?;
 
@@ -858,6 +870,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     } else {
         synthesize(
             &mut writer,
+            &mut files,
             &existing,
             leader_id,
             rewriter.as_mut(),
@@ -892,6 +905,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         drain_all(
             &mut rings,
             &mut writer,
+            &mut files,
             rewriter.as_mut(),
             live.as_mut(),
             false,
@@ -938,6 +952,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     drain_all(
         &mut rings,
         &mut writer,
+        &mut files,
         rewriter.as_mut(),
         live.as_mut(),
         true,
@@ -987,6 +1002,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         mode,
         pids,
         class: cfg.class,
+        files: files.into_stamps(),
     };
     drop(rings);
     if let Some(mut live) = live {

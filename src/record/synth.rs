@@ -53,11 +53,14 @@ fn put_string(body: &mut Vec<u8>, s: &str) {
     }
 }
 
+/// A file's device (major, minor) and inode.
+type Inode = ((u32, u32), u64);
+
 /// GNU build-ids of the files processes map, read once per (device, inode):
 /// system-wide, every process maps the same libc.
 #[derive(Default)]
 pub struct BuildIds {
-    by_inode: FxHashMap<((u32, u32), u64), Option<Vec<u8>>>,
+    by_inode: FxHashMap<Inode, Option<Vec<u8>>>,
 }
 
 impl BuildIds {
@@ -186,7 +189,7 @@ mod tests {
         let info = RecordParseInfo::new(&attr, Endianness::LittleEndian);
         let id20: Vec<u8> = (1..=20).collect();
         // None: identified by inode.
-        let cases: [(Option<&[u8]>, Option<Vec<u8>>); 5] = [
+        let cases: [(Option<&[u8]>, Option<_>); 5] = [
             (Some(&[0xab; 8]), Some(vec![0xab; 8])),
             (Some(&id20), Some(id20.clone())),
             // Too long for the record, or empty: the inode instead.
