@@ -5,6 +5,7 @@
 mod cli;
 mod dwarf;
 mod live;
+mod names;
 mod record;
 mod startup;
 mod util;
