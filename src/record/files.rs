@@ -142,11 +142,12 @@ fn stamp(pid: i32, start: u64, end: u64, path: &[u8], inode: u64) -> Option<File
         candidates.push(Path::new(&format!("/proc/{pid}/root")).join(own.strip_prefix("/").ok()?));
     }
     candidates.push(own.to_path_buf());
-    candidates.iter().find_map(|p| {
+    candidates.iter().enumerate().find_map(|(i, p)| {
         let meta = std::fs::metadata(p).ok()?;
-        // By path, only the same inode counts: the file was replaced
-        // already, and the report must not trust either.
-        (meta.is_file() && meta.ino() == inode).then(|| FileStamp::of(&meta))
+        // map_files is the mapped file itself (its inode may differ from the
+        // record's on overlayfs). By path, only the same inode counts: else
+        // the file was replaced already, and the report must not trust it.
+        (meta.is_file() && (i == 0 || meta.ino() == inode)).then(|| FileStamp::of(&meta))
     })
 }
 

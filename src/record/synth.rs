@@ -3,7 +3,6 @@
 //! parent), COMM (the name) and MMAP2 (each mapping). Their `sample_id`
 //! trailer matches the first event's attr: pid/tid, time, cpu, identifier.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
@@ -79,9 +78,9 @@ impl BuildIds {
                 let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start_avma, m.end_avma);
                 let path = Path::new(&path);
                 // Only regular files: mapping a device to look for a note
-                // could have side effects.
-                let meta = std::fs::metadata(path).ok()?;
-                if !meta.is_file() || meta.ino() != m.inode {
+                // could have side effects. (The inode is not compared with
+                // the maps line's: on overlayfs they may differ.)
+                if !std::fs::metadata(path).ok()?.is_file() {
                     return None;
                 }
                 pfprof_symbolize::read_build_id(path)
