@@ -711,3 +711,50 @@ fn changed_since(recorded: &[FileStamp], path: &str) -> Option<String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file is trusted only with the one stamp it had when recorded; a
+    /// missing file is left to the symbolizer.
+    #[test]
+    fn changed_since_table() {
+        let dir = std::env::temp_dir().join(format!("pfprof-stamps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("app");
+        std::fs::write(&file, b"0123456789").unwrap();
+        let now = FileStamp::of(&std::fs::metadata(&file).unwrap());
+        let path = file.to_str().unwrap();
+        let older = FileStamp {
+            mtime_ns: now.mtime_ns - 1,
+            ..now
+        };
+        let smaller = FileStamp {
+            size: now.size - 1,
+            ..now
+        };
+        let cases: [(&str, Vec<FileStamp>, Option<&str>); 6] = [
+            ("same", vec![now], None),
+            ("nothing recorded", vec![], None),
+            ("touched", vec![older], Some("changed since recording")),
+            ("rewritten", vec![smaller], Some("size 9 -> 10 bytes")),
+            ("two files", vec![now, older], Some("2 different files")),
+            ("missing file", vec![older], None),
+        ];
+        for (what, recorded, want) in cases {
+            let path = if what == "missing file" {
+                "/nonexistent/app"
+            } else {
+                path
+            };
+            let got = changed_since(&recorded, path);
+            match (want, &got) {
+                (None, None) => {}
+                (Some(want), Some(got)) => assert!(got.contains(want), "{what}: {got}"),
+                _ => panic!("{what}: {got:?}"),
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
