@@ -210,13 +210,21 @@ fn mount_namespace_under_attach() {
         !names.iter().any(|n| n == "touch_after_signal"),
         "the outside file's names: {names:?}"
     );
+    // The build-id of the file the process maps, read through map_files.
+    let module = report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"] == path)
+        .unwrap_or_else(|| panic!("no module {path}: {}", report["modules"]));
+    assert_eq!(module["build_id"], build_id(&decoy).as_str(), "{module}");
     let named_right = names.iter().any(|n| n == "decoy_function");
     let w = warnings(&report);
     assert!(
         named_right
             || w.iter()
-                .any(|w| w.starts_with(path) && w.contains("build-id")),
-        "neither right names nor a warning: {names:?} {w:?}"
+                .any(|w| w.starts_with(path) && w.contains("was recorded")),
+        "neither right names nor a build-id warning: {names:?} {w:?}"
     );
     let unreadable = &report["totals"]["unwind"]["unreadable_files"];
     assert!(
