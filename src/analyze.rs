@@ -626,6 +626,8 @@ mod tests {
             prot: 5,
             flags: 2,
             file_offset: 0,
+            dev: (0, 0),
+            inode: 0,
             path: path.into(),
         };
         w.write_records(&synth::comm(7, 7, "app", 1, 1)).unwrap();

@@ -11,6 +11,7 @@
 //! counters, whether the tracepoints were available) live in a private feature
 //! section, [`PFPROF_META_FEATURE`], as JSON.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -114,6 +115,36 @@ pub struct RecordingMeta {
     /// `kernel.perf_event_max_stack`: where the kernel cuts frame-pointer chains.
     #[serde(default)]
     pub max_stack: Option<u32>,
+    /// Mapped files without a build-id, by path: their size and mtime when
+    /// recorded (several when different files were mapped under one path),
+    /// so that `report` can tell a file changed since. Empty in older
+    /// recordings.
+    #[serde(default)]
+    pub files: BTreeMap<String, Vec<FileStamp>>,
+}
+
+/// What identifies a file without a build-id: its size and modification
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileStamp {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i64,
+}
+
+impl FileStamp {
+    /// The stamp of a file's metadata.
+    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            size: meta.size(),
+            mtime_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+        }
+    }
 }
 
 /// The published `perf_event_attr` sizes (PERF_ATTR_SIZE_VER0..VER9).

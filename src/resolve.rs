@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analyze::{Profile, TargetKey};
 use crate::classify::{Access, FaultClass};
 use crate::latency::LatencyStats;
+use crate::perf_data::FileStamp;
 use crate::process::ModuleId;
 use crate::report::{
     safe, FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow,
@@ -63,6 +64,20 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     // (report::display_safe); paths stay raw only for opening files.
     let path_of = |module: ModuleId| safe(&modules.get(module).path);
     let mut module_status: FxHashMap<ModuleId, String> = FxHashMap::default();
+    // Files without a build-id that are not the file recorded: their
+    // addresses stay unnamed rather than get another build's names.
+    let stale: FxHashSet<ModuleId> = match &profile.meta {
+        Some(meta) => modules
+            .iter()
+            .filter(|(_, m)| m.build_id.is_none())
+            .filter_map(|(id, m)| Some((id, changed_since(meta.files.get(&m.path)?, &m.path)?)))
+            .map(|(id, why)| {
+                module_status.insert(id, why);
+                id
+            })
+            .collect(),
+        None => FxHashSet::default(),
+    };
     let mut note = |module: ModuleId, reason: &Reason| {
         module_status
             .entry(module)
@@ -91,7 +106,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     for (module, offsets) in &by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let results = if m.path.starts_with('/') {
+        let results = if m.path.starts_with('/') && !stale.contains(module) {
             symbolizer.code(Path::new(&m.path), m.build_id.as_deref(), &offsets)
         } else {
             offsets.iter().map(|_| Err(Reason::MissingFile)).collect()
@@ -185,7 +200,11 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     for (module, offsets) in &data_offsets {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let results = symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets);
+        let results = if stale.contains(module) {
+            offsets.iter().map(|_| Err(Reason::NoSymbol)).collect()
+        } else {
+            symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets)
+        };
         for (offset, result) in offsets.iter().zip(results) {
             let names = match result {
                 Ok(t) => (
@@ -371,7 +390,10 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         let mut facts: BTreeMap<String, startup::ObjectFacts> = BTreeMap::new();
         for (id, m) in modules.iter() {
             let shown = safe(&m.path);
-            if !m.path.starts_with('/') || !startup_rows.iter().any(|r| r.object == shown) {
+            if !m.path.starts_with('/')
+                || stale.contains(&id)
+                || !startup_rows.iter().any(|r| r.object == shown)
+            {
                 continue;
             }
             let path = Path::new(&m.path);
@@ -568,6 +590,23 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             warnings.push(format!("{}: {problem}", row.path));
         }
     }
+    // Debug files found for the modules named, but of another build.
+    for module in by_module.keys().filter(|m| !stale.contains(m)) {
+        let m = modules.get(*module);
+        if !m.path.starts_with('/') {
+            continue;
+        }
+        if let Ok(info) = symbolizer.module_info(Path::new(&m.path), m.build_id.as_deref()) {
+            for rejected in &info.rejected_debug_files {
+                warnings.push(format!(
+                    "{}: not used as the debug file of {}: {}",
+                    rejected.path.display(),
+                    m.path,
+                    rejected.reason
+                ));
+            }
+        }
+    }
     if let Some(why) = &profile.decode.truncated {
         warnings.push(format!(
             "recording damaged, analysed the intact part: {why}"
@@ -663,5 +702,75 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         startup_folded,
         folded_latency,
         timeline_svg,
+    }
+}
+
+/// Why the file at `path` is not the one recorded with these stamps, if it
+/// is not: its size or modification time differ, or several files were
+/// mapped under the path and nothing tells which one an address was in.
+fn changed_since(recorded: &[FileStamp], path: &str) -> Option<String> {
+    if recorded.len() > 1 {
+        return Some(format!(
+            "{} different files without a build-id were mapped under this path while recording \
+             (a file replaced, or containers); its addresses are shown unnamed",
+            recorded.len()
+        ));
+    }
+    let was = recorded.first()?;
+    // A missing file is the symbolizer's to report.
+    let now = FileStamp::of(&std::fs::metadata(path).ok()?);
+    (now != *was).then(|| {
+        format!(
+            "The file has no build-id and changed since recording (size {} -> {} bytes, \
+             mtime {} -> {} ns); its addresses are shown unnamed",
+            was.size, now.size, was.mtime_ns, now.mtime_ns
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file is trusted only with the one stamp it had when recorded; a
+    /// missing file is left to the symbolizer.
+    #[test]
+    fn changed_since_table() {
+        let dir = std::env::temp_dir().join(format!("pfprof-stamps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("app");
+        std::fs::write(&file, b"0123456789").unwrap();
+        let now = FileStamp::of(&std::fs::metadata(&file).unwrap());
+        let path = file.to_str().unwrap();
+        let older = FileStamp {
+            mtime_ns: now.mtime_ns - 1,
+            ..now
+        };
+        let smaller = FileStamp {
+            size: now.size - 1,
+            ..now
+        };
+        let cases: [(&str, Vec<FileStamp>, Option<&str>); 6] = [
+            ("same", vec![now], None),
+            ("nothing recorded", vec![], None),
+            ("touched", vec![older], Some("changed since recording")),
+            ("rewritten", vec![smaller], Some("size 9 -> 10 bytes")),
+            ("two files", vec![now, older], Some("2 different files")),
+            ("missing file", vec![older], None),
+        ];
+        for (what, recorded, want) in cases {
+            let path = if what == "missing file" {
+                "/nonexistent/app"
+            } else {
+                path
+            };
+            let got = changed_since(&recorded, path);
+            match (want, &got) {
+                (None, None) => {}
+                (Some(want), Some(got)) => assert!(got.contains(want), "{what}: {got}"),
+                _ => panic!("{what}: {got:?}"),
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -311,8 +311,9 @@ impl Space {
     }
 }
 
-/// Unwind data by (path, build-id); None: the file has none or cannot be read.
-type FileCache = FxHashMap<(Vec<u8>, Option<Vec<u8>>), Option<Arc<UnwindFile>>>;
+/// Unwind data by (path, build-id, (device, inode) when there is no
+/// build-id); None: the file has none or cannot be read.
+type FileCache = FxHashMap<(Vec<u8>, Option<Vec<u8>>, Option<(u64, u64)>), Option<Arc<UnwindFile>>>;
 
 /// Address spaces, files and the unwinding cache of one recording.
 #[derive(Default)]
@@ -367,12 +368,21 @@ impl StackUnwinder {
                 space.main_probe_avma = Some(avma.start + (probe_offset - file_offset));
             }
         }
-        let key = (path.to_vec(), build_id.map(<[u8]>::to_vec));
+        // Without a build-id, only the inode tells which file this is.
+        let located = match build_id {
+            None if is_file_path(path) => locate(pid, path, avma.start),
+            _ => None,
+        };
+        let key = (
+            path.to_vec(),
+            build_id.map(<[u8]>::to_vec),
+            located.as_ref().and_then(|l| l.identity),
+        );
         let stats = &mut self.stats;
         let file = self
             .files
             .entry(key)
-            .or_insert_with(|| load_file(path, build_id, stats))
+            .or_insert_with(|| load_file(pid, avma.start, path, build_id, located.as_ref(), stats))
             .clone();
         let name = String::from_utf8_lossy(path);
         let space = self.spaces.entry(pid).or_default();
@@ -612,29 +622,111 @@ fn interrupted_regs(
     Ok(UnwindRegsX86_64::new(ip, sp, bp))
 }
 
+/// The file of a mapping as pfprof can read it: its path in pfprof's mount
+/// namespace names another file when the process runs in a container
+/// (another root) or the file was replaced since it was mapped.
+struct FileRef {
+    /// Where to read it.
+    path: PathBuf,
+    /// Device and inode, to tell files without a build-id apart.
+    identity: Option<(u64, u64)>,
+}
+
+/// Where the file `path` mapped at `start` in `pid` can be read, best
+/// first: `/proc/PID/map_files/START-END` (the mapped inode itself, while
+/// the mapping lives), the path under the process's root when it differs
+/// from pfprof's, and the path itself.
+fn file_candidates(pid: i32, path: &Path, start: u64) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if pid > 0 {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        if let Some(m) = crate::record::maps::parse(&maps)
+            .into_iter()
+            .find(|m| m.start_avma <= start && start < m.end_avma && m.inode != 0)
+        {
+            out.push(PathBuf::from(format!(
+                "/proc/{pid}/map_files/{:x}-{:x}",
+                m.start_avma, m.end_avma
+            )));
+        }
+        if other_root(pid) {
+            let relative = path.strip_prefix("/").unwrap_or(path);
+            out.push(Path::new(&format!("/proc/{pid}/root")).join(relative));
+        }
+    }
+    out.push(path.to_path_buf());
+    out
+}
+
+/// Whether `pid` may see other files than pfprof under the same path: its
+/// root directory (chroot) or its mount namespace differs (a container; a
+/// bind mount in `unshare -m` keeps the root directory but not the files).
+pub(crate) fn other_root(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let ns = |p: &str| std::fs::read_link(p).ok();
+    let roots = (id(&format!("/proc/{pid}/root")), id("/proc/self/root"));
+    let namespaces = (ns(&format!("/proc/{pid}/ns/mnt")), ns("/proc/self/ns/mnt"));
+    matches!(roots, (Some(a), Some(b)) if a != b)
+        || matches!(namespaces, (Some(a), Some(b)) if a != b)
+}
+
+/// The file to read for a mapping without a build-id: the first candidate
+/// that exists, with its identity for the cache.
+fn locate(pid: i32, path: &[u8], start: u64) -> Option<FileRef> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let path = Path::new(std::ffi::OsStr::from_bytes(path));
+    file_candidates(pid, path, start)
+        .into_iter()
+        .find_map(|candidate| {
+            let meta = std::fs::metadata(&candidate).ok()?;
+            meta.is_file().then(|| FileRef {
+                path: candidate,
+                identity: Some((meta.dev(), meta.ino())),
+            })
+        })
+}
+
 fn load_file(
+    pid: i32,
+    start: u64,
     path: &[u8],
     build_id: Option<&[u8]>,
+    located: Option<&FileRef>,
     stats: &mut UnwindStats,
 ) -> Option<Arc<UnwindFile>> {
+    use std::os::unix::ffi::OsStrExt;
     let name = String::from_utf8_lossy(path);
     let sections = if path == b"[vdso]" {
         own_vdso().and_then(|image| pfprof_symbolize::unwind_sections(&image).ok())
-    } else if path.starts_with(b"/") {
-        use std::os::unix::ffi::OsStrExt;
-        pfprof_symbolize::read_unwind_sections(Path::new(std::ffi::OsStr::from_bytes(path))).ok()
+    } else if let Some(located) = located {
+        pfprof_symbolize::read_unwind_sections(&located.path).ok()
+    } else if let (Some(want), true) = (build_id, is_file_path(path)) {
+        // The build-id says which file: the first candidate that has it
+        // (the path itself first: the common case costs one read).
+        let own = Path::new(std::ffi::OsStr::from_bytes(path));
+        std::iter::once(own.to_path_buf())
+            .chain(file_candidates(pid, own, start))
+            .find_map(|candidate| {
+                pfprof_symbolize::read_unwind_sections(&candidate)
+                    .ok()
+                    .filter(|s| s.build_id.as_deref() == Some(want))
+            })
     } else {
         // `//anon`, `[heap]`, `[stack]`, `[vsyscall]`…: not files.
         return None;
     };
-    let usable = sections.filter(|s| {
-        build_id.is_none() || s.build_id.is_none() || s.build_id.as_deref() == build_id
-    });
-    let file = usable.and_then(UnwindFile::new);
+    let file = sections.and_then(UnwindFile::new);
     if file.is_none() {
         stats.unreadable_files.push(name.into_owned());
     }
     file
+}
+
+/// A mapping's path that names a file (not `//anon`, `[heap]`...).
+fn is_file_path(path: &[u8]) -> bool {
+    path.starts_with(b"/") && !path.starts_with(b"//")
 }
 
 /// The vDSO image of this process: the same kernel maps the same image

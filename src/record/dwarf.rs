@@ -578,6 +578,8 @@ mod tests {
                 prot: 5,
                 flags: 2,
                 file_offset: snap.text_file_offset,
+                dev: (0, 0),
+                inode: 0,
                 path: format!("{DIR}/nofp"),
             },
             1,

@@ -14,6 +14,11 @@ pub struct MapsLine {
     pub flags: u32,
     /// File offset.
     pub file_offset: u64,
+    /// Device (major, minor) and inode of the mapped file; 0 for anonymous
+    /// memory.
+    pub dev: (u32, u32),
+    /// Inode of the mapped file.
+    pub inode: u64,
     /// Path as perf names it: a file, `[heap]`, `[stack]`, `[vdso]`, or `//anon`.
     pub path: String,
 }
@@ -29,8 +34,12 @@ fn parse_line(line: &str) -> Option<MapsLine> {
     let (start, end) = fields.next()?.split_once('-')?;
     let perms = fields.next()?.as_bytes();
     let file_offset = u64::from_str_radix(fields.next()?, 16).ok()?;
-    let _dev = fields.next()?;
-    let _inode = fields.next()?;
+    let (major, minor) = fields.next()?.split_once(':')?;
+    let dev = (
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    );
+    let inode = fields.next()?.parse().ok()?;
     let path = fields.next().unwrap_or("").trim_start();
     if perms.len() < 4 {
         return None;
@@ -56,6 +65,8 @@ fn parse_line(line: &str) -> Option<MapsLine> {
         prot,
         flags,
         file_offset,
+        dev,
+        inode,
         path: if path.is_empty() {
             "//anon".to_string()
         } else {
@@ -89,11 +100,14 @@ garbage line
                 prot: 1,
                 flags: 2,
                 file_offset: 0,
+                dev: (0xfe, 1),
+                inode: 1049,
                 path: "/usr/bin/cat".into()
             }
         );
         assert_eq!((got[1].prot, got[1].file_offset), (5, 0x2000));
         assert_eq!(got[2].path, "//anon");
+        assert_eq!((got[2].dev, got[2].inode), ((0, 0), 0));
         assert_eq!(got[3].path, "[stack]");
         assert_eq!(
             (got[4].flags, got[4].path.as_str()),

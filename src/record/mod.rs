@@ -18,6 +18,7 @@
 //! `FINISHED_ROUND`, so the reader can merge the CPUs by time.
 
 pub(crate) mod dwarf;
+pub(crate) mod files;
 pub(crate) mod maps;
 pub mod ring;
 pub(crate) mod synth;
@@ -41,6 +42,7 @@ use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMet
 use crate::stream::{StreamKind, Streamer};
 use crate::unwind::MAX_STACK_BYTES;
 use dwarf::StackRewriter;
+use files::MappedFiles;
 use ring::Ring;
 use sys::{ExitStatus, PerfEventAttr};
 
@@ -793,8 +795,15 @@ impl Live {
     }
 }
 
-/// Where drained records go: the recording, and the live stream's decoder.
-fn emit(writer: &mut PerfDataWriter, live: &mut Option<&mut Live>, bytes: &[u8]) -> io::Result<()> {
+/// Where drained records go: the recording, the stamps of mapped files, and
+/// the live stream's decoder.
+fn emit(
+    writer: &mut PerfDataWriter,
+    files: &mut MappedFiles,
+    live: &mut Option<&mut Live>,
+    bytes: &[u8],
+) -> io::Result<()> {
+    files.scan(bytes);
     if let Some(live) = live.as_deref_mut() {
         live.decoder.push(bytes);
     }
@@ -805,6 +814,7 @@ fn emit(writer: &mut PerfDataWriter, live: &mut Option<&mut Live>, bytes: &[u8])
 fn drain_all(
     rings: &mut [Ring],
     writer: &mut PerfDataWriter,
+    files: &mut MappedFiles,
     rewriter: Option<&mut StackRewriter>,
     mut live: Option<&mut Live>,
     last: bool,
@@ -814,7 +824,7 @@ fn drain_all(
     let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
     let mut total = 0;
     {
-        let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
+        let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
         match rewriter {
             // Dwarf mode keeps address spaces while recording: records are
             // handled in time order across the CPUs.
@@ -903,20 +913,28 @@ fn all_pids() -> Vec<i32> {
 /// their parent, name and mappings, stamped just before the events start.
 fn synthesize(
     writer: &mut PerfDataWriter,
+    files: &mut MappedFiles,
     existing: &[Existing],
     id: u64,
     mut rewriter: Option<&mut StackRewriter>,
     mut live: Option<&mut Live>,
 ) -> io::Result<()> {
     let time = sys::monotonic_ns();
+    let mut build_ids = synth::BuildIds::default();
     {
-        let mut sink = |bytes: &[u8]| emit(writer, &mut live, bytes);
+        let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
         for p in existing {
             let mut records = vec![
                 synth::fork(p.pid, p.ppid, time, id),
                 synth::comm(p.pid, p.pid, &p.comm, time, id),
             ];
-            records.extend(p.maps.iter().map(|m| synth::mmap2(p.pid, m, time, id)));
+            // With the build-ids the kernel gives for later mappings, so
+            // that `report` can tell a file replaced since.
+            records.extend(
+                p.maps.iter().map(|m| {
+                    synth::mmap2_with(p.pid, m, build_ids.of(p.pid, m).as_deref(), time, id)
+                }),
+            );
             for record in records {
                 match rewriter.as_deref_mut() {
                     // The unwinder learns the mappings too.
@@ -1134,6 +1152,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         None => None,
     };
     let leader_id = descs[0].ids[0];
+    let mut files = MappedFiles::default();
     let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
         .with_context(|| format!("cannot create {}", cfg.data_path.display()))?;
 
@@ -1150,6 +1169,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     } else {
         synthesize(
             &mut writer,
+            &mut files,
             &existing,
             leader_id,
             rewriter.as_mut(),
@@ -1195,6 +1215,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             let drained = drain_all(
                 &mut rings,
                 &mut writer,
+                &mut files,
                 rewriter.as_mut(),
                 live.as_mut(),
                 false,
@@ -1263,6 +1284,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         if let Err(e) = drain_all(
             &mut rings,
             &mut writer,
+            &mut files,
             rewriter.as_mut(),
             live.as_mut(),
             true,
@@ -1325,6 +1347,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
             .ok()
             .and_then(|s| s.trim().parse().ok()),
+        files: files.into_stamps(),
     };
     drop(rings);
     if let Some(mut live) = live {

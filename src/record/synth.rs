@@ -3,6 +3,10 @@
 //! parent), COMM (the name) and MMAP2 (each mapping). Their `sample_id`
 //! trailer matches the first event's attr: pid/tid, time, cpu, identifier.
 
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+
 use super::maps::MapsLine;
 
 const PERF_RECORD_COMM: u32 = 3;
@@ -10,6 +14,9 @@ const PERF_RECORD_FORK: u32 = 7;
 const PERF_RECORD_MMAP2: u32 = 10;
 const PERF_RECORD_MISC_USER: u16 = 2;
 const PERF_RECORD_MISC_MMAP_DATA: u16 = 1 << 13;
+const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// Bytes the kernel's MMAP2 record has for a build-id.
+const BUILD_ID_BYTES: usize = 20;
 
 fn record(
     record_type: u32,
@@ -45,6 +52,43 @@ fn put_string(body: &mut Vec<u8>, s: &str) {
     }
 }
 
+/// A file's device (major, minor) and inode.
+type Inode = ((u32, u32), u64);
+
+/// GNU build-ids of the files processes map, read once per (device, inode):
+/// system-wide, every process maps the same libc.
+#[derive(Default)]
+pub struct BuildIds {
+    by_inode: FxHashMap<Inode, Option<Vec<u8>>>,
+}
+
+impl BuildIds {
+    /// The build-id of the file mapped at `m` in `pid`, read through
+    /// `/proc/PID/map_files/START-END`: that reaches the mapped inode itself
+    /// even when the path was since replaced or deleted, or names a file in
+    /// another mount namespace. None: not a regular file, no build-id, or
+    /// the mapping is gone.
+    pub fn of(&mut self, pid: i32, m: &MapsLine) -> Option<Vec<u8>> {
+        if !m.path.starts_with('/') || m.inode == 0 {
+            return None;
+        }
+        self.by_inode
+            .entry((m.dev, m.inode))
+            .or_insert_with(|| {
+                let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start_avma, m.end_avma);
+                let path = Path::new(&path);
+                // Only regular files: mapping a device to look for a note
+                // could have side effects. (The inode is not compared with
+                // the maps line's: on overlayfs they may differ.)
+                if !std::fs::metadata(path).ok()?.is_file() {
+                    return None;
+                }
+                pfprof_symbolize::read_build_id(path)
+            })
+            .clone()
+    }
+}
+
 /// `pid` is a process whose parent is `ppid`.
 pub fn fork(pid: i32, ppid: i32, time: u64, id: u64) -> Vec<u8> {
     let mut body = Vec::new();
@@ -64,15 +108,39 @@ pub fn comm(pid: i32, tid: i32, comm: &str, time: u64, id: u64) -> Vec<u8> {
     record(PERF_RECORD_COMM, 0, &body, pid, tid, time, id)
 }
 
-/// A mapping of `pid`, from its maps file.
+/// A mapping of `pid`, from its maps file, identified by device and inode.
+#[cfg(test)]
 pub fn mmap2(pid: i32, m: &MapsLine, time: u64, id: u64) -> Vec<u8> {
+    mmap2_with(pid, m, None, time, id)
+}
+
+/// A mapping of `pid`, from its maps file, with the GNU build-id of the
+/// mapped file when it has one (as the kernel writes it with `attr.build_id`:
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID` set, and `u8 size, u8[3] reserved,
+/// u8[20] build-id` in place of maj/min/ino/ino_generation). A build-id longer
+/// than 20 bytes does not fit: the mapping is then identified by inode.
+pub fn mmap2_with(pid: i32, m: &MapsLine, build_id: Option<&[u8]>, time: u64, id: u64) -> Vec<u8> {
+    let build_id = build_id.filter(|b| !b.is_empty() && b.len() <= BUILD_ID_BYTES);
     let mut body = Vec::new();
     body.extend_from_slice(&pid.to_le_bytes());
     body.extend_from_slice(&pid.to_le_bytes());
     body.extend_from_slice(&m.start_avma.to_le_bytes());
     body.extend_from_slice(&(m.end_avma - m.start_avma).to_le_bytes());
     body.extend_from_slice(&m.file_offset.to_le_bytes());
-    body.extend_from_slice(&[0u8; 24]); // maj, min, ino, ino_generation: unknown
+    match build_id {
+        Some(build_id) => {
+            body.push(build_id.len() as u8);
+            body.extend_from_slice(&[0u8; 3]);
+            body.extend_from_slice(build_id);
+            body.resize(body.len() + BUILD_ID_BYTES - build_id.len(), 0);
+        }
+        None => {
+            body.extend_from_slice(&m.dev.0.to_le_bytes());
+            body.extend_from_slice(&m.dev.1.to_le_bytes());
+            body.extend_from_slice(&m.inode.to_le_bytes());
+            body.extend_from_slice(&0u64.to_le_bytes()); // ino_generation: unknown
+        }
+    }
     body.extend_from_slice(&m.prot.to_le_bytes());
     body.extend_from_slice(&m.flags.to_le_bytes());
     put_string(&mut body, &m.path);
@@ -80,5 +148,77 @@ pub fn mmap2(pid: i32, m: &MapsLine, time: u64, id: u64) -> Vec<u8> {
     if m.prot & libc::PROT_EXEC as u32 == 0 {
         misc |= PERF_RECORD_MISC_MMAP_DATA;
     }
+    if build_id.is_some() {
+        misc |= PERF_RECORD_MISC_MMAP_BUILD_ID;
+    }
     record(PERF_RECORD_MMAP2, misc, &body, pid, pid, time, id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::sys;
+    use byteorder::LittleEndian;
+    use linux_perf_data::linux_perf_event_reader::{
+        Endianness, EventRecord, Mmap2FileId, PerfEventAttr, RawData, RawEventRecord,
+        RecordParseInfo, RecordType,
+    };
+
+    /// The records read back as the kernel's: build-id or inode, prot, path.
+    #[test]
+    fn mmap2_reads_back() {
+        let m = MapsLine {
+            start_avma: 0x1000,
+            end_avma: 0x3000,
+            prot: 5,
+            flags: 2,
+            file_offset: 0x2000,
+            dev: (0xfe, 1),
+            inode: 1049,
+            path: "/usr/bin/cat".into(),
+        };
+        let mut attr = sys::new_attr();
+        attr.sample_type = (perf_event_open_sys::bindings::PERF_SAMPLE_TID
+            | perf_event_open_sys::bindings::PERF_SAMPLE_TIME
+            | perf_event_open_sys::bindings::PERF_SAMPLE_CPU
+            | perf_event_open_sys::bindings::PERF_SAMPLE_IDENTIFIER)
+            as u64;
+        attr.set_sample_id_all(1);
+        let (attr, _) = PerfEventAttr::parse::<_, LittleEndian>(sys::attr_bytes(&attr)).unwrap();
+        let info = RecordParseInfo::new(&attr, Endianness::LittleEndian);
+        let id20: Vec<u8> = (1..=20).collect();
+        // None: identified by inode.
+        let cases: [(Option<&[u8]>, Option<_>); 5] = [
+            (Some(&[0xab; 8]), Some(vec![0xab; 8])),
+            (Some(&id20), Some(id20.clone())),
+            // Too long for the record, or empty: the inode instead.
+            (Some(&[1; 21]), None),
+            (Some(&[]), None),
+            (None, None),
+        ];
+        for (build_id, want) in cases {
+            let bytes = mmap2_with(7, &m, build_id, 5, 1);
+            let size = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
+            assert_eq!(size, bytes.len());
+            let raw = RawEventRecord::new(
+                RecordType(PERF_RECORD_MMAP2),
+                u16::from_le_bytes([bytes[4], bytes[5]]),
+                RawData::Single(&bytes[8..]),
+                info,
+            );
+            let Ok(EventRecord::Mmap2(got)) = raw.parse() else {
+                panic!("not an mmap2 record");
+            };
+            assert_eq!((got.pid, got.address, got.length), (7, 0x1000, 0x2000));
+            assert_eq!(got.page_offset, 0x2000);
+            assert_eq!(&got.path.as_slice()[..], b"/usr/bin/cat");
+            match (got.file_id, want) {
+                (Mmap2FileId::BuildId(a), Some(b)) => assert_eq!(a, b),
+                (Mmap2FileId::InodeAndVersion(a), None) => {
+                    assert_eq!((a.major, a.minor, a.inode), (0xfe, 1, 1049))
+                }
+                (got, want) => panic!("{got:?} != {want:?}"),
+            }
+        }
+    }
 }

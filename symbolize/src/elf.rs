@@ -296,15 +296,39 @@ impl SymbolTable {
 
 /// CRC-32 (IEEE, as used by `.gnu_debuglink`).
 pub(crate) fn crc32(data: &[u8]) -> u32 {
+    // Table-driven: debug files run to hundreds of megabytes.
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut crc = i as u32;
+            let mut bit = 0;
+            while bit < 8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+                bit += 1;
+            }
+            table[i] = crc;
+            i += 1;
+        }
+        table
+    };
     let mut crc = !0u32;
     for &byte in data {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            let mask = (crc & 1).wrapping_neg();
-            crc = (crc >> 1) ^ (0xedb8_8320 & mask);
-        }
+        crc = (crc >> 8) ^ TABLE[((crc ^ u32::from(byte)) & 0xff) as usize];
     }
     !crc
+}
+
+/// A place the separate debug file of a file may be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DebugCandidate {
+    pub path: PathBuf,
+    /// Named by `.gnu_debuglink` (its CRC must match), not by build-id.
+    pub via_debuglink: bool,
 }
 
 /// Candidate paths of the separate debug file of `path`, in search order.
@@ -313,7 +337,7 @@ pub(crate) fn debug_file_candidates(
     build_id: Option<&[u8]>,
     debuglink: Option<&[u8]>,
     debug_dirs: &[PathBuf],
-) -> Vec<PathBuf> {
+) -> Vec<DebugCandidate> {
     let mut out = Vec::new();
     if let Some(id) = build_id.filter(|id| id.len() >= 2) {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
@@ -342,9 +366,20 @@ pub(crate) fn debug_file_candidates(
             }
         }
     }
+    let by_build_id = if build_id.is_some_and(|id| id.len() >= 2) {
+        debug_dirs.len()
+    } else {
+        0
+    };
     let mut seen = std::collections::HashSet::new();
-    out.retain(|p| seen.insert(p.clone()));
-    out
+    out.into_iter()
+        .enumerate()
+        .filter(|(_, p)| seen.insert(p.clone()))
+        .map(|(i, path)| DebugCandidate {
+            path,
+            via_debuglink: i >= by_build_id,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -357,6 +392,7 @@ mod tests {
             (&b""[..], 0u32),
             (b"a", 0xe8b7_be43),
             (b"123456789", 0xcbf4_3926),
+            (b"The quick brown fox jumps over the lazy dog", 0x414f_a339),
         ] {
             assert_eq!(crc32(input), want, "{input:?}");
         }
@@ -449,14 +485,17 @@ mod tests {
             Some(b"libx.so.debug"),
             &dirs,
         );
-        let want: Vec<PathBuf> = [
-            "/usr/lib/debug/.build-id/ab/cdef.debug",
-            "/nonexistent/dir/libx.so.debug",
-            "/nonexistent/dir/.debug/libx.so.debug",
-            "/usr/lib/debug/nonexistent/dir/libx.so.debug",
+        let want: Vec<DebugCandidate> = [
+            ("/usr/lib/debug/.build-id/ab/cdef.debug", false),
+            ("/nonexistent/dir/libx.so.debug", true),
+            ("/nonexistent/dir/.debug/libx.so.debug", true),
+            ("/usr/lib/debug/nonexistent/dir/libx.so.debug", true),
         ]
         .iter()
-        .map(PathBuf::from)
+        .map(|&(p, via_debuglink)| DebugCandidate {
+            path: PathBuf::from(p),
+            via_debuglink,
+        })
         .collect();
         assert_eq!(got, want);
         // A debuglink with a slash is ignored (no escaping the search dirs).

@@ -12,7 +12,8 @@
 //!    has one (so the same library reached by two paths is parsed once),
 //!    else by path + device + inode + mtime. When the caller passes an
 //!    expected build-id that differs from the file's, every address gets
-//!    [`Reason::BuildIdMismatch`]: the binary was replaced after recording.
+//!    [`Reason::BuildIdMismatch`]: the binary was replaced after recording,
+//!    or the process saw another file under that path (a container).
 //! 2. **file offset → svma** with the PT_LOAD program headers:
 //!    `svma = p_vaddr - p_offset + file_offset` for the PT_LOAD with
 //!    `p_offset <= file_offset < p_offset + p_memsz`, preferring one where
@@ -24,8 +25,10 @@
 //!    `DEBUG_DIR/.build-id/xx/yyyy.debug`, then the `.gnu_debuglink` name in
 //!    the file's directory, its `.debug/` subdirectory and
 //!    `DEBUG_DIR/<file's dir>/` (for the path as given and for its canonical
-//!    path). A candidate is accepted only if its build-id matches (or, when
-//!    the main file has no build-id, the debuglink CRC-32 matches).
+//!    path). A candidate is accepted only if its build-id matches the main
+//!    file's (when that has one) and, when it was found by its debuglink
+//!    name, its CRC-32 matches the one in `.gnu_debuglink` too. Rejected
+//!    candidates are listed in [`ModuleInfo::rejected_debug_files`].
 //! 4. **Code** ([`Symbolizer::code`]): DWARF via `addr2line::Context` (over
 //!    `gimli`, borrowing the mapped file) gives file:line and inlined frames;
 //!    the ELF `.symtab`/`.dynsym` (of the debug file too when the main file
@@ -144,13 +147,13 @@ impl fmt::Display for Reason {
             Reason::BuildIdMismatch { expected, found } => match found {
                 Some(found) => write!(
                     f,
-                    "The file's build-id is {} but {} was recorded; the file was replaced after recording.",
+                    "The file's build-id is {} but {} was recorded: the process mapped another file under this path (replaced since, or seen through another root or mount namespace).",
                     hex(found),
                     hex(expected)
                 ),
                 None => write!(
                     f,
-                    "The file has no build-id but {} was recorded; the file was replaced after recording.",
+                    "The file has no build-id but {} was recorded: the process mapped another file under this path (replaced since, or seen through another root or mount namespace).",
                     hex(expected)
                 ),
             },
@@ -287,6 +290,15 @@ pub struct RelocationInfo {
     pub lazy_jump_slot_pages: Vec<u64>,
 }
 
+/// A separate debug file that was found but does not belong to the module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RejectedDebugFile {
+    /// Where it was found.
+    pub path: PathBuf,
+    /// Why it was not used (a sentence fragment: "its CRC-32 is ...").
+    pub reason: String,
+}
+
 /// Facts about one module (ELF file), cached per [`Symbolizer`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModuleInfo {
@@ -296,6 +308,8 @@ pub struct ModuleInfo {
     pub build_id: Option<Vec<u8>>,
     /// The separate debug file used, if any.
     pub debug_file: Option<PathBuf>,
+    /// Debug files found but not used: they belong to another build.
+    pub rejected_debug_files: Vec<RejectedDebugFile>,
     /// SHF_ALLOC sections (from the debug file if the main file has none).
     pub sections: Vec<SectionInfo>,
     /// PT_LOAD segments.
@@ -497,6 +511,7 @@ impl Symbolizer {
 
         // Separate debug file: only needed when something is missing.
         let mut debug_file = None;
+        let mut rejected_debug_files = Vec::new();
         let mut dwarf_path = main_has_dwarf.then(|| path.to_path_buf());
         if !main_has_dwarf || !main_has_symtab || sections.is_empty() {
             let debuglink = file.gnu_debuglink().ok().flatten();
@@ -507,19 +522,50 @@ impl Symbolizer {
                 &self.options.debug_dirs,
             );
             for candidate in candidates {
+                let elf::DebugCandidate {
+                    path: candidate,
+                    via_debuglink,
+                } = candidate;
                 let Ok(map) = elf::map_file(&candidate) else {
                     continue;
                 };
+                let mut reject = |why: String| {
+                    rejected_debug_files.push(RejectedDebugFile {
+                        path: candidate.clone(),
+                        reason: why,
+                    })
+                };
                 let Some(debug) = elf::parse_elf(&map) else {
+                    reject("not a valid ELF file".into());
                     continue;
                 };
-                let matches = match (&build_id, elf::build_id(&debug)) {
-                    (Some(want), Some(got)) => *want == got,
-                    (Some(_), None) => false,
-                    (None, _) => debuglink.is_some_and(|(_, crc)| elf::crc32(&map) == crc),
-                };
-                if !matches {
-                    continue;
+                // A debuglink names a file, not a build: its CRC must match
+                // even when the build-id does (a build-id is often the same
+                // for a rebuilt debug file that no longer fits, and files
+                // may lack one).
+                if let (true, Some((_, crc))) = (via_debuglink, debuglink) {
+                    let found = elf::crc32(&map);
+                    if found != crc {
+                        reject(format!(
+                            "its CRC-32 is {found:08x} but the .gnu_debuglink of {} says {crc:08x}",
+                            path.display()
+                        ));
+                        continue;
+                    }
+                }
+                if let Some(want) = &build_id {
+                    match elf::build_id(&debug) {
+                        Some(got) if got == *want => {}
+                        got => {
+                            reject(format!(
+                                "its build-id is {} but {} has {}",
+                                got.as_deref().map_or("missing".into(), hex),
+                                path.display(),
+                                hex(want)
+                            ));
+                            continue;
+                        }
+                    }
                 }
                 if !main_has_dwarf && dwarf::has_debug_info(&debug) {
                     dwarf_path = Some(candidate.clone());
@@ -550,6 +596,7 @@ impl Symbolizer {
             path: path.to_path_buf(),
             build_id,
             debug_file,
+            rejected_debug_files,
             sections,
             segments: headers.loads,
             has_symbols: !symbols.is_empty(),

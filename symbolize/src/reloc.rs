@@ -339,6 +339,7 @@ mod tests {
             path: "/nonexistent".into(),
             build_id: None,
             debug_file: None,
+            rejected_debug_files: Vec::new(),
             sections: Vec::new(),
             segments: Vec::new(),
             has_symbols: false,

@@ -6,6 +6,7 @@ mod cli;
 mod dwarf;
 mod live;
 mod loud;
+mod names;
 mod processes;
 mod record;
 mod safety;

@@ -1,0 +1,214 @@
+//! Size and modification time of every mapped file that has no build-id,
+//! taken while recording, so that `report` can tell a file changed since
+//! (it then shows addresses, not another build's names).
+//!
+//! The records pfprof writes pass through [`MappedFiles::scan`]: each MMAP2
+//! record without a build-id is looked at once per (path, device, inode),
+//! and the file is stat'ed through `/proc/PID/map_files/` (the mapped inode
+//! itself, even in another mount namespace or after the path was replaced),
+//! else under the process's root, else by its path. Records reach the scan
+//! within a poll interval of the mapping (50 ms), so the process and its
+//! mapping normally still exist; a file whose mapping and process are both
+//! gone by then is stat'ed by its path.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashSet;
+
+use crate::perf_data::FileStamp;
+
+const PERF_RECORD_MMAP2: u32 = 10;
+const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// Offset of the file name in an MMAP2 record.
+const MMAP2_PATH: usize = 72;
+
+/// Files seen in MMAP2 records, and their stamps.
+#[derive(Default)]
+pub struct MappedFiles {
+    /// A record cut by the end of the ring buffer's first slice.
+    partial: Vec<u8>,
+    /// (path, device, inode) already stamped.
+    seen: FxHashSet<(Vec<u8>, u32, u32, u64)>,
+    /// Path → the distinct stamps seen under it.
+    stamps: BTreeMap<String, Vec<FileStamp>>,
+}
+
+impl MappedFiles {
+    /// Looks at a run of whole records, possibly cut anywhere between two
+    /// calls (a ring buffer's two slices).
+    pub fn scan(&mut self, mut bytes: &[u8]) {
+        // First complete a record cut by the previous call, copying only
+        // its own bytes.
+        while !self.partial.is_empty() && !bytes.is_empty() {
+            let want = record_size(&self.partial).max(8);
+            let take = want.saturating_sub(self.partial.len()).min(bytes.len());
+            self.partial.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            // The size is known once the header is complete.
+            if self.partial.len() >= record_size(&self.partial).max(8) {
+                let record = std::mem::take(&mut self.partial);
+                self.record(&record);
+            }
+        }
+        while !bytes.is_empty() {
+            let size = record_size(bytes);
+            if bytes.len() < 8 || size > bytes.len() {
+                self.partial.extend_from_slice(bytes);
+                return;
+            }
+            if size < 8 {
+                return; // not a record stream
+            }
+            self.record(&bytes[..size]);
+            bytes = &bytes[size..];
+        }
+    }
+
+    fn record(&mut self, record: &[u8]) {
+        let u32_at = |o: usize| {
+            record
+                .get(o..o + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+        };
+        let u64_at = |o: usize| {
+            record
+                .get(o..o + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        };
+        if record.len() < 8 || u32_at(0) != Some(PERF_RECORD_MMAP2) {
+            return;
+        }
+        let misc = u16::from_le_bytes([record[4], record[5]]);
+        if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+            return; // the build-id says which file it was
+        }
+        let (Some(pid), Some(start), Some(len), Some(major), Some(minor), Some(inode)) = (
+            u32_at(8),
+            u64_at(16),
+            u64_at(24),
+            u32_at(40),
+            u32_at(44),
+            u64_at(48),
+        ) else {
+            return;
+        };
+        let Some(tail) = record.get(MMAP2_PATH..) else {
+            return;
+        };
+        let path = &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())];
+        if !path.starts_with(b"/") || path.starts_with(b"//") || inode == 0 {
+            return;
+        }
+        if !self.seen.insert((path.to_vec(), major, minor, inode)) {
+            return;
+        }
+        let Some(stamp) = stamp(pid as i32, start, start.wrapping_add(len), path, inode) else {
+            return;
+        };
+        let stamps = self
+            .stamps
+            .entry(String::from_utf8_lossy(path).into_owned())
+            .or_default();
+        if !stamps.contains(&stamp) {
+            stamps.push(stamp);
+        }
+    }
+
+    /// Path → stamps, for the recording's metadata.
+    pub fn into_stamps(self) -> BTreeMap<String, Vec<FileStamp>> {
+        self.stamps
+    }
+}
+
+/// The size in a record's header; 0 when the header is not all there.
+fn record_size(bytes: &[u8]) -> usize {
+    bytes
+        .get(6..8)
+        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize)
+}
+
+/// Size and mtime of the file mapped at `start..end` in `pid`: the mapped
+/// inode if it can be reached, else the file by path (under the process's
+/// root when it has another).
+fn stamp(pid: i32, start: u64, end: u64, path: &[u8], inode: u64) -> Option<FileStamp> {
+    use std::os::unix::ffi::OsStrExt;
+    let own = Path::new(std::ffi::OsStr::from_bytes(path));
+    let mut candidates = vec![PathBuf::from(format!(
+        "/proc/{pid}/map_files/{start:x}-{end:x}"
+    ))];
+    if crate::unwind::other_root(pid) {
+        candidates.push(Path::new(&format!("/proc/{pid}/root")).join(own.strip_prefix("/").ok()?));
+    }
+    candidates.push(own.to_path_buf());
+    candidates.iter().enumerate().find_map(|(i, p)| {
+        let meta = std::fs::metadata(p).ok()?;
+        // map_files is the mapped file itself (its inode may differ from the
+        // record's on overlayfs). By path, only the same inode counts: else
+        // the file was replaced already, and the report must not trust it.
+        (meta.is_file() && (i == 0 || meta.ino() == inode)).then(|| FileStamp::of(&meta))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::maps::MapsLine;
+    use crate::record::synth;
+
+    /// Records cut anywhere are all seen; the file is stamped by its path
+    /// when the process is gone, with its own size and mtime, and only once.
+    #[test]
+    fn stamps_files_across_cuts() {
+        let dir = std::env::temp_dir().join(format!("pfprof-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("lib.so");
+        std::fs::write(&file, b"0123456789").unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        let m = MapsLine {
+            start_avma: 0x1000,
+            end_avma: 0x2000,
+            prot: 5,
+            flags: 2,
+            file_offset: 0,
+            dev: (0, 0),
+            inode: meta.ino(),
+            path: file.to_str().unwrap().into(),
+        };
+        // A pid that cannot exist: only the path reaches the file.
+        let pid = i32::MAX;
+        let mut stream = synth::comm(pid, pid, "app", 1, 1);
+        stream.extend(synth::mmap2(pid, &m, 2, 1));
+        stream.extend(synth::mmap2_with(pid, &m, Some(&[1; 20]), 3, 1));
+        stream.extend(synth::mmap2(pid, &m, 4, 1));
+        let anon = MapsLine {
+            path: "//anon".into(),
+            ..m.clone()
+        };
+        stream.extend(synth::mmap2(pid, &anon, 5, 1));
+        let other_inode = MapsLine {
+            inode: meta.ino() + 1,
+            ..m.clone()
+        };
+        stream.extend(synth::mmap2(pid, &other_inode, 6, 1));
+        for cuts in [
+            vec![],
+            vec![3],
+            vec![50, 51, 200],
+            (1..stream.len()).collect(),
+        ] {
+            let mut files = MappedFiles::default();
+            let mut last = 0;
+            for cut in cuts.into_iter().chain([stream.len()]) {
+                files.scan(&stream[last..cut]);
+                last = cut;
+            }
+            let stamps = files.into_stamps();
+            // The record with another inode is not this file: not stamped.
+            assert_eq!(stamps.len(), 1, "{stamps:?}");
+            assert_eq!(stamps[m.path.as_str()], vec![FileStamp::of(&meta)]);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

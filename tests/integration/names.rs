@@ -1,0 +1,356 @@
+//! Names are never wrong silently: a file that is not the one the process
+//! mapped (replaced, another mount namespace, changed without a build-id, a
+//! debug file of another build, a mapping moved by mremap) gives addresses
+//! and a warning naming it, never another build's function names.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{
+    can_record, compile_c, fault_line, function_sites, pfprof, record_with, run, show, sites,
+    temp_dir, total,
+};
+
+/// Every function name in every stack of the report.
+fn all_names(report: &Value) -> Vec<String> {
+    report["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap().to_string())
+                .chain([s["function"].as_str().unwrap_or("").to_string()])
+        })
+        .collect()
+}
+
+fn warnings(report: &Value) -> Vec<String> {
+    report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `pfprof report --format json` of a recording, again (after a file changed).
+fn report_again(out_dir: &Path) -> Value {
+    let out = run(pfprof()
+        .args(["report", "--format", "json", "-i"])
+        .arg(out_dir));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `pfprof report` (text): the warnings reach report.txt's reader too.
+fn report_text(out_dir: &Path) -> String {
+    let out = run(pfprof().args(["report", "-i"]).arg(out_dir));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The GNU build-id of an ELF file, as readelf prints it.
+fn build_id(path: &Path) -> String {
+    let out = run(Command::new("readelf").arg("-n").arg(path));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+        .unwrap_or_else(|| panic!("{} has no build-id", path.display()))
+}
+
+/// wait_signal, and a decoy: the same code with `touch_after_signal`
+/// renamed, so that the decoy's names at the real program's offsets are
+/// recognisably wrong.
+fn wait_signal_and_decoy(dir: &Path) -> (PathBuf, PathBuf) {
+    let real = compile_c(dir, "wait_signal.c", &[]);
+    let decoy_dir = dir.join("decoy");
+    std::fs::create_dir_all(&decoy_dir).unwrap();
+    let decoy = compile_c(
+        &decoy_dir,
+        "wait_signal.c",
+        &["-Dtouch_after_signal=decoy_function"],
+    );
+    assert_ne!(build_id(&real), build_id(&decoy));
+    (real, decoy)
+}
+
+/// Reads the child's "ready" line.
+fn wait_ready(child: &mut Child) {
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+}
+
+/// Attaches to `pid` until it exits after SIGUSR1; returns report.json.
+fn attach_and_signal(target: &mut Child, out_dir: &Path) -> Value {
+    let mut recorder = pfprof()
+        .arg("record")
+        .args(["-q", "-o"])
+        .arg(out_dir)
+        .args(["-p", &target.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(recorder.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut line = String::new();
+    while !line.starts_with("pfprof: recording") {
+        line.clear();
+        if Instant::now() > deadline || reader.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = recorder.kill();
+            let _ = target.kill();
+            panic!("pfprof did not start recording (last line: {line:?})");
+        }
+    }
+    std::thread::spawn(move || for _ in reader.lines() {});
+    assert!(crate::util::signal(target.id(), "USR1"));
+    assert!(target.wait().unwrap().success());
+    assert_eq!(recorder.wait().unwrap().code(), Some(0));
+    serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap()
+}
+
+/// The 64 faults after SIGUSR1 were recorded (whatever their names).
+fn assert_recorded_after_signal(report: &Value, pid: u32) {
+    let rows = sites(report, move |s| {
+        s["pids"][0] == pid && s["target"]["region"] == "anon" && s["access"] == "write"
+    });
+    assert!(total(&rows) >= 64, "{}", show(&rows));
+}
+
+/// A binary replaced on disk (a new build renamed over its path) after the
+/// process started, then attached to: the recording carries the build-id of
+/// the file the process runs, and the report never names its code with the
+/// new build's functions: addresses plus a warning naming the file.
+#[test]
+fn replaced_binary_under_attach() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_replaced");
+    let (real, decoy) = wait_signal_and_decoy(&dir);
+    let real_id = build_id(&real);
+    let mut target = Command::new(&real).stdout(Stdio::piped()).spawn().unwrap();
+    wait_ready(&mut target);
+    std::fs::rename(&decoy, &real).unwrap();
+    let pid = target.id();
+    let report = attach_and_signal(&mut target, &dir.join("out"));
+    assert_recorded_after_signal(&report, pid);
+    let names = all_names(&report);
+    assert!(
+        !names.iter().any(|n| n.contains("decoy_function")),
+        "the new build's names: {names:?}"
+    );
+    // The mapping's build-id, read through /proc/PID/map_files at attach.
+    let exe = real.to_str().unwrap();
+    let module = report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"].as_str().unwrap().starts_with(exe))
+        .unwrap_or_else(|| panic!("no module {exe}: {}", report["modules"]));
+    assert_eq!(module["build_id"], real_id.as_str(), "{module}");
+    let w = warnings(&report);
+    assert!(w.iter().any(|w| w.starts_with(exe)), "{w:?}");
+    // The unwinder read the mapped file itself: stacks reach main.
+    let leaf = sites(&report, move |s| {
+        s["pids"][0] == pid && s["access"] == "write"
+    });
+    assert!(
+        leaf.iter().any(|s| s["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "__libc_start_call_main")),
+        "{}",
+        show(&leaf)
+    );
+}
+
+/// A process in its own mount namespace (`unshare -m`) where a bind mount
+/// puts another build over the path: attached from outside, its code is
+/// named right or shown as addresses with a warning, never with the outside
+/// file's names; the unwinder reads the file the process maps.
+#[test]
+fn mount_namespace_under_attach() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_mntns");
+    let (real, decoy) = wait_signal_and_decoy(&dir);
+    // Outside: `real` at PATH; inside: `decoy` mounted over PATH.
+    let path = real.to_str().unwrap();
+    let mut target = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind {} {path} && exec {path}",
+            decoy.display()
+        ))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_ready(&mut target);
+    let pid = target.id();
+    let report = attach_and_signal(&mut target, &dir.join("out"));
+    assert_recorded_after_signal(&report, pid);
+    let names = all_names(&report);
+    assert!(
+        !names.iter().any(|n| n == "touch_after_signal"),
+        "the outside file's names: {names:?}"
+    );
+    // The build-id of the file the process maps, read through map_files.
+    let module = report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"] == path)
+        .unwrap_or_else(|| panic!("no module {path}: {}", report["modules"]));
+    assert_eq!(module["build_id"], build_id(&decoy).as_str(), "{module}");
+    let named_right = names.iter().any(|n| n == "decoy_function");
+    let w = warnings(&report);
+    assert!(
+        named_right
+            || w.iter()
+                .any(|w| w.starts_with(path) && w.contains("was recorded")),
+        "neither right names nor a build-id warning: {names:?} {w:?}"
+    );
+    let unreadable = &report["totals"]["unwind"]["unreadable_files"];
+    assert!(
+        !unreadable
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f.as_str().unwrap().starts_with(path)),
+        "the unwinder could not read the process's own file: {unreadable}"
+    );
+}
+
+/// A separate debug file found through `.gnu_debuglink` whose CRC no longer
+/// matches (same build-id, a byte appended) is not used: the stripped
+/// program's addresses stay unnamed and the warning names the debug file.
+#[test]
+fn debuglink_with_bad_crc_is_rejected() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_debuglink");
+    let exe = compile_c(&dir, "touch.c", &[]);
+    let debug = dir.join("touch.debug");
+    for args in [
+        vec!["--only-keep-debug".into(), exe.clone(), debug.clone()],
+        vec!["--strip-all".into(), exe.clone()],
+        vec![
+            format!("--add-gnu-debuglink={}", debug.display()).into(),
+            exe.clone(),
+        ],
+    ] {
+        let out = run(Command::new("objcopy").args(&args));
+        assert!(out.status.success(), "objcopy {args:?}");
+    }
+    let (_, report) = record_with(&dir, &[], &exe, &["4"]);
+    // With the matching debug file, the names come from it.
+    assert_eq!(total(&function_sites(&report, "touch_pages")), 1024);
+    let debug_id = build_id(&debug);
+    let mut bytes = std::fs::read(&debug).unwrap();
+    bytes.push(0);
+    std::fs::write(&debug, bytes).unwrap();
+    assert_eq!(build_id(&debug), debug_id, "still the same build-id");
+
+    let report = report_again(&dir.join("out"));
+    assert!(
+        function_sites(&report, "touch_pages").is_empty(),
+        "{:?}",
+        all_names(&report)
+    );
+    let debug_name = debug.to_str().unwrap();
+    let w = warnings(&report);
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with(debug_name) && w.contains("CRC")),
+        "{w:?}"
+    );
+    assert!(report_text(&dir.join("out")).contains(debug_name));
+}
+
+/// A program linked without a build-id and changed after recording (touch,
+/// then rewritten with other code): addresses plus a warning naming it.
+#[test]
+fn file_without_build_id_changed_after_recording() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_no_build_id");
+    let exe = compile_c(&dir, "touch.c", &["-Wl,--build-id=none"]);
+    let (_, report) = record_with(&dir, &[], &exe, &["4"]);
+    assert_eq!(total(&function_sites(&report, "touch_pages")), 1024);
+    assert!(warnings(&report).is_empty(), "{:?}", warnings(&report));
+    let exe_name = exe.to_str().unwrap();
+
+    // Same bytes, new mtime.
+    let out = run(Command::new("touch").args(["-d", "2001-01-01"]).arg(&exe));
+    assert!(out.status.success());
+    let report = report_again(&dir.join("out"));
+    assert!(function_sites(&report, "touch_pages").is_empty());
+    let w = warnings(&report);
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with(exe_name) && w.contains("changed since recording")),
+        "{w:?}"
+    );
+    assert!(report_text(&dir.join("out")).contains("changed since recording"));
+
+    // Another program under the same name: its names never appear.
+    compile_c(
+        &dir,
+        "touch.c",
+        &["-Wl,--build-id=none", "-Dtouch_pages=decoy_function"],
+    );
+    let report = report_again(&dir.join("out"));
+    let names = all_names(&report);
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "decoy_function" || n == "touch_pages"),
+        "{names:?}"
+    );
+}
+
+/// A file mapping moved with mremap (no mmap record) and faulted at its
+/// new address: the faults are never attributed to the file (pfprof knows
+/// the reserved anonymous mapping there; see the README's limits).
+#[test]
+fn mremap_moved_file_mapping_is_not_misattributed() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_mremap");
+    let exe = compile_c(&dir, "mremap_file.c", &[]);
+    let data = dir.join("mapped.dat");
+    let (output, report) = record_with(&dir, &[], &exe, &[data.to_str().unwrap()]);
+    assert!(output.status.success());
+    let rows = function_sites(&report, "read_moved");
+    // Fault-around maps up to 16 pages per fault: 2-32 faults.
+    assert!(total(&rows) >= 2, "{}", show(&rows));
+    for r in &rows {
+        assert_eq!(r["line"], fault_line("mremap_file.c", "moved"));
+        assert_ne!(
+            r["target"]["object"],
+            data.to_str().unwrap(),
+            "{}",
+            show(&rows)
+        );
+        assert_eq!(r["target"]["region"], "anon", "{}", show(&rows));
+    }
+}
