@@ -274,7 +274,23 @@ fn fixed_ts_streams_are_identical() {
         assert!(zbuf >= 128, "{zbuf}");
         streams.push(text);
     }
-    assert_eq!(streams[0], streams[1]);
+    if streams[0] != streams[1] {
+        let (a, b): (Vec<&str>, Vec<&str>) =
+            (streams[0].lines().collect(), streams[1].lines().collect());
+        let first = a
+            .iter()
+            .zip(&b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
+        panic!(
+            "the streams differ from line {} ({} and {} lines):\n{}\n{}",
+            first + 1,
+            a.len(),
+            b.len(),
+            a[first.saturating_sub(2)..(first + 3).min(a.len())].join("\n"),
+            b[first.saturating_sub(2)..(first + 3).min(b.len())].join("\n"),
+        );
+    }
     assert!(streams[0].starts_with("[0000000001] "));
 }
 
