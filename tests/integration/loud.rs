@@ -204,8 +204,16 @@ fn tiny_ring_buffers_are_loud() {
     );
     assert!(stderr.contains("more than --max-lost 5%"), "{stderr}");
     let t = &report["totals"];
+    // The kernel's lost-record count depends on when the ring had room to
+    // say so; the faults missing from the recording do not.
     let lost = t["lost"].as_u64().unwrap();
-    assert!(lost > 10_000, "{t}");
+    assert!(lost > 0, "{t}");
+    let captured: u64 = ["minor", "major", "cow"]
+        .iter()
+        .map(|k| t[k].as_u64().unwrap())
+        .sum();
+    let kernel = t["kernel_minor"].as_u64().unwrap() + t["kernel_major"].as_u64().unwrap();
+    assert!(kernel - captured > 10_000, "{t}");
     let by_class = &t["lost_by_class"];
     let sum: u64 = ["minor", "major", "entries", "unattributed"]
         .iter()
