@@ -110,6 +110,11 @@ pub struct UnwindStats {
     pub deferred: u64,
     /// Samples without user registers (kernel threads).
     pub no_user_regs: u64,
+    /// Frames left through frame pointers because no FDE covers their code
+    /// (each step checked: the caller's frame lies above, its return
+    /// address is in code).
+    #[serde(default)]
+    pub frame_pointer_steps: u64,
     /// Samples whose registers belong to no known image: faults the kernel
     /// takes inside execve (the old image's registers) and processes never
     /// seen. Only their IP is kept; `report` shows them as `[execve]`.
@@ -227,14 +232,14 @@ fn take(data: &mut Vec<u8>) -> Data {
 }
 
 /// An executable mapping.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 struct Region {
     end: u64,
     /// The file's entry point (avma), if it has one.
     entry: Option<u64>,
-    /// framehop has unwind information for it (a file with CFI); false for
-    /// JIT code and files that cannot be read.
-    cfi: bool,
+    /// The file whose CFI framehop has for it, and its load bias (avma -
+    /// svma); None for JIT code and files that cannot be read.
+    cfi: Option<(Arc<UnwindFile>, u64)>,
 }
 
 /// What an address is in.
@@ -244,6 +249,10 @@ enum Code {
     Unwindable,
     /// The entry code of a file: the root of every chain.
     Entry,
+    /// Code in a file with CFI that no FDE covers (`.init`, crtstuff's
+    /// `__do_global_dtors_aux`): framehop steps through it with frame
+    /// pointers, and the step is kept only if it checks out.
+    NoFde,
     /// Executable memory without unwind information.
     Opaque,
 }
@@ -277,9 +286,13 @@ impl Space {
         if avma >= region.end {
             return None;
         }
+        let Some((file, bias)) = &region.cfi else {
+            return Some(Code::Opaque);
+        };
         Some(match region.entry {
-            _ if !region.cfi => Code::Opaque,
             Some(e) if avma >= e && avma - e < ENTRY_CODE_BYTES => Code::Entry,
+            // Without an FDE, framehop would guess with frame pointers.
+            _ if !file.sections.has_fde(avma.wrapping_sub(*bias)) => Code::NoFde,
             _ => Code::Unwindable,
         })
     }
@@ -293,7 +306,7 @@ impl Space {
             .map(|(&start, _)| start)
             .collect();
         for start in starts {
-            if self.modules.remove(&start).is_some_and(|r| r.cfi) {
+            if self.modules.remove(&start).is_some_and(|r| r.cfi.is_some()) {
                 self.unwinder.remove_module(start);
             }
         }
@@ -388,6 +401,7 @@ impl StackUnwinder {
         let space = self.spaces.entry(pid).or_default();
         let module = file.and_then(|file| {
             let (module, bias) = file.module(&name, avma.clone(), file_offset)?;
+            let cfi = (file.clone(), bias);
             let trampolines = file.sections.sigreturn_svmas.iter();
             space.sigreturn.extend(
                 trampolines
@@ -395,15 +409,15 @@ impl StackUnwinder {
                     .filter(|avma_of| avma.contains(avma_of)),
             );
             let entry = file.sections.entry_svma;
-            Some((module, (entry != 0).then(|| entry.wrapping_add(bias))))
+            Some((module, (entry != 0).then(|| entry.wrapping_add(bias)), cfi))
         });
         let region = Region {
             end: avma.end,
             entry: module.as_ref().and_then(|m| m.1),
-            cfi: module.is_some(),
+            cfi: module.as_ref().map(|m| m.2.clone()),
         };
         space.modules.insert(avma.start, region);
-        if let Some((module, _)) = module {
+        if let Some((module, _, _)) = module {
             space.unwinder.add_module(module);
         }
     }
@@ -552,11 +566,13 @@ fn walk(
             FrameAddress::InstructionPointer(ip) => ip,
             FrameAddress::ReturnAddress(_) => address.address_for_lookup(),
         };
-        match space.lookup(lookup) {
+        let frame_pointer_step = match space.lookup(lookup) {
             Some(Code::Entry) => break None,
-            Some(Code::Unwindable) => {}
+            Some(Code::Unwindable) => false,
+            Some(Code::NoFde) => true,
             Some(Code::Opaque) | None => break Some(Stop::NoUnwindInfo),
-        }
+        };
+        let sp_before = unwind_regs.sp();
         let return_avma =
             match space
                 .unwinder
@@ -567,6 +583,18 @@ fn walk(
                 Err(framehop::Error::CouldNotReadStack(_)) => break Some(Stop::StackCopy),
                 Err(_) => break Some(Stop::Corrupt),
             };
+        if frame_pointer_step {
+            // framehop used frame pointers for code without an FDE: keep
+            // the step only if the caller's frame lies above this one and
+            // the return address is in code; else the chain stops here.
+            let sane = unwind_regs.sp() > sp_before
+                && return_avma > 0
+                && space.lookup(return_avma - 1).is_some();
+            if !sane {
+                break Some(Stop::NoUnwindInfo);
+            }
+            stats.frame_pointer_steps += 1;
+        }
         if space.sigreturn.contains(&return_avma) {
             // A signal handler returns to the trampoline with the stack at
             // the kernel's `ucontext`: its caller is the interrupted code.

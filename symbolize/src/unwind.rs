@@ -44,6 +44,22 @@ pub struct UnwindSections {
     /// returns there, and its caller is the interrupted code, whose
     /// registers the kernel saved on the stack (no CFI describes that).
     pub sigreturn_svmas: Vec<u64>,
+    /// The code `.eh_frame`'s FDEs cover (svma ranges, sorted), so that a
+    /// frame in code without one (`.init`, hand-written trampolines) stops
+    /// the chain instead of being guessed through with frame pointers.
+    /// None when unknown (no `.eh_frame`, or it did not parse).
+    pub fde_svmas: Option<Vec<Range<u64>>>,
+}
+
+impl UnwindSections {
+    /// Whether an FDE covers `svma`; true when that is unknown.
+    pub fn has_fde(&self, svma: u64) -> bool {
+        let Some(ranges) = &self.fde_svmas else {
+            return true;
+        };
+        let i = ranges.partition_point(|r| r.start <= svma);
+        i > 0 && ranges[..i].iter().rev().take(8).any(|r| r.contains(&svma))
+    }
 }
 
 impl UnwindSections {
@@ -87,10 +103,48 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
         text_svma: range(".text"),
         got_svma: range(".got"),
         eh_frame_hdr: bytes(".eh_frame_hdr").filter(|_| eh_frame.is_some()),
-        eh_frame,
         debug_frame,
         sigreturn_svmas: sigreturn_trampolines(&file),
+        fde_svmas: eh_frame
+            .as_ref()
+            .and_then(|e| fde_ranges(e, range(".text"), range(".got"))),
+        eh_frame,
     })
+}
+
+/// The svma ranges of every FDE in `.eh_frame`, sorted by start.
+fn fde_ranges(
+    eh_frame: &SectionBytes,
+    text: Option<Range<u64>>,
+    got: Option<Range<u64>>,
+) -> Option<Vec<Range<u64>>> {
+    use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
+    let section = EhFrame::new(&eh_frame.data, LittleEndian);
+    let mut bases = BaseAddresses::default().set_eh_frame(eh_frame.svma.start);
+    if let Some(text) = text {
+        bases = bases.set_text(text.start);
+    }
+    if let Some(got) = got {
+        bases = bases.set_got(got.start);
+    }
+    let mut ranges = Vec::new();
+    let mut entries = section.entries(&bases);
+    loop {
+        match entries.next() {
+            Ok(Some(CieOrFde::Fde(partial))) => {
+                let fde = partial
+                    .parse(|section, bases, offset| section.cie_from_offset(bases, offset))
+                    .ok()?;
+                let start = fde.initial_address();
+                ranges.push(start..start.saturating_add(fde.len()));
+            }
+            Ok(Some(CieOrFde::Cie(_))) => {}
+            Ok(None) => break,
+            Err(_) => return None,
+        }
+    }
+    ranges.sort_unstable_by_key(|r| (r.start, r.end));
+    Some(ranges)
 }
 
 /// `mov $15, %rax; syscall` (glibc's `__restore_rt`) and `mov $15, %eax;
