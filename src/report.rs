@@ -11,7 +11,7 @@ pub use crate::analyze::LostByClass;
 use crate::classify::{Access, FaultClass};
 use crate::perf_data::Exit;
 use crate::record::CallGraph;
-use crate::unwind::MAX_STACK_BYTES;
+use crate::unwind::{StackNeed, MAX_STACK_BYTES};
 
 /// Fault totals.
 #[derive(Debug, Clone, Serialize)]
@@ -338,11 +338,15 @@ impl Report {
         let mode = t.call_graph.as_deref()?;
         Some(match CallGraph::parse(mode) {
             Ok(CallGraph::Dwarf { stack_bytes }) => {
-                let needed = t
-                    .unwind
-                    .as_ref()
-                    .and_then(|u| u.p99_stack_needed())
-                    .map_or(String::new(), |n| format!("; 99% of stacks needed {n}"));
+                let needed = t.unwind.as_ref().and_then(|u| u.p99_stack_needed()).map_or(
+                    String::new(),
+                    |n| match n {
+                        StackNeed::AtMost(n) => format!("; 99% of stacks needed {n}"),
+                        StackNeed::MoreThanCopied => {
+                            format!("; 99% of stacks needed > {stack_bytes}")
+                        }
+                    },
+                );
                 let mut line = format!(
                     "call stacks: dwarf ({stack_bytes}-byte stack copies, unwound while recording{needed})\n\
                      truncated stacks: {} of {}",
@@ -352,8 +356,10 @@ impl Report {
                 if let Some(u) = t.unwind.as_ref().filter(|u| u.truncated() > 0) {
                     let _ = write!(
                         line,
-                        " (stack copy too small {}, no unwind info {}, bad unwind info {})",
+                        "\n  stack copy too small {}, stack not readable {}, no unwind info {}, \
+                         bad unwind info {}",
                         thousands(u.stack_copy),
+                        thousands(u.stack_unreadable),
                         thousands(u.no_unwind_info),
                         thousands(u.corrupt)
                     );

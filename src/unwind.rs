@@ -84,6 +84,8 @@ pub enum Outcome {
 pub enum Stop {
     /// The CFI needed stack beyond the copied bytes.
     StackCopy,
+    /// The CFI needed stack the kernel was asked for but could not copy.
+    StackUnreadable,
     /// A frame is in code without unwind information.
     NoUnwindInfo,
     /// The CFI gave an impossible frame (or more than [`MAX_FRAMES`]).
@@ -99,6 +101,11 @@ pub struct UnwindStats {
     pub complete: u64,
     /// Stopped: stack copy too small.
     pub stack_copy: u64,
+    /// Stopped: the CFI needed stack the kernel could not copy although
+    /// it was asked for (a stack page not in memory, or the stack's end):
+    /// a larger copy cannot help.
+    #[serde(default)]
+    pub stack_unreadable: u64,
     /// Stopped: code without unwind information.
     pub no_unwind_info: u64,
     /// Stopped: bad CFI or too deep.
@@ -129,24 +136,34 @@ pub struct UnwindStats {
     pub stack_needed: [u64; 12],
 }
 
+/// How much stack 99% of the chains needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackNeed {
+    /// At most this many bytes.
+    AtMost(u64),
+    /// More than the copies held (over 1% of the chains were cut by them).
+    MoreThanCopied,
+}
+
 impl UnwindStats {
     /// The stack copy size (a power of two) that held 99% of the complete
     /// chains' stack reads.
-    pub fn p99_stack_needed(&self) -> Option<u64> {
-        let total: u64 = self.stack_needed.iter().sum();
+    pub fn p99_stack_needed(&self) -> Option<StackNeed> {
+        // Chains cut by the copy's size needed more than was copied.
+        let total: u64 = self.stack_needed.iter().sum::<u64>() + self.stack_copy;
         let mut seen = 0;
         for (i, n) in self.stack_needed.iter().enumerate() {
             seen += n;
             if total > 0 && seen * 100 >= total * 99 {
-                return Some(64 << i);
+                return Some(StackNeed::AtMost(64 << i));
             }
         }
-        None
+        (total > 0).then_some(StackNeed::MoreThanCopied)
     }
 
     /// Chains that stopped early.
     pub fn truncated(&self) -> u64 {
-        self.stack_copy + self.no_unwind_info + self.corrupt
+        self.stack_copy + self.stack_unreadable + self.no_unwind_info + self.corrupt
     }
 
     fn count(&mut self, outcome: Outcome) {
@@ -154,6 +171,7 @@ impl UnwindStats {
         match outcome {
             Outcome::Complete => self.complete += 1,
             Outcome::Truncated(Stop::StackCopy) => self.stack_copy += 1,
+            Outcome::Truncated(Stop::StackUnreadable) => self.stack_unreadable += 1,
             Outcome::Truncated(Stop::NoUnwindInfo) => self.no_unwind_info += 1,
             Outcome::Truncated(Stop::Corrupt) => self.corrupt += 1,
             Outcome::NoProcess => self.no_process += 1,
@@ -335,6 +353,8 @@ pub struct StackUnwinder {
     files: FileCache,
     /// pfprof's uprobe on `main`: the executable's path and file offset.
     main_probe: Option<(Vec<u8>, u64)>,
+    /// Bytes of stack each sample asked the kernel for (0: unknown).
+    stack_requested: usize,
     spaces: FxHashMap<i32, Space>,
     cache: CacheX86_64,
     /// Processes that exited, to forget once no sample of theirs can come.
@@ -355,6 +375,12 @@ impl StackUnwinder {
     /// main's registers at entry, so it is unwound from main's entry.
     pub fn set_main_probe(&mut self, path: &[u8], file_offset: u64) {
         self.main_probe = Some((path.to_vec(), file_offset));
+    }
+
+    /// Each sample asked the kernel for `bytes` of stack: a copy that came
+    /// back shorter stopped at memory the kernel could not read.
+    pub fn set_stack_requested(&mut self, bytes: usize) {
+        self.stack_requested = bytes;
     }
 
     /// A mapping appeared in `pid`.
@@ -509,7 +535,14 @@ impl StackUnwinder {
         }
         let outcome = match space {
             Some(space) if code.is_some_and(|c| c != Code::Opaque) => {
-                walk(space, &mut self.cache, regs, stack, chain, &mut self.stats)
+                let short_copy = stack.len() < self.stack_requested;
+                let outcome = walk(space, &mut self.cache, regs, stack, chain, &mut self.stats);
+                match outcome {
+                    Outcome::Truncated(Stop::StackCopy) if short_copy => {
+                        Outcome::Truncated(Stop::StackUnreadable)
+                    }
+                    other => other,
+                }
             }
             Some(_) => {
                 chain.extend([regs.ip, TRUNCATED_FRAME]);
@@ -776,6 +809,35 @@ fn own_vdso() -> Option<Vec<u8>> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// 99% of the chains: the complete ones by the stack they read, and
+    /// those the copy's size cut, which needed more than was copied.
+    #[test]
+    fn stack_needed_counts_cut_chains() {
+        let stats = |buckets: &[(usize, u64)], stack_copy| {
+            let mut s = UnwindStats {
+                stack_copy,
+                ..UnwindStats::default()
+            };
+            for &(i, n) in buckets {
+                s.stack_needed[i] = n;
+            }
+            s
+        };
+        let cases = [
+            (stats(&[], 0), None),
+            (
+                stats(&[(4, 990), (5, 10)], 0),
+                Some(StackNeed::AtMost(1024)),
+            ),
+            (stats(&[(4, 995)], 5), Some(StackNeed::AtMost(1024))),
+            (stats(&[(4, 980)], 20), Some(StackNeed::MoreThanCopied)),
+            (stats(&[], 3), Some(StackNeed::MoreThanCopied)),
+        ];
+        for (s, want) in cases {
+            assert_eq!(s.p99_stack_needed(), want, "{s:?}");
+        }
+    }
 
     /// A stack captured by `fixtures/snapshots/make.sh` (gdb stopped at the
     /// faulting store in `leaf` of the committed `-O2 -fomit-frame-pointer`

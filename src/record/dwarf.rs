@@ -151,6 +151,11 @@ impl StackRewriter {
         self.unwinder.set_main_probe(path, file_offset);
     }
 
+    /// The bytes of user stack each sample asks for.
+    pub fn set_stack_requested(&mut self, bytes: usize) {
+        self.unwinder.set_stack_requested(bytes);
+    }
+
     /// Unwinding counters so far.
     pub fn stats(&self) -> &UnwindStats {
         &self.unwinder.stats

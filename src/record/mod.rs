@@ -1134,6 +1134,10 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         descs,
         mut rewriter,
     } = opened;
+    if let (Some(rewriter), CallGraph::Dwarf { stack_bytes }) = (rewriter.as_mut(), cfg.call_graph)
+    {
+        rewriter.set_stack_requested(stack_bytes as usize);
+    }
     if let (Some(rewriter), Some(probe)) = (rewriter.as_mut(), probe.as_ref()) {
         // The uprobe runs main's first instruction out of line, in the
         // `[uprobes]` page: a fault there is unwound from main's entry.
