@@ -174,6 +174,27 @@ impl AddressSpace {
         (m.end_avma == avma).then_some(m)
     }
 
+    /// Whether an anonymous mapping at `avma` is the first `brk` heap: the
+    /// kernel names the first growth of the heap `//anon` (its check runs
+    /// before `mm->brk` moves), and `[heap]` only once it grows again. The
+    /// heap starts at most 1 GiB (x86_64's brk randomization) after the
+    /// executable's last mapping, where `mmap` never places memory by
+    /// itself (it works down from below the stack), and there is one.
+    fn first_heap_at(&self, avma: u64, exe: Option<ModuleId>) -> bool {
+        const BRK_RANDOM_RANGE: u64 = 1 << 30;
+        let Some(exe) = exe else { return false };
+        if self.maps.iter().any(|m| m.kind == MapKind::Heap) {
+            return false;
+        }
+        let exe_end = self
+            .maps
+            .iter()
+            .filter(|m| matches!(m.kind, MapKind::File(id) | MapKind::BssTail(id) if id == exe))
+            .map(|m| m.end_avma)
+            .max();
+        exe_end.is_some_and(|end| avma >= end && avma - end <= BRK_RANDOM_RANGE)
+    }
+
     /// Highest end address of any user mapping.
     fn top(&self) -> u64 {
         self.top
@@ -283,6 +304,7 @@ impl Processes {
                     };
                     (MapKind::BssTail(module), prev.file_offset_of(avma))
                 }
+                _ if process.space.first_heap_at(avma, process.exe) => (MapKind::Heap, 0),
                 _ => (MapKind::Anon, 0),
             },
             other => (other, file_offset),

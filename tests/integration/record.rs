@@ -450,3 +450,32 @@ fn without_tracepoints_cow_is_unavailable() {
     let text = std::fs::read_to_string(out_dir.join("report.txt")).unwrap();
     assert!(text.contains("cow unavailable"), "{text}");
 }
+
+/// Faults on the brk heap are `[heap]`, also on its first growth, which
+/// the kernel's mmap record names `//anon`.
+#[test]
+fn heap_faults_are_heap() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("record_heap");
+    let exe = compile_c(&dir, "heap.c", &[]);
+    let (out, report) = record(&dir, &exe, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_complete(&report);
+    // malloc writes each block's header first, touch_heap the rest.
+    let rows = sites(&report, |s| {
+        let stack = stack_names(s);
+        stack.contains(&"main") && (stack.contains(&"touch_heap") || stack.contains(&"_int_malloc"))
+    });
+    let n = total(&rows);
+    assert!((64..=70).contains(&n), "{}", show(&rows));
+    for r in &rows {
+        assert_eq!(r["target"]["object"], "[heap]", "{}", show(&rows));
+        assert_eq!(r["target"]["region"], "heap", "{}", show(&rows));
+    }
+}
