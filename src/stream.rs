@@ -38,6 +38,9 @@ struct Line {
     addr_avma: u64,
     object: String,
     section: Option<Lookup>,
+    /// The anonymous mapping after an object's data: its `.bss` only
+    /// where the object's segments reach (as the report decides).
+    bss_tail: bool,
     latency_ns: Option<u64>,
     site: Option<Lookup>,
 }
@@ -80,23 +83,25 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
         } else {
             format!("{:010.3}", line.since_start_ns as f64 / 1e9)
         };
-        let section = line
-            .section
-            .and_then(|(path, id, off)| {
-                symbolizer
-                    .data(Path::new(&path), id.as_deref(), &[off])
-                    .pop()?
-                    .ok()?
-                    .section
-            })
-            .unwrap_or_else(|| "-".into());
+        let data = line.section.and_then(|(path, id, off)| {
+            symbolizer
+                .data(Path::new(&path), id.as_deref(), &[off])
+                .pop()?
+                .ok()
+        });
+        let object = match &data {
+            // Anonymous memory that merely follows the object's data.
+            None if line.bss_tail => "[anon]",
+            _ => &line.object,
+        };
+        let section = data.and_then(|d| d.section).unwrap_or_else(|| "-".into());
         // Names from the profiled world reach the terminal escaped.
         write!(
             out,
             "[{stamp}] {:<5} {:#014x} {} {}",
             line.class,
             line.addr_avma,
-            display_safe(&line.object),
+            display_safe(object),
             display_safe(&section)
         )?;
         if let (Some(ns), false) = (line.latency_ns, fixed_ts) {
@@ -145,6 +150,7 @@ impl Streamer {
             let m = analyzer.module(module);
             (m.path.clone(), m.build_id.clone(), file_offset)
         };
+        let bss_tail = matches!(fault.target, TargetKey::Module { bss_tail: true, .. });
         let (object, section) = match fault.target {
             TargetKey::Module {
                 module,
@@ -180,6 +186,7 @@ impl Streamer {
             addr_avma: fault.addr_avma,
             object,
             section,
+            bss_tail,
             latency_ns: fault.latency_ns,
             site,
         };

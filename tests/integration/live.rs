@@ -266,6 +266,34 @@ fn fixed_ts_streams_are_identical() {
             captured["cow"].as_u64().unwrap(),
             "the stream classifies like the report"
         );
+        // The stream names every target as the report does: faults per
+        // (class, object, section) agree.
+        let mut from_stream = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let key = (
+                fields[1].to_lowercase(),
+                fields[3].to_string(),
+                fields[4].to_string(),
+            );
+            *from_stream.entry(key).or_insert(0u64) += 1;
+        }
+        let mut from_report = std::collections::BTreeMap::new();
+        for t in report(&out_dir)["targets"].as_array().unwrap() {
+            let object = t["object"].as_str().unwrap();
+            let short = if object.starts_with('[') {
+                object
+            } else {
+                object.rsplit('/').next().unwrap()
+            };
+            let key = (
+                t["class"].as_str().unwrap().to_string(),
+                short.to_string(),
+                t["section"].as_str().unwrap_or("-").to_string(),
+            );
+            *from_report.entry(key).or_insert(0u64) += t["count"].as_u64().unwrap();
+        }
+        assert_eq!(from_stream, from_report, "stream vs report targets");
         // 128 zero-page COW writes on zbuf, plus the exe's own .bss page at exit.
         let zbuf = text
             .lines()
