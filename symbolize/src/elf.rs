@@ -1,7 +1,6 @@
 //! ELF facts read with `object`: program headers, section headers, symbols,
 //! build-id and `.gnu_debuglink`, and the search for separate debug files.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -13,7 +12,19 @@ use crate::{SectionInfo, SegmentInfo};
 
 /// Maps a whole file read-only.
 pub(crate) fn map_file(path: &Path) -> std::io::Result<Mmap> {
-    let file = File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: opening a FIFO (a path from a recording, a debuglink
+    // candidate) must not wait for a writer. Only regular files are mapped.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     // SAFETY: the mapping is private and read-only; we never hand out
     // references that outlive it. If another process truncates the file while
     // it is mapped, reads past the new end raise SIGBUS: this is the usual
