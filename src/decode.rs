@@ -407,6 +407,15 @@ const RECORD_MMAP2: u32 = 10;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record holds a build-id.
 const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 
+/// Whether `RawEventRecord::parse` would panic on this record:
+/// linux-perf-event-reader 0.10 asserts on an MMAP2 build-id longer than 20
+/// bytes. Such a record is bad, not fatal.
+pub(crate) fn would_panic(record_type: u32, misc: u16, body: &RawData<'_>) -> bool {
+    record_type == RECORD_MMAP2
+        && misc & MISC_MMAP_BUILD_ID != 0
+        && body.get(32..33).is_some_and(|len| len.as_slice()[0] > 20)
+}
+
 /// Record types from 64 on are perf's own (FINISHED_ROUND, HEADER_*).
 const USER_RECORD_TYPE_START: u32 = 64;
 
@@ -646,15 +655,7 @@ fn to_event<'a>(
     kind: EventKind,
     time: u64,
 ) -> Result<Option<Event<'a>>, BadRecord> {
-    // linux-perf-event-reader 0.10 asserts (panics) on an MMAP2 build-id
-    // longer than 20 bytes: such a record is bad, not fatal.
-    if record.record_type.0 == RECORD_MMAP2
-        && record.misc & MISC_MMAP_BUILD_ID != 0
-        && record
-            .data
-            .get(32..33)
-            .is_some_and(|len| len.as_slice()[0] > 20)
-    {
+    if would_panic(record.record_type.0, record.misc, &record.data) {
         return Err(BadRecord);
     }
     let Ok(parsed) = record.parse() else {
