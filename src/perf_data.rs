@@ -813,6 +813,145 @@ mod tests {
         }
     }
 
+    /// A finished recording reads back whole; each size, count and offset
+    /// field set to a lie is refused with the field's byte offset, before
+    /// anything is allocated from it.
+    #[test]
+    fn read_layout_checks_every_field() {
+        let dir = std::env::temp_dir().join(format!("pfprof-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("l.data");
+        let events = vec![
+            EventDesc {
+                attr: attr(1, 5),
+                name: "minor-faults".into(),
+                ids: vec![1, 2],
+            },
+            EventDesc {
+                attr: attr(2, 190),
+                name: "exceptions:page_fault_user".into(),
+                ids: vec![5],
+            },
+        ];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        w.write_records(&record(16)).unwrap();
+        let meta = RecordingMeta {
+            command: vec!["app".into(), "arg".into()],
+            ..RecordingMeta::default()
+        };
+        w.finish(&meta, "h", "r", 2).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let layout = read_layout(&full).unwrap();
+        let names: Vec<&str> = layout.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["minor-faults", "exceptions:page_fault_user"]);
+        assert_eq!(layout.events[0].ids, [1, 2]);
+        assert_eq!(
+            layout.cmdline.as_deref(),
+            Some(&["pfprof".to_string(), "app".into(), "arg".into()][..])
+        );
+        let json: RecordingMeta = serde_json::from_slice(&full[layout.meta.unwrap()]).unwrap();
+        assert_eq!(json.command, ["app", "arg"]);
+
+        let u64_at = |at: usize| u64::from_le_bytes(full[at..at + 8].try_into().unwrap());
+        let (attr_size, attrs) = (u64_at(16) as usize, u64_at(24) as usize);
+        let table = (u64_at(40) + u64_at(48)) as usize;
+        // Table entries in bit order: HOSTNAME, OSRELEASE, NRCPUS, CMDLINE,
+        // EVENT_DESC, pfprof's metadata.
+        let section = |index: usize| u64_at(table + 16 * index) as usize;
+        let (cmdline, event_desc) = (section(3), section(4));
+        let cases: &[(&str, usize, &[u8], u64, &str)] = &[
+            ("magic", 0, b"PERFILE3", 0, "not a perf.data file"),
+            ("big-endian", 0, b"2ELIFREP", 0, "big-endian"),
+            ("attr size small", 16, &8u64.to_le_bytes(), 16, "attr size"),
+            (
+                "attr size huge",
+                16,
+                &(1u64 << 40).to_le_bytes(),
+                16,
+                "attr size",
+            ),
+            (
+                "attrs past the end",
+                32,
+                &u64::MAX.to_le_bytes(),
+                24,
+                "attr section",
+            ),
+            (
+                "attrs not whole",
+                32,
+                &(attr_size as u64 + 1).to_le_bytes(),
+                32,
+                "multiple",
+            ),
+            (
+                "data before the header end",
+                40,
+                &0u64.to_le_bytes(),
+                40,
+                "data section",
+            ),
+            (
+                "data past the end",
+                48,
+                &u64::MAX.to_le_bytes(),
+                48,
+                "data section",
+            ),
+            (
+                "ids huge",
+                attrs + attr_size - 8,
+                &(1u64 << 50).to_le_bytes(),
+                (attrs + attr_size - 16) as u64,
+                "event ids",
+            ),
+            (
+                "feature section past the end",
+                table + 8,
+                &u64::MAX.to_le_bytes(),
+                table as u64,
+                "feature 3",
+            ),
+            (
+                "EVENT_DESC count",
+                event_desc,
+                &u32::MAX.to_le_bytes(),
+                event_desc as u64 + 4,
+                "EVENT_DESC feature: 4294967295 events",
+            ),
+            (
+                "EVENT_DESC attr size",
+                event_desc + 4,
+                &u32::MAX.to_le_bytes(),
+                event_desc as u64 + 8,
+                "EVENT_DESC feature: attr size",
+            ),
+            (
+                "CMDLINE count",
+                cmdline,
+                &u32::MAX.to_le_bytes(),
+                0,
+                "CMDLINE feature",
+            ),
+        ];
+        for &(name, at, value, offset, what) in cases {
+            let mut bytes = full.clone();
+            bytes[at..at + value.len()].copy_from_slice(value);
+            let error = read_layout(&bytes).unwrap_err();
+            assert!(error.what.contains(what), "{name}: {error}");
+            if offset != 0 || at == 0 {
+                assert_eq!(error.offset, offset, "{name}: {error}");
+            }
+        }
+        // The table itself cut short.
+        let error = read_layout(&full[..table + 20]).unwrap_err();
+        assert!(error.what.contains("feature"), "{error}");
+        assert!(read_layout(b"").is_err());
+        assert!(read_layout(&full[..50]).is_err());
+    }
+
     /// A recording cut anywhere inside its data keeps exactly its complete
     /// records, gets an EVENT_DESC naming pfprof's events, and is readable.
     #[test]
