@@ -1,8 +1,12 @@
-//! Bytes → typed events: replays a perf.data recording (pfprof's own, through
-//! `linux-perf-data`, merged across CPUs by time) and hands each record to a
-//! callback as a borrowed [`Event`]. Nothing here allocates per sample.
+//! Bytes → typed events: replays a perf.data recording (pfprof's own; its
+//! header, attrs and feature sections read by [`read_layout`] with every size
+//! checked, its records parsed by `linux-perf-event-reader`), merged across
+//! CPUs by time, and hands each record to a callback as a borrowed [`Event`].
+//! Nothing here allocates per sample, or more than the file's size.
 //!
-//! A record that does not parse is counted in [`DecodeStats`], never fatal.
+//! A record that does not parse is counted in [`DecodeStats`], never fatal;
+//! a file that is not a usable recording is one [`DecodeError`] line naming
+//! the file (and, for damage, the byte offset and record type).
 
 use std::path::Path;
 

@@ -1,5 +1,6 @@
 //! The recording container: a perf.data (`PERFILE2`) file, written here and
-//! read back through `linux-perf-data` (see `decode.rs`).
+//! read back by [`read_layout`] (header, attrs, feature sections; every size
+//! checked against the file) and `decode.rs` (the records).
 //!
 //! Layout: header | event ids | attrs | data (raw kernel records, as drained
 //! from the ring buffers, with a `FINISHED_ROUND` after each drain pass) |
