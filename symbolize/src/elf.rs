@@ -362,6 +362,23 @@ pub(crate) fn debug_file_candidates(
 mod tests {
     use super::*;
 
+    /// A FIFO (a path from a recording, a debuglink candidate) is refused
+    /// without waiting for a writer; so are directories.
+    #[test]
+    fn map_file_refuses_what_is_not_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("pfprof-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        for path in [&fifo, &dir] {
+            let error = map_file(path).unwrap_err();
+            assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{path:?}");
+        }
+        assert!(crate::read_build_id(&fifo).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn crc32_known_values() {
         for (input, want) in [
