@@ -496,7 +496,10 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
             ),
         )
     })?;
-    if attrs_size % facts.attr_size != 0 || attrs_size == 0 {
+    if attrs_size == 0 {
+        return Err(at(32, "the attr section is empty (no events)"));
+    }
+    if attrs_size % facts.attr_size != 0 {
         return Err(at(
             32,
             &format!(
