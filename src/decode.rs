@@ -69,7 +69,7 @@ pub enum DecodeError {
         what: String,
     },
     /// Every record was damaged, or there were none.
-    #[error("{path}: no record could be decoded ({what})")]
+    #[error("{path}: {what}")]
     NoRecords {
         /// The file.
         path: String,
@@ -406,6 +406,8 @@ pub fn replay_image(
     replay_layout(&image, layout, &path, partial, Some(why), &mut on_event)
 }
 
+/// `PERF_RECORD_SAMPLE`.
+const RECORD_SAMPLE: u32 = 9;
 /// `PERF_RECORD_MMAP2`.
 const RECORD_MMAP2: u32 = 10;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record holds a build-id.
@@ -576,9 +578,10 @@ fn replay_layout(
         if record_type >= USER_RECORD_TYPE_START {
             continue;
         }
-        // Files without ids (a single event, no EVENT_DESC) map everything
-        // to their only attr.
-        let attr_index = if attr_of_id.is_empty() {
+        // A file without ids, or of one event, maps everything to its
+        // first attr, as perf does: with one event, records need not carry
+        // an identifier (perf's own files have none).
+        let attr_index = if attr_of_id.is_empty() || kinds.len() == 1 {
             0
         } else {
             match get_record_identifier::<LittleEndian>(
@@ -612,6 +615,7 @@ fn replay_layout(
     stats.first_time = index.first().map(|r| r.0);
     stats.last_time = index.last().map(|r| r.0);
 
+    let (mut decoded, mut faults, mut bad_faults) = (0u64, 0u64, 0u64);
     for &(time, key) in &index {
         let offset = (key & ((1 << 48) - 1)) as usize;
         let attr_index = (key >> 48) as usize;
@@ -626,21 +630,37 @@ fn replay_layout(
             parse_infos[attr_index],
         );
         stats.records += 1;
+        let fault_kind = matches!(kinds[attr_index], EventKind::Minor | EventKind::Major);
         match to_event(&record, kinds[attr_index], time) {
-            Ok(Some(event)) => on_event(event),
-            Ok(None) => {}
-            Err(BadRecord) => stats.bad_records += 1,
+            Ok(Some(event)) => {
+                decoded += 1;
+                faults += u64::from(matches!(event, Event::Fault(_)));
+                on_event(event)
+            }
+            Ok(None) => decoded += 1,
+            Err(BadRecord) => {
+                stats.bad_records += 1;
+                bad_faults += u64::from(fault_kind && record_type.0 == RECORD_SAMPLE);
+            }
         }
     }
-    if stats.records == 0 || stats.bad_records >= stats.records + stats.bad_records {
-        let what = if stats.bad_records > 0 {
-            format!(
-                "all {} records are damaged or belong to no event of the recording",
-                stats.bad_records
-            )
-        } else {
-            "the recording holds no records".to_string()
-        };
+    // Never an empty profile passed off as a result: a recording whose
+    // records, or whose fault samples, all failed to decode is an error.
+    let what = if decoded == 0 && stats.bad_records > 0 {
+        Some(format!(
+            "no record could be decoded (all {} are damaged or belong to no event of the recording)",
+            stats.bad_records
+        ))
+    } else if decoded == 0 {
+        Some("no record could be decoded (the recording holds none)".to_string())
+    } else if faults == 0 && bad_faults > 0 {
+        Some(format!(
+            "none of its {bad_faults} fault samples could be decoded (each needs a pid, tid and data address: perf record without -d?)"
+        ))
+    } else {
+        None
+    };
+    if let Some(what) = what {
         return Err(DecodeError::NoRecords {
             path: display,
             what,
@@ -937,11 +957,20 @@ pub(crate) mod tests {
         let dir = std::env::temp_dir().join(format!("pfprof-merge-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("m.data");
-        let events = vec![EventDesc {
-            attr: minor_faults_attr(),
-            name: "minor-faults".into(),
-            ids: vec![100, 101],
-        }];
+        // Two events: a record's id picks its event (one event would take
+        // every record, as perf does).
+        let events = vec![
+            EventDesc {
+                attr: minor_faults_attr(),
+                name: "minor-faults".into(),
+                ids: vec![100, 101],
+            },
+            EventDesc {
+                attr: minor_faults_attr(),
+                name: "other".into(),
+                ids: vec![200],
+            },
+        ];
         let mut w = PerfDataWriter::create(&path, events).unwrap();
         // round 1: cpu 0 then cpu 1
         for t in [10, 30, 50] {
@@ -967,7 +996,7 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert_eq!(times, [10, 20, 30, 40, 50, 55, 60, 70, 70]);
-        assert_eq!(header.kinds, [EventKind::Minor]);
+        assert_eq!(header.kinds, [EventKind::Minor, EventKind::Minor]);
         assert_eq!(stats.bad_records, 1, "the record with an unknown id");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -158,8 +158,19 @@ fn not_a_recording_is_one_line() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
-    if perf.is_ok_and(|s| s.success()) {
+    // perf's recording of minor faults without -d: fault samples without
+    // a data address, nothing to analyse.
+    let no_addr = dir.join("perf-minor-faults.data");
+    let perf_minor = Command::new("perf")
+        .args(["record", "-q", "-e", "minor-faults", "-o"])
+        .arg(&no_addr)
+        .args(["--", "/bin/true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if perf.is_ok_and(|s| s.success()) && perf_minor.is_ok_and(|s| s.success()) {
         cases.push((cycles, "no minor-faults or major-faults event"));
+        cases.push((no_addr, "fault samples could be decoded"));
     } else {
         eprintln!("perf cannot record here: the foreign perf.data case is skipped");
     }
