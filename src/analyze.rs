@@ -584,7 +584,28 @@ impl Analyzer {
 /// Replays a recording into a [`Profile`].
 pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeError> {
     let mut analyzer = Analyzer::new(options);
-    let (header, stats) = decode::replay(path, options.partial, |event| analyzer.on_event(event))?;
+    let replayed = decode::replay(path, options.partial, |event| analyzer.on_event(event));
+    finish(analyzer, replayed)
+}
+
+/// [`analyze`] of a recording held in memory (`name` names it in errors).
+pub fn analyze_image(
+    bytes: &[u8],
+    name: &str,
+    options: AnalyzeOptions,
+) -> Result<Profile, DecodeError> {
+    let mut analyzer = Analyzer::new(options);
+    let replayed = decode::replay_image(bytes, name, options.partial, |event| {
+        analyzer.on_event(event)
+    });
+    finish(analyzer, replayed)
+}
+
+fn finish(
+    analyzer: Analyzer,
+    replayed: Result<(decode::Header, DecodeStats), DecodeError>,
+) -> Result<Profile, DecodeError> {
+    let (header, stats) = replayed?;
     let mut profile = analyzer.profile;
     profile.has_entries = header.kinds.iter().any(|k| {
         matches!(

@@ -1,55 +1,110 @@
-//! Bytes → typed events: replays a perf.data recording (pfprof's own, through
-//! `linux-perf-data`, merged across CPUs by time) and hands each record to a
-//! callback as a borrowed [`Event`]. Nothing here allocates per sample.
+//! Bytes → typed events: replays a perf.data recording (pfprof's own; its
+//! header, attrs and feature sections read by [`read_layout`] with every size
+//! checked, its records parsed by `linux-perf-event-reader`), merged across
+//! CPUs by time, and hands each record to a callback as a borrowed [`Event`].
+//! Nothing here allocates per sample, or more than the file's size.
 //!
-//! A record that does not parse is counted in [`DecodeStats`], never fatal.
+//! A record that does not parse is counted in [`DecodeStats`], never fatal;
+//! a file that is not a usable recording is one [`DecodeError`] line naming
+//! the file (and, for damage, the byte offset and record type).
 
-use std::io::Cursor;
 use std::path::Path;
 
 use byteorder::LittleEndian;
 
 use linux_perf_data::linux_perf_event_reader::{
     get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness, EventRecord,
-    Mmap2FileId, PerfEventType, RawData, RawDataU64, RawEventRecord, RecordParseInfo, RecordType,
-    SoftwareCounterType,
+    Mmap2FileId, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
+    RecordParseInfo, RecordType, SoftwareCounterType,
 };
-use linux_perf_data::{Feature, PerfFileReader};
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
-use crate::perf_data::{repair, HeaderFacts, RecordingMeta, PFPROF_META_FEATURE};
+use crate::perf_data::{read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta};
 use crate::record::sys::MappedFile;
 
-/// Why a recording cannot be read.
+/// Why a recording cannot be read. Each is one line naming the file; the
+/// binary prints it once.
 #[derive(Debug, Error)]
 pub enum DecodeError {
-    /// The file cannot be opened.
-    #[error("cannot open {path}: {source}")]
+    /// The file cannot be opened or read.
+    #[error("cannot read {path}: {source}")]
     Open {
         /// The file.
         path: String,
         /// The cause.
         source: std::io::Error,
     },
-    /// The header or attributes do not parse.
-    #[error("{path} is not a readable perf.data recording: {source}")]
+    /// Not a recording at all: a directory, a FIFO, an empty file, another
+    /// format, a perf.data without page-fault events.
+    #[error("{path} is not a pfprof recording: {what}")]
+    NotRecording {
+        /// The file.
+        path: String,
+        /// What it is instead.
+        what: String,
+    },
+    /// The header, attributes or feature sections do not hold together.
+    #[error("{path} is not a readable recording: {what} at byte {offset}")]
     Header {
         /// The file.
         path: String,
-        /// The cause.
-        source: linux_perf_data::Error,
+        /// Byte offset of the bad field.
+        offset: u64,
+        /// What is wrong.
+        what: String,
     },
     /// The data section ends early or is corrupt.
-    #[error("{path} is truncated or corrupt after {records} records ({source}); rerun with --partial to analyse the intact part")]
+    #[error("{path} is truncated or corrupt at byte {offset}{record}, after {records} records: {what}; rerun with --partial to analyse the intact part")]
     Truncated {
         /// The file.
         path: String,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// ` (record type N, NAME)` when a record header was read there.
+        record: String,
         /// Records read before the damage.
         records: u64,
-        /// The cause.
-        source: linux_perf_data::Error,
+        /// What is wrong.
+        what: String,
     },
+    /// Every record was damaged, or there were none.
+    #[error("{path}: {what}")]
+    NoRecords {
+        /// The file.
+        path: String,
+        /// Why.
+        what: String,
+    },
+}
+
+/// perf's name of a record type, for messages.
+pub fn record_type_name(record_type: u32) -> &'static str {
+    match record_type {
+        1 => "MMAP",
+        2 => "LOST",
+        3 => "COMM",
+        4 => "EXIT",
+        5 => "THROTTLE",
+        6 => "UNTHROTTLE",
+        7 => "FORK",
+        8 => "READ",
+        9 => "SAMPLE",
+        10 => "MMAP2",
+        11 => "AUX",
+        12 => "ITRACE_START",
+        13 => "LOST_SAMPLES",
+        14 => "SWITCH",
+        15 => "SWITCH_CPU_WIDE",
+        16 => "NAMESPACES",
+        17 => "KSYMBOL",
+        18 => "BPF_EVENT",
+        19 => "CGROUP",
+        20 => "TEXT_POKE",
+        21 => "AUX_OUTPUT_HW_ID",
+        64..=99 => "perf user record",
+        _ => "unknown",
+    }
 }
 
 /// Which of the recorded events a sample belongs to.
@@ -198,10 +253,6 @@ pub struct Header {
     pub records: usize,
 }
 
-fn kind_of(attr: &linux_perf_data::AttributeDescription) -> EventKind {
-    kind_from(&attr.attr.type_, attr.name())
-}
-
 fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
     match (type_, name) {
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMin), _) => EventKind::Minor,
@@ -232,106 +283,235 @@ fn raw_u64(raw: &RawData<'_>, offset: usize) -> Option<u64> {
 ///
 /// A recording that pfprof could not finish (killed) is repaired in memory
 /// and read up to its last complete record; a file cut short elsewhere is an
-/// error unless `partial` asks for the same repair.
+/// error unless `partial` asks for the same repair. Anything but a regular
+/// file (a FIFO, a device, a directory) is refused before it is opened for
+/// reading, so nothing blocks.
 pub fn replay(
     path: &Path,
     partial: bool,
-    mut on_event: impl FnMut(Event<'_>),
+    on_event: impl FnMut(Event<'_>),
 ) -> Result<(Header, DecodeStats), DecodeError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let display = path.display().to_string();
     let open_error = |source| DecodeError::Open {
         path: display.clone(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(open_error)?;
-    let bytes = MappedFile::new(&file).map_err(open_error)?;
-    let invalid = |what: String| {
-        linux_perf_data::Error::IoError(std::io::Error::new(std::io::ErrorKind::InvalidData, what))
-    };
-    let facts = HeaderFacts::parse(&bytes).ok_or_else(|| DecodeError::Header {
+    let not_recording = |what: &str| DecodeError::NotRecording {
         path: display.clone(),
-        source: invalid("not a perf.data (PERFILE2) file, or its header is cut".into()),
-    })?;
-    let data_end = facts.data.0.saturating_add(facts.data.1);
-    let complete = facts.finished() && data_end <= bytes.len() as u64;
-    if !complete && facts.finished() && !partial {
-        return Err(DecodeError::Truncated {
-            path: display,
-            records: 0,
-            source: invalid(format!(
-                "the data section ends at byte {data_end} but the file has {} bytes",
-                bytes.len()
-            )),
+        what: what.to_string(),
+    };
+    let kind = std::fs::metadata(path).map_err(open_error)?.file_type();
+    if kind.is_dir() {
+        return Err(not_recording("a directory without a pfprof.data"));
+    } else if kind.is_fifo() {
+        return Err(not_recording(
+            "a FIFO (pfprof reads recordings from regular files)",
+        ));
+    } else if kind.is_socket() {
+        return Err(not_recording("a socket"));
+    } else if kind.is_char_device() || kind.is_block_device() {
+        return Err(not_recording("a device"));
+    }
+    // O_NONBLOCK: the path may have been swapped for a FIFO since the check.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(open_error)?;
+    if !file.metadata().map_err(open_error)?.is_file() {
+        return Err(not_recording("not a regular file"));
+    }
+    if file.metadata().map_err(open_error)?.len() == 0 {
+        return Err(not_recording("the file is empty"));
+    }
+    let bytes = MappedFile::new(&file).map_err(open_error)?;
+    replay_image(&bytes, &display, partial, on_event)
+}
+
+/// Replays a recording held in memory (`display` names it in errors): the
+/// whole of [`replay`] after the file is mapped, so fuzzing reaches the real
+/// path.
+pub fn replay_image(
+    bytes: &[u8],
+    display: &str,
+    partial: bool,
+    mut on_event: impl FnMut(Event<'_>),
+) -> Result<(Header, DecodeStats), DecodeError> {
+    let path = display.to_string();
+    if bytes.is_empty() {
+        return Err(DecodeError::NotRecording {
+            path,
+            what: "the file is empty".into(),
         });
     }
-    let repaired = |bytes: &[u8]| -> Result<(Vec<u8>, String), DecodeError> {
-        let (image, kept) = repair(bytes).ok_or_else(|| DecodeError::Header {
-            path: display.clone(),
-            source: invalid("its attributes are damaged".into()),
-        })?;
-        let why = if facts.finished() {
+    let repaired = |facts: Option<HeaderFacts>,
+                    damage: Option<LayoutError>|
+     -> Result<(Vec<u8>, String), DecodeError> {
+        let header_error = |e: LayoutError| DecodeError::Header {
+            path: path.clone(),
+            offset: e.offset,
+            what: e.what,
+        };
+        let Some((image, kept)) = repair(bytes) else {
+            return Err(match damage {
+                Some(damage) => header_error(damage),
+                None => DecodeError::Header {
+                    path: path.clone(),
+                    offset: 16,
+                    what: "its attributes are damaged".into(),
+                },
+            });
+        };
+        let why = if facts.is_some_and(|f| f.finished()) {
             format!("the recording is cut short; read its first {kept} bytes of complete records")
         } else {
             format!("the recording was not finished (pfprof was killed?); read its {kept} bytes of complete records")
         };
         Ok((image, why))
     };
-    if complete {
-        match replay_bytes(&bytes, &display, partial, None, &mut on_event) {
-            // Only the feature sections are cut: --partial repairs that too.
-            Err(DecodeError::Header { .. }) if partial => {}
-            result => return result,
+    let (image, why) = match read_layout(bytes) {
+        Ok(layout) if layout.facts.finished() => {
+            return replay_layout(bytes, layout, &path, partial, None, &mut on_event);
         }
-    }
-    let (image, why) = repaired(&bytes)?;
-    drop(bytes);
-    replay_bytes(&image, &display, partial, Some(why), &mut on_event)
+        Ok(layout) => repaired(Some(layout.facts), None)?,
+        // Not a perf.data file at all.
+        Err(e) if e.offset == 0 => {
+            return Err(DecodeError::NotRecording { path, what: e.what });
+        }
+        Err(e) if partial => repaired(HeaderFacts::parse(bytes), Some(e))?,
+        Err(e) => {
+            let facts = HeaderFacts::parse(bytes);
+            let data_end = facts.map_or(0, |f| f.data.0.saturating_add(f.data.1));
+            if facts.is_some_and(|f| f.finished()) && data_end > bytes.len() as u64 {
+                return Err(DecodeError::Truncated {
+                    path,
+                    offset: bytes.len() as u64,
+                    record: String::new(),
+                    records: 0,
+                    what: format!(
+                        "the data section ends at byte {data_end} but the file has {} bytes",
+                        bytes.len()
+                    ),
+                });
+            }
+            return Err(DecodeError::Header {
+                path,
+                offset: e.offset,
+                what: e.what,
+            });
+        }
+    };
+    let layout = read_layout(&image).map_err(|e| DecodeError::Header {
+        path: path.clone(),
+        offset: e.offset,
+        what: format!("even repaired: {}", e.what),
+    })?;
+    replay_layout(&image, layout, &path, partial, Some(why), &mut on_event)
+}
+
+/// `PERF_RECORD_SAMPLE`.
+const RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_MMAP2`.
+const RECORD_MMAP2: u32 = 10;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record holds a build-id.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+
+/// Whether `RawEventRecord::parse` would panic on this record:
+/// linux-perf-event-reader 0.10 asserts on an MMAP2 build-id longer than 20
+/// bytes. Such a record is bad, not fatal.
+pub(crate) fn would_panic(record_type: u32, misc: u16, body: &RawData<'_>) -> bool {
+    record_type == RECORD_MMAP2
+        && misc & MISC_MMAP_BUILD_ID != 0
+        && body.get(32..33).is_some_and(|len| len.as_slice()[0] > 20)
 }
 
 /// Record types from 64 on are perf's own (FINISHED_ROUND, HEADER_*).
 const USER_RECORD_TYPE_START: u32 = 64;
 
-fn replay_bytes(
+fn replay_layout(
     bytes: &[u8],
+    layout: Layout,
     display: &str,
     partial: bool,
     repaired: Option<String>,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<(Header, DecodeStats), DecodeError> {
     let display = display.to_string();
-    let reader =
-        PerfFileReader::parse_file(Cursor::new(bytes)).map_err(|source| DecodeError::Header {
-            path: display.clone(),
-            source,
-        })?;
-    let perf_file = reader.perf_file;
-    let attrs = perf_file.event_attributes();
-    let kinds: Vec<EventKind> = attrs.iter().map(kind_of).collect();
+    let mut attrs = Vec::with_capacity(layout.events.len());
+    for (event, &offset) in layout.events.iter().zip(&layout.event_offsets) {
+        match PerfEventAttr::parse::<_, LittleEndian>(&event.attr[..]) {
+            Ok((attr, _)) => attrs.push(attr),
+            Err(e) => {
+                return Err(DecodeError::Header {
+                    path: display,
+                    offset,
+                    what: format!(
+                        "event {} has a malformed perf_event_attr ({e})",
+                        attrs.len()
+                    ),
+                })
+            }
+        }
+    }
+    let kinds: Vec<EventKind> = attrs
+        .iter()
+        .zip(&layout.events)
+        .map(|(attr, event)| {
+            kind_from(
+                &attr.type_,
+                Some(event.name.as_str()).filter(|n| !n.is_empty()),
+            )
+        })
+        .collect();
+    if !kinds
+        .iter()
+        .any(|k| matches!(k, EventKind::Minor | EventKind::Major))
+    {
+        let names: Vec<&str> = layout
+            .events
+            .iter()
+            .map(|e| {
+                if e.name.is_empty() {
+                    "unnamed"
+                } else {
+                    e.name.as_str()
+                }
+            })
+            .collect();
+        return Err(DecodeError::NotRecording {
+            path: display,
+            what: format!(
+                "it has no minor-faults or major-faults event (events: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        });
+    }
     let parse_infos: Vec<RecordParseInfo> = attrs
         .iter()
-        .map(|a| RecordParseInfo::new(&a.attr, Endianness::LittleEndian))
+        .map(|a| RecordParseInfo::new(a, Endianness::LittleEndian))
         .collect();
     let mut attr_of_id: FxHashMap<u64, usize> = FxHashMap::default();
-    for (index, attr) in attrs.iter().enumerate() {
-        for id in attr.ids() {
+    for (index, event) in layout.events.iter().enumerate() {
+        for id in &event.ids {
             attr_of_id.insert(*id, index);
         }
     }
     let sample_id_all = attrs
         .first()
-        .is_some_and(|a| a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL));
-    let meta = perf_file
-        .feature_section_data(Feature(PFPROF_META_FEATURE))
-        .and_then(|bytes| serde_json::from_slice::<RecordingMeta>(bytes).ok());
-    let cmdline = perf_file
-        .cmdline()
-        .ok()
-        .flatten()
-        .map(|v| v.iter().map(|s| s.to_string()).collect());
+        .is_some_and(|a| a.flags.contains(AttrFlags::SAMPLE_ID_ALL));
+    let meta = layout
+        .meta
+        .clone()
+        .and_then(|range| serde_json::from_slice::<RecordingMeta>(&bytes[range]).ok());
     let header = Header {
         meta,
         kinds: kinds.clone(),
-        cmdline,
+        cmdline: layout.cmdline,
         records: 0,
     };
     let mut stats = DecodeStats {
@@ -342,32 +522,58 @@ fn replay_bytes(
     // Index every kernel record by time. The attr index rides in the top
     // 16 bits of the offset, so one sort of (time, key) orders everything,
     // ties in file order.
-    let facts = HeaderFacts::parse(bytes).expect("parsed above");
+    let facts = layout.facts;
     let data_start = facts.data.0 as usize;
     let data = bytes
-        .get(data_start..data_start.saturating_add(facts.data.1 as usize))
+        .get(
+            data_start
+                ..data_start
+                    .saturating_add(facts.data.1 as usize)
+                    .min(bytes.len()),
+        )
         .unwrap_or_default();
     let mut index: Vec<(u64, u64)> = Vec::with_capacity(data.len() / 96);
     let mut offset = 0usize;
     while offset < data.len() {
         let Some(head) = data.get(offset..offset + 8) else {
-            break;
-        };
-        let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
-        if size < 8 || offset + size > data.len() {
-            let why = format!("record at data offset {offset} has a bad size ({size})");
+            let why = format!(
+                "{} bytes left, too few for a record header",
+                data.len() - offset
+            );
             if partial {
                 stats.truncated = Some(format!("after {} records: {why}", index.len()));
                 break;
             }
             return Err(DecodeError::Truncated {
                 path: display,
+                offset: (data_start + offset) as u64,
+                record: String::new(),
                 records: index.len() as u64,
-                source: linux_perf_data::Error::IoError(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    why,
-                )),
+                what: why,
+            });
+        };
+        let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        if size < 8 || offset + size > data.len() {
+            let why = format!("the record's size ({size} bytes) is impossible");
+            let at = data_start + offset;
+            let record = format!(
+                " (record type {record_type}, {})",
+                record_type_name(record_type)
+            );
+            if partial {
+                stats.truncated = Some(format!(
+                    "after {} records: at byte {at}{record}: {why}",
+                    index.len()
+                ));
+                break;
+            }
+            return Err(DecodeError::Truncated {
+                path: display,
+                offset: at as u64,
+                record,
+                records: index.len() as u64,
+                what: why,
             });
         }
         let body = RawData::Single(&data[offset + 8..offset + size]);
@@ -376,9 +582,10 @@ fn replay_bytes(
         if record_type >= USER_RECORD_TYPE_START {
             continue;
         }
-        // Files without ids (a single event, no EVENT_DESC) map everything
-        // to their only attr.
-        let attr_index = if attr_of_id.is_empty() {
+        // A file without ids, or of one event, maps everything to its
+        // first attr, as perf does: with one event, records need not carry
+        // an identifier (perf's own files have none).
+        let attr_index = if attr_of_id.is_empty() || kinds.len() == 1 {
             0
         } else {
             match get_record_identifier::<LittleEndian>(
@@ -412,6 +619,7 @@ fn replay_bytes(
     stats.first_time = index.first().map(|r| r.0);
     stats.last_time = index.last().map(|r| r.0);
 
+    let (mut decoded, mut faults, mut bad_faults) = (0u64, 0u64, 0u64);
     for &(time, key) in &index {
         let offset = (key & ((1 << 48) - 1)) as usize;
         let attr_index = (key >> 48) as usize;
@@ -426,11 +634,41 @@ fn replay_bytes(
             parse_infos[attr_index],
         );
         stats.records += 1;
+        let fault_kind = matches!(kinds[attr_index], EventKind::Minor | EventKind::Major);
         match to_event(&record, kinds[attr_index], time) {
-            Ok(Some(event)) => on_event(event),
-            Ok(None) => {}
-            Err(BadRecord) => stats.bad_records += 1,
+            Ok(Some(event)) => {
+                decoded += 1;
+                faults += u64::from(matches!(event, Event::Fault(_)));
+                on_event(event)
+            }
+            Ok(None) => decoded += 1,
+            Err(BadRecord) => {
+                stats.bad_records += 1;
+                bad_faults += u64::from(fault_kind && record_type.0 == RECORD_SAMPLE);
+            }
         }
+    }
+    // Never an empty profile passed off as a result: a recording whose
+    // records, or whose fault samples, all failed to decode is an error.
+    let what = if decoded == 0 && stats.bad_records > 0 {
+        Some(format!(
+            "no record could be decoded (all {} are damaged or belong to no event of the recording)",
+            stats.bad_records
+        ))
+    } else if decoded == 0 {
+        Some("no record could be decoded (the recording holds none)".to_string())
+    } else if faults == 0 && bad_faults > 0 {
+        Some(format!(
+            "none of its {bad_faults} fault samples could be decoded (each needs a pid, tid and data address: perf record without -d?)"
+        ))
+    } else {
+        None
+    };
+    if let Some(what) = what {
+        return Err(DecodeError::NoRecords {
+            path: display,
+            what,
+        });
     }
     Ok((header, stats))
 }
@@ -445,6 +683,9 @@ fn to_event<'a>(
     kind: EventKind,
     time: u64,
 ) -> Result<Option<Event<'a>>, BadRecord> {
+    if would_panic(record.record_type.0, record.misc, &record.data) {
+        return Err(BadRecord);
+    }
     let Ok(parsed) = record.parse() else {
         return Err(BadRecord);
     };
@@ -726,11 +967,20 @@ pub(crate) mod tests {
         let dir = std::env::temp_dir().join(format!("pfprof-merge-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("m.data");
-        let events = vec![EventDesc {
-            attr: minor_faults_attr(),
-            name: "minor-faults".into(),
-            ids: vec![100, 101],
-        }];
+        // Two events: a record's id picks its event (one event would take
+        // every record, as perf does).
+        let events = vec![
+            EventDesc {
+                attr: minor_faults_attr(),
+                name: "minor-faults".into(),
+                ids: vec![100, 101],
+            },
+            EventDesc {
+                attr: minor_faults_attr(),
+                name: "other".into(),
+                ids: vec![200],
+            },
+        ];
         let mut w = PerfDataWriter::create(&path, events).unwrap();
         // round 1: cpu 0 then cpu 1
         for t in [10, 30, 50] {
@@ -756,7 +1006,7 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert_eq!(times, [10, 20, 30, 40, 50, 55, 60, 70, 70]);
-        assert_eq!(header.kinds, [EventKind::Minor]);
+        assert_eq!(header.kinds, [EventKind::Minor, EventKind::Minor]);
         assert_eq!(stats.bad_records, 1, "the record with an unknown id");
         std::fs::remove_dir_all(&dir).unwrap();
     }

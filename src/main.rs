@@ -13,13 +13,20 @@ use pfprof::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::perf_data::Exit;
 use pfprof::{diff, error, record, render, report, resolve};
 
-/// `-i` takes a directory or the data file itself.
-fn data_path(input: &Path) -> PathBuf {
-    if input.is_dir() {
-        input.join(DATA_FILE)
-    } else {
-        input.to_path_buf()
+/// `-i` takes a directory or the data file itself. A directory without a
+/// recording is named as such (not as a missing `DIR/pfprof.data`).
+fn data_path(input: &Path) -> Result<PathBuf> {
+    if !input.is_dir() {
+        return Ok(input.to_path_buf());
     }
+    let path = input.join(DATA_FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        anyhow::bail!(
+            "{} is a directory without a recording (no {DATA_FILE} in it)",
+            input.display()
+        );
+    }
+    Ok(path)
 }
 
 fn analyze_and_resolve(
@@ -193,7 +200,7 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Action::Report(args) => {
             let resolved =
-                analyze_and_resolve(&data_path(&args.input), &args.analysis, args.partial)?;
+                analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial)?;
             let report = &resolved.report;
             let mut stdout = std::io::stdout().lock();
             match (args.format, args.startup) {
@@ -222,7 +229,7 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Action::Flamegraph(args) => {
             let resolved =
-                analyze_and_resolve(&data_path(&args.input), &args.analysis, args.partial)?;
+                analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial)?;
             let out_dir = OutDir::open_or_create(
                 &args
                     .output
@@ -259,10 +266,9 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Action::Diff(args) => {
-            let before = analyze_and_resolve(&data_path(&args.before), &args.analysis, false)
-                .with_context(|| format!("cannot analyse {}", args.before.display()))?;
-            let after = analyze_and_resolve(&data_path(&args.after), &args.analysis, false)
-                .with_context(|| format!("cannot analyse {}", args.after.display()))?;
+            // Decode errors name the file; no context needed.
+            let before = analyze_and_resolve(&data_path(&args.before)?, &args.analysis, false)?;
+            let after = analyze_and_resolve(&data_path(&args.after)?, &args.analysis, false)?;
             let rows = diff::compare(&before, &after, args.startup);
             let mut stdout = std::io::stdout().lock();
             match args.format {
@@ -307,6 +313,25 @@ fn run(cli: Cli) -> Result<u8> {
     }
 }
 
+/// The error and its causes on one line, each said once: a cause whose
+/// text its context already holds (thiserror messages embed their source;
+/// anyhow's `{:#}` would print it again) is left out.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    // One line, whatever a cause held.
+    line.replace('\n', " ")
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -318,7 +343,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("pfprof: error: {error:#}");
+            eprintln!("pfprof: error: {}", one_line(&error));
             ExitCode::from(error::exit_code(&error))
         }
     }

@@ -1,5 +1,6 @@
 //! The recording container: a perf.data (`PERFILE2`) file, written here and
-//! read back through `linux-perf-data` (see `decode.rs`).
+//! read back by [`read_layout`] (header, attrs, feature sections; every size
+//! checked against the file) and `decode.rs` (the records).
 //!
 //! Layout: header | event ids | attrs | data (raw kernel records, as drained
 //! from the ring buffers, with a `FINISHED_ROUND` after each drain pass) |
@@ -33,6 +34,7 @@ const HEADER_SIZE: u64 = 104;
 
 /// One event of the recording: its attr, name and the ids the kernel gave
 /// each of its per-CPU instances.
+#[derive(Debug, Clone)]
 pub struct EventDesc {
     /// The raw `perf_event_attr` bytes.
     pub attr: Vec<u8>,
@@ -434,6 +436,320 @@ impl HeaderFacts {
     }
 }
 
+/// Where and why a recording's header, attributes or feature sections do
+/// not hold together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutError {
+    /// Byte offset in the file of the field that is wrong.
+    pub offset: u64,
+    /// What is wrong, naming the part of the file.
+    pub what: String,
+}
+
+impl std::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (at byte {})", self.what, self.offset)
+    }
+}
+
+/// What a reader takes from a recording besides its records: the events
+/// (attr bytes, name, ids), the command line, pfprof's metadata. Read here
+/// rather than by `linux-perf-data`, which allocates whatever sizes the file
+/// declares: every size, count and offset is checked against the file's
+/// length before it is used, so nothing allocates more than the file holds.
+#[derive(Debug)]
+pub struct Layout {
+    /// The fixed header.
+    pub facts: HeaderFacts,
+    /// Events from `EVENT_DESC` when present, else from the attr section
+    /// (unnamed).
+    pub events: Vec<EventDesc>,
+    /// `CMDLINE` feature.
+    pub cmdline: Option<Vec<String>>,
+    /// Byte range of pfprof's metadata feature ([`PFPROF_META_FEATURE`]).
+    pub meta: Option<std::ops::Range<usize>>,
+    /// File offset of each event's attr (for errors).
+    pub event_offsets: Vec<u64>,
+}
+
+/// Bounds-checked little-endian reads over a part of the file, reporting
+/// failures at absolute file offsets.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    /// Next read position (absolute).
+    at: usize,
+    /// End of the part being read (absolute).
+    end: usize,
+    /// Names the part in errors.
+    part: &'static str,
+}
+
+impl<'a> Fields<'a> {
+    fn new(bytes: &'a [u8], start: usize, len: usize, part: &'static str) -> Self {
+        Fields {
+            bytes,
+            at: start,
+            end: start.saturating_add(len).min(bytes.len()),
+            part,
+        }
+    }
+
+    fn error(&self, what: impl std::fmt::Display) -> LayoutError {
+        LayoutError {
+            offset: self.at as u64,
+            what: format!("{}: {what}", self.part),
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], LayoutError> {
+        match self.at.checked_add(n).filter(|&e| e <= self.end) {
+            Some(end) => {
+                let out = &self.bytes[self.at..end];
+                self.at = end;
+                Ok(out)
+            }
+            None => Err(self.error(format_args!(
+                "{n} bytes declared, {} left",
+                self.end.saturating_sub(self.at)
+            ))),
+        }
+    }
+
+    fn u32(&mut self) -> Result<u32, LayoutError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// `perf_header_string`: u32 length, then that many bytes, NUL padded.
+    fn string(&mut self) -> Result<String, LayoutError> {
+        let len = self.u32()? as usize;
+        let raw = self.take(len)?;
+        let text = raw.split(|&b| b == 0).next().unwrap_or_default();
+        Ok(String::from_utf8_lossy(text).into_owned())
+    }
+}
+
+/// perf's smallest `perf_event_attr` (`PERF_ATTR_SIZE_VER0`).
+const ATTR_SIZE_MIN: usize = 64;
+/// Far above any kernel's `perf_event_attr` (144 bytes in 6.x).
+const ATTR_SIZE_MAX: usize = 4096;
+/// Readers key records by attr index in 16 bits.
+pub const MAX_EVENTS: usize = 0xffff;
+
+fn range_in(bytes: &[u8], offset: u64, size: u64) -> Option<std::ops::Range<usize>> {
+    let end = offset.checked_add(size)?;
+    (end <= bytes.len() as u64).then_some(offset as usize..end as usize)
+}
+
+/// Reads and checks everything but the records (see [`Layout`]). The data
+/// section itself may be cut short (the caller decides whether to repair),
+/// but must start inside the file.
+pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
+    let at = |offset: u64, what: &str| LayoutError {
+        offset,
+        what: what.to_string(),
+    };
+    match bytes.get(..8) {
+        Some(b"PERFILE2") => {}
+        Some(b"2ELIFREP") => return Err(at(0, "a big-endian perf.data file (not supported)")),
+        Some(magic) if magic.starts_with(b"PERFFILE") => {
+            return Err(at(0, "a perf.data file of the old format (PERFFILE)"))
+        }
+        _ => return Err(at(0, "not a perf.data file (no PERFILE2 magic)")),
+    }
+    let facts = HeaderFacts::parse(bytes)
+        .ok_or_else(|| at(bytes.len() as u64, "the perf.data header is cut"))?;
+    let attr_len = facts.attr_size.wrapping_sub(16) as usize;
+    if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
+        return Err(at(
+            16,
+            &format!("attr size {} is impossible", facts.attr_size),
+        ));
+    }
+    let (attrs_offset, attrs_size) = facts.attrs;
+    let attrs = range_in(bytes, attrs_offset, attrs_size).ok_or_else(|| {
+        at(
+            24,
+            &format!(
+                "the attr section ({attrs_size} bytes at {attrs_offset}) ends past the file's {} bytes",
+                bytes.len()
+            ),
+        )
+    })?;
+    if attrs_size == 0 {
+        return Err(at(32, "the attr section is empty (no events)"));
+    }
+    if attrs_size % facts.attr_size != 0 {
+        return Err(at(
+            32,
+            &format!(
+                "the attr section's size {attrs_size} is not a multiple of the attr size {}",
+                facts.attr_size
+            ),
+        ));
+    }
+    let (data_offset, data_size) = facts.data;
+    if data_offset < HEADER_SIZE || data_offset > bytes.len() as u64 {
+        return Err(at(
+            40,
+            &format!(
+                "the data section starts at byte {data_offset}, outside the file's {} bytes",
+                bytes.len()
+            ),
+        ));
+    }
+    // Ids from the attr section. Each attr points at its own id array; a
+    // file whose arrays add up to more than the file is lying.
+    if attrs_size / facts.attr_size > MAX_EVENTS as u64 {
+        return Err(at(
+            32,
+            &format!(
+                "{} events (at most {MAX_EVENTS} are supported)",
+                attrs_size / facts.attr_size
+            ),
+        ));
+    }
+    let mut events = Vec::new();
+    let mut event_offsets = Vec::new();
+    let mut id_bytes = 0usize;
+    for (i, entry) in bytes[attrs.clone()]
+        .chunks_exact(facts.attr_size as usize)
+        .enumerate()
+    {
+        let entry_offset = (attrs.start + i * facts.attr_size as usize) as u64;
+        event_offsets.push(entry_offset);
+        let ids_at = entry_offset + attr_len as u64;
+        let (ids_offset, ids_size) = (
+            le_u64(entry, attr_len).unwrap_or_default(),
+            le_u64(entry, attr_len + 8).unwrap_or_default(),
+        );
+        let ids = range_in(bytes, ids_offset, ids_size)
+            .filter(|r| r.len() % 8 == 0)
+            .ok_or_else(|| {
+                at(
+                    ids_at,
+                    &format!(
+                        "the event ids ({ids_size} bytes at {ids_offset}) are outside the file"
+                    ),
+                )
+            })?;
+        id_bytes += ids.len();
+        if id_bytes > bytes.len() {
+            return Err(at(
+                ids_at,
+                "the event id arrays add up to more than the file",
+            ));
+        }
+        events.push(EventDesc {
+            attr: entry[..attr_len].to_vec(),
+            name: String::new(),
+            ids: bytes[ids]
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+        });
+    }
+    let mut layout = Layout {
+        facts,
+        events,
+        cmdline: None,
+        meta: None,
+        event_offsets,
+    };
+    if !facts.finished() {
+        return Ok(layout);
+    }
+    // Feature sections: a table of (offset, size) at the data section's
+    // end, one entry per bit set, in bit order.
+    let table = data_offset
+        .checked_add(data_size)
+        .filter(|&end| end <= bytes.len() as u64)
+        .ok_or_else(|| {
+            at(
+                48,
+                &format!(
+                    "the data section ({data_size} bytes at {data_offset}) ends past the file's {} bytes",
+                    bytes.len()
+                ),
+            )
+        })?;
+    let mut entries = Fields::new(bytes, table as usize, usize::MAX, "feature section table");
+    for bit in 0..256u32 {
+        if facts.features[(bit / 64) as usize] & (1 << (bit % 64)) == 0 {
+            continue;
+        }
+        let entry_at = entries.at as u64;
+        let entry = entries.take(16)?;
+        let (offset, size) = (
+            le_u64(entry, 0).unwrap_or_default(),
+            le_u64(entry, 8).unwrap_or_default(),
+        );
+        let range = range_in(bytes, offset, size).ok_or_else(|| {
+            at(
+                entry_at,
+                &format!(
+                    "feature {bit}'s section ({size} bytes at {offset}) ends past the file's {} bytes",
+                    bytes.len()
+                ),
+            )
+        })?;
+        match bit {
+            HEADER_CMDLINE => {
+                let mut f = Fields::new(bytes, range.start, range.len(), "CMDLINE feature");
+                let n = f.u32()?;
+                let mut args = Vec::new();
+                for _ in 0..n {
+                    args.push(f.string()?);
+                }
+                layout.cmdline = Some(args);
+            }
+            HEADER_EVENT_DESC => {
+                (layout.events, layout.event_offsets) = event_desc(bytes, range)?;
+            }
+            PFPROF_META_FEATURE => layout.meta = Some(range),
+            _ => {}
+        }
+    }
+    Ok(layout)
+}
+
+/// The `EVENT_DESC` feature: u32 count, u32 attr size, then per event the
+/// attr, u32 id count, the name (`perf_header_string`) and the ids.
+fn event_desc(
+    bytes: &[u8],
+    range: std::ops::Range<usize>,
+) -> Result<(Vec<EventDesc>, Vec<u64>), LayoutError> {
+    let mut f = Fields::new(bytes, range.start, range.len(), "EVENT_DESC feature");
+    let n = f.u32()?;
+    if n as usize > MAX_EVENTS {
+        return Err(f.error(format_args!(
+            "{n} events (at most {MAX_EVENTS} are supported)"
+        )));
+    }
+    let attr_len = f.u32()? as usize;
+    if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
+        return Err(f.error(format_args!("attr size {attr_len} is impossible")));
+    }
+    let mut events = Vec::new();
+    let mut offsets = Vec::new();
+    for _ in 0..n {
+        offsets.push(f.at as u64);
+        let attr = f.take(attr_len)?.to_vec();
+        let n_ids = f.u32()? as usize;
+        let name = f.string()?;
+        let ids = f.take(n_ids.saturating_mul(8))?;
+        events.push(EventDesc {
+            attr,
+            name,
+            ids: ids
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+        });
+    }
+    Ok((events, offsets))
+}
+
 /// Rebuilds a readable image of a recording whose end is missing: pfprof was
 /// killed before writing the feature sections, or the file was cut. Keeps
 /// every complete record and synthesizes `EVENT_DESC` from the attrs and
@@ -442,18 +758,32 @@ impl HeaderFacts {
 pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
     let facts = HeaderFacts::parse(bytes)?;
     let attr_len = facts.attr_size.checked_sub(16)? as usize;
+    if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
+        return None;
+    }
     let (attrs_offset, attrs_size) = facts.attrs;
-    let n_attrs = attrs_size.checked_div(facts.attr_size)? as usize;
+    let attrs = range_in(bytes, attrs_offset, attrs_size)?;
+    let n_attrs = attrs_size / facts.attr_size;
+    if n_attrs == 0 || n_attrs > MAX_EVENTS as u64 {
+        return None;
+    }
+    // Each attr's ids are copied: arrays adding up to more than the file
+    // are a lie, not a reason to allocate.
+    let mut id_bytes = 0usize;
     let mut events = Vec::new();
     let mut tracepoints = 0;
-    for i in 0..n_attrs {
-        let at = (attrs_offset as usize).checked_add(i.checked_mul(facts.attr_size as usize)?)?;
-        let attr = bytes.get(at..at.checked_add(attr_len)?)?.to_vec();
+    for i in 0..n_attrs as usize {
+        let at = attrs.start + i * facts.attr_size as usize;
+        let attr = bytes.get(at..at + attr_len)?.to_vec();
         let (ids_offset, ids_size) = (
             le_u64(bytes, at + attr_len)?,
             le_u64(bytes, at + attr_len + 8)?,
         );
-        let ids = bytes.get(ids_offset as usize..ids_offset.checked_add(ids_size)? as usize)?;
+        let ids = bytes.get(range_in(bytes, ids_offset, ids_size)?)?;
+        id_bytes += ids.len();
+        if id_bytes > bytes.len() {
+            return None;
+        }
         let ids = ids
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
@@ -479,6 +809,9 @@ pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
         events.push(EventDesc { attr, name, ids });
     }
     // Walk whole records from the start of the data section.
+    if facts.data.0 < HEADER_SIZE || facts.data.0 > bytes.len() as u64 {
+        return None;
+    }
     let data_start = facts.data.0 as usize;
     let limit = if facts.finished() {
         bytes
@@ -582,6 +915,145 @@ mod tests {
                 want
             );
         }
+    }
+
+    /// A finished recording reads back whole; each size, count and offset
+    /// field set to a lie is refused with the field's byte offset, before
+    /// anything is allocated from it.
+    #[test]
+    fn read_layout_checks_every_field() {
+        let dir = std::env::temp_dir().join(format!("pfprof-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("l.data");
+        let events = vec![
+            EventDesc {
+                attr: attr(1, 5),
+                name: "minor-faults".into(),
+                ids: vec![1, 2],
+            },
+            EventDesc {
+                attr: attr(2, 190),
+                name: "exceptions:page_fault_user".into(),
+                ids: vec![5],
+            },
+        ];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        w.write_records(&record(16)).unwrap();
+        let meta = RecordingMeta {
+            command: vec!["app".into(), "arg".into()],
+            ..RecordingMeta::default()
+        };
+        w.finish(&meta, "h", "r", 2).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let layout = read_layout(&full).unwrap();
+        let names: Vec<&str> = layout.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["minor-faults", "exceptions:page_fault_user"]);
+        assert_eq!(layout.events[0].ids, [1, 2]);
+        assert_eq!(
+            layout.cmdline.as_deref(),
+            Some(&["pfprof".to_string(), "app".into(), "arg".into()][..])
+        );
+        let json: RecordingMeta = serde_json::from_slice(&full[layout.meta.unwrap()]).unwrap();
+        assert_eq!(json.command, ["app", "arg"]);
+
+        let u64_at = |at: usize| u64::from_le_bytes(full[at..at + 8].try_into().unwrap());
+        let (attr_size, attrs) = (u64_at(16) as usize, u64_at(24) as usize);
+        let table = (u64_at(40) + u64_at(48)) as usize;
+        // Table entries in bit order: HOSTNAME, OSRELEASE, NRCPUS, CMDLINE,
+        // EVENT_DESC, pfprof's metadata.
+        let section = |index: usize| u64_at(table + 16 * index) as usize;
+        let (cmdline, event_desc) = (section(3), section(4));
+        let cases: &[(&str, usize, &[u8], u64, &str)] = &[
+            ("magic", 0, b"PERFILE3", 0, "not a perf.data file"),
+            ("big-endian", 0, b"2ELIFREP", 0, "big-endian"),
+            ("attr size small", 16, &8u64.to_le_bytes(), 16, "attr size"),
+            (
+                "attr size huge",
+                16,
+                &(1u64 << 40).to_le_bytes(),
+                16,
+                "attr size",
+            ),
+            (
+                "attrs past the end",
+                32,
+                &u64::MAX.to_le_bytes(),
+                24,
+                "attr section",
+            ),
+            (
+                "attrs not whole",
+                32,
+                &(attr_size as u64 + 1).to_le_bytes(),
+                32,
+                "multiple",
+            ),
+            (
+                "data before the header end",
+                40,
+                &0u64.to_le_bytes(),
+                40,
+                "data section",
+            ),
+            (
+                "data past the end",
+                48,
+                &u64::MAX.to_le_bytes(),
+                48,
+                "data section",
+            ),
+            (
+                "ids huge",
+                attrs + attr_size - 8,
+                &(1u64 << 50).to_le_bytes(),
+                (attrs + attr_size - 16) as u64,
+                "event ids",
+            ),
+            (
+                "feature section past the end",
+                table + 8,
+                &u64::MAX.to_le_bytes(),
+                table as u64,
+                "feature 3",
+            ),
+            (
+                "EVENT_DESC count",
+                event_desc,
+                &u32::MAX.to_le_bytes(),
+                event_desc as u64 + 4,
+                "EVENT_DESC feature: 4294967295 events",
+            ),
+            (
+                "EVENT_DESC attr size",
+                event_desc + 4,
+                &u32::MAX.to_le_bytes(),
+                event_desc as u64 + 8,
+                "EVENT_DESC feature: attr size",
+            ),
+            (
+                "CMDLINE count",
+                cmdline,
+                &u32::MAX.to_le_bytes(),
+                0,
+                "CMDLINE feature",
+            ),
+        ];
+        for &(name, at, value, offset, what) in cases {
+            let mut bytes = full.clone();
+            bytes[at..at + value.len()].copy_from_slice(value);
+            let error = read_layout(&bytes).unwrap_err();
+            assert!(error.what.contains(what), "{name}: {error}");
+            if offset != 0 || at == 0 {
+                assert_eq!(error.offset, offset, "{name}: {error}");
+            }
+        }
+        // The table itself cut short.
+        let error = read_layout(&full[..table + 20]).unwrap_err();
+        assert!(error.what.contains("feature"), "{error}");
+        assert!(read_layout(b"").is_err());
+        assert!(read_layout(&full[..50]).is_err());
     }
 
     /// A recording cut anywhere inside its data keeps exactly its complete

@@ -495,7 +495,12 @@ mod tests {
             Some(vec![1, 2]),
         );
         p.on_mmap(10, 0x40_4000, 0x3000, 0, prw, 0x22, b"//anon", None);
+        // The first anonymous mapping within 1 GiB after the executable is
+        // the heap's first growth (named //anon by the kernel); later ones,
+        // and those where mmap places memory, are anonymous memory.
         p.on_mmap(10, 0x50_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
+        p.on_mmap(10, 0x60_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
+        p.on_mmap(10, 0x7f00_0000_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
         let app = p.modules.intern("/bin/app", Some(vec![1, 2]));
         assert_eq!(p.by_pid[&10].exe, Some(app));
         assert_eq!(
@@ -506,7 +511,12 @@ mod tests {
                 kind: MapKind::BssTail(app)
             }
         );
-        assert_eq!(p.by_pid[&10].place(0x50_0000), Place::Region(MapKind::Anon));
+        assert_eq!(p.by_pid[&10].place(0x50_0000), Place::Region(MapKind::Heap));
+        assert_eq!(p.by_pid[&10].place(0x60_0000), Place::Region(MapKind::Anon));
+        assert_eq!(
+            p.by_pid[&10].place(0x7f00_0000_0000),
+            Place::Region(MapKind::Anon)
+        );
         assert_eq!(p.by_pid[&10].place(0x7ffd_0000_0000), Place::InferredStack);
         assert_eq!(p.by_pid[&10].place(0x100), Place::Unknown);
         p.on_fork(11, 10, 11);

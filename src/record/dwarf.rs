@@ -366,7 +366,13 @@ impl StackRewriter {
         let info = self.infos[attr];
         let time =
             get_record_timestamp::<LittleEndian>(RecordType(record_type), body, &info).unwrap_or(0);
-        let parsed = RawEventRecord::new(RecordType(record_type), misc, body, info).parse();
+        let parsed = if crate::decode::would_panic(record_type, misc, &body) {
+            Err(())
+        } else {
+            RawEventRecord::new(RecordType(record_type), misc, body, info)
+                .parse()
+                .map_err(|_| ())
+        };
         let Ok(parsed) = parsed else {
             self.unwinder.stats.bad_records += 1;
             self.out.extend_from_slice(record);

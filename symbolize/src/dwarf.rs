@@ -9,10 +9,28 @@ use object::{Object, ObjectSection};
 type Reader<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
 type Ctx<'a> = addr2line::Context<Reader<'a>>;
 
+/// The bytes of a file: mapped, or read into memory (fuzzing, tests).
+pub(crate) enum Bytes {
+    /// A mapped file.
+    Map(Mmap),
+    /// Bytes in memory.
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Map(map) => map,
+            Bytes::Owned(bytes) => bytes,
+        }
+    }
+}
+
 /// The mapped file plus the inflated copies of its compressed DWARF
 /// sections, which the context borrows from.
 pub(crate) struct DwarfOwner {
-    map: Mmap,
+    map: Bytes,
     /// (section name, inflated bytes) for SHF_COMPRESSED sections only.
     inflated: Vec<(&'static str, Vec<u8>)>,
     little_endian: bool,
@@ -44,7 +62,7 @@ pub(crate) fn has_debug_info(file: &object::File<'_>) -> bool {
 impl Dwarf {
     /// Builds a context over `map`, which must hold an ELF file with DWARF.
     /// `None` when it cannot be parsed.
-    pub(crate) fn load(map: Mmap) -> Option<Self> {
+    pub(crate) fn load(map: Bytes) -> Option<Self> {
         let (inflated, little_endian) = {
             let file = crate::elf::parse_elf(&map)?;
             if !has_debug_info(&file) {

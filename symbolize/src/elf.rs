@@ -1,7 +1,6 @@
 //! ELF facts read with `object`: program headers, section headers, symbols,
 //! build-id and `.gnu_debuglink`, and the search for separate debug files.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -13,7 +12,19 @@ use crate::{SectionInfo, SegmentInfo};
 
 /// Maps a whole file read-only.
 pub(crate) fn map_file(path: &Path) -> std::io::Result<Mmap> {
-    let file = File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: opening a FIFO (a path from a recording, a debuglink
+    // candidate) must not wait for a writer. Only regular files are mapped.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     // SAFETY: the mapping is private and read-only; we never hand out
     // references that outlive it. If another process truncates the file while
     // it is mapped, reads past the new end raise SIGBUS: this is the usual
@@ -385,6 +396,23 @@ pub(crate) fn debug_file_candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO (a path from a recording, a debuglink candidate) is refused
+    /// without waiting for a writer; so are directories.
+    #[test]
+    fn map_file_refuses_what_is_not_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("pfprof-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        for path in [&fifo, &dir] {
+            let error = map_file(path).unwrap_err();
+            assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{path:?}");
+        }
+        assert!(crate::read_build_id(&fifo).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn crc32_known_values() {

@@ -502,6 +502,18 @@ impl Symbolizer {
         file: &object::File<'_>,
         build_id: Option<Vec<u8>>,
     ) -> Result<Module, Reason> {
+        self.parse_with(path, file, build_id, true)
+    }
+
+    /// [`Self::parse`]; `search_debug` off reads the file alone (no
+    /// separate debug file), for images in memory.
+    fn parse_with(
+        &self,
+        path: &Path,
+        file: &object::File<'_>,
+        build_id: Option<Vec<u8>>,
+        search_debug: bool,
+    ) -> Result<Module, Reason> {
         use object::Object;
         let headers = elf::program_headers(file);
         let mut sections = elf::alloc_sections(file);
@@ -513,7 +525,7 @@ impl Symbolizer {
         let mut debug_file = None;
         let mut rejected_debug_files = Vec::new();
         let mut dwarf_path = main_has_dwarf.then(|| path.to_path_buf());
-        if !main_has_dwarf || !main_has_symtab || sections.is_empty() {
+        if search_debug && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
             let debuglink = file.gnu_debuglink().ok().flatten();
             let candidates = elf::debug_file_candidates(
                 path,
@@ -587,7 +599,7 @@ impl Symbolizer {
                 .iter()
                 .find_map(|seg| {
                     let delta = section.svma.checked_sub(seg.svma)?;
-                    (delta < seg.mem_size).then(|| seg.file_offset + delta)
+                    (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
                 })
                 .unwrap_or(0);
         }
@@ -649,7 +661,7 @@ impl Symbolizer {
                 .dwarf_path
                 .as_deref()
                 .and_then(|p| elf::map_file(p).ok())
-                .and_then(dwarf::Dwarf::load);
+                .and_then(|map| dwarf::Dwarf::load(dwarf::Bytes::Map(map)));
             module.dwarf = Some(loaded);
         }
         file_offsets
@@ -685,22 +697,116 @@ impl Symbolizer {
         let module = module.borrow();
         file_offsets
             .iter()
-            .map(|&file_offset| {
-                let svma = module
-                    .info
-                    .file_offset_to_svma(file_offset)
-                    .ok_or(Reason::NotInSegment)?;
-                let section = module.info.section_at(svma).map(|s| s.name.clone());
-                let symbol = module.symbols.lookup(svma, SymKind::Data);
-                Ok(DataTarget {
-                    svma,
-                    section,
-                    symbol: symbol.map(|s| maybe_demangle(&s.name, demangle)),
-                    symbol_offset: symbol.map_or(0, |s| svma - s.svma),
-                })
-            })
+            .map(|&file_offset| data_target(&module, file_offset, demangle))
             .collect()
     }
+}
+
+fn data_target(module: &Module, file_offset: u64, demangle: bool) -> Result<DataTarget, Reason> {
+    let svma = module
+        .info
+        .file_offset_to_svma(file_offset)
+        .ok_or(Reason::NotInSegment)?;
+    let section = module.info.section_at(svma).map(|s| s.name.clone());
+    let symbol = module.symbols.lookup(svma, SymKind::Data);
+    Ok(DataTarget {
+        svma,
+        section,
+        symbol: symbol.map(|s| maybe_demangle(&s.name, demangle)),
+        symbol_offset: symbol.map_or(0, |s| svma - s.svma),
+    })
+}
+
+/// What [`inspect_image`] read from one ELF image.
+#[derive(Debug)]
+pub struct Inspection {
+    /// The module facts, as [`Symbolizer::module_info`] gives them.
+    pub info: ModuleInfo,
+    /// The `.gnu_debuglink` name and CRC, and the CRC-32 of the image.
+    pub debuglink: Option<(Vec<u8>, u32)>,
+    /// CRC-32 of the whole image (what a debuglink is checked against).
+    pub crc: u32,
+    /// Where a separate debug file would be looked for.
+    pub debug_candidates: Vec<PathBuf>,
+    /// [`Symbolizer::code`] of each offset (DWARF of the image itself).
+    pub code: Vec<Result<CodeSite, Reason>>,
+    /// [`Symbolizer::data`] of each offset.
+    pub data: Vec<Result<DataTarget, Reason>>,
+    /// [`Symbolizer::function_ranges`] of start-up's functions.
+    pub functions: Vec<(String, std::ops::Range<u64>)>,
+    /// [`Symbolizer::relocations`].
+    pub relocations: Result<RelocationInfo, Reason>,
+    /// [`unwind_sections`].
+    pub unwind: Result<UnwindSections, Reason>,
+}
+
+/// Everything this crate reads from an ELF file, over an image in memory
+/// instead of a path: module facts, debuglink, symbols, DWARF frames and
+/// data targets of `file_offsets`, relocations and unwind sections. No
+/// separate debug file is opened. The same code as the path-based API, so a
+/// fuzzer feeding arbitrary bytes here tests what pfprof runs on files.
+pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Reason> {
+    let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
+    let build_id = elf::build_id(&file);
+    let path = Path::new("/nonexistent/image");
+    let debuglink = {
+        use object::Object;
+        file.gnu_debuglink()
+            .ok()
+            .flatten()
+            .map(|(name, crc)| (name.to_vec(), crc))
+    };
+    let debug_candidates: Vec<PathBuf> = elf::debug_file_candidates(
+        path,
+        build_id.as_deref(),
+        debuglink.as_ref().map(|(name, _)| &name[..]),
+        &Options::default().debug_dirs,
+    )
+    .into_iter()
+    .map(|c| c.path)
+    .collect();
+    let symbolizer = Symbolizer::new(Options::default());
+    let module = symbolizer.parse_with(path, &file, build_id, false)?;
+    let dwarf = module
+        .info
+        .has_dwarf
+        .then(|| dwarf::Dwarf::load(dwarf::Bytes::Owned(data.to_vec())))
+        .flatten();
+    let code = file_offsets
+        .iter()
+        .map(|&file_offset| {
+            let svma = module
+                .info
+                .file_offset_to_svma(file_offset)
+                .ok_or(Reason::NotInSegment)?;
+            code_site(dwarf.as_ref(), &module.symbols, svma, true)
+        })
+        .collect();
+    let data_targets = file_offsets
+        .iter()
+        .map(|&file_offset| data_target(&module, file_offset, true))
+        .collect();
+    let names = ["main", "__libc_start_call_main", "_start"];
+    let found = module.symbols.functions_named(&names);
+    let functions = names
+        .iter()
+        .filter_map(|&name| {
+            let sym = found.get(name)?;
+            let start = module.info.svma_to_file_offset(sym.svma)?;
+            Some((name.to_string(), start..start.checked_add(sym.size)?))
+        })
+        .collect();
+    Ok(Inspection {
+        relocations: reloc::relocations(data, &module.info),
+        unwind: unwind_sections(data),
+        info: module.info,
+        debuglink,
+        crc: elf::crc32(data),
+        debug_candidates,
+        code,
+        data: data_targets,
+        functions,
+    })
 }
 
 impl Symbolizer {

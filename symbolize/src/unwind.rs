@@ -80,13 +80,13 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
     let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
     let range = |name: &str| {
         let s = file.section_by_name(name)?;
-        Some(s.address()..s.address() + s.size())
+        Some(s.address()..s.address().checked_add(s.size())?)
     };
     let bytes = |name: &str| {
         let s = file.section_by_name(name)?;
         let data = s.uncompressed_data().ok()?.into_owned();
         Some(SectionBytes {
-            svma: s.address()..s.address() + s.size(),
+            svma: s.address()..s.address().checked_add(s.size())?,
             data,
         })
     };

@@ -4,6 +4,7 @@
 
 mod cli;
 mod dwarf;
+mod hostile;
 mod live;
 mod loud;
 mod names;
