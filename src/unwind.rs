@@ -631,7 +631,9 @@ fn walk(
         if space.sigreturn.contains(&return_avma) {
             // A signal handler returns to the trampoline with the stack at
             // the kernel's `ucontext`: its caller is the interrupted code.
-            chain.push(return_avma);
+            // Written +1 like the interrupted IP: the trampoline starts at the
+            // return address, and readers look up the byte before it.
+            chain.push(return_avma + 1);
             match interrupted_regs(unwind_regs.sp(), &mut read_stack) {
                 Ok(interrupted) => {
                     unwind_regs = interrupted;
