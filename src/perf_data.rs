@@ -114,6 +114,10 @@ pub struct RecordingMeta {
     /// locked-memory limits shrank it (None in recordings before it was kept).
     #[serde(default)]
     pub ring_bytes_per_cpu: Option<u64>,
+    /// How the draining thread was scheduled: `fifo` (real-time),
+    /// `nice -10` or `ordinary` (None in older recordings).
+    #[serde(default)]
+    pub recorder_priority: Option<String>,
     /// `kernel.perf_event_max_stack`: where the kernel cuts frame-pointer chains.
     #[serde(default)]
     pub max_stack: Option<u32>,

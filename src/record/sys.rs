@@ -424,6 +424,24 @@ pub fn raise_priority(nice: i32) -> bool {
     unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
 }
 
+/// Moves the calling thread to the real-time class `SCHED_FIFO` at
+/// `priority` (needs CAP_SYS_NICE or an RLIMIT_RTPRIO); false when refused.
+pub fn realtime_priority(priority: i32) -> bool {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: sched_setscheduler reads one live sched_param; pid 0 is the
+    // calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}
+
+/// Moves the calling thread back to the ordinary class (`SCHED_OTHER`).
+pub fn ordinary_priority() -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in `realtime_priority`.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) == 0 }
+}
+
 static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static SIGNAL_COUNT: AtomicU32 = AtomicU32::new(0);
 

@@ -208,6 +208,7 @@ fn output_dir_is_moved_to_old() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("cli_old_dir");
     let (out, _) = record(&dir, std::path::Path::new("/bin/true"), &[]);
     assert!(out.status.success());
@@ -251,6 +252,7 @@ fn sigterm_finishes_the_recording() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("cli_sigterm");
     let child = record_sleep(&dir);
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -276,6 +278,7 @@ fn killed_recording_is_readable() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("cli_sigkill");
     let mut child = record_sleep(&dir);
     std::thread::sleep(std::time::Duration::from_millis(1600));

@@ -160,3 +160,36 @@ fn signal_handler_frames() {
         assert_eq!(s.last(), Some(&"touch_in_handler"), "{s:?}");
     }
 }
+
+/// A fork storm (200 processes × 8 threads, each thread writing 64 fresh
+/// pages, all at once on a two-CPU machine) in the default dwarf mode:
+/// nothing lost, every fault captured, and every thread's chain complete
+/// from `clone3`. A drain thread at nice -10 lost 3-42% of these faults;
+/// in the real-time class it keeps pace.
+#[test]
+fn fork_storm_loses_nothing() {
+    if !can_record() {
+        return;
+    }
+    let _alone = crate::util::exclusive();
+    let dir = temp_dir("dwarf_storm");
+    let exe = compile_c(&dir, "fork_storm.c", &["-pthread"]);
+    let (out, report) = record_with(&dir, &[], &exe, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_complete(&report);
+    let rows = function_sites(&report, "touch");
+    assert_eq!(total(&rows), 200 * 8 * 64, "{}", show(&rows));
+    for r in &rows {
+        assert_eq!(
+            stack_names(r),
+            ["clone3", "start_thread", "thread_main", "touch"],
+            "{}",
+            show(&rows)
+        );
+    }
+    assert_eq!(report["processes"].as_array().unwrap().len(), 201);
+}

@@ -120,6 +120,7 @@ fn commands(input: &Path, out: &Path, good: Option<&Path>) -> Vec<(String, Comma
 /// file, for each command; the FIFO does not hang.
 #[test]
 fn not_a_recording_is_one_line() {
+    let _shared = crate::util::shared();
     let dir = temp_dir("hostile_not_a_recording");
     let good = can_record().then(|| {
         let rec = dir.join("rec");
@@ -204,6 +205,7 @@ fn damaged_recording_names_offset_and_type() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("hostile_damaged");
     record_with(&dir, &["--no-tracepoints"], Path::new("/bin/true"), &[]);
     let data = std::fs::read(dir.join("out/pfprof.data")).unwrap();
@@ -269,6 +271,7 @@ fn mutated_recordings_never_crash() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("hostile_mutated");
     record_with(&dir, &["--no-tracepoints"], Path::new("/bin/true"), &[]);
     let data = std::fs::read(dir.join("out/pfprof.data")).unwrap();

@@ -67,6 +67,7 @@ fn attach_to_running_process() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("live_attach");
     let exe = compile_c(&dir, "wait_signal.c", &[]);
     let mut waiter = start_waiter(&exe);
@@ -113,6 +114,7 @@ fn attach_stops_on_sigint_and_leaves_target_running() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("live_sigint");
     let exe = compile_c(&dir, "wait_signal.c", &[]);
     let mut waiter = start_waiter(&exe);

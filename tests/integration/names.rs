@@ -139,6 +139,7 @@ fn replaced_binary_under_attach() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("names_replaced");
     let (real, decoy) = wait_signal_and_decoy(&dir);
     let real_id = build_id(&real);
@@ -188,6 +189,7 @@ fn mount_namespace_under_attach() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("names_mntns");
     let (real, decoy) = wait_signal_and_decoy(&dir);
     // Outside: `real` at PATH; inside: `decoy` mounted over PATH.

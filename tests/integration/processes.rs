@@ -160,6 +160,7 @@ fn kill_9_of_pfprof_kills_the_command() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("processes_kill9");
     let sudo: &[(&str, &str)] = if is_root() { &SUDO_NOBODY } else { &[] };
     // A killed run leaves its recording in OUT.partial, which a later run
@@ -307,6 +308,7 @@ fn open_file_limit() {
     if !can_record() {
         return;
     }
+    let _shared = crate::util::shared();
     let dir = temp_dir("processes_nofile");
     let prlimit = |limits: &str, command: &[&str]| {
         run(Command::new("prlimit")

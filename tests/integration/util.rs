@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{OnceLock, RwLock, RwLockWriteGuard};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde_json::Value;
 
@@ -29,7 +29,7 @@ pub fn temp_dir(name: &str) -> PathBuf {
 pub fn run(cmd: &mut Command) -> Output {
     // Compilers and recordings of other tests wait while an exclusive test
     // runs (see `exclusive`).
-    let _shared = (!HOLDS_EXCLUSIVE.get()).then(|| {
+    let _shared = (!HOLDS_LOCK.get()).then(|| {
         TEST_LOCK
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -221,8 +221,10 @@ pub fn show(rows: &[&Value]) -> String {
 static TEST_LOCK: RwLock<()> = RwLock::new(());
 
 thread_local! {
-    /// This test thread holds [`exclusive`]: its own commands run freely.
-    static HOLDS_EXCLUSIVE: Cell<bool> = const { Cell::new(false) };
+    /// This test thread holds [`exclusive`] or [`shared`]: its own commands
+    /// run without taking the lock again (a second read lock behind a
+    /// waiting writer would deadlock).
+    static HOLDS_LOCK: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Held by a test that must run alone.
@@ -232,7 +234,7 @@ pub struct Exclusive {
 
 impl Drop for Exclusive {
     fn drop(&mut self) {
-        HOLDS_EXCLUSIVE.set(false);
+        HOLDS_LOCK.set(false);
     }
 }
 
@@ -244,8 +246,30 @@ pub fn exclusive() -> Exclusive {
     let guard = TEST_LOCK
         .write()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    HOLDS_EXCLUSIVE.set(true);
+    HOLDS_LOCK.set(true);
     Exclusive { _guard: guard }
+}
+
+/// Held for its whole run by a test that starts processes outside [`run`]
+/// (a recorder or a target left running while it works): an exclusive
+/// test then waits for it, as for any command started through [`run`].
+pub struct Shared {
+    _guard: RwLockReadGuard<'static, ()>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        HOLDS_LOCK.set(false);
+    }
+}
+
+/// See [`Shared`].
+pub fn shared() -> Shared {
+    let guard = TEST_LOCK
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDS_LOCK.set(true);
+    Shared { _guard: guard }
 }
 
 /// Sends signal `sig` (`TERM`, `INT`, `KILL`, `USR1`...) to `pid` with the
