@@ -1230,6 +1230,9 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     } else {
         "the processes keep running, untouched"
     };
+    let stop = |writer: &mut PerfDataWriter, error: &io::Error, what: &str| {
+        stop_on_write_error(writer, &fds, error, &cfg.data_path, start, what)
+    };
     let exit = loop {
         if write_error.is_some() {
             std::thread::sleep(Duration::from_millis(50));
@@ -1251,14 +1254,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 Ok(())
             });
             if let Err(e) = drained {
-                write_error = Some(stop_on_write_error(
-                    &mut writer,
-                    &fds,
-                    &e,
-                    &cfg.data_path,
-                    start,
-                    afterwards,
-                ));
+                write_error = Some(stop(&mut writer, &e, afterwards));
                 if child.is_none() {
                     break None;
                 }
@@ -1312,14 +1308,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             live.as_mut(),
             true,
         ) {
-            write_error = Some(stop_on_write_error(
-                &mut writer,
-                &fds,
-                &e,
-                &cfg.data_path,
-                start,
-                ended,
-            ));
+            write_error = Some(stop(&mut writer, &e, ended));
         }
     }
     // Everything drained: the analysis that follows is ordinary work.
@@ -1388,14 +1377,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     }
     if write_error.is_none() {
         if let Err(e) = writer.finish(&meta, &hostname(), &os_release(), cpus.len() as u32) {
-            write_error = Some(stop_on_write_error(
-                &mut writer,
-                &fds,
-                &e,
-                &cfg.data_path,
-                start,
-                ended,
-            ));
+            write_error = Some(stop(&mut writer, &e, ended));
         }
     }
     Ok(Recorded { exit, write_error })
