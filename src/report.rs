@@ -371,6 +371,20 @@ impl Report {
                         );
                     }
                 }
+                if let Some(u) = t
+                    .unwind
+                    .as_ref()
+                    .filter(|u| u.jit_frames + u.frame_pointer_steps > 0)
+                {
+                    // Checked steps, but guesses all the same: say so.
+                    let _ = write!(
+                        line,
+                        "\nframes found by frame pointers (no CFI): {} in JIT code, {} in code \
+                         without an FDE",
+                        thousands(u.jit_frames),
+                        thousands(u.frame_pointer_steps)
+                    );
+                }
                 if let Some(bad) = t.unwind.as_ref().map(|u| u.bad_records).filter(|&n| n > 0) {
                     let _ = write!(line, "\nsamples that did not parse: {}", thousands(bad));
                 }

@@ -7,12 +7,22 @@
 //! `.eh_frame`) of each mapped file. Files are read once and shared by every
 //! process that maps them.
 //!
+//! framehop steps the frames whose CFA is rsp- or rbp-based (nearly all);
+//! the unwinder steps the others itself (ld.so's lazy-binding trampolines
+//! keep their CFA in rbx), carrying rbx and r12-r15 from the sampled
+//! registers through every frame by the CFI's rules ([`rows`]).
+//!
 //! A chain that stops before the root (the outermost frame's CFI says "no
 //! return address", as in `_start` and `clone3`) ends with
 //! [`TRUNCATED_FRAME`]: the stack copy was too small, a frame lies in code
-//! with no unwind information (JIT code, a file that cannot be read), or the
-//! CFI led nowhere. The unwinder never guesses with frame pointers past such
-//! a frame: a marked `[unknown]` beats a plausible-looking wrong caller.
+//! with no unwind information (a file that cannot be read), or the CFI led
+//! nowhere. Frame pointers are followed in two places only, each step
+//! checked and counted: anonymous executable memory (JIT code, which keeps
+//! frame pointers by convention and has no CFI) and code no FDE covers in a
+//! file that has CFI (`.init`). Elsewhere a marked `[unknown]` beats a
+//! plausible-looking wrong caller.
+
+mod rows;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -29,9 +39,15 @@ use serde::{Deserialize, Serialize};
 /// never code; perf shows it as `[unknown]` too.
 pub const TRUNCATED_FRAME: u64 = 0;
 
-/// `sample_regs_user` for x86_64: BP (6), SP (7), IP (8), in that order in
-/// each sample.
-pub const SAMPLE_REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+/// `sample_regs_user` for x86_64 (perf_regs.h numbers): BX (1), BP (6),
+/// SP (7), IP (8) and R12-R15 (20-23), in that order in each sample. rbx
+/// and r12-r15 are callee-saved: a frame's CFA may be one of them.
+pub const SAMPLE_REGS_USER: u64 =
+    (1 << 1) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 20) | (1 << 21) | (1 << 22) | (1 << 23);
+
+/// perf_regs.h numbers of rbx, r12, r13, r14, r15 (the order of
+/// [`UserRegs::callee`]).
+pub const CALLEE_SAVED_PERF_REGS: [u64; 5] = [1, 20, 21, 22, 23];
 
 /// Deepest chain kept (perf's default `kernel.perf_event_max_stack`).
 pub const MAX_FRAMES: usize = 127;
@@ -62,6 +78,8 @@ pub struct UserRegs {
     pub sp: u64,
     /// Frame pointer (avma).
     pub bp: u64,
+    /// rbx, r12, r13, r14, r15, when sampled.
+    pub callee: [Option<u64>; 5],
 }
 
 /// How a chain ended.
@@ -122,6 +140,15 @@ pub struct UnwindStats {
     /// address is in code).
     #[serde(default)]
     pub frame_pointer_steps: u64,
+    /// Frames left through frame pointers in anonymous executable memory
+    /// (JIT code), each step checked the same way.
+    #[serde(default)]
+    pub jit_frames: u64,
+    /// Frames whose CFA is a register framehop does not track (rbx in
+    /// ld.so's lazy-binding trampolines), stepped by pfprof's own CFI
+    /// evaluation.
+    #[serde(default)]
+    pub register_cfa_steps: u64,
     /// Samples whose registers belong to no known image: faults the kernel
     /// takes inside execve (the old image's registers) and processes never
     /// seen. Only their IP is kept; `report` shows them as `[execve]`.
@@ -245,6 +272,26 @@ impl UnwindFile {
     }
 }
 
+impl UnwindFile {
+    /// The sections [`rows`] reads, with their svmas.
+    fn row_sections(&self) -> rows::Sections<'_> {
+        let s = &self.sections;
+        rows::Sections {
+            eh_frame: self
+                .eh_frame
+                .as_deref()
+                .zip(s.eh_frame.as_ref().map(|e| e.svma.start)),
+            eh_frame_hdr: self
+                .eh_frame_hdr
+                .as_deref()
+                .zip(s.eh_frame_hdr.as_ref().map(|e| e.svma.start)),
+            debug_frame: self.debug_frame.as_deref(),
+            text_svma: s.text_svma.as_ref().map(|r| r.start),
+            got_svma: s.got_svma.as_ref().map(|r| r.start),
+        }
+    }
+}
+
 fn take(data: &mut Vec<u8>) -> Data {
     Data::from(std::mem::take(data))
 }
@@ -258,6 +305,8 @@ struct Region {
     /// The file whose CFI framehop has for it, and its load bias (avma -
     /// svma); None for JIT code and files that cannot be read.
     cfi: Option<(Arc<UnwindFile>, u64)>,
+    /// Anonymous memory (no file): JIT code.
+    anonymous: bool,
 }
 
 /// What an address is in.
@@ -271,7 +320,10 @@ enum Code {
     /// `__do_global_dtors_aux`): framehop steps through it with frame
     /// pointers, and the step is kept only if it checks out.
     NoFde,
-    /// Executable memory without unwind information.
+    /// Anonymous executable memory: JIT code, which has no CFI but keeps
+    /// frame pointers by convention (V8, the JVM, LuaJIT, .NET).
+    Jit,
+    /// A file without unwind information (or that cannot be read).
     Opaque,
 }
 
@@ -300,19 +352,31 @@ impl Space {
     /// What kind of code `avma` is in; None outside every executable
     /// mapping.
     fn lookup(&self, avma: u64) -> Option<Code> {
+        self.locate(avma).map(|(code, _)| code)
+    }
+
+    /// What kind of code `avma` is in, and the file with its CFI and load
+    /// bias when it has some.
+    fn locate(&self, avma: u64) -> Option<(Code, Option<&(Arc<UnwindFile>, u64)>)> {
         let (_, region) = self.modules.range(..=avma).next_back()?;
         if avma >= region.end {
             return None;
         }
-        let Some((file, bias)) = &region.cfi else {
-            return Some(Code::Opaque);
+        let Some(cfi @ (file, bias)) = &region.cfi else {
+            let code = if region.anonymous {
+                Code::Jit
+            } else {
+                Code::Opaque
+            };
+            return Some((code, None));
         };
-        Some(match region.entry {
+        let code = match region.entry {
             Some(e) if avma >= e && avma - e < ENTRY_CODE_BYTES => Code::Entry,
             // Without an FDE, framehop would guess with frame pointers.
             _ if !file.sections.has_fde(avma.wrapping_sub(*bias)) => Code::NoFde,
             _ => Code::Unwindable,
-        })
+        };
+        Some((code, Some(cfi)))
     }
 
     /// Removes every module overlapping `range` (a new mapping replaced it).
@@ -342,6 +406,28 @@ impl Space {
     }
 }
 
+/// The unwinder's caches, shared by every process.
+#[derive(Default)]
+struct Scratch {
+    /// framehop's rule cache.
+    cache: CacheX86_64,
+    /// Reduced CFI rows by (file, svma); None: no FDE covers the address.
+    rows: FxHashMap<(usize, u64), Option<rows::Row>>,
+    /// gimli's CFI evaluation state, reused.
+    ctx: Box<gimli::UnwindContext<usize>>,
+}
+
+impl Scratch {
+    /// The CFI row of `svma` in `file`, computed once.
+    fn row(&mut self, file: &Arc<UnwindFile>, svma: u64) -> Option<rows::Row> {
+        let ctx = &mut self.ctx;
+        *self
+            .rows
+            .entry((Arc::as_ptr(file) as usize, svma))
+            .or_insert_with(|| rows::row_at(&file.row_sections(), svma, ctx))
+    }
+}
+
 /// Unwind data by (path, build-id, (device, inode) when there is no
 /// build-id); None: the file has none or cannot be read.
 type FileCache = FxHashMap<(Vec<u8>, Option<Vec<u8>>, Option<(u64, u64)>), Option<Arc<UnwindFile>>>;
@@ -356,7 +442,7 @@ pub struct StackUnwinder {
     /// Bytes of stack each sample asked the kernel for (0: unknown).
     stack_requested: usize,
     spaces: FxHashMap<i32, Space>,
-    cache: CacheX86_64,
+    scratch: Scratch,
     /// Processes that exited, to forget once no sample of theirs can come.
     exited: Vec<(u64, i32)>,
     /// Counters.
@@ -441,6 +527,7 @@ impl StackUnwinder {
             end: avma.end,
             entry: module.as_ref().and_then(|m| m.1),
             cfi: module.as_ref().map(|m| m.2.clone()),
+            anonymous: is_anonymous(path),
         };
         space.modules.insert(avma.start, region);
         if let Some((module, _, _)) = module {
@@ -536,7 +623,14 @@ impl StackUnwinder {
         let outcome = match space {
             Some(space) if code.is_some_and(|c| c != Code::Opaque) => {
                 let short_copy = stack.len() < self.stack_requested;
-                let outcome = walk(space, &mut self.cache, regs, stack, chain, &mut self.stats);
+                let outcome = walk(
+                    space,
+                    &mut self.scratch,
+                    regs,
+                    stack,
+                    chain,
+                    &mut self.stats,
+                );
                 match outcome {
                     Outcome::Truncated(Stop::StackCopy) if short_copy => {
                         Outcome::Truncated(Stop::StackUnreadable)
@@ -561,7 +655,7 @@ impl StackUnwinder {
 
 fn walk(
     space: &Space,
-    cache: &mut CacheX86_64,
+    scratch: &mut Scratch,
     regs: UserRegs,
     stack: &[u8],
     chain: &mut Vec<u64>,
@@ -578,6 +672,8 @@ fn walk(
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
     };
     let mut unwind_regs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+    // rbx, r12-r15 of the current frame, as far as known.
+    let mut callee = regs.callee;
     let mut address = FrameAddress::InstructionPointer(regs.ip);
     let start = chain.len();
     let stop = loop {
@@ -593,41 +689,104 @@ fn walk(
             _ => address.address(),
         };
         chain.push(written);
-        // framehop would fall back to frame pointers in code it has no CFI
-        // for; stop there instead.
         let lookup = match address {
             FrameAddress::InstructionPointer(ip) => ip,
             FrameAddress::ReturnAddress(_) => address.address_for_lookup(),
         };
-        let frame_pointer_step = match space.lookup(lookup) {
-            Some(Code::Entry) => break None,
-            Some(Code::Unwindable) => false,
-            Some(Code::NoFde) => true,
-            Some(Code::Opaque) | None => break Some(Stop::NoUnwindInfo),
-        };
+        let first_frame = chain.len() - start == 1;
         let sp_before = unwind_regs.sp();
-        let return_avma =
-            match space
-                .unwinder
-                .unwind_frame(address, &mut unwind_regs, cache, &mut read_stack)
-            {
+        let (code, cfi) = match space.locate(lookup) {
+            Some(found) => found,
+            None => break Some(Stop::NoUnwindInfo),
+        };
+        let row = match (code, cfi) {
+            (Code::Entry, _) => break None,
+            (Code::Opaque, _) => break Some(Stop::NoUnwindInfo),
+            (Code::Jit | Code::NoFde, _) => {
+                // JIT code keeps frame pointers by convention, and code
+                // without an FDE in a file with CFI is crtstuff's or
+                // `.init`'s, which set rbp up too. A leaf that has not
+                // pushed anything returns from [rsp].
+                let leaf = code == Code::NoFde && first_frame;
+                match frame_pointer_step(space, &unwind_regs, leaf, &mut read_stack) {
+                    Ok(caller) => {
+                        if code == Code::Jit {
+                            stats.jit_frames += 1;
+                        } else {
+                            stats.frame_pointer_steps += 1;
+                        }
+                        unwind_regs = caller;
+                        callee = [None; 5];
+                        address = FrameAddress::from_return_address(caller.ip())
+                            .expect("frame_pointer_step checks the return address");
+                        continue;
+                    }
+                    Err(stop) => break Some(stop),
+                }
+            }
+            (Code::Unwindable, Some((file, bias))) => scratch.row(file, lookup.wrapping_sub(*bias)),
+            (Code::Unwindable, None) => None,
+        };
+        let return_avma = if let Some(rows::Row {
+            cfa_other: Some((register, offset)),
+            ra,
+            bp,
+            callee: saved,
+        }) = row
+        {
+            // A CFA framehop does not track: step here, from the carried
+            // callee-saved registers.
+            let base = rows::CALLEE_SAVED
+                .iter()
+                .position(|&r| r == register)
+                .and_then(|i| callee[i]);
+            let Some(cfa) = base.and_then(|b| b.checked_add_signed(offset)) else {
+                break Some(Stop::NoUnwindInfo);
+            };
+            if !first_frame && cfa <= sp_before {
+                break Some(Stop::Corrupt);
+            }
+            let return_avma = match ra {
+                rows::Saved::At(o) => match read_stack(cfa.wrapping_add_signed(o)) {
+                    Ok(avma) => avma,
+                    Err(()) => break Some(Stop::StackCopy),
+                },
+                rows::Saved::Undefined => break None,
+                _ => break Some(Stop::NoUnwindInfo),
+            };
+            let caller_bp = match bp {
+                rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
+                _ => None,
+            }
+            .unwrap_or(unwind_regs.bp());
+            callee = restore(callee, &saved, cfa, &mut read_stack);
+            unwind_regs = UnwindRegsX86_64::new(return_avma, cfa, caller_bp);
+            stats.register_cfa_steps += 1;
+            if return_avma == 0 {
+                break None;
+            }
+            return_avma
+        } else {
+            let return_avma = match space.unwinder.unwind_frame(
+                address,
+                &mut unwind_regs,
+                &mut scratch.cache,
+                &mut read_stack,
+            ) {
                 Ok(Some(avma)) => avma,
                 Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => break None,
                 Err(framehop::Error::CouldNotReadStack(_)) => break Some(Stop::StackCopy),
                 Err(_) => break Some(Stop::Corrupt),
             };
-        if frame_pointer_step {
-            // framehop used frame pointers for code without an FDE: keep
-            // the step only if the caller's frame lies above this one and
-            // the return address is in code; else the chain stops here.
-            let sane = unwind_regs.sp() > sp_before
-                && return_avma > 0
-                && space.lookup(return_avma - 1).is_some();
-            if !sane {
-                break Some(Stop::NoUnwindInfo);
+            match row {
+                // framehop's CFA is the caller's stack pointer.
+                Some(row) => {
+                    callee = restore(callee, &row.callee, unwind_regs.sp(), &mut read_stack)
+                }
+                None => callee = [None; 5],
             }
-            stats.frame_pointer_steps += 1;
-        }
+            return_avma
+        };
         if space.sigreturn.contains(&return_avma) {
             // A signal handler returns to the trampoline with the stack at
             // the kernel's `ucontext`: its caller is the interrupted code.
@@ -635,8 +794,9 @@ fn walk(
             // return address, and readers look up the byte before it.
             chain.push(return_avma + 1);
             match interrupted_regs(unwind_regs.sp(), &mut read_stack) {
-                Ok(interrupted) => {
+                Ok((interrupted, saved)) => {
                     unwind_regs = interrupted;
+                    callee = saved;
                     address = FrameAddress::InstructionPointer(interrupted.ip());
                     continue;
                 }
@@ -666,23 +826,80 @@ fn walk(
     }
 }
 
+/// One step by frame pointers from a frame of code without CFI: `[rbp]`
+/// is the caller's rbp and `[rbp+8]` the return address; with `leaf`, a
+/// return address at `[rsp]` (nothing pushed yet) is tried first. Kept
+/// only if the frame lies at or above the stack pointer and the return
+/// address is in executable memory; the caller's registers.
+fn frame_pointer_step(
+    space: &Space,
+    regs: &UnwindRegsX86_64,
+    leaf: bool,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Result<UnwindRegsX86_64, Stop> {
+    let (sp, bp) = (regs.sp(), regs.bp());
+    let returns_into_code = |avma: u64| avma > 0 && space.lookup(avma - 1).is_some();
+    if leaf {
+        if let Ok(avma) = read_stack(sp) {
+            if returns_into_code(avma) {
+                return Ok(UnwindRegsX86_64::new(avma, sp + 8, bp));
+            }
+        }
+    }
+    if bp < sp || bp % 8 != 0 {
+        return Err(Stop::NoUnwindInfo);
+    }
+    let (Ok(caller_bp), Ok(return_avma)) = (read_stack(bp), read_stack(bp + 8)) else {
+        // Within what a copy can hold, a larger one would reach it;
+        // farther, rbp is no frame pointer.
+        return Err(if bp - sp < u64::from(MAX_STACK_BYTES) {
+            Stop::StackCopy
+        } else {
+            Stop::NoUnwindInfo
+        });
+    };
+    if !returns_into_code(return_avma) {
+        return Err(Stop::NoUnwindInfo);
+    }
+    Ok(UnwindRegsX86_64::new(return_avma, bp + 16, caller_bp))
+}
+
+/// The caller's rbx, r12-r15 by a row's rules, its CFA at `cfa`.
+fn restore(
+    callee: [Option<u64>; 5],
+    saved: &[rows::Saved; 5],
+    cfa: u64,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> [Option<u64>; 5] {
+    std::array::from_fn(|i| match saved[i] {
+        rows::Saved::Same => callee[i],
+        rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
+        rows::Saved::Undefined | rows::Saved::Unknown => None,
+    })
+}
+
 /// Offsets in the x86_64 signal frame's `ucontext` (where the stack
 /// pointer points once the handler has returned to the trampoline):
 /// `uc_flags`, `uc_link` and the 24-byte `uc_stack` precede the
-/// `sigcontext`, whose 11th, 16th and 17th words are rbp, rsp and rip.
+/// `sigcontext`, whose words are r8-r15, rdi, rsi, rbp, rbx, rdx, rax,
+/// rcx, rsp, rip.
 const UCONTEXT_RBP: u64 = 40 + 10 * 8;
 const UCONTEXT_RSP: u64 = 40 + 15 * 8;
 const UCONTEXT_RIP: u64 = 40 + 16 * 8;
+/// rbx, r12, r13, r14, r15.
+const UCONTEXT_CALLEE: [u64; 5] = [40 + 11 * 8, 40 + 4 * 8, 40 + 5 * 8, 40 + 6 * 8, 40 + 7 * 8];
 
-/// The registers the kernel saved for the code a signal interrupted.
+/// The registers the kernel saved for the code a signal interrupted:
+/// rip/rsp/rbp, and rbx, r12-r15.
 fn interrupted_regs(
     ucontext_avma: u64,
     read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
-) -> Result<UnwindRegsX86_64, ()> {
+) -> Result<(UnwindRegsX86_64, [Option<u64>; 5]), ()> {
     let ip = read_stack(ucontext_avma + UCONTEXT_RIP)?;
     let sp = read_stack(ucontext_avma + UCONTEXT_RSP)?;
     let bp = read_stack(ucontext_avma + UCONTEXT_RBP)?;
-    Ok(UnwindRegsX86_64::new(ip, sp, bp))
+    let callee = UCONTEXT_CALLEE.map(|offset| read_stack(ucontext_avma + offset).ok());
+    Ok((UnwindRegsX86_64::new(ip, sp, bp), callee))
 }
 
 /// The file of a mapping as pfprof can read it: its path in pfprof's mount
@@ -787,9 +1004,21 @@ fn load_file(
     file
 }
 
+/// A mapping of no file, where JIT compilers put their code: `//anon`,
+/// an empty name, `[anon:NAME]` (prctl-named), a memfd (double-mapped JIT
+/// code), `[heap]`/`[stack]` (executable only with an executable stack).
+fn is_anonymous(path: &[u8]) -> bool {
+    path.is_empty()
+        || path.starts_with(b"//anon")
+        || path.starts_with(b"[anon")
+        || path.starts_with(b"/memfd:")
+        || path == b"[heap]"
+        || path.starts_with(b"[stack")
+}
+
 /// A mapping's path that names a file (not `//anon`, `[heap]`...).
 fn is_file_path(path: &[u8]) -> bool {
-    path.starts_with(b"/") && !path.starts_with(b"//")
+    path.starts_with(b"/") && !path.starts_with(b"//") && !path.starts_with(b"/memfd:")
 }
 
 /// The vDSO image of this process: the same kernel maps the same image
@@ -867,6 +1096,7 @@ pub(crate) mod tests {
                 ip: hex("ip"),
                 sp: hex("sp"),
                 bp: hex("bp"),
+                callee: [None; 5],
             },
             stack: std::fs::read(format!("{DIR}/nofp.stack")).unwrap(),
             text: hex("text_avma_start")..hex("text_avma_end"),

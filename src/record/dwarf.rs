@@ -23,7 +23,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use rustc_hash::FxHashMap;
 
 use super::ring::Ring;
-use crate::unwind::{Outcome, StackUnwinder, UnwindStats, UserRegs};
+use crate::unwind::{Outcome, StackUnwinder, UnwindStats, UserRegs, CALLEE_SAVED_PERF_REGS};
 
 const PERF_RECORD_MMAP2: u32 = 10;
 const PERF_RECORD_COMM: u32 = 3;
@@ -397,6 +397,7 @@ impl StackRewriter {
                         ip: r.get(REG_IP)?,
                         sp: r.get(REG_SP)?,
                         bp: r.get(REG_BP)?,
+                        callee: CALLEE_SAVED_PERF_REGS.map(|reg| r.get(reg)),
                     })
                 });
                 match regs {
@@ -534,17 +535,20 @@ mod tests {
     /// The kernel's sample of a dwarf-mode fault: registers and stack copy.
     fn kernel_sample(time: u64, addr: u64, regs: UserRegs, stack: &[u8]) -> Vec<u8> {
         let mut r = Vec::new();
-        let size = 8 + 6 * 8 + 4 * 8 + 8 + stack.len() + 8;
+        let size = 8 + 6 * 8 + 9 * 8 + 8 + stack.len() + 8;
         r.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
         r.extend_from_slice(&2u16.to_le_bytes());
         r.extend_from_slice(&(size as u16).to_le_bytes());
         for v in [ID, 0x401000, (7u64 << 32) | 7, time, addr, 1] {
             r.extend_from_slice(&v.to_le_bytes());
         }
-        // REGS_USER: abi 64, then BP, SP, IP; STACK_USER: size, bytes, dyn size.
-        for v in [2, regs.bp, regs.sp, regs.ip, stack.len() as u64] {
+        // REGS_USER: abi 64, then BX, BP, SP, IP, R12-R15; STACK_USER:
+        // size, bytes, dyn size.
+        let [bx, r12, r13, r14, r15] = regs.callee.map(|v| v.unwrap_or(0));
+        for v in [2, bx, regs.bp, regs.sp, regs.ip, r12, r13, r14, r15] {
             r.extend_from_slice(&v.to_le_bytes());
         }
+        r.extend_from_slice(&(stack.len() as u64).to_le_bytes());
         r.extend_from_slice(stack);
         r.extend_from_slice(&(stack.len() as u64).to_le_bytes());
         r

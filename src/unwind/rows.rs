@@ -1,0 +1,237 @@
+//! The CFI row of each code address, in the form the unwinder's own steps
+//! need: where the caller's callee-saved registers are, and whether
+//! framehop can step the frame at all.
+//!
+//! framehop tracks only rip, rsp and rbp. A row whose CFA is another
+//! register (ld.so's lazy-binding trampolines: `CFA=rbx+32` in
+//! `_dl_runtime_resolve_xsavec`) makes it fall back to frame pointers
+//! without saying so. The unwinder steps such frames itself, with rbx and
+//! r12-r15 carried from the sampled registers through every frame by the
+//! rules computed here. Each row is computed once per (file, svma).
+
+use gimli::{
+    BaseAddresses, CfaRule, DebugFrame, EhFrame, EhFrameHdr, EndianSlice, LittleEndian, Register,
+    RegisterRule, UnwindContext, UnwindSection, UnwindTableRow,
+};
+
+/// DWARF register numbers on x86_64.
+const RSP: u16 = 7;
+const RBP: u16 = 6;
+const RA: u16 = 16;
+
+/// The callee-saved registers carried besides rbp, in their DWARF
+/// numbers: rbx, r12, r13, r14, r15.
+pub(crate) const CALLEE_SAVED: [u16; 5] = [3, 12, 13, 14, 15];
+
+/// Where the caller's value of a register is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Saved {
+    /// Unchanged (no rule, or `SameValue`).
+    Same,
+    /// In the stack at CFA + offset.
+    At(i64),
+    /// Not recoverable (`Undefined`; for the return address: the root).
+    Undefined,
+    /// A rule this unwinder does not evaluate (expressions, other
+    /// registers).
+    Unknown,
+}
+
+/// One CFI row, reduced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Row {
+    /// CFA = register + offset, when the register is neither rsp nor rbp:
+    /// framehop cannot step this frame and the unwinder steps it itself.
+    /// None when framehop can (rsp/rbp-based CFA or a CFA expression,
+    /// which in practice is the PLT's and reads rsp and rip only).
+    pub(crate) cfa_other: Option<(u16, i64)>,
+    /// The return address.
+    pub(crate) ra: Saved,
+    /// rbp.
+    pub(crate) bp: Saved,
+    /// rbx, r12-r15 ([`CALLEE_SAVED`]).
+    pub(crate) callee: [Saved; 5],
+}
+
+type Slice<'a> = EndianSlice<'a, LittleEndian>;
+
+/// The sections of one file the rows come from, with their svmas.
+pub(crate) struct Sections<'a> {
+    pub(crate) eh_frame: Option<(&'a [u8], u64)>,
+    pub(crate) eh_frame_hdr: Option<(&'a [u8], u64)>,
+    pub(crate) debug_frame: Option<&'a [u8]>,
+    pub(crate) text_svma: Option<u64>,
+    pub(crate) got_svma: Option<u64>,
+}
+
+/// The row covering `svma`; None when no FDE covers it or the CFI does
+/// not parse.
+pub(crate) fn row_at(
+    sections: &Sections<'_>,
+    svma: u64,
+    ctx: &mut UnwindContext<usize>,
+) -> Option<Row> {
+    if let Some((data, eh_svma)) = sections.eh_frame {
+        let mut bases = BaseAddresses::default().set_eh_frame(eh_svma);
+        if let Some(text) = sections.text_svma {
+            bases = bases.set_text(text);
+        }
+        if let Some(got) = sections.got_svma {
+            bases = bases.set_got(got);
+        }
+        let eh_frame = EhFrame::new(data, LittleEndian);
+        let fde = match sections.eh_frame_hdr {
+            Some((hdr_data, hdr_svma)) => {
+                let bases = bases.clone().set_eh_frame_hdr(hdr_svma);
+                let hdr = EhFrameHdr::new(hdr_data, LittleEndian)
+                    .parse(&bases, 8)
+                    .ok()?;
+                match hdr.table() {
+                    Some(table) => table
+                        .fde_for_address(&eh_frame, &bases, svma, EhFrame::cie_from_offset)
+                        .ok(),
+                    None => eh_frame
+                        .fde_for_address(&bases, svma, EhFrame::cie_from_offset)
+                        .ok(),
+                }
+            }
+            None => eh_frame
+                .fde_for_address(&bases, svma, EhFrame::cie_from_offset)
+                .ok(),
+        }?;
+        let row = fde
+            .unwind_info_for_address(&eh_frame, &bases, ctx, svma)
+            .ok()?;
+        return Some(reduce(row));
+    }
+    let data = sections.debug_frame?;
+    let mut debug_frame: DebugFrame<Slice<'_>> = DebugFrame::new(data, LittleEndian);
+    debug_frame.set_address_size(8);
+    let bases = BaseAddresses::default();
+    let fde = debug_frame
+        .fde_for_address(&bases, svma, DebugFrame::cie_from_offset)
+        .ok()?;
+    let row = fde
+        .unwind_info_for_address(&debug_frame, &bases, ctx, svma)
+        .ok()?;
+    Some(reduce(row))
+}
+
+fn saved<T: gimli::ReaderOffset>(rule: Option<RegisterRule<T>>) -> Saved {
+    match rule {
+        None | Some(RegisterRule::SameValue) => Saved::Same,
+        Some(RegisterRule::Offset(offset)) => Saved::At(offset),
+        Some(RegisterRule::Undefined) => Saved::Undefined,
+        Some(_) => Saved::Unknown,
+    }
+}
+
+fn reduce<T: gimli::ReaderOffset, S: gimli::UnwindContextStorage<T>>(
+    row: &UnwindTableRow<T, S>,
+) -> Row {
+    let cfa_other = match row.cfa() {
+        CfaRule::RegisterAndOffset { register, offset }
+            if register.0 != RSP && register.0 != RBP =>
+        {
+            Some((register.0, *offset))
+        }
+        _ => None,
+    };
+    Row {
+        cfa_other,
+        ra: saved(row.register(Register(RA))),
+        bp: saved(row.register(Register(RBP))),
+        callee: CALLEE_SAVED.map(|r| saved(row.register(Register(r)))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CIE (code align 1, data align -8, RA = r16, CFA = rsp+8, RA at
+    /// CFA-8) and one FDE over 0x1000..0x1100 with the given instructions,
+    /// as `.debug_frame` (absolute addresses, no augmentation).
+    fn debug_frame(fde_instructions: &[u8]) -> Vec<u8> {
+        let mut cie = vec![];
+        cie.extend_from_slice(&0xffff_ffffu32.to_le_bytes()); // CIE id
+        cie.push(4); // version
+        cie.push(0); // augmentation ""
+        cie.push(8); // address size
+        cie.push(0); // segment selector size
+        cie.push(1); // code alignment
+        cie.push(0x78); // data alignment -8 (sleb)
+        cie.push(16); // return address register
+        cie.extend_from_slice(&[0x0c, 7, 8]); // def_cfa rsp+8
+        cie.extend_from_slice(&[0x90, 1]); // offset r16 at cfa-8
+        while (cie.len() + 4) % 8 != 0 {
+            cie.push(0); // nop
+        }
+        let mut out = vec![];
+        out.extend_from_slice(&(cie.len() as u32).to_le_bytes());
+        out.extend_from_slice(&cie);
+        let mut fde = vec![];
+        fde.extend_from_slice(&0u32.to_le_bytes()); // CIE pointer
+        fde.extend_from_slice(&0x1000u64.to_le_bytes());
+        fde.extend_from_slice(&0x100u64.to_le_bytes());
+        fde.extend_from_slice(fde_instructions);
+        while (fde.len() + 4) % 8 != 0 {
+            fde.push(0);
+        }
+        out.extend_from_slice(&(fde.len() as u32).to_le_bytes());
+        out.extend_from_slice(&fde);
+        out
+    }
+
+    #[test]
+    fn rows_name_what_framehop_cannot_step() {
+        // _dl_runtime_resolve_xsavec's rows: push rbx; mov rsp,rbx;
+        // def_cfa_register rbx.
+        let trampoline = [
+            0x41, // advance 1
+            0x0e, 16, // def_cfa_offset 16
+            0x83, 2,    // offset rbx at cfa-16
+            0x43, // advance 3
+            0x0d, 3, // def_cfa_register rbx
+        ];
+        let frame = debug_frame(&trampoline);
+        let sections = Sections {
+            eh_frame: None,
+            eh_frame_hdr: None,
+            debug_frame: Some(&frame),
+            text_svma: None,
+            got_svma: None,
+        };
+        let mut ctx = UnwindContext::new();
+        let entry = Row {
+            cfa_other: None,
+            ra: Saved::At(-8),
+            bp: Saved::Same,
+            callee: [Saved::Same; 5],
+        };
+        let pushed = Row {
+            callee: [
+                Saved::At(-16),
+                Saved::Same,
+                Saved::Same,
+                Saved::Same,
+                Saved::Same,
+            ],
+            ..entry
+        };
+        let rbx_based = Row {
+            cfa_other: Some((3, 16)),
+            ..pushed
+        };
+        for (svma, want) in [
+            (0x1000, Some(entry)),
+            (0x1001, Some(pushed)),
+            (0x1004, Some(rbx_based)),
+            (0x10ff, Some(rbx_based)),
+            (0x1100, None),
+            (0xfff, None),
+        ] {
+            assert_eq!(row_at(&sections, svma, &mut ctx), want, "{svma:#x}");
+        }
+    }
+}
