@@ -296,6 +296,9 @@ fn take(data: &mut Vec<u8>) -> Data {
     Data::from(std::mem::take(data))
 }
 
+/// A mapped file's CFI and its load bias (avma - svma).
+type FileCfi = (Arc<UnwindFile>, u64);
+
 /// An executable mapping.
 #[derive(Clone)]
 struct Region {
@@ -304,7 +307,7 @@ struct Region {
     entry: Option<u64>,
     /// The file whose CFI framehop has for it, and its load bias (avma -
     /// svma); None for JIT code and files that cannot be read.
-    cfi: Option<(Arc<UnwindFile>, u64)>,
+    cfi: Option<FileCfi>,
     /// Anonymous memory (no file): JIT code.
     anonymous: bool,
 }
@@ -357,7 +360,7 @@ impl Space {
 
     /// What kind of code `avma` is in, and the file with its CFI and load
     /// bias when it has some.
-    fn locate(&self, avma: u64) -> Option<(Code, Option<&(Arc<UnwindFile>, u64)>)> {
+    fn locate(&self, avma: u64) -> Option<(Code, Option<&FileCfi>)> {
         let (_, region) = self.modules.range(..=avma).next_back()?;
         if avma >= region.end {
             return None;
