@@ -76,7 +76,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "N", value_parser = crate::record::parse_mmap_pages)]
     pub mmap_pages: Option<usize>,
     /// How user call chains are collected: `dwarf[,STACK_BYTES]` copies
-    /// STACK_BYTES (default 8192) of user stack per fault and unwinds it with
+    /// STACK_BYTES (default 32768) of user stack per fault and unwinds it with
     /// the CFI while recording (complete stacks through code built without
     /// frame pointers); `fp` lets the kernel walk frame pointers (cheaper,
     /// loses callers of code without them); `none` records no user stacks.

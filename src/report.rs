@@ -11,7 +11,7 @@ pub use crate::analyze::LostByClass;
 use crate::classify::{Access, FaultClass};
 use crate::perf_data::Exit;
 use crate::record::CallGraph;
-use crate::unwind::{StackNeed, MAX_STACK_BYTES};
+use crate::unwind::{StackNeed, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
 
 /// Fault totals.
 #[derive(Debug, Clone, Serialize)]
@@ -363,6 +363,13 @@ impl Report {
                         thousands(u.no_unwind_info),
                         thousands(u.corrupt)
                     );
+                    if u.too_deep > 0 {
+                        let _ = write!(
+                            line,
+                            ", deeper than {MAX_DWARF_FRAMES} frames {}",
+                            thousands(u.too_deep)
+                        );
+                    }
                     if u.stack_copy > 0 && stack_bytes < MAX_STACK_BYTES {
                         let _ = write!(
                             line,

@@ -114,8 +114,9 @@ fn min_ring_pages(call_graph: CallGraph) -> usize {
 
 /// Data pages of each CPU's ring buffer when `--mmap-pages` is not given:
 /// 16 MiB, or in dwarf mode 128 MiB shared by the online CPUs (at least
-/// 16 MiB each), because every sample then carries its stack copy: at 8 KiB
-/// a sample, 64 MiB hold 30 ms of the fastest fault rate seen (260k/s).
+/// 16 MiB each), because every sample then carries its stack copy: at 32
+/// KiB a sample, 64 MiB hold 8 ms of the fastest fault rate seen (260k/s),
+/// and the drain empties the rings into its own queues every 256 records.
 pub fn default_mmap_pages(call_graph: CallGraph) -> usize {
     const PAGES_16_MIB: usize = 4096;
     match call_graph {
@@ -1106,9 +1107,9 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         }
     };
     if pages < asked_pages {
-        // A dwarf sample carries 8 KiB of stack, a frame-pointer one ~100 bytes.
+        // A dwarf sample carries 32 KiB of stack, a frame-pointer one ~100 bytes.
         let lighter = if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
-            ", or record with `--call-graph fp` (samples 50-100 times smaller)"
+            ", or record with `--call-graph fp` (samples 100 times smaller)"
         } else {
             ""
         };
@@ -1393,7 +1394,7 @@ mod tests {
     fn call_graph_values() {
         let dwarf = |stack_bytes| Ok(CallGraph::Dwarf { stack_bytes });
         let cases = [
-            ("dwarf", dwarf(8192)),
+            ("dwarf", dwarf(32768)),
             ("dwarf,4096", dwarf(4096)),
             ("dwarf,100", dwarf(104)),
             ("dwarf,65528", dwarf(65528)),

@@ -188,7 +188,7 @@ fn tiny_ring_buffers_are_loud() {
     }
     let dir = temp_dir("loud_tiny_ring");
     let exe = compile_c(&dir, "touch.c", &[]);
-    // 64 MiB: 16,384 faults; a dwarf sample (8 KiB of stack) does not fit
+    // 64 MiB: 16,384 faults; a dwarf sample (32 KiB of stack) does not fit
     // a one-page ring at all.
     let (out, report) = record_with(
         &dir,
