@@ -275,3 +275,37 @@ fn deep_large_frames_complete_by_default() {
         small["totals"]["unwind"]
     );
 }
+
+/// A parent forks and execs 20 children at once, each faulting as soon as
+/// it starts while its siblings fork on the other CPU: every child's 16
+/// faults have their chain complete from `_start`, in each of two runs
+/// (the fork, exec and mmap records of a child sit in different CPUs'
+/// buffers; applied out of order, a child's chains stopped at one frame).
+#[test]
+fn forked_and_execd_children_unwind_whole() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_spawn");
+    let exe = compile_c(&dir, "spawn_children.c", &["-O2", "-fomit-frame-pointer"]);
+    for run in 0..2 {
+        let (_, report) = record_with(&dir, &[], &exe, &[]);
+        assert_complete(&report);
+        let rows = function_sites(&report, "child_touch");
+        assert_eq!(total(&rows), 20 * 16, "run {run}: {}", show(&rows));
+        for r in &rows {
+            let s = stack_names(r);
+            assert_eq!(
+                s,
+                [
+                    "_start",
+                    "__libc_start_main_impl",
+                    "__libc_start_call_main",
+                    "main",
+                    "child_touch"
+                ],
+                "run {run}"
+            );
+        }
+    }
+}
