@@ -504,6 +504,12 @@ impl Analyzer {
                                 module,
                                 lookup_file_offset: file_offset,
                             },
+                            // Executed anonymous memory: JIT code.
+                            Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
+                                if avma != TRUNCATED_FRAME =>
+                            {
+                                FrameKey::Jit { avma: lookup_avma }
+                            }
                             _ => FrameKey::Unknown,
                         },
                     );

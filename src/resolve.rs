@@ -99,7 +99,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                     .insert(lookup_file_offset);
             }
             FrameKey::Kernel { .. } => kernel_needed = true,
-            FrameKey::Unknown | FrameKey::Exec => {}
+            FrameKey::Jit { .. } | FrameKey::Unknown | FrameKey::Exec => {}
         }
     }
     let mut code_names: FxHashMap<FrameKey, Vec<Named>> = FxHashMap::default();
@@ -161,6 +161,13 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                     Some((name, _)) => format!("{}_[k]", safe(name)),
                     None => format!("{avma:#x}_[k]"),
                 },
+                file: None,
+                line: None,
+                inlined: false,
+                object: None,
+            }],
+            FrameKey::Jit { avma } => vec![Named {
+                function: format!("[jit {avma:#x}]"),
                 file: None,
                 line: None,
                 inlined: false,

@@ -23,7 +23,13 @@ pub enum FrameKey {
         /// Kernel address.
         avma: u64,
     },
-    /// An address in no known mapping (JIT code, or a corrupt chain).
+    /// Code in anonymous memory: JIT-compiled code, named by its address.
+    Jit {
+        /// The address (avma, the instruction itself).
+        avma: u64,
+    },
+    /// An address in no known mapping (a corrupt chain), or the mark of a
+    /// chain that stopped early.
     Unknown,
     /// A fault the kernel takes while executing `execve` (loading the new
     /// image: the partial `.bss` page, the new stack); its user registers

@@ -309,3 +309,33 @@ fn forked_and_execd_children_unwind_whole() {
         }
     }
 }
+
+/// JIT code (anonymous executable memory, no CFI, frame pointers kept):
+/// the unwinder steps through it by frame pointers, counts the step, and
+/// the frame is named by its address; the chain goes on to `main` and
+/// `_start`.
+#[test]
+fn jit_frames_by_frame_pointers() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_jit");
+    let exe = compile_c(&dir, "jit_frames.c", &[]);
+    let (_, report) = record_with(&dir, &[], &exe, &[]);
+    assert_complete_stacks(&report);
+    let rows = function_sites(&report, "touch_from_jit");
+    assert_eq!(total(&rows), 16, "{}", show(&rows));
+    for r in &rows {
+        let s = stack_names(r);
+        assert_eq!(s.first(), Some(&"_start"), "{s:?}");
+        let main = s.iter().position(|f| *f == "main").expect("main");
+        assert!(s[main + 1].starts_with("[jit 0x"), "{s:?}");
+        assert_eq!(s[main + 2..], ["touch_from_jit"], "{s:?}");
+    }
+    assert_eq!(report["totals"]["unwind"]["jit_frames"], 16);
+    let text = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
+    assert!(
+        text.contains("frames found by frame pointers (no CFI): 16 in JIT code"),
+        "{text}"
+    );
+}
