@@ -173,10 +173,122 @@ fn file_attr(attr: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Bytes gathered before they go to the writing thread.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// What the writing thread does, in order.
+enum Job {
+    /// Append.
+    Data(Vec<u8>),
+    /// Overwrite the file's first bytes (the header), then append again.
+    Header(Vec<u8>),
+}
+
+/// A file written by a thread of its own: the recorder hands it chunks and
+/// never waits for the disk. A write that blocks (dirty-page throttling
+/// after a few large recordings, a slow disk) stalled the draining thread
+/// for tens of milliseconds while the kernel's ring buffers overflowed.
+/// The first error stops the writing and is returned by the next call.
+struct Background {
+    tx: std::sync::mpsc::Sender<Job>,
+    thread: std::thread::JoinHandle<File>,
+    chunk: Vec<u8>,
+    failed: std::sync::Arc<std::sync::Mutex<Option<io::Error>>>,
+}
+
+impl Background {
+    fn new(mut file: File) -> io::Result<Background> {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let failed_in_thread = failed.clone();
+        let thread = std::thread::Builder::new()
+            .name("pfprof-writer".into())
+            .spawn(move || {
+                for job in rx {
+                    let mut failed = failed_in_thread.lock().unwrap_or_else(|e| e.into_inner());
+                    if failed.is_some() {
+                        continue;
+                    }
+                    let done = match job {
+                        Job::Data(bytes) => file.write_all(&bytes),
+                        Job::Header(header) => file
+                            .seek(SeekFrom::Start(0))
+                            .and_then(|_| file.write_all(&header))
+                            .and_then(|_| file.seek(SeekFrom::End(0)).map(|_| ())),
+                    };
+                    if let Err(e) = done {
+                        *failed = Some(e);
+                    }
+                }
+                file
+            })?;
+        Ok(Background {
+            tx,
+            thread,
+            chunk: Vec::with_capacity(CHUNK_BYTES),
+            failed,
+        })
+    }
+
+    /// The first error the thread met, as a new error of the same kind.
+    fn check(&self) -> io::Result<()> {
+        match &*self.failed.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    fn send(&mut self, job: Job) -> io::Result<()> {
+        self.tx
+            .send(job)
+            .map_err(|_| io::Error::other("the writing thread ended"))
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.check()?;
+        self.chunk.extend_from_slice(bytes);
+        if self.chunk.len() >= CHUNK_BYTES {
+            let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_BYTES));
+            self.send(Job::Data(chunk))?;
+        }
+        Ok(())
+    }
+
+    /// Everything so far, then `header` over the file's start.
+    fn header(&mut self, header: Vec<u8>) -> io::Result<()> {
+        self.check()?;
+        let chunk = std::mem::take(&mut self.chunk);
+        self.send(Job::Data(chunk))?;
+        self.send(Job::Header(header))
+    }
+
+    /// Waits for every write; the file, or the first error.
+    fn finish(mut self) -> (File, io::Result<()>) {
+        let chunk = std::mem::take(&mut self.chunk);
+        let _ = self.tx.send(Job::Data(chunk));
+        self.abandon()
+    }
+
+    /// Waits for the writes already handed to the thread; what was not
+    /// handed yet is dropped.
+    fn abandon(self) -> (File, io::Result<()>) {
+        let Background {
+            tx, thread, failed, ..
+        } = self;
+        drop(tx);
+        let file = thread.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let result = match failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+        (file, result)
+    }
+}
+
 /// Streams a recording to disk.
 pub struct PerfDataWriter {
     /// None once [`salvage`](Self::salvage) has stopped the recording.
-    out: Option<BufWriter<File>>,
+    out: Option<Background>,
     attr_size: u64,
     attrs_offset: u64,
     n_events: u64,
@@ -234,8 +346,9 @@ impl PerfDataWriter {
         }
         let attr_size = attr_len + 16;
         let data_offset = attrs_offset + attr_size * events.len() as u64;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
         let mut w = PerfDataWriter {
-            out: Some(out),
+            out: Some(Background::new(file)?),
             attr_size,
             attrs_offset,
             n_events: events.len() as u64,
@@ -247,7 +360,7 @@ impl PerfDataWriter {
         Ok(w)
     }
 
-    fn out(&mut self) -> io::Result<&mut BufWriter<File>> {
+    fn out(&mut self) -> io::Result<&mut Background> {
         self.out
             .as_mut()
             .ok_or_else(|| io::Error::other("the recording was stopped by an earlier write error"))
@@ -291,21 +404,12 @@ impl PerfDataWriter {
         h
     }
 
-    fn write_header(&mut self, features: [u64; 4]) -> io::Result<()> {
-        let h = self.header(features);
-        let out = self.out()?;
-        out.flush()?;
-        let file = out.get_mut();
-        file.seek(SeekFrom::Start(0))?;
-        file.write_all(&h)?;
-        file.seek(SeekFrom::End(0))?;
-        Ok(())
-    }
-
-    /// Flushes and records the current data size in the header, so that the
-    /// file is readable even if pfprof dies before [`finish`](Self::finish).
+    /// Records the current data size in the header (once the writing
+    /// thread has written what came before), so that the file is readable
+    /// even if pfprof dies before [`finish`](Self::finish).
     pub fn checkpoint(&mut self) -> io::Result<()> {
-        self.write_header([0; 4])
+        let h = self.header([0; 4]);
+        self.out()?.header(h)
     }
 
     /// After a write error: keeps the recording readable and stops it.
@@ -318,8 +422,9 @@ impl PerfDataWriter {
             .out
             .take()
             .ok_or_else(|| io::Error::other("the recording was already stopped"))?;
-        // Not flushed: its buffer may hold the half a write that failed.
-        let (mut file, _unwritten) = out.into_parts();
+        // What the thread wrote before the error stays; the chunk not
+        // handed to it may hold the half a write that failed: dropped.
+        let (mut file, _) = out.abandon();
         let len = file.metadata()?.len();
         let kept = len.saturating_sub(self.data_offset).min(self.data_size);
         // Cutting a file and overwriting its first bytes need no new blocks.
@@ -390,13 +495,27 @@ impl PerfDataWriter {
             put_u64(&mut table, body.len() as u64);
             offset += body.len() as u64;
         }
-        let out = self.out()?;
-        out.write_all(&table)?;
-        for (_, body) in &sections {
-            out.write_all(body)?;
+        let out = self
+            .out
+            .take()
+            .ok_or_else(|| io::Error::other("the recording was stopped by an earlier write error"))?;
+        let (mut file, written) = out.finish();
+        let result = written
+            .and_then(|()| {
+                let mut tail = table;
+                for (_, body) in &sections {
+                    tail.extend_from_slice(body);
+                }
+                file.write_all(&tail)?;
+                file.seek(SeekFrom::Start(0))?;
+                file.write_all(&self.header(features))?;
+                file.sync_all()
+            });
+        if result.is_err() {
+            // Left to `salvage`, which cuts the file back to its records.
+            self.out = Some(Background::new(file)?);
         }
-        self.write_header(features)?;
-        self.out()?.get_mut().sync_all()
+        result
     }
 }
 

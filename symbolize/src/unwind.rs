@@ -96,6 +96,9 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
     } else {
         None
     };
+    let fdes = eh_frame
+        .as_ref()
+        .and_then(|e| fde_ranges(e, range(".text"), range(".got")));
     Ok(UnwindSections {
         build_id: elf::build_id(&file),
         segments: elf::program_headers(&file).loads,
@@ -104,12 +107,19 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
         got_svma: range(".got"),
         eh_frame_hdr: bytes(".eh_frame_hdr").filter(|_| eh_frame.is_some()),
         debug_frame,
-        sigreturn_svmas: sigreturn_trampolines(&file),
-        fde_svmas: eh_frame
-            .as_ref()
-            .and_then(|e| fde_ranges(e, range(".text"), range(".got"))),
+        sigreturn_svmas: sigreturn_trampolines(&file, fdes.as_ref().map(|f| &f.signal[..])),
+        fde_svmas: fdes.map(|f| f.all),
         eh_frame,
     })
+}
+
+/// The code `.eh_frame`'s FDEs cover.
+struct FdeRanges {
+    /// Every FDE's svma range, sorted by start.
+    all: Vec<Range<u64>>,
+    /// The FDEs whose CIE marks a signal frame (augmentation `S`, as
+    /// glibc's `__restore_rt` has).
+    signal: Vec<Range<u64>>,
 }
 
 /// The svma ranges of every FDE in `.eh_frame`, sorted by start.
@@ -117,7 +127,7 @@ fn fde_ranges(
     eh_frame: &SectionBytes,
     text: Option<Range<u64>>,
     got: Option<Range<u64>>,
-) -> Option<Vec<Range<u64>>> {
+) -> Option<FdeRanges> {
     use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
     let section = EhFrame::new(&eh_frame.data, LittleEndian);
     let mut bases = BaseAddresses::default().set_eh_frame(eh_frame.svma.start);
@@ -128,6 +138,7 @@ fn fde_ranges(
         bases = bases.set_got(got.start);
     }
     let mut ranges = Vec::new();
+    let mut signal = Vec::new();
     let mut entries = section.entries(&bases);
     loop {
         match entries.next() {
@@ -136,7 +147,11 @@ fn fde_ranges(
                     .parse(|section, bases, offset| section.cie_from_offset(bases, offset))
                     .ok()?;
                 let start = fde.initial_address();
-                ranges.push(start..start.saturating_add(fde.len()));
+                let range = start..start.saturating_add(fde.len());
+                if fde.cie().is_signal_trampoline() {
+                    signal.push(range.clone());
+                }
+                ranges.push(range);
             }
             Ok(Some(CieOrFde::Cie(_))) => {}
             Ok(None) => break,
@@ -144,7 +159,10 @@ fn fde_ranges(
         }
     }
     ranges.sort_unstable_by_key(|r| (r.start, r.end));
-    Some(ranges)
+    Some(FdeRanges {
+        all: ranges,
+        signal,
+    })
 }
 
 /// `mov $15, %rax; syscall` (glibc's `__restore_rt`) and `mov $15, %eax;
@@ -154,24 +172,63 @@ const SIGRETURN_CODE: [&[u8]; 2] = [
     &[0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05],
 ];
 
-/// The svmas of the signal return trampolines in the file's code.
-fn sigreturn_trampolines(file: &object::File<'_>) -> Vec<u64> {
+/// Code scanned whole for trampolines only up to this size: reading all
+/// of a large program's code (chromium's is 235 MB) stalled the recorder
+/// for a third of a second, and its ring buffers overflowed meanwhile.
+const SCAN_TEXT_BYTES: u64 = 16 << 20;
+
+/// The svmas of the signal return trampolines in the file's code: looked
+/// for inside the FDEs that mark a signal frame (glibc's), else in the
+/// whole code of files without such FDEs up to [`SCAN_TEXT_BYTES`] (musl,
+/// Go).
+fn sigreturn_trampolines(file: &object::File<'_>, signal_fdes: Option<&[Range<u64>]>) -> Vec<u64> {
     let mut found = Vec::new();
+    let text_bytes: u64 = file
+        .sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .map(|s| s.size())
+        .sum();
+    let wanted = |svma: &Range<u64>| match signal_fdes {
+        // The FDE starts a byte before the trampoline (unwinders look up
+        // the return address minus one).
+        Some(fdes) if !fdes.is_empty() => fdes
+            .iter()
+            .any(|f| f.start.saturating_sub(16) < svma.end && svma.start < f.end + 16),
+        _ => text_bytes <= SCAN_TEXT_BYTES,
+    };
     for section in file.sections() {
         let object::SectionKind::Text = section.kind() else {
             continue;
         };
+        let svma = section.address()..section.address().saturating_add(section.size());
+        if !wanted(&svma) {
+            continue;
+        }
         let Ok(code) = section.data() else { continue };
-        for pattern in SIGRETURN_CODE {
-            found.extend(
-                code.windows(pattern.len())
-                    .enumerate()
-                    .filter(|(_, w)| *w == pattern)
-                    .map(|(i, _)| section.address() + i as u64),
-            );
+        // Within the signal FDEs only, when there are some.
+        let windows: Vec<Range<u64>> = match signal_fdes {
+            Some(fdes) if !fdes.is_empty() => fdes
+                .iter()
+                .map(|f| f.start.saturating_sub(16).max(svma.start)..(f.end + 16).min(svma.end))
+                .filter(|w| w.start < w.end)
+                .collect(),
+            _ => vec![svma.clone()],
+        };
+        for window in windows {
+            let from = (window.start - svma.start) as usize;
+            let to = (window.end - svma.start) as usize;
+            let Some(bytes) = code.get(from..to) else {
+                continue;
+            };
+            for pattern in SIGRETURN_CODE {
+                found.extend(
+                    memchr::memmem::find_iter(bytes, pattern).map(|i| window.start + i as u64),
+                );
+            }
         }
     }
     found.sort_unstable();
+    found.dedup();
     found
 }
 
