@@ -628,7 +628,7 @@ fn event_specs(
             // chromium's start-up bursts (32 KiB reserved per sample, 2,000
             // samples a 64 MiB ring) overflowed it before the drain caught
             // up (0.2-3.7% lost in 3 of 3 runs; 0 of 3 at 1/32).
-            attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / std::env::var("PFPROF_WM").ok().and_then(|v| v.parse().ok()).unwrap_or(32)) as u32;
+            attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 32) as u32;
         }
         // Dwarf mode writes the chains it unwinds in place of the register
         // and stack copies: the recording says so.
