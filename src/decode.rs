@@ -742,6 +742,8 @@ fn to_event<'a>(
                 Mmap2FileId::InodeAndVersion(_) => None,
             },
         },
+        // The kernel's text, written for perf: no process's address space.
+        EventRecord::Mmap(m) if m.pid == -1 => return Ok(None),
         EventRecord::Mmap(m) => Event::Mmap {
             pid: m.pid,
             avma: m.address,
