@@ -677,6 +677,9 @@ fn event_specs(
         // mapped, and fork/clone then fail with EFAULT. Only the program's
         // own process needs it.
         attr.set_inherit(0);
+        // The IP (main's address) only for perf: `perf script` refuses an
+        // event whose samples have neither IP nor address.
+        attr.sample_type |= b::PERF_SAMPLE_IP as u64;
         specs.push(EventSpec {
             name: MAIN_ENTRY_EVENT,
             attr,
@@ -1386,6 +1389,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         perf_compat::HEADER_BUILD_ID,
         perf_compat::build_id_section(&build_ids),
     );
+    writer.add_feature(perf_compat::HEADER_ARCH, perf_compat::arch_section());
     let meta = RecordingMeta {
         pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
         command,

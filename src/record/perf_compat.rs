@@ -19,6 +19,22 @@ pub const HEADER_TRACING_DATA: u32 = 1;
 /// Feature bit of the build-id table.
 pub const HEADER_BUILD_ID: u32 = 2;
 
+/// Feature bit of the machine's architecture (`uname -m`).
+pub const HEADER_ARCH: u32 = 6;
+
+/// `HEADER_ARCH`: a `perf_header_string` (u32 length, the name NUL-padded
+/// to 64 bytes). perf and its readers (hotspot's perfparser) pick register
+/// names and the unwinder by it.
+pub fn arch_section() -> Vec<u8> {
+    let arch = std::env::consts::ARCH;
+    let padded = (arch.len() + 1).div_ceil(64) * 64;
+    let mut out = Vec::with_capacity(4 + padded);
+    out.extend_from_slice(&(padded as u32).to_le_bytes());
+    out.extend_from_slice(arch.as_bytes());
+    out.resize(4 + padded, 0);
+    out
+}
+
 /// `\x17\x08\x44` then `tracing`.
 const TRACING_MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
 /// 0.6 adds the saved command lines at the end.

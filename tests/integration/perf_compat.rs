@@ -1,0 +1,155 @@
+//! The real `perf` reads pfprof's recordings: `perf script`, `perf report
+//! --stdio`, `--stats` and `--mem-mode` open them without a warning or an
+//! error, and count the fault samples pfprof counted.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::*;
+
+/// Whether `perf` runs here; under CI it must.
+fn perf_available() -> bool {
+    let ok = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("perf is not installed under CI (.ci/run installs linux-perf)");
+        }
+        eprintln!("SKIPPED: perf is not installed: perf reading pfprof recordings");
+    }
+    ok
+}
+
+/// Runs `perf ARGS -i DATA`: exit 0 and a clean stderr, or a panic naming
+/// the command. Returns stdout.
+fn perf(data: &Path, args: &[&str]) -> String {
+    let out = run(Command::new("perf").args(args).arg("-i").arg(data));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "perf {args:?} exited with {}: {stderr}",
+        out.status
+    );
+    let lower = stderr.to_lowercase();
+    for word in ["warning", "error", "incompatible", "broken", "unknown"] {
+        assert!(
+            !lower.contains(word),
+            "perf {args:?} says {word:?}: {stderr}"
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `perf report --stats`: event name → its SAMPLE events.
+fn sample_stats(stats: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let mut event = None;
+    for line in stats.lines() {
+        if let Some(name) = line.strip_suffix(" stats:") {
+            event = Some(name.trim().to_string());
+        } else if let (Some(name), Some(n)) = (&event, line.trim().strip_prefix("SAMPLE events:")) {
+            // `N` or `N  (P%)`
+            let n = n.split_whitespace().next().unwrap_or_default();
+            out.insert(name.clone(), n.parse().unwrap());
+        }
+    }
+    out
+}
+
+/// `# Samples: N  of event 'NAME'` lines of `perf report --stdio`.
+fn report_samples(report: &str) -> BTreeMap<String, u64> {
+    report
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("# Samples: ")?;
+            let (n, name) = rest.split_once(" of event ")?;
+            Some((name.trim_matches('\'').to_string(), n.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// file_major's recording (major faults on a file, minor ones on its own
+/// pages) in each call-graph mode, with and without the tracepoints: perf
+/// opens it cleanly, counts as many fault samples as pfprof's report, and
+/// `--mem-mode` names the file the major faults read.
+#[test]
+fn perf_reads_pfprof_recordings() {
+    if !can_record() || !perf_available() {
+        return;
+    }
+    let dir = temp_dir("perf-compat");
+    let exe = compile_c(&dir, "file_major.c", &[]);
+    for (name, options) in [
+        ("dwarf", &[][..]),
+        ("fp", &["--call-graph", "fp"][..]),
+        ("no-tracepoints", &["--no-tracepoints"][..]),
+    ] {
+        let sub = dir.join(name);
+        std::fs::create_dir_all(&sub).unwrap();
+        let file = sub.join("pages.bin");
+        let (output, report) = record_with(&sub, options, &exe, &[file.to_str().unwrap()]);
+        assert!(output.status.success(), "{name}: {output:?}");
+        let data = sub.join("out/pfprof.data");
+        let t = &report["totals"];
+        let (minor, major, cow) = (
+            t["minor"].as_u64().unwrap(),
+            t["major"].as_u64().unwrap(),
+            t["cow"].as_u64().unwrap(),
+        );
+        assert_eq!(major, 64, "{name}: {t}");
+
+        let stats = sample_stats(&perf(&data, &["report", "--stats"]));
+        assert_eq!(
+            (stats.get("minor-faults"), stats.get("major-faults")),
+            (Some(&(minor + cow)), Some(&major)),
+            "{name}: perf's samples {stats:?}, pfprof's totals {t}"
+        );
+        let tracepoints = ["exceptions:page_fault_user", "exceptions:page_fault_kernel"]
+            .iter()
+            .filter_map(|e| stats.get(*e))
+            .sum::<u64>();
+        if name == "no-tracepoints" {
+            assert_eq!(tracepoints, 0, "{stats:?}");
+        } else {
+            // One fault entry per fault at least (a retried fault enters twice).
+            assert!(tracepoints >= minor + major + cow, "{name}: {stats:?} {t}");
+        }
+
+        let script = perf(&data, &["script"]);
+        let read_pages = script.matches("read_file_pages").count() as u64;
+        assert!(
+            read_pages >= major,
+            "{name}: {read_pages} frames of read_file_pages"
+        );
+
+        let samples = report_samples(&perf(&data, &["report", "--stdio"]));
+        assert_eq!(
+            samples.get("major-faults"),
+            Some(&major),
+            "{name}: {samples:?}"
+        );
+
+        let mem = perf(
+            &data,
+            &[
+                "report",
+                "--mem-mode",
+                "--sort",
+                "symbol_daddr,dso_daddr",
+                "--stdio",
+            ],
+        );
+        assert_eq!(
+            report_samples(&mem).get("major-faults"),
+            Some(&major),
+            "{name}: {mem}"
+        );
+        assert!(
+            mem.contains("pages.bin"),
+            "{name}: no data object pages.bin in {mem}"
+        );
+    }
+}
