@@ -551,6 +551,17 @@ mod tests {
         }
     }
 
+    /// `perf_header_string`: length (a multiple of 64), name, NUL padding.
+    #[test]
+    fn arch_is_a_header_string() {
+        let bytes = arch_section();
+        let arch = std::env::consts::ARCH.as_bytes();
+        assert_eq!(bytes.len(), 4 + 64);
+        assert_eq!(&bytes[..4], 64u32.to_le_bytes());
+        assert_eq!(&bytes[4..4 + arch.len()], arch);
+        assert!(bytes[4 + arch.len()..].iter().all(|&b| b == 0));
+    }
+
     #[test]
     fn kernel_text_from_kallsyms() {
         let cases = [

@@ -43,6 +43,16 @@ fn perf(data: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A file's GNU build-id in hex, as `readelf -n` prints it.
+fn build_id(path: &Path) -> String {
+    let out = run(Command::new("readelf").arg("-n").arg(path));
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("no build-id in {}: {text}", path.display()))
+        .to_string()
+}
+
 /// `perf report --stats`: event name → its SAMPLE events.
 fn sample_stats(stats: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
@@ -117,6 +127,18 @@ fn perf_reads_pfprof_recordings() {
             // One fault entry per fault at least (a retried fault enters twice).
             assert!(tracepoints >= minor + major + cow, "{name}: {stats:?} {t}");
         }
+
+        // The build-id table names the program with its own build-id, and
+        // the kernel.
+        let ids = perf(&data, &["buildid-list"]);
+        // (The kernel names the file by its resolved path.)
+        let exe_line = format!(
+            "{} {}",
+            build_id(&exe),
+            exe.canonicalize().unwrap().display()
+        );
+        assert!(ids.lines().any(|l| l == exe_line), "{name}: {ids}");
+        assert!(ids.contains(" [kernel.kallsyms]"), "{name}: {ids}");
 
         let script = perf(&data, &["script"]);
         let read_pages = script.matches("read_file_pages").count() as u64;
