@@ -82,7 +82,8 @@ fn report_samples(report: &str) -> BTreeMap<String, u64> {
 }
 
 /// file_major's recording (major faults on a file, minor ones on its own
-/// pages) in each call-graph mode, with and without the tracepoints: perf
+/// pages) in each call-graph mode, with and without the tracepoints, with
+/// kernel frames: perf
 /// opens it cleanly, counts as many fault samples as pfprof's report, and
 /// `--mem-mode` names the file the major faults read.
 #[test]
@@ -96,6 +97,7 @@ fn perf_reads_pfprof_recordings() {
         ("dwarf", &[][..]),
         ("fp", &["--call-graph", "fp"][..]),
         ("no-tracepoints", &["--no-tracepoints"][..]),
+        ("kernel", &["--kernel"][..]),
     ] {
         let sub = dir.join(name);
         std::fs::create_dir_all(&sub).unwrap();
@@ -146,6 +148,21 @@ fn perf_reads_pfprof_recordings() {
             read_pages >= major,
             "{name}: {read_pages} frames of read_file_pages"
         );
+
+        if name == "kernel" {
+            // The faults the kernel took on user memory (exec's, at least)
+            // have kernel frames, named through the kernel's text mapping.
+            assert!(t["kernel_mode"].as_u64().unwrap() > 0, "{t}");
+            let kernel_frames: Vec<&str> = script
+                .lines()
+                .filter(|l| l.ends_with("([kernel.kallsyms])"))
+                .collect();
+            assert!(!kernel_frames.is_empty(), "no kernel frames: {script}");
+            assert!(
+                kernel_frames.iter().all(|l| !l.contains("[unknown]")),
+                "{kernel_frames:?}"
+            );
+        }
 
         let samples = report_samples(&perf(&data, &["report", "--stdio"]));
         assert_eq!(
