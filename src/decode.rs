@@ -742,6 +742,8 @@ fn to_event<'a>(
                 Mmap2FileId::InodeAndVersion(_) => None,
             },
         },
+        // The kernel's text, written for perf: no process's address space.
+        EventRecord::Mmap(m) if m.pid == -1 => return Ok(None),
         EventRecord::Mmap(m) => Event::Mmap {
             pid: m.pid,
             avma: m.address,
@@ -1008,6 +1010,65 @@ pub(crate) mod tests {
         assert_eq!(times, [10, 20, 30, 40, 50, 55, 60, 70, 70]);
         assert_eq!(header.kinds, [EventKind::Minor, EventKind::Minor]);
         assert_eq!(stats.bad_records, 1, "the record with an unknown id");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What pfprof writes for perf reads back: the kernel's text mapping
+    /// (pid -1) is no process's mapping, and samples with DATA_SRC decode
+    /// as those without.
+    #[test]
+    fn reads_what_is_written_for_perf() {
+        let dir = std::env::temp_dir().join(format!("pfprof-perfcompat-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.data");
+        let mut attr = minor_faults_attr();
+        let sample_type = u64::from_le_bytes(attr[24..32].try_into().unwrap());
+        attr[24..32].copy_from_slice(&(sample_type | b::PERF_SAMPLE_DATA_SRC as u64).to_le_bytes());
+        let events = vec![EventDesc {
+            attr,
+            name: "minor-faults".into(),
+            ids: vec![100],
+        }];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        w.write_records(&crate::record::synth::kernel_mmap(
+            0xffffffff81000000,
+            0xffffffff82000000,
+            100,
+        ))
+        .unwrap();
+        let lib = crate::record::maps::MapsLine {
+            start_avma: 0x1000,
+            end_avma: 0x3000,
+            prot: 5,
+            flags: 2,
+            file_offset: 0,
+            dev: (0, 0),
+            inode: 0,
+            path: "/lib/libx.so".into(),
+        };
+        w.write_records(&crate::record::synth::mmap2(7, &lib, 5, 100))
+            .unwrap();
+        for (time, addr) in [(10, 0x1234), (20, 0x2345)] {
+            let mut s = sample_with_chain(100, 0, time, addr, &[0x1100, 0x1200]);
+            s.extend_from_slice(&0x2910_0142u64.to_le_bytes());
+            let size = s.len() as u16;
+            s[6..8].copy_from_slice(&size.to_le_bytes());
+            w.write_records(&s).unwrap();
+        }
+        w.finish(&RecordingMeta::default(), "h", "r", 2).unwrap();
+
+        let (mut mmaps, mut faults) = (Vec::new(), Vec::new());
+        let (_, stats) = replay(&path, false, |event| match event {
+            Event::Mmap { pid, path, .. } => {
+                mmaps.push((pid, String::from_utf8_lossy(&path.as_slice()).into_owned()))
+            }
+            Event::Fault(f) => faults.push((f.addr_avma, f.callchain.map_or(0, |c| c.len()))),
+            _ => {}
+        })
+        .unwrap();
+        assert_eq!(mmaps, [(7, "/lib/libx.so".to_string())]);
+        assert_eq!(faults, [(0x1234, 2), (0x2345, 2)]);
+        assert_eq!(stats.bad_records, 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

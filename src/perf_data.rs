@@ -295,6 +295,8 @@ pub struct PerfDataWriter {
     data_offset: u64,
     data_size: u64,
     events: Vec<EventDesc>,
+    /// Feature sections added by [`add_feature`](Self::add_feature).
+    extra: Vec<(u32, Vec<u8>)>,
 }
 
 fn put_u32(buf: &mut Vec<u8>, v: u32) {
@@ -355,6 +357,7 @@ impl PerfDataWriter {
             data_offset,
             data_size: 0,
             events,
+            extra: Vec::new(),
         };
         w.checkpoint()?;
         Ok(w)
@@ -380,6 +383,13 @@ impl PerfDataWriter {
         rec.extend_from_slice(&0u16.to_le_bytes());
         rec.extend_from_slice(&8u16.to_le_bytes());
         self.write_records(&rec)
+    }
+
+    /// A feature section (`bit`, below 256) for [`finish`](Self::finish)
+    /// to write besides its own.
+    pub fn add_feature(&mut self, bit: u32, body: Vec<u8>) {
+        self.extra.retain(|(b, _)| *b != bit);
+        self.extra.push((bit, body));
     }
 
     /// Bytes of records written so far.
@@ -481,6 +491,15 @@ impl PerfDataWriter {
         sections.push((HEADER_EVENT_DESC, s));
         let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
         sections.push((PFPROF_META_FEATURE, json));
+        // The table lists the sections in bit order.
+        let own: Vec<u32> = sections.iter().map(|(bit, _)| *bit).collect();
+        sections.extend(
+            self.extra
+                .iter()
+                .filter(|(bit, _)| *bit < 256 && !own.contains(bit))
+                .cloned(),
+        );
+        sections.sort_by_key(|(bit, _)| *bit);
 
         let mut features = [0u64; 4];
         for (bit, _) in &sections {
@@ -1177,6 +1196,36 @@ mod tests {
         assert!(error.what.contains("feature"), "{error}");
         assert!(read_layout(b"").is_err());
         assert!(read_layout(&full[..50]).is_err());
+    }
+
+    /// Sections added for perf take their place in bit order among
+    /// pfprof's own; the file still reads back.
+    #[test]
+    fn added_features_in_bit_order() {
+        let dir = std::env::temp_dir().join(format!("pfprof-features-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.data");
+        let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
+        w.write_records(&record(16)).unwrap();
+        w.add_feature(2, b"build-ids".to_vec());
+        w.add_feature(1, b"old".to_vec());
+        w.add_feature(1, b"tracing".to_vec());
+        w.finish(&RecordingMeta::default(), "h", "r", 2).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let layout = read_layout(&full).unwrap();
+        assert_eq!(layout.events.len(), 3);
+        let u64_at = |at: usize| u64::from_le_bytes(full[at..at + 8].try_into().unwrap());
+        let bits = u64_at(72);
+        let want = [1, 2, 3, 4, 7, 11, 12];
+        assert_eq!(bits, want.iter().map(|b| 1u64 << b).sum::<u64>());
+        let table = (u64_at(40) + u64_at(48)) as usize;
+        let section = |i: usize| {
+            let (offset, size) = (u64_at(table + 16 * i) as usize, u64_at(table + 16 * i + 8));
+            &full[offset..offset + size as usize]
+        };
+        assert_eq!(section(0), b"tracing");
+        assert_eq!(section(1), b"build-ids");
     }
 
     /// A recording cut anywhere inside its data keeps exactly its complete

@@ -18,7 +18,7 @@ use std::io;
 use byteorder::LittleEndian;
 use linux_perf_data::linux_perf_event_reader::{
     get_record_identifier, get_record_timestamp, CpuMode, Endianness, EventRecord, PerfEventAttr,
-    RawData, RawEventRecord, RecordParseInfo, RecordType,
+    RawData, RawEventRecord, RecordParseInfo, RecordType, SampleFormat,
 };
 use rustc_hash::FxHashMap;
 
@@ -585,8 +585,15 @@ impl StackRewriter {
                     }
                     None => self.unwinder.stats.no_user_regs += 1,
                 }
-                // IDENTIFIER, IP, TID, TIME, ADDR, CPU, CALLCHAIN.
-                let size = 8 + 7 * 8 + 8 * self.chain.len();
+                // IDENTIFIER, IP, TID, TIME, ADDR, CPU, CALLCHAIN, and
+                // DATA_SRC when asked for: the kernel's record ends with it
+                // (it follows the stack copy).
+                let data_src = info
+                    .sample_format
+                    .contains(SampleFormat::DATA_SRC)
+                    .then(|| record.get(record.len().saturating_sub(8)..))
+                    .flatten();
+                let size = 8 + 7 * 8 + 8 * self.chain.len() + data_src.map_or(0, <[u8]>::len);
                 let out = &mut self.out;
                 out.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
                 out.extend_from_slice(&misc.to_le_bytes());
@@ -605,6 +612,7 @@ impl StackRewriter {
                 for &frame in &self.chain {
                     out.extend_from_slice(&frame.to_le_bytes());
                 }
+                out.extend_from_slice(data_src.unwrap_or_default());
                 return true;
             }
             EventRecord::Mmap2(m) if record_type == PERF_RECORD_MMAP2 => {
@@ -800,5 +808,38 @@ mod tests {
             assert_eq!(rewriter.stats().bad_records, 0);
             assert_eq!(out, [&mmap[..], &want[..]].concat(), "{order} {cuts:?}");
         }
+    }
+
+    /// With DATA_SRC asked for, the kernel's value (the last field of its
+    /// record) ends the rewritten sample too, and the size counts it.
+    #[test]
+    fn keeps_data_src() {
+        let snap = snapshot();
+        let data_src = 0x2910_0142u64.to_le_bytes();
+        let mut sample = kernel_sample(5, 0x1234, snap.regs, &snap.stack);
+        sample.extend_from_slice(&data_src);
+        let size = sample.len() as u16;
+        sample[6..8].copy_from_slice(&size.to_le_bytes());
+        let mut attr = kernel_attr();
+        let sample_type = u64::from_le_bytes(attr[24..32].try_into().unwrap());
+        attr[24..32].copy_from_slice(&(sample_type | b::PERF_SAMPLE_DATA_SRC as u64).to_le_bytes());
+        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], true)]).unwrap();
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        rewriter.feed(&sample, &mut sink).unwrap();
+        rewriter.end_pass(0, true, &mut sink).unwrap();
+        let alone = sample_with_chain(ID, 1, 5, 0x1234, &[PERF_CONTEXT_USER, snap.regs.ip]);
+        assert_eq!(out.len(), alone.len() + 8);
+        assert_eq!(
+            u16::from_le_bytes([out[6], out[7]]) as usize,
+            out.len(),
+            "size"
+        );
+        assert_eq!(out[32..alone.len()], alone[32..]);
+        assert_eq!(out[alone.len()..], data_src);
+        assert_eq!(rewriter.stats().bad_records, 0);
     }
 }

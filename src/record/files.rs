@@ -33,6 +33,11 @@ pub struct MappedFiles {
     seen: FxHashSet<(Vec<u8>, u32, u32, u64)>,
     /// Path → the distinct stamps seen under it.
     stamps: BTreeMap<String, Vec<FileStamp>>,
+    /// (path, build-id) of the records that carry one, for perf's
+    /// build-id table.
+    /// Path → its build-ids (several when different files were mapped
+    /// under one path).
+    build_ids: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
 }
 
 impl MappedFiles {
@@ -82,7 +87,24 @@ impl MappedFiles {
         }
         let misc = u16::from_le_bytes([record[4], record[5]]);
         if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
-            return; // the build-id says which file it was
+            // The build-id says which file it was: no stamp needed.
+            let (Some(&len), Some(tail)) = (record.get(40), record.get(MMAP2_PATH..)) else {
+                return;
+            };
+            let path = &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())];
+            let id = record
+                .get(44..44 + (len as usize).min(20))
+                .unwrap_or_default();
+            if path.starts_with(b"/") && !id.is_empty() {
+                match self.build_ids.get_mut(path) {
+                    Some(ids) if ids.iter().any(|i| i == id) => {}
+                    Some(ids) => ids.push(id.to_vec()),
+                    None => {
+                        self.build_ids.insert(path.to_vec(), vec![id.to_vec()]);
+                    }
+                }
+            }
+            return;
         }
         let (Some(pid), Some(start), Some(len), Some(major), Some(minor), Some(inode)) = (
             u32_at(8),
@@ -119,6 +141,14 @@ impl MappedFiles {
     /// Path → stamps, for the recording's metadata.
     pub fn into_stamps(self) -> BTreeMap<String, Vec<FileStamp>> {
         self.stamps
+    }
+
+    /// (path, build-id) of every file mapped with one, in path order.
+    pub fn build_ids(&self) -> impl Iterator<Item = (String, &[u8])> {
+        self.build_ids.iter().flat_map(|(path, ids)| {
+            ids.iter()
+                .map(|id| (String::from_utf8_lossy(path).into_owned(), &id[..]))
+        })
     }
 }
 
@@ -181,6 +211,7 @@ mod tests {
         let mut stream = synth::comm(pid, pid, "app", 1, 1);
         stream.extend(synth::mmap2(pid, &m, 2, 1));
         stream.extend(synth::mmap2_with(pid, &m, Some(&[1; 20]), 3, 1));
+        stream.extend(synth::mmap2_with(pid, &m, Some(&[1; 20]), 3, 1));
         stream.extend(synth::mmap2(pid, &m, 4, 1));
         let anon = MapsLine {
             path: "//anon".into(),
@@ -204,6 +235,9 @@ mod tests {
                 files.scan(&stream[last..cut]);
                 last = cut;
             }
+            // The record with a build-id is in the build-id table, once.
+            let ids: Vec<(String, &[u8])> = files.build_ids().collect();
+            assert_eq!(ids, [(m.path.clone(), &[1u8; 20][..])]);
             let stamps = files.into_stamps();
             // The record with another inode is not this file: not stamped.
             assert_eq!(stamps.len(), 1, "{stamps:?}");

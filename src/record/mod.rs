@@ -20,6 +20,7 @@
 pub(crate) mod dwarf;
 pub(crate) mod files;
 pub(crate) mod maps;
+pub mod perf_compat;
 pub mod ring;
 pub(crate) mod synth;
 pub mod sys;
@@ -509,6 +510,9 @@ fn permission_error(e: &io::Error) -> anyhow::Error {
     .into()
 }
 
+/// The tracepoints pfprof records (tracefs `events/` paths).
+const TRACEPOINTS: [&str; 2] = ["exceptions/page_fault_user", "exceptions/page_fault_kernel"];
+
 struct EventSpec {
     name: &'static str,
     /// What the kernel is asked for.
@@ -599,7 +603,10 @@ fn event_specs(
             RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
         };
         attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
-        attr.sample_type |= (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR) as u64;
+        // DATA_SRC (the kernel says "not available" for faults) makes the
+        // recording one `perf report --mem-mode` accepts.
+        attr.sample_type |=
+            (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_DATA_SRC) as u64;
         match cfg.call_graph {
             CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
             CallGraph::Dwarf { stack_bytes } => {
@@ -675,6 +682,9 @@ fn event_specs(
         // mapped, and fork/clone then fail with EFAULT. Only the program's
         // own process needs it.
         attr.set_inherit(0);
+        // The IP (main's address) only for perf: `perf script` refuses an
+        // event whose samples have neither IP nor address.
+        attr.sample_type |= b::PERF_SAMPLE_IP as u64;
         specs.push(EventSpec {
             name: MAIN_ENTRY_EVENT,
             attr,
@@ -1023,17 +1033,19 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         Err("not needed for --class major".to_string())
     } else if cfg.tracepoints {
         find_or_mount_tracefs().and_then(|tfs| {
-            Ok((
-                tracepoint_id(&tfs, "exceptions/page_fault_user")?,
-                tracepoint_id(&tfs, "exceptions/page_fault_kernel")?,
-            ))
+            let ids = (
+                tracepoint_id(&tfs, TRACEPOINTS[0])?,
+                tracepoint_id(&tfs, TRACEPOINTS[1])?,
+            );
+            // Their formats, for perf (which refuses tracepoints without).
+            Ok((ids, perf_compat::TracingData::read(&tfs, &TRACEPOINTS).ok()))
         })
     } else {
         Err("disabled with --no-tracepoints".to_string())
     };
-    let (mut tracepoints, mut tracepoints_note) = match tracepoint_ids {
-        Ok(ids) => (Some(ids), None),
-        Err(why) => (None, Some(why)),
+    let (mut tracepoints, mut tracepoints_note, tracing_data) = match tracepoint_ids {
+        Ok((ids, formats)) => (Some(ids), None, formats),
+        Err(why) => (None, Some(why), None),
     };
     let cpus = online_cpus();
     let mut probe = program_path.as_deref().and_then(main_probe);
@@ -1164,6 +1176,15 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     let mut files = MappedFiles::default();
     let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
         .with_context(|| format!("cannot create {}", cfg.data_path.display()))?;
+    // The kernel's text first, as perf writes it (pfprof's reader skips it).
+    let kernel_text = std::fs::read_to_string("/proc/kallsyms")
+        .ok()
+        .and_then(|k| perf_compat::kernel_text(&k));
+    if let Some((start, end)) = kernel_text {
+        writer
+            .write_records(&synth::kernel_mmap(start, end, leader_id))
+            .with_context(|| format!("cannot write {}", cfg.data_path.display()))?;
+    }
 
     let start = Instant::now();
     if let Some(child) = child.as_mut() {
@@ -1344,6 +1365,36 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             Vec::new(),
         ),
     };
+    // What perf needs to read the file: the tracepoints' formats, and the
+    // build-ids of the files (and kernel) the samples may fall in.
+    if let (Some(_), Some(formats)) = (tracepoints, &tracing_data) {
+        writer.add_feature(perf_compat::HEADER_TRACING_DATA, formats.encode());
+    }
+    let mut build_ids: Vec<perf_compat::BuildIdEntry> = files
+        .build_ids()
+        .map(|(path, id)| perf_compat::BuildIdEntry {
+            kernel: false,
+            build_id: id.to_vec(),
+            path,
+        })
+        .collect();
+    if kernel_text.is_some() {
+        if let Some(id) = std::fs::read("/sys/kernel/notes")
+            .ok()
+            .and_then(|notes| perf_compat::build_id_in_notes(&notes))
+        {
+            build_ids.push(perf_compat::BuildIdEntry {
+                kernel: true,
+                build_id: id,
+                path: "[kernel.kallsyms]".to_string(),
+            });
+        }
+    }
+    writer.add_feature(
+        perf_compat::HEADER_BUILD_ID,
+        perf_compat::build_id_section(&build_ids),
+    );
+    writer.add_feature(perf_compat::HEADER_ARCH, perf_compat::arch_section());
     let meta = RecordingMeta {
         pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
         command,

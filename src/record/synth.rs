@@ -9,9 +9,11 @@ use rustc_hash::FxHashMap;
 
 use super::maps::MapsLine;
 
+const PERF_RECORD_MMAP: u32 = 1;
 const PERF_RECORD_COMM: u32 = 3;
 const PERF_RECORD_FORK: u32 = 7;
 const PERF_RECORD_MMAP2: u32 = 10;
+const PERF_RECORD_MISC_KERNEL: u16 = 1;
 const PERF_RECORD_MISC_USER: u16 = 2;
 const PERF_RECORD_MISC_MMAP_DATA: u16 = 1 << 13;
 const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
@@ -106,6 +108,32 @@ pub fn comm(pid: i32, tid: i32, comm: &str, time: u64, id: u64) -> Vec<u8> {
     body.extend_from_slice(&tid.to_le_bytes());
     put_string(&mut body, comm);
     record(PERF_RECORD_COMM, 0, &body, pid, tid, time, id)
+}
+
+/// Name perf gives the kernel's text mapping.
+pub const KERNEL_MMAP_NAME: &str = "[kernel.kallsyms]_text";
+
+/// The kernel's text (`start..end`) as perf writes it first in its own
+/// recordings: an MMAP of pid -1 at time 0, its page offset the address of
+/// `_text`. perf takes the kernel map from it, and warns that the kernel
+/// maps were restricted when it is missing.
+pub fn kernel_mmap(start: u64, end: u64, id: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&(-1i32).to_le_bytes());
+    body.extend_from_slice(&0i32.to_le_bytes());
+    for v in [start, end - start, start] {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    put_string(&mut body, KERNEL_MMAP_NAME);
+    record(
+        PERF_RECORD_MMAP,
+        PERF_RECORD_MISC_KERNEL,
+        &body,
+        -1,
+        0,
+        0,
+        id,
+    )
 }
 
 /// A mapping of `pid`, from its maps file, identified by device and inode.
@@ -220,5 +248,32 @@ mod tests {
                 (got, want) => panic!("{got:?} != {want:?}"),
             }
         }
+        // The kernel's text: pid -1, executable, page offset = start.
+        let bytes = kernel_mmap(0xffffffff81000000, 0xffffffff8220bb08, 9);
+        assert_eq!(
+            u16::from_le_bytes([bytes[6], bytes[7]]) as usize,
+            bytes.len()
+        );
+        let raw = RawEventRecord::new(
+            RecordType(PERF_RECORD_MMAP),
+            u16::from_le_bytes([bytes[4], bytes[5]]),
+            RawData::Single(&bytes[8..]),
+            info,
+        );
+        let Ok(EventRecord::Mmap(got)) = raw.parse() else {
+            panic!("not an mmap record");
+        };
+        assert_eq!(
+            (got.pid, got.tid, got.address, got.length, got.page_offset),
+            (-1, 0, 0xffffffff81000000, 0x120bb08, 0xffffffff81000000)
+        );
+        assert!(got.is_executable);
+        assert_eq!(&got.path.as_slice()[..], KERNEL_MMAP_NAME.as_bytes());
+        let id = linux_perf_data::linux_perf_event_reader::get_record_identifier::<LittleEndian>(
+            RecordType(PERF_RECORD_MMAP),
+            RawData::Single(&bytes[8..]),
+            true,
+        );
+        assert_eq!(id, Some(9));
     }
 }

@@ -69,6 +69,13 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// The machine's page size.
+pub fn page_size() -> u32 {
+    // SAFETY: sysconf only reads a configuration value.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(size).unwrap_or(4096)
+}
+
 /// CLOCK_MONOTONIC in ns: the clock of the recorded events (`use_clockid`).
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -1,0 +1,587 @@
+//! What `perf` needs besides the records to open a pfprof recording without
+//! complaint: the tracepoints' formats (`HEADER_TRACING_DATA`: perf refuses
+//! a file with tracepoint events and no formats), the build-ids of the
+//! mapped files (`HEADER_BUILD_ID`), and the kernel's text mapping (else perf
+//! warns that the kernel maps were restricted).
+//!
+//! The tracing data is laid out as perf's `trace-event-info.c` writes it and
+//! `trace-event-read.c` reads it (version 0.6): magic, version, endianness,
+//! long and page size, `header_page`, `header_event`, ftrace formats (none),
+//! the event formats by system, kallsyms (none), printk formats (none),
+//! saved command lines (none). pfprof itself never reads it back;
+//! [`TracingData::parse`] checks the layout in tests.
+
+use std::io;
+use std::path::Path;
+
+/// Feature bit of the tracing data section.
+pub const HEADER_TRACING_DATA: u32 = 1;
+/// Feature bit of the build-id table.
+pub const HEADER_BUILD_ID: u32 = 2;
+
+/// Feature bit of the machine's architecture (`uname -m`).
+pub const HEADER_ARCH: u32 = 6;
+
+/// `HEADER_ARCH`: a `perf_header_string` (u32 length, the name NUL-padded
+/// to 64 bytes). perf and its readers (hotspot's perfparser) pick register
+/// names and the unwinder by it.
+pub fn arch_section() -> Vec<u8> {
+    let arch = std::env::consts::ARCH;
+    let padded = (arch.len() + 1).div_ceil(64) * 64;
+    let mut out = Vec::with_capacity(4 + padded);
+    out.extend_from_slice(&(padded as u32).to_le_bytes());
+    out.extend_from_slice(arch.as_bytes());
+    out.resize(4 + padded, 0);
+    out
+}
+
+/// `\x17\x08\x44` then `tracing`.
+const TRACING_MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
+/// 0.6 adds the saved command lines at the end.
+const TRACING_VERSION: &str = "0.6";
+
+/// The tracepoint formats of a recording, as tracefs gave them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracingData {
+    /// `sizeof(long)` of the kernel (the formats' `unsigned long` fields).
+    pub long_size: u8,
+    /// Page size of the machine.
+    pub page_size: u32,
+    /// `events/header_page`: the ring buffer page header's format.
+    pub header_page: Vec<u8>,
+    /// `events/header_event`: the ring buffer event header's format.
+    pub header_event: Vec<u8>,
+    /// Per system (`exceptions`), the `format` file of each event.
+    pub systems: Vec<(String, Vec<Vec<u8>>)>,
+}
+
+impl TracingData {
+    /// Reads the formats of `events` (`system/name`) from tracefs.
+    pub fn read(tracefs: &Path, events: &[&str]) -> io::Result<TracingData> {
+        let events_dir = tracefs.join("events");
+        let read = |name: &str| {
+            read_whole(&events_dir.join(name))
+                .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))
+        };
+        let mut systems: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
+        for event in events {
+            let (system, _) = event
+                .split_once('/')
+                .ok_or_else(|| io::Error::other(format!("{event}: not system/name")))?;
+            let format = read(&format!("{event}/format"))?;
+            match systems.iter_mut().find(|(s, _)| s == system) {
+                Some((_, formats)) => formats.push(format),
+                None => systems.push((system.to_string(), vec![format])),
+            }
+        }
+        Ok(TracingData {
+            long_size: std::mem::size_of::<libc::c_long>() as u8,
+            page_size: super::sys::page_size(),
+            header_page: read("header_page")?,
+            header_event: read("header_event")?,
+            systems,
+        })
+    }
+
+    /// The section's bytes (little-endian numbers, as the rest of the file).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(TRACING_MAGIC);
+        out.extend_from_slice(TRACING_VERSION.as_bytes());
+        out.push(0);
+        out.push(0); // little-endian
+        out.push(self.long_size);
+        out.extend_from_slice(&self.page_size.to_le_bytes());
+        for (tag, body) in [
+            (&b"header_page\0"[..], &self.header_page),
+            (&b"header_event\0"[..], &self.header_event),
+        ] {
+            out.extend_from_slice(tag);
+            out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+            out.extend_from_slice(body);
+        }
+        out.extend_from_slice(&0u32.to_le_bytes()); // ftrace formats
+        out.extend_from_slice(&(self.systems.len() as u32).to_le_bytes());
+        for (system, formats) in &self.systems {
+            out.extend_from_slice(system.as_bytes());
+            out.push(0);
+            out.extend_from_slice(&(formats.len() as u32).to_le_bytes());
+            for format in formats {
+                out.extend_from_slice(&(format.len() as u64).to_le_bytes());
+                out.extend_from_slice(format);
+            }
+        }
+        out.extend_from_slice(&0u32.to_le_bytes()); // kallsyms
+        out.extend_from_slice(&0u32.to_le_bytes()); // printk formats
+        out.extend_from_slice(&0u64.to_le_bytes()); // saved command lines
+        out
+    }
+
+    /// Reads a section back the way perf does, every size checked; the
+    /// error names what is wrong and where.
+    pub fn parse(bytes: &[u8]) -> Result<TracingData, String> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.take(10)? != TRACING_MAGIC {
+            return Err("no tracing magic".into());
+        }
+        let version = r.cstring()?;
+        if version != TRACING_VERSION {
+            return Err(format!("version {version:?}"));
+        }
+        if r.take(1)? != [0] {
+            return Err("not little-endian".into());
+        }
+        let long_size = r.take(1)?[0];
+        let page_size = r.u32()?;
+        let mut headers = Vec::new();
+        for tag in ["header_page", "header_event"] {
+            let got = r.cstring()?;
+            if got != tag {
+                return Err(format!("{got:?} where {tag:?} belongs (byte {})", r.at));
+            }
+            let len = r.u64()?;
+            headers.push(r.take_u64(len)?.to_vec());
+        }
+        for _ in 0..r.u32()? {
+            let len = r.u64()?;
+            r.take_u64(len)?;
+        }
+        let mut systems = Vec::new();
+        for _ in 0..r.u32()? {
+            let system = r.cstring()?;
+            let mut formats = Vec::new();
+            for _ in 0..r.u32()? {
+                let len = r.u64()?;
+                formats.push(r.take_u64(len)?.to_vec());
+            }
+            systems.push((system, formats));
+        }
+        for _ in 0..2 {
+            let len = r.u32()?;
+            r.take(len as usize)?;
+        }
+        let len = r.u64()?;
+        r.take_u64(len)?;
+        if r.at != bytes.len() {
+            return Err(format!("{} bytes left over", bytes.len() - r.at));
+        }
+        let header_event = headers.pop().unwrap_or_default();
+        let header_page = headers.pop().unwrap_or_default();
+        Ok(TracingData {
+            long_size,
+            page_size,
+            header_page,
+            header_event,
+            systems,
+        })
+    }
+}
+
+/// A tracefs file, read in large pieces: `header_page` answers a small
+/// first read (`std::fs::read` probes with 32 bytes, the size being 0)
+/// and then ends, cut.
+fn read_whole(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Bounds-checked reads for [`TracingData::parse`] and [`parse_build_ids`].
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or_else(|| {
+                format!(
+                    "{n} bytes declared at byte {}, {} left",
+                    self.at,
+                    self.bytes.len() - self.at
+                )
+            })?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn take_u64(&mut self, n: u64) -> Result<&'a [u8], String> {
+        self.take(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
+    fn cstring(&mut self) -> Result<String, String> {
+        let rest = &self.bytes[self.at..];
+        let len = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| format!("unterminated string at byte {}", self.at))?;
+        let s = String::from_utf8_lossy(&rest[..len]).into_owned();
+        self.at += len + 1;
+        Ok(s)
+    }
+}
+
+/// `PERF_RECORD_MISC_KERNEL`: the kernel image.
+const MISC_KERNEL: u16 = 1;
+/// `PERF_RECORD_MISC_USER`: a user-space file.
+const MISC_USER: u16 = 2;
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry says how long its id is.
+const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+/// header (8), pid (4), build-id (20), its size (1), padding (3).
+const BUILD_ID_ENTRY: usize = 36;
+/// perf pads the names in its build-id table to 64 bytes.
+const NAME_ALIGN: usize = 64;
+/// perf's pid for the host machine (`HOST_KERNEL_ID`).
+const HOST: i32 = -1;
+
+/// One file of the build-id table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BuildIdEntry {
+    /// The kernel image rather than a user-space file.
+    pub kernel: bool,
+    /// The GNU build-id (at most 20 bytes).
+    pub build_id: Vec<u8>,
+    /// The path as the mappings name it (`[kernel.kallsyms]` for the kernel).
+    pub path: String,
+}
+
+/// The `HEADER_BUILD_ID` section: one `perf_record_header_build_id` per
+/// file, its name NUL-padded to 64 bytes. Ids longer than 20 bytes are
+/// left out (the entry has no room for them).
+pub fn build_id_section(entries: &[BuildIdEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in entries {
+        if e.build_id.is_empty() || e.build_id.len() > 20 {
+            continue;
+        }
+        let name_len = (e.path.len() + 1).div_ceil(NAME_ALIGN) * NAME_ALIGN;
+        let size = BUILD_ID_ENTRY + name_len;
+        let Ok(size) = u16::try_from(size) else {
+            continue; // a path perf could not store either
+        };
+        let misc = MISC_BUILD_ID_SIZE | if e.kernel { MISC_KERNEL } else { MISC_USER };
+        out.extend_from_slice(&0u32.to_le_bytes()); // type: unused here
+        out.extend_from_slice(&misc.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+        out.extend_from_slice(&HOST.to_le_bytes());
+        let mut id = [0u8; 24];
+        id[..e.build_id.len()].copy_from_slice(&e.build_id);
+        id[20] = e.build_id.len() as u8;
+        out.extend_from_slice(&id);
+        out.extend_from_slice(e.path.as_bytes());
+        out.resize(out.len() + name_len - e.path.len(), 0);
+    }
+    out
+}
+
+/// Reads a build-id table back (tests, and a check of what perf will see).
+pub fn parse_build_ids(bytes: &[u8]) -> Result<Vec<BuildIdEntry>, String> {
+    let mut r = Reader { bytes, at: 0 };
+    let mut out = Vec::new();
+    while r.at < bytes.len() {
+        let start = r.at;
+        let head = r.take(BUILD_ID_ENTRY)?;
+        let misc = u16::from_le_bytes([head[4], head[5]]);
+        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        let name = r.take(size.checked_sub(BUILD_ID_ENTRY).ok_or_else(|| {
+            format!("build-id entry at byte {start}: size {size} below its header")
+        })?)?;
+        let id_len = if misc & MISC_BUILD_ID_SIZE != 0 {
+            (head[32] as usize).min(20)
+        } else {
+            20
+        };
+        out.push(BuildIdEntry {
+            kernel: misc & 3 == MISC_KERNEL,
+            build_id: head[12..12 + id_len].to_vec(),
+            path: String::from_utf8_lossy(name.split(|&b| b == 0).next().unwrap_or_default())
+                .into_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// The GNU build-id in a run of ELF notes (`/sys/kernel/notes`).
+pub fn build_id_in_notes(notes: &[u8]) -> Option<Vec<u8>> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let mut at = 0usize;
+    let u32_at = |at: usize| {
+        notes
+            .get(at..at.checked_add(4)?)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    loop {
+        let (name_size, desc_size, kind) = (u32_at(at)?, u32_at(at + 4)?, u32_at(at + 8)?);
+        let name_at = at + 12;
+        let desc_at = name_at.checked_add((name_size as usize).div_ceil(4) * 4)?;
+        let next = desc_at.checked_add((desc_size as usize).div_ceil(4) * 4)?;
+        if kind == NT_GNU_BUILD_ID && notes.get(name_at..name_at + name_size as usize)? == b"GNU\0"
+        {
+            return notes
+                .get(desc_at..desc_at.checked_add(desc_size as usize)?)
+                .map(<[u8]>::to_vec);
+        }
+        at = next;
+    }
+}
+
+/// Start and end of the kernel's text (`_text`, `_etext` in
+/// `/proc/kallsyms`); None when the addresses are hidden (shown as zeros).
+pub fn kernel_text(kallsyms: &str) -> Option<(u64, u64)> {
+    let (mut start, mut end) = (None, None);
+    for line in kallsyms.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let (Some(addr), Some(_), Some(name)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let slot = match name {
+            "_text" => &mut start,
+            "_etext" => &mut end,
+            _ => continue,
+        };
+        *slot = u64::from_str_radix(addr, 16).ok();
+        if start.is_some() && end.is_some() {
+            break;
+        }
+    }
+    let start = start.filter(|&s| s != 0)?;
+    // Without `_etext`, the map reaches the end of the address space, as
+    // perf's own does before it knows the modules.
+    let end = end.filter(|&e| e > start).unwrap_or(u64::MAX);
+    Some((start, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> TracingData {
+        TracingData {
+            long_size: 8,
+            page_size: 4096,
+            header_page: b"\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n".to_vec(),
+            header_event: b"# compressed entry header\n".to_vec(),
+            systems: vec![(
+                "exceptions".into(),
+                vec![
+                    b"name: page_fault_user\nID: 190\n".to_vec(),
+                    b"name: page_fault_kernel\nID: 189\n".to_vec(),
+                ],
+            )],
+        }
+    }
+
+    /// The fixed part lies where perf's reader expects it, and what is
+    /// written reads back whole.
+    #[test]
+    fn tracing_data_layout() {
+        let data = sample();
+        let bytes = data.encode();
+        assert_eq!(&bytes[..3], [23, 8, 68]);
+        assert_eq!(&bytes[3..10], b"tracing");
+        assert_eq!(&bytes[10..14], b"0.6\0");
+        assert_eq!(bytes[14], 0, "little-endian");
+        assert_eq!(bytes[15], 8, "long size");
+        assert_eq!(&bytes[16..20], 4096u32.to_le_bytes());
+        assert_eq!(&bytes[20..32], b"header_page\0");
+        assert_eq!(
+            &bytes[32..40],
+            (data.header_page.len() as u64).to_le_bytes()
+        );
+        // Ends with: no kallsyms, no printk formats, no saved cmdlines.
+        assert_eq!(&bytes[bytes.len() - 16..], [0u8; 16]);
+        assert_eq!(TracingData::parse(&bytes), Ok(data.clone()));
+        // No systems at all still reads.
+        let empty = TracingData {
+            systems: vec![],
+            ..data
+        };
+        assert_eq!(TracingData::parse(&empty.encode()), Ok(empty));
+    }
+
+    /// Every truncation and a lying size are refused, not read past.
+    #[test]
+    fn tracing_data_refuses_damage() {
+        let bytes = sample().encode();
+        for cut in 0..bytes.len() {
+            assert!(TracingData::parse(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut lying = bytes.clone();
+        lying[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(TracingData::parse(&lying).is_err());
+        let mut version = bytes;
+        version[12] = b'5';
+        assert!(TracingData::parse(&version)
+            .unwrap_err()
+            .contains("version"));
+    }
+
+    /// The formats come from tracefs, grouped by system.
+    #[test]
+    fn tracing_data_reads_tracefs() {
+        let dir = std::env::temp_dir().join(format!("pfprof-tracefs-{}", std::process::id()));
+        let events = dir.join("events");
+        for (name, body) in [
+            ("header_page", "page"),
+            ("header_event", "event"),
+            ("exceptions/page_fault_user/format", "user"),
+            ("exceptions/page_fault_kernel/format", "kernel"),
+            ("sched/sched_switch/format", "switch"),
+        ] {
+            let path = events.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, body).unwrap();
+        }
+        let data = TracingData::read(
+            &dir,
+            &[
+                "exceptions/page_fault_user",
+                "sched/sched_switch",
+                "exceptions/page_fault_kernel",
+            ],
+        )
+        .unwrap();
+        assert_eq!(data.header_page, b"page");
+        assert_eq!(data.header_event, b"event");
+        assert_eq!(
+            data.systems,
+            [
+                (
+                    "exceptions".to_string(),
+                    vec![b"user".to_vec(), b"kernel".to_vec()]
+                ),
+                ("sched".to_string(), vec![b"switch".to_vec()]),
+            ]
+        );
+        let missing = TracingData::read(&dir, &["exceptions/nope"]).unwrap_err();
+        assert!(missing.to_string().contains("exceptions/nope"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Build-id entries: 36-byte header, name padded to 64, the id's size
+    /// given; ids perf cannot hold are left out.
+    #[test]
+    fn build_id_table() {
+        let entries = vec![
+            BuildIdEntry {
+                kernel: true,
+                build_id: vec![0xab; 20],
+                path: "[kernel.kallsyms]".into(),
+            },
+            BuildIdEntry {
+                kernel: false,
+                build_id: vec![1, 2, 3, 4, 5, 6, 7, 8],
+                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            },
+            BuildIdEntry {
+                kernel: false,
+                build_id: vec![7; 64],
+                path: "/too/long/an/id".into(),
+            },
+            BuildIdEntry {
+                kernel: false,
+                build_id: vec![],
+                path: "/no/id".into(),
+            },
+        ];
+        let bytes = build_id_section(&entries);
+        assert_eq!(bytes.len(), 2 * (36 + 64));
+        assert_eq!(
+            &bytes[4..6],
+            (MISC_BUILD_ID_SIZE | MISC_KERNEL).to_le_bytes()
+        );
+        assert_eq!(&bytes[6..8], 100u16.to_le_bytes());
+        assert_eq!(&bytes[8..12], (-1i32).to_le_bytes());
+        assert_eq!(bytes[32], 20);
+        assert_eq!(parse_build_ids(&bytes).unwrap(), entries[..2]);
+        for cut in [1, 35, 99, 101, 199] {
+            assert!(parse_build_ids(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn kernel_build_id_from_notes() {
+        let note = |name: &[u8], kind: u32, desc: &[u8]| {
+            let mut n = Vec::new();
+            n.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+            n.extend_from_slice(&kind.to_le_bytes());
+            n.extend_from_slice(name);
+            n.resize(n.len().div_ceil(4) * 4, 0);
+            n.extend_from_slice(desc);
+            n.resize(n.len().div_ceil(4) * 4, 0);
+            n
+        };
+        let mut notes = note(b"Xen\0", 3, &[9; 5]);
+        notes.extend(note(b"GNU\0", 1, &[8; 4]));
+        notes.extend(note(b"GNU\0", 3, &[0x42; 20]));
+        let cases: [(&[u8], Option<Vec<u8>>); 4] = [
+            (&notes, Some(vec![0x42; 20])),
+            (&notes[..notes.len() - 1], None),
+            (&notes[..24], None),
+            (b"", None),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(build_id_in_notes(bytes), want, "{} bytes", bytes.len());
+        }
+    }
+
+    /// `perf_header_string`: length (a multiple of 64), name, NUL padding.
+    #[test]
+    fn arch_is_a_header_string() {
+        let bytes = arch_section();
+        let arch = std::env::consts::ARCH.as_bytes();
+        assert_eq!(bytes.len(), 4 + 64);
+        assert_eq!(&bytes[..4], 64u32.to_le_bytes());
+        assert_eq!(&bytes[4..4 + arch.len()], arch);
+        assert!(bytes[4 + arch.len()..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn kernel_text_from_kallsyms() {
+        let cases = [
+            (
+                "ffffffff81000000 T _stext\nffffffff81000000 T _text\nffffffff8220bb08 T _etext\n",
+                Some((0xffffffff81000000, 0xffffffff8220bb08)),
+            ),
+            (
+                "ffffffff81000000 T _text\n",
+                Some((0xffffffff81000000, u64::MAX)),
+            ),
+            (
+                "0000000000000000 T _text\n0000000000000000 T _etext\n",
+                None,
+            ),
+            ("", None),
+            ("garbage\nzz T _text\n", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(kernel_text(text), want, "{text:?}");
+        }
+    }
+}
