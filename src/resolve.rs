@@ -18,7 +18,7 @@ use crate::report::{
     safe, FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow,
     Totals,
 };
-use crate::stacks::{FrameKey, StackTable};
+use crate::stacks::{FrameKey, StackId, StackTable};
 use crate::startup::{self, StartupFault};
 use crate::timeline;
 
@@ -51,6 +51,41 @@ pub struct Resolved {
     pub folded_latency: [Folded; 3],
     /// `timeline.svg`.
     pub timeline_svg: String,
+    /// The counted rows, for outputs that keep labels apart (pprof).
+    pub samples: Vec<SampleRow>,
+    /// The frames of each stack in `samples`, leaf first.
+    pub stacks: FxHashMap<StackId, Vec<StackFrame>>,
+}
+
+/// Faults counted under one (process, class, access, stack, target).
+#[derive(Debug, Clone)]
+pub struct SampleRow {
+    /// Process.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// Class.
+    pub class: FaultClass,
+    /// Access.
+    pub access: Access,
+    /// Key into [`Resolved::stacks`].
+    pub stack: StackId,
+    /// What the faults touched.
+    pub target: TargetRow,
+    /// Faults.
+    pub faults: u64,
+    /// Their summed latency, ns (0 without the entry tracepoints).
+    pub latency_ns: u64,
+}
+
+/// One frame of a stack: the raw frame and its functions, innermost
+/// (inlined) first, the real function last.
+#[derive(Debug, Clone)]
+pub struct StackFrame {
+    /// The frame before symbolization (module and file offset).
+    pub frame: FrameKey,
+    /// Its functions (never empty).
+    pub functions: Vec<FrameRow>,
 }
 
 /// Symbolizes the profile and builds the report and folded stacks.
@@ -295,10 +330,41 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .get(&pid)
             .map_or_else(|| "?".to_string(), |p| safe(&p.comm))
     };
+    let mut samples: Vec<SampleRow> = Vec::with_capacity(profile.counts.len());
+    let mut stacks: FxHashMap<StackId, Vec<StackFrame>> = FxHashMap::default();
     for (key, tally) in &profile.counts {
         let count = tally.faults;
         let names = expand(&profile.stacks, key.stack);
         let target = target_row(key.target);
+        stacks.entry(key.stack).or_insert_with(|| {
+            profile
+                .stacks
+                .frames(key.stack)
+                .map(|frame| StackFrame {
+                    frame,
+                    functions: frame_names(frame)
+                        .into_iter()
+                        .map(|n| FrameRow {
+                            function: n.function,
+                            file: n.file,
+                            line: n.line,
+                            inlined: n.inlined,
+                            object: n.object.map(path_of),
+                        })
+                        .collect(),
+                })
+                .collect()
+        });
+        samples.push(SampleRow {
+            pid: key.pid,
+            comm: comm_of(key.pid),
+            class: key.class,
+            access: key.access,
+            stack: key.stack,
+            target: target.clone(),
+            faults: count,
+            latency_ns: tally.latency_ns,
+        });
         let leaf = names.last().cloned();
         let acc = sites
             .entry((key.class, key.access, leaf, target.clone()))
@@ -702,6 +768,8 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         startup_folded,
         folded_latency,
         timeline_svg,
+        samples,
+        stacks,
     }
 }
 
