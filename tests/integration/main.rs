@@ -8,6 +8,7 @@ mod hostile;
 mod live;
 mod loud;
 mod names;
+mod pprof;
 mod processes;
 mod record;
 mod safety;
