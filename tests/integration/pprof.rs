@@ -238,7 +238,7 @@ fn go_pprof_reads_what_report_json_says() {
 
 /// `-diff_base` between two recordings of `touch` (1 MiB, then 4 MiB):
 /// `touch_pages` grew by the difference of the two reports' counts; and
-/// `flamegraph` writes profile.pb.gz too.
+/// `flamegraph` writes profile.pb.gz too, the same on every run.
 #[test]
 fn go_pprof_diff_base_between_two_recordings() {
     if !can_record() || !have_go_pprof() {
@@ -272,17 +272,26 @@ fn go_pprof_diff_base_between_two_recordings() {
     );
     assert_eq!(top_flat(&diff, "touch_pages"), 1024 - 256, "{diff}");
 
-    // flamegraph over the recording writes the same profile.
+    // flamegraph over the recording writes the same profile, byte for byte
+    // each time (and one pprof reads as record's).
     let again = dir.join("again");
-    let out = run(pfprof()
-        .args(["flamegraph", "-i"])
-        .arg(dir.join("after/out"))
-        .arg("-o")
-        .arg(&again));
+    let mut written = Vec::new();
+    for _ in 0..2 {
+        let out = run(pfprof()
+            .args(["flamegraph", "-i"])
+            .arg(dir.join("after/out"))
+            .arg("-o")
+            .arg(&again));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        written.push(std::fs::read(again.join("profile.pb.gz")).unwrap());
+    }
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        written[0] == written[1],
+        "flamegraph's profile.pb.gz differs between runs"
     );
     let report: Value =
         serde_json::from_slice(&std::fs::read(dir.join("after/out/report.json")).unwrap()).unwrap();
