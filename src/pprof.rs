@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 
 use crate::outdir::OutDir;
 use crate::report::{FrameRow, ModuleRow};
-use crate::resolve::{Resolved, SampleRow, StackFrame};
+use crate::resolve::{Resolved, SampleRow};
 use crate::stacks::{FrameKey, StackId};
 
 /// The types generated from `proto/profile.proto` by prost-build (build.rs).
@@ -78,8 +78,10 @@ enum LocationKey {
 pub struct Input<'a> {
     /// The counted rows.
     pub samples: &'a [SampleRow],
-    /// Their stacks' frames, leaf first.
-    pub stacks: &'a FxHashMap<StackId, Vec<StackFrame>>,
+    /// Their stacks' raw frames, leaf first.
+    pub stacks: &'a FxHashMap<StackId, Vec<FrameKey>>,
+    /// The functions of each frame, innermost first.
+    pub frames: &'a FxHashMap<FrameKey, Vec<FrameRow>>,
     /// The modules, indexed by module id (path, hex build-id).
     pub modules: &'a [ModuleRow],
     /// The main executable's path (pprof wants its mapping first).
@@ -101,6 +103,7 @@ impl Input<'_> {
         Input {
             samples: &resolved.samples,
             stacks: &resolved.stacks,
+            frames: &resolved.frames,
             modules: &report.modules,
             // The first process is the command pfprof started (or the
             // first attached one).
@@ -128,6 +131,8 @@ struct Builder<'a> {
     location_ids: FxHashMap<LocationKey, u64>,
     functions: Vec<Function>,
     function_ids: FxHashMap<(String, Option<String>), u64>,
+    /// Location ids of each stack: rows share stacks (one per target).
+    stack_locations: FxHashMap<StackId, Vec<u64>>,
 }
 
 impl Builder<'_> {
@@ -190,10 +195,34 @@ impl Builder<'_> {
         m.id
     }
 
-    fn location_id(&mut self, key: LocationKey, functions: &[FrameRow]) -> u64 {
+    fn location_id(&mut self, key: LocationKey) -> u64 {
         if let Some(&id) = self.location_ids.get(&key) {
             return id;
         }
+        let pseudo = |name: &str| {
+            vec![FrameRow {
+                function: name.into(),
+                file: None,
+                line: None,
+                inlined: false,
+                object: None,
+            }]
+        };
+        let input = self.input;
+        let owned;
+        let functions: &[FrameRow] = match key {
+            LocationKey::Frame(frame) => match input.frames.get(&frame) {
+                Some(f) if !f.is_empty() => f,
+                _ => {
+                    owned = pseudo("[unknown]");
+                    &owned
+                }
+            },
+            LocationKey::NoStack => {
+                owned = pseudo("[no stack]");
+                &owned
+            }
+        };
         let (mapping_id, address) = match key {
             LocationKey::Frame(FrameKey::Code {
                 module,
@@ -233,25 +262,24 @@ impl Builder<'_> {
         id
     }
 
-    fn sample(&mut self, row: &SampleRow) -> Sample {
-        let mut location_id = Vec::new();
-        match self.input.stacks.get(&row.stack) {
-            Some(frames) if !frames.is_empty() => {
-                for f in frames {
-                    location_id.push(self.location_id(LocationKey::Frame(f.frame), &f.functions));
-                }
-            }
-            _ => {
-                let no_stack = FrameRow {
-                    function: "[no stack]".into(),
-                    file: None,
-                    line: None,
-                    inlined: false,
-                    object: None,
-                };
-                location_id.push(self.location_id(LocationKey::NoStack, &[no_stack]));
-            }
+    fn stack(&mut self, stack: StackId) -> Vec<u64> {
+        if let Some(ids) = self.stack_locations.get(&stack) {
+            return ids.clone();
         }
+        let input = self.input;
+        let location_id: Vec<u64> = match input.stacks.get(&stack) {
+            Some(frames) if !frames.is_empty() => frames
+                .iter()
+                .map(|f| self.location_id(LocationKey::Frame(*f)))
+                .collect(),
+            _ => vec![self.location_id(LocationKey::NoStack)],
+        };
+        self.stack_locations.insert(stack, location_id.clone());
+        location_id
+    }
+
+    fn sample(&mut self, row: &SampleRow) -> Sample {
+        let location_id = self.stack(row.stack);
         let mut label = Vec::new();
         let mut text = |key: &str, value: &str| Label {
             key: self.strings.id(key),
@@ -297,6 +325,7 @@ pub fn build(input: &Input<'_>) -> Profile {
         location_ids: FxHashMap::default(),
         functions: Vec::new(),
         function_ids: FxHashMap::default(),
+        stack_locations: FxHashMap::default(),
     };
     let mut value_type = |type_: &str, unit: &str| ValueType {
         r#type: b.strings.id(type_),
@@ -438,11 +467,15 @@ mod tests {
 
     /// Two modules (the main one listed second), a stack with an inlined
     /// frame, one through the kernel, one without a stack.
-    fn fixture() -> (
-        Vec<SampleRow>,
-        FxHashMap<StackId, Vec<StackFrame>>,
-        Vec<ModuleRow>,
-    ) {
+    struct StackFrame {
+        frame: FrameKey,
+        functions: Vec<FrameRow>,
+    }
+
+    type Stacks = FxHashMap<StackId, Vec<FrameKey>>;
+    type Frames = FxHashMap<FrameKey, Vec<FrameRow>>;
+
+    fn fixture() -> (Vec<SampleRow>, Stacks, Frames, Vec<ModuleRow>) {
         let code = |module, offset| FrameKey::Code {
             module,
             lookup_file_offset: offset,
@@ -486,9 +519,16 @@ mod tests {
                 object: None,
             }],
         };
-        let mut stacks = FxHashMap::default();
-        stacks.insert(0, vec![leaf.clone(), libc.clone(), unknown]);
-        stacks.insert(1, vec![kernel, leaf, libc]);
+        let stacks: Stacks = [
+            (0, vec![leaf.frame, libc.frame, unknown.frame]),
+            (1, vec![kernel.frame, leaf.frame, libc.frame]),
+        ]
+        .into_iter()
+        .collect();
+        let frames: Frames = [leaf, libc, unknown, kernel]
+            .into_iter()
+            .map(|f| (f.frame, f.functions))
+            .collect();
         let modules = vec![
             ModuleRow {
                 path: "/usr/lib/libc.so.6".into(),
@@ -530,14 +570,15 @@ mod tests {
                 500,
             ),
         ];
-        (samples, stacks, modules)
+        (samples, stacks, frames, modules)
     }
 
     fn profile() -> Profile {
-        let (samples, stacks, modules) = fixture();
+        let (samples, stacks, frames, modules) = fixture();
         let input = Input {
             samples: &samples,
             stacks: &stacks,
+            frames: &frames,
             modules: &modules,
             main_exe: Some("/opt/app/bin/app"),
             comment: "pfprof test".into(),

@@ -53,8 +53,11 @@ pub struct Resolved {
     pub timeline_svg: String,
     /// The counted rows, for outputs that keep labels apart (pprof).
     pub samples: Vec<SampleRow>,
-    /// The frames of each stack in `samples`, leaf first.
-    pub stacks: FxHashMap<StackId, Vec<StackFrame>>,
+    /// The raw frames of each stack in `samples`, leaf first.
+    pub stacks: FxHashMap<StackId, Vec<FrameKey>>,
+    /// The functions of each frame in `stacks`, innermost (inlined) first,
+    /// the real function last; never empty.
+    pub frames: FxHashMap<FrameKey, Vec<FrameRow>>,
 }
 
 /// Faults counted under one (process, class, access, stack, target).
@@ -76,16 +79,6 @@ pub struct SampleRow {
     pub faults: u64,
     /// Their summed latency, ns (0 without the entry tracepoints).
     pub latency_ns: u64,
-}
-
-/// One frame of a stack: the raw frame and its functions, innermost
-/// (inlined) first, the real function last.
-#[derive(Debug, Clone)]
-pub struct StackFrame {
-    /// The frame before symbolization (module and file offset).
-    pub frame: FrameKey,
-    /// Its functions (never empty).
-    pub functions: Vec<FrameRow>,
 }
 
 /// Symbolizes the profile and builds the report and folded stacks.
@@ -331,18 +324,17 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .map_or_else(|| "?".to_string(), |p| safe(&p.comm))
     };
     let mut samples: Vec<SampleRow> = Vec::with_capacity(profile.counts.len());
-    let mut stacks: FxHashMap<StackId, Vec<StackFrame>> = FxHashMap::default();
+    let mut stacks: FxHashMap<StackId, Vec<FrameKey>> = FxHashMap::default();
+    let mut frames: FxHashMap<FrameKey, Vec<FrameRow>> = FxHashMap::default();
     for (key, tally) in &profile.counts {
         let count = tally.faults;
         let names = expand(&profile.stacks, key.stack);
         let target = target_row(key.target);
         stacks.entry(key.stack).or_insert_with(|| {
-            profile
-                .stacks
-                .frames(key.stack)
-                .map(|frame| StackFrame {
-                    frame,
-                    functions: frame_names(frame)
+            let raw: Vec<FrameKey> = profile.stacks.frames(key.stack).collect();
+            for frame in &raw {
+                frames.entry(*frame).or_insert_with(|| {
+                    frame_names(*frame)
                         .into_iter()
                         .map(|n| FrameRow {
                             function: n.function,
@@ -351,9 +343,10 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                             inlined: n.inlined,
                             object: n.object.map(path_of),
                         })
-                        .collect(),
-                })
-                .collect()
+                        .collect()
+                });
+            }
+            raw
         });
         samples.push(SampleRow {
             pid: key.pid,
@@ -770,6 +763,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         timeline_svg,
         samples,
         stacks,
+        frames,
     }
 }
 
