@@ -4,7 +4,8 @@
 //! Data flows one way: `record` (syscalls, ring buffers → pfprof.data) →
 //! `decode` (perf.data records) → `process` (address spaces over time) →
 //! `classify` → `stacks` (interned raw stacks) → `resolve` (symbolize each
-//! unique address once) → `render` (folded, SVG, text, JSON). `report` and
+//! unique address once) → `render` (folded, SVG, text, JSON), `pprof`
+//! (`profile.pb.gz`). `report` and
 //! `flamegraph` replay a recording through the same path that `record` uses.
 
 pub mod analyze;
@@ -17,6 +18,7 @@ pub mod fuzzing;
 pub mod latency;
 pub mod outdir;
 pub mod perf_data;
+pub mod pprof;
 pub mod process;
 pub mod record;
 pub mod render;

@@ -11,7 +11,7 @@ use pfprof::analyze::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::perf_data::Exit;
-use pfprof::{diff, error, record, render, report, resolve};
+use pfprof::{diff, error, pprof, record, render, report, resolve};
 
 /// `-i` takes a directory or the data file itself. A directory without a
 /// recording is named as such (not as a missing `DIR/pfprof.data`).
@@ -152,7 +152,10 @@ fn run(cli: Cli) -> Result<u8> {
             let stopped = recorded.write_error.is_some();
             let outputs = analyze_and_resolve(&config.data_path, &args.analysis, stopped).and_then(
                 |resolved| {
+                    let start_ns =
+                        pprof::recording_start_ns(&config.data_path, resolved.report.wall_ns);
                     render::write_all(staging.out_dir(), &resolved, args.analysis.top)
+                        .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
                         .with_context(|| format!("cannot write the outputs in {partial}"))?;
                     staging.commit()?;
                     Ok(resolved)
@@ -175,7 +178,7 @@ fn run(cli: Cli) -> Result<u8> {
                 eprint!("{}", report.to_text(args.analysis.top));
             }
             eprintln!(
-                "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg}}",
+                "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
                 args.output.display()
             );
             if let Some(why) = &recorded.write_error {
@@ -228,8 +231,8 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Action::Flamegraph(args) => {
-            let resolved =
-                analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial)?;
+            let input = data_path(&args.input)?;
+            let resolved = analyze_and_resolve(&input, &args.analysis, args.partial)?;
             let out_dir = OutDir::open_or_create(
                 &args
                     .output
@@ -262,7 +265,19 @@ fn run(cli: Cli) -> Result<u8> {
                 render::write_startup(&out_dir, &resolved.startup_folded, &command, &subtitle)
                     .with_context(context)?;
             }
-            eprintln!("pfprof: wrote flame graphs in {}", out_dir.path().display());
+            let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
+            pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
+                format!(
+                    "cannot write {} in {}",
+                    pprof::FILE_NAME,
+                    out_dir.path().display()
+                )
+            })?;
+            eprintln!(
+                "pfprof: wrote flame graphs and {} in {}",
+                pprof::FILE_NAME,
+                out_dir.path().display()
+            );
             Ok(0)
         }
         Action::Diff(args) => {

@@ -54,6 +54,7 @@ pub const OUTPUT_NAMES: &[&str] = &[
     "cow-latency.svg",
     "diff.folded",
     "diff.svg",
+    "profile.pb.gz",
 ];
 
 /// Suffix of the directory a recording is written into.

@@ -276,7 +276,9 @@ impl Background {
             tx, thread, failed, ..
         } = self;
         drop(tx);
-        let file = thread.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let file = thread
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
         let result = match failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -514,22 +516,20 @@ impl PerfDataWriter {
             put_u64(&mut table, body.len() as u64);
             offset += body.len() as u64;
         }
-        let out = self
-            .out
-            .take()
-            .ok_or_else(|| io::Error::other("the recording was stopped by an earlier write error"))?;
+        let out = self.out.take().ok_or_else(|| {
+            io::Error::other("the recording was stopped by an earlier write error")
+        })?;
         let (mut file, written) = out.finish();
-        let result = written
-            .and_then(|()| {
-                let mut tail = table;
-                for (_, body) in &sections {
-                    tail.extend_from_slice(body);
-                }
-                file.write_all(&tail)?;
-                file.seek(SeekFrom::Start(0))?;
-                file.write_all(&self.header(features))?;
-                file.sync_all()
-            });
+        let result = written.and_then(|()| {
+            let mut tail = table;
+            for (_, body) in &sections {
+                tail.extend_from_slice(body);
+            }
+            file.write_all(&tail)?;
+            file.seek(SeekFrom::Start(0))?;
+            file.write_all(&self.header(features))?;
+            file.sync_all()
+        });
         if result.is_err() {
             // Left to `salvage`, which cuts the file back to its records.
             self.out = Some(Background::new(file)?);

@@ -18,7 +18,7 @@ use crate::report::{
     safe, FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow,
     Totals,
 };
-use crate::stacks::{FrameKey, StackTable};
+use crate::stacks::{FrameKey, StackId, StackTable};
 use crate::startup::{self, StartupFault};
 use crate::timeline;
 
@@ -51,6 +51,34 @@ pub struct Resolved {
     pub folded_latency: [Folded; 3],
     /// `timeline.svg`.
     pub timeline_svg: String,
+    /// The counted rows, for outputs that keep labels apart (pprof).
+    pub samples: Vec<SampleRow>,
+    /// The raw frames of each stack in `samples`, leaf first.
+    pub stacks: FxHashMap<StackId, Vec<FrameKey>>,
+    /// The functions of each frame in `stacks`, innermost (inlined) first,
+    /// the real function last; never empty.
+    pub frames: FxHashMap<FrameKey, Vec<FrameRow>>,
+}
+
+/// Faults counted under one (process, class, access, stack, target).
+#[derive(Debug, Clone)]
+pub struct SampleRow {
+    /// Process.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// Class.
+    pub class: FaultClass,
+    /// Access.
+    pub access: Access,
+    /// Key into [`Resolved::stacks`].
+    pub stack: StackId,
+    /// What the faults touched.
+    pub target: TargetRow,
+    /// Faults.
+    pub faults: u64,
+    /// Their summed latency, ns (0 without the entry tracepoints).
+    pub latency_ns: u64,
 }
 
 /// Symbolizes the profile and builds the report and folded stacks.
@@ -302,10 +330,41 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             .get(&pid)
             .map_or_else(|| "?".to_string(), |p| safe(&p.comm))
     };
+    let mut samples: Vec<SampleRow> = Vec::with_capacity(profile.counts.len());
+    let mut stacks: FxHashMap<StackId, Vec<FrameKey>> = FxHashMap::default();
+    let mut frames: FxHashMap<FrameKey, Vec<FrameRow>> = FxHashMap::default();
     for (key, tally) in &profile.counts {
         let count = tally.faults;
         let names = expand(&profile.stacks, key.stack);
         let target = target_row(key.target);
+        stacks.entry(key.stack).or_insert_with(|| {
+            let raw: Vec<FrameKey> = profile.stacks.frames(key.stack).collect();
+            for frame in &raw {
+                frames.entry(*frame).or_insert_with(|| {
+                    frame_names(*frame)
+                        .into_iter()
+                        .map(|n| FrameRow {
+                            function: n.function,
+                            file: n.file,
+                            line: n.line,
+                            inlined: n.inlined,
+                            object: n.object.map(path_of),
+                        })
+                        .collect()
+                });
+            }
+            raw
+        });
+        samples.push(SampleRow {
+            pid: key.pid,
+            comm: comm_of(key.pid),
+            class: key.class,
+            access: key.access,
+            stack: key.stack,
+            target: target.clone(),
+            faults: count,
+            latency_ns: tally.latency_ns,
+        });
         let leaf = names.last().cloned();
         let acc = sites
             .entry((key.class, key.access, leaf, target.clone()))
@@ -709,6 +768,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         startup_folded,
         folded_latency,
         timeline_svg,
+        samples,
+        stacks,
+        frames,
     }
 }
 

@@ -9,6 +9,7 @@ mod live;
 mod loud;
 mod names;
 mod perf_compat;
+mod pprof;
 mod processes;
 mod record;
 mod safety;
