@@ -13,9 +13,9 @@ use std::path::Path;
 use byteorder::LittleEndian;
 
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness, EventRecord,
-    Mmap2FileId, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
-    RecordParseInfo, RecordType, SoftwareCounterType,
+    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness,
+    EventRecord, Mmap2FileId, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
+    RecordIdParseInfo, RecordParseInfo, RecordType, SampleFormat, SoftwareCounterType,
 };
 use rustc_hash::FxHashMap;
 use thiserror::Error;
@@ -501,9 +501,16 @@ fn replay_layout(
             attr_of_id.insert(*id, index);
         }
     }
-    let sample_id_all = attrs
-        .first()
-        .is_some_and(|a| a.flags.contains(AttrFlags::SAMPLE_ID_ALL));
+    let id_lookup = id_lookup(&attrs, &parse_infos);
+    let same_trailer = parse_infos.iter().all(|p| {
+        (
+            p.common_data_offset_from_end,
+            p.nonsample_record_time_offset_from_end,
+        ) == (
+            parse_infos[0].common_data_offset_from_end,
+            parse_infos[0].nonsample_record_time_offset_from_end,
+        )
+    });
     let meta = layout
         .meta
         .clone()
@@ -588,14 +595,22 @@ fn replay_layout(
         let attr_index = if attr_of_id.is_empty() || kinds.len() == 1 {
             0
         } else {
-            match get_record_identifier::<LittleEndian>(
-                RecordType(record_type),
-                body,
-                sample_id_all,
-            )
-            .and_then(|id| attr_of_id.get(&id))
-            {
+            let id = match id_lookup {
+                IdLookup::Identifier(sample_id_all) => get_record_identifier::<LittleEndian>(
+                    RecordType(record_type),
+                    body,
+                    sample_id_all,
+                ),
+                IdLookup::Id(info) => {
+                    get_record_id::<LittleEndian>(RecordType(record_type), body, &info)
+                }
+            };
+            match id.and_then(|id| attr_of_id.get(&id)) {
                 Some(&index) => index,
+                // perf synthesizes some records (the kernel's map, the
+                // command's comm before exec) with a zeroed id: any event
+                // reads them alike when the trailers are laid out alike.
+                None if record_type != RECORD_SAMPLE && same_trailer => 0,
                 None => {
                     stats.bad_records += 1;
                     continue;
@@ -671,6 +686,41 @@ fn replay_layout(
         });
     }
     Ok((header, stats))
+}
+
+/// Where a record's event id is.
+#[derive(Debug, Clone, Copy)]
+enum IdLookup {
+    /// `PERF_SAMPLE_IDENTIFIER`: first in a sample, last in the other
+    /// records (when `sample_id_all`, the flag). pfprof's recordings, and
+    /// perf's when its events differ in sample type.
+    Identifier(bool),
+    /// `PERF_SAMPLE_ID` only, at a place that depends on the sample type:
+    /// perf's recordings whose events share one sample type.
+    Id(RecordIdParseInfo),
+}
+
+/// How to find the event of a record: by the identifier when every event
+/// has one, else by `PERF_SAMPLE_ID` when every event puts it at the same
+/// place (perf leaves IDENTIFIER out exactly then).
+fn id_lookup(attrs: &[PerfEventAttr], parse_infos: &[RecordParseInfo]) -> IdLookup {
+    let sample_id_all = attrs
+        .first()
+        .is_some_and(|a| a.flags.contains(AttrFlags::SAMPLE_ID_ALL));
+    let all_identifier = attrs
+        .iter()
+        .all(|a| a.sample_format.contains(SampleFormat::IDENTIFIER));
+    match parse_infos.first() {
+        Some(first)
+            if !all_identifier
+                && parse_infos
+                    .iter()
+                    .all(|p| p.id_parse_info == first.id_parse_info) =>
+        {
+            IdLookup::Id(first.id_parse_info)
+        }
+        _ => IdLookup::Identifier(sample_id_all),
+    }
 }
 
 /// A record that does not parse.
