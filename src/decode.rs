@@ -15,13 +15,15 @@ use byteorder::LittleEndian;
 use linux_perf_data::linux_perf_event_reader::{
     get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness,
     EventRecord, Mmap2FileId, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
-    RecordIdParseInfo, RecordParseInfo, RecordType, SampleFormat, SoftwareCounterType,
+    RecordIdParseInfo, RecordParseInfo, RecordType, SampleFormat, SamplingPolicy,
+    SoftwareCounterType,
 };
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 use crate::perf_data::{read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta};
 use crate::record::sys::MappedFile;
+use crate::unwind::UserRegs;
 
 /// Why a recording cannot be read. Each is one line naming the file; the
 /// binary prints it once.
@@ -140,6 +142,11 @@ pub struct FaultSample<'a> {
     pub kernel_mode: bool,
     /// Call chain, leaf first, with perf's context markers.
     pub callchain: Option<RawDataU64<'a>>,
+    /// Faults this sample stands for: 1, or the sample's period in perf's
+    /// sampled recordings (`-c N`, `-F`).
+    pub weight: u64,
+    /// User registers and stack copy, to unwind (perf's `--call-graph dwarf`).
+    pub user_stack: Option<(UserRegs, &'a [u8])>,
 }
 
 /// A fault entry, from the `exceptions:page_fault_*` tracepoints.
@@ -251,12 +258,47 @@ pub struct Header {
     pub cmdline: Option<Vec<String>>,
     /// Kernel records in the recording (to size buffers up front).
     pub records: usize,
+    /// How perf sampled the faults, when not every one (perf's `-c N`,
+    /// `-F`): counts are then scaled by the period.
+    pub sampling: Option<Sampling>,
+    /// perf's `page-faults` event: faults of both kinds, counted as minor.
+    pub any_fault_event: bool,
+    /// A fault event samples user registers and stack (perf's
+    /// `--call-graph dwarf`): chains are unwound while replaying.
+    pub user_stacks: bool,
 }
+
+/// How a recording sampled faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// One in N (`perf record -c N`).
+    Period(u64),
+    /// N samples a second, each with its period (`perf record -F N`).
+    Frequency(u64),
+}
+
+/// Faults a sample of an event stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weight {
+    /// Each sample is one fault (or pfprof's own sampled recording).
+    One,
+    /// Each sample stands for this many (a fixed period).
+    Fixed(u64),
+    /// The sample's own period (frequency sampling).
+    FromSample,
+}
+
+/// perf's x86_64 register numbers (bits of `sample_regs_user`) of BP, SP, IP.
+const REG_BP: u64 = 6;
+const REG_SP: u64 = 7;
+const REG_IP: u64 = 8;
 
 fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
     match (type_, name) {
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMin), _) => EventKind::Minor,
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMaj), _) => EventKind::Major,
+        // perf's `page-faults` does not tell minor from major.
+        (PerfEventType::Software(SoftwareCounterType::PageFaults), _) => EventKind::Minor,
         (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_user") => {
             EventKind::EntryUser
         }
@@ -502,15 +544,34 @@ fn replay_layout(
         }
     }
     let id_lookup = id_lookup(&attrs, &parse_infos);
-    let same_trailer = parse_infos.iter().all(|p| {
-        (
-            p.common_data_offset_from_end,
-            p.nonsample_record_time_offset_from_end,
-        ) == (
-            parse_infos[0].common_data_offset_from_end,
-            parse_infos[0].nonsample_record_time_offset_from_end,
+    // pfprof counts its own sampled recordings as they are (its report
+    // says "1 in N"); perf's samples stand for their period.
+    let weights: Vec<Weight> = attrs
+        .iter()
+        .map(|a| match a.sampling_policy {
+            _ if layout.meta.is_some() => Weight::One,
+            SamplingPolicy::Period(n) => Weight::Fixed(n.get()),
+            SamplingPolicy::Frequency(_) => Weight::FromSample,
+            SamplingPolicy::NoSampling => Weight::One,
+        })
+        .collect();
+    let sampling = attrs
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, k)| matches!(k, EventKind::Minor | EventKind::Major))
+        .find_map(|(a, _)| match a.sampling_policy {
+            _ if layout.meta.is_some() => None,
+            SamplingPolicy::Period(n) if n.get() > 1 => Some(Sampling::Period(n.get())),
+            SamplingPolicy::Frequency(hz) => Some(Sampling::Frequency(hz)),
+            _ => None,
+        });
+    let any_fault_event = attrs.iter().any(|a| {
+        matches!(
+            a.type_,
+            PerfEventType::Software(SoftwareCounterType::PageFaults)
         )
     });
+    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = layout.build_ids.iter().cloned().collect();
     let meta = layout
         .meta
         .clone()
@@ -520,6 +581,14 @@ fn replay_layout(
         kinds: kinds.clone(),
         cmdline: layout.cmdline,
         records: 0,
+        sampling,
+        any_fault_event,
+        user_stacks: layout.meta.is_none()
+            && attrs.iter().zip(&kinds).any(|(a, k)| {
+                matches!(k, EventKind::Minor | EventKind::Major)
+                    && a.sample_format
+                        .contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER)
+            }),
     };
     let mut stats = DecodeStats {
         truncated: repaired,
@@ -605,12 +674,17 @@ fn replay_layout(
                     get_record_id::<LittleEndian>(RecordType(record_type), body, &info)
                 }
             };
-            match id.and_then(|id| attr_of_id.get(&id)) {
+            // perf synthesizes some records (the kernel's map, the
+            // command's comm before exec) with a zeroed id, and reads them
+            // with its first event, as here.
+            match id.and_then(|id| {
+                if id == 0 {
+                    Some(&0)
+                } else {
+                    attr_of_id.get(&id)
+                }
+            }) {
                 Some(&index) => index,
-                // perf synthesizes some records (the kernel's map, the
-                // command's comm before exec) with a zeroed id: any event
-                // reads them alike when the trailers are laid out alike.
-                None if record_type != RECORD_SAMPLE && same_trailer => 0,
                 None => {
                     stats.bad_records += 1;
                     continue;
@@ -650,8 +724,17 @@ fn replay_layout(
         );
         stats.records += 1;
         let fault_kind = matches!(kinds[attr_index], EventKind::Minor | EventKind::Major);
-        match to_event(&record, kinds[attr_index], time) {
-            Ok(Some(event)) => {
+        match to_event(&record, kinds[attr_index], weights[attr_index], time) {
+            Ok(Some(mut event)) => {
+                // perf's mmaps carry inodes; its header has the build-ids.
+                if let Event::Mmap {
+                    build_id: build_id @ None,
+                    path,
+                    ..
+                } = &mut event
+                {
+                    *build_id = build_ids.get(&path.as_slice()[..]).cloned();
+                }
                 decoded += 1;
                 faults += u64::from(matches!(event, Event::Fault(_)));
                 on_event(event)
@@ -675,6 +758,13 @@ fn replay_layout(
     } else if faults == 0 && bad_faults > 0 {
         Some(format!(
             "none of its {bad_faults} fault samples could be decoded (each needs a pid, tid and data address: perf record without -d?)"
+        ))
+    } else if faults == 0 && header.meta.is_none() {
+        // pfprof's own recording of a program that took no fault (of the
+        // sampled class) is a result; perf's file without one is not.
+        Some(format!(
+            "it holds no fault sample ({} records of other kinds): nothing to analyse",
+            stats.records
         ))
     } else {
         None
@@ -731,6 +821,7 @@ pub struct BadRecord;
 fn to_event<'a>(
     record: &RawEventRecord<'a>,
     kind: EventKind,
+    weight: Weight,
     time: u64,
 ) -> Result<Option<Event<'a>>, BadRecord> {
     if would_panic(record.record_type.0, record.misc, &record.data) {
@@ -745,6 +836,25 @@ fn to_event<'a>(
                 let (Some(pid), Some(tid), Some(addr)) = (s.pid, s.tid, s.addr) else {
                     return Err(BadRecord);
                 };
+                let weight = match weight {
+                    Weight::One => 1,
+                    Weight::Fixed(n) => n,
+                    Weight::FromSample => s.period.unwrap_or(1).max(1),
+                };
+                let user_stack = s.user_regs.as_ref().and_then(|r| {
+                    let regs = UserRegs {
+                        ip: r.get(REG_IP)?,
+                        sp: r.get(REG_SP)?,
+                        bp: r.get(REG_BP)?,
+                    };
+                    let stack = match &s.user_stack {
+                        Some((RawData::Single(data), dyn_size)) => {
+                            &data[..(*dyn_size as usize).min(data.len())]
+                        }
+                        _ => &[],
+                    };
+                    Some((regs, stack))
+                });
                 Event::Fault(FaultSample {
                     major: kind == EventKind::Major,
                     pid,
@@ -753,6 +863,8 @@ fn to_event<'a>(
                     addr_avma: addr,
                     kernel_mode: s.cpu_mode == CpuMode::Kernel,
                     callchain: s.callchain,
+                    weight,
+                    user_stack,
                 })
             }
             EventKind::EntryUser | EventKind::EntryKernel => {
@@ -779,6 +891,10 @@ fn to_event<'a>(
             },
             EventKind::Other => return Ok(None),
         },
+        // perf's map of the kernel (pid -1): kernel frames are named from
+        // /proc/kallsyms.
+        EventRecord::Mmap2(m) if m.pid == -1 => return Ok(None),
+        EventRecord::Mmap(m) if m.pid == -1 => return Ok(None),
         EventRecord::Mmap2(m) => Event::Mmap {
             pid: m.pid,
             avma: m.address,
@@ -939,7 +1055,7 @@ impl LiveDecoder {
             let size = u16::from_le_bytes([head[6], head[7]]) as usize;
             let data = RawData::Single(&self.buf[offset + 8..offset + size]);
             let record = RawEventRecord::new(record_type, misc, data, self.parse_infos[attr]);
-            match to_event(&record, self.kinds[attr], time) {
+            match to_event(&record, self.kinds[attr], Weight::One, time) {
                 Ok(Some(event)) => on_event(event),
                 Ok(None) => {}
                 Err(BadRecord) => self.bad_records += 1,

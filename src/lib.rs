@@ -13,6 +13,7 @@ pub mod cli;
 pub mod decode;
 pub mod diff;
 pub mod error;
+pub mod foreign;
 pub mod fuzzing;
 pub mod latency;
 pub mod outdir;

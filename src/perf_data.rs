@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 /// Feature bit of pfprof's metadata section. perf only interprets bits below
 /// its `HEADER_LAST_FEATURE` (32 today) and skips the rest.
 pub const PFPROF_META_FEATURE: u32 = 200;
+const HEADER_BUILD_ID: u32 = 2;
 const HEADER_HOSTNAME: u32 = 3;
 const HEADER_OSRELEASE: u32 = 4;
 const HEADER_NRCPUS: u32 = 7;
@@ -474,7 +475,13 @@ pub struct Layout {
     pub meta: Option<std::ops::Range<usize>>,
     /// File offset of each event's attr (for errors).
     pub event_offsets: Vec<u64>,
+    /// `BUILD_ID` feature (perf writes it): (path, build-id) of the files
+    /// the samples hit. perf's mmap records carry inodes, not build-ids.
+    pub build_ids: Vec<PathBuildId>,
 }
+
+/// A file's path and its build-id.
+pub type PathBuildId = (Vec<u8>, Vec<u8>);
 
 /// Bounds-checked little-endian reads over a part of the file, reporting
 /// failures at absolute file offsets.
@@ -659,6 +666,7 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
         cmdline: None,
         meta: None,
         event_offsets,
+        build_ids: Vec::new(),
     };
     if !facts.finished() {
         return Ok(layout);
@@ -711,10 +719,44 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
                 (layout.events, layout.event_offsets) = event_desc(bytes, range)?;
             }
             PFPROF_META_FEATURE => layout.meta = Some(range),
+            HEADER_BUILD_ID => layout.build_ids = build_ids(bytes, range)?,
             _ => {}
         }
     }
     Ok(layout)
+}
+
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry says its build-id's length.
+const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+
+/// The `BUILD_ID` feature: records of u32 type, u16 misc, u16 size, i32
+/// pid, 20 build-id bytes, u8 length (with [`MISC_BUILD_ID_SIZE`]; else 20),
+/// 3 reserved bytes, then the NUL-padded path, up to `size`.
+fn build_ids(
+    bytes: &[u8],
+    range: std::ops::Range<usize>,
+) -> Result<Vec<PathBuildId>, LayoutError> {
+    let mut f = Fields::new(bytes, range.start, range.len(), "BUILD_ID feature");
+    let mut out = Vec::new();
+    while f.at < f.end {
+        let head = f.take(8)?;
+        let misc = u16::from_le_bytes([head[4], head[5]]);
+        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        if size < 36 {
+            return Err(f.error(format_args!("an entry of {size} bytes")));
+        }
+        let body = f.take(size - 8)?;
+        let len = if misc & MISC_BUILD_ID_SIZE != 0 {
+            usize::from(body[24]).min(20)
+        } else {
+            20
+        };
+        let path = body[28..].split(|&b| b == 0).next().unwrap_or_default();
+        if len > 0 && !path.is_empty() {
+            out.push((path.to_vec(), body[4..4 + len].to_vec()));
+        }
+    }
+    Ok(out)
 }
 
 /// The `EVENT_DESC` feature: u32 count, u32 attr size, then per event the

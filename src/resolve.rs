@@ -571,7 +571,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         no_callchain: t.no_callchain,
         call_graph: meta.map(|m| m.call_graph.clone()),
         truncated_stacks: t.truncated_stacks,
-        unwind: meta.and_then(|m| m.unwind.clone()),
+        unwind: meta
+            .and_then(|m| m.unwind.clone())
+            .or_else(|| profile.unwind.clone()),
     };
     let mut by_access = BTreeMap::new();
     for class in FaultClass::ALL {
@@ -623,6 +625,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {
         warnings.push(format!("COW and access types unavailable: {note}"));
     }
+    warnings.extend(crate::foreign::warnings(profile));
     // Problems quote file names and the recording's own notes.
     let warnings: Vec<String> = warnings.iter().map(|w| safe(w)).collect();
     let command: Vec<String> = meta
