@@ -732,10 +732,7 @@ const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 /// The `BUILD_ID` feature: records of u32 type, u16 misc, u16 size, i32
 /// pid, 20 build-id bytes, u8 length (with [`MISC_BUILD_ID_SIZE`]; else 20),
 /// 3 reserved bytes, then the NUL-padded path, up to `size`.
-fn build_ids(
-    bytes: &[u8],
-    range: std::ops::Range<usize>,
-) -> Result<Vec<PathBuildId>, LayoutError> {
+fn build_ids(bytes: &[u8], range: std::ops::Range<usize>) -> Result<Vec<PathBuildId>, LayoutError> {
     let mut f = Fields::new(bytes, range.start, range.len(), "BUILD_ID feature");
     let mut out = Vec::new();
     while f.at < f.end {

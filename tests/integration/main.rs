@@ -8,6 +8,7 @@ mod hostile;
 mod live;
 mod loud;
 mod names;
+mod perf_import;
 mod processes;
 mod record;
 mod safety;
