@@ -1125,6 +1125,66 @@ pub(crate) mod tests {
         r
     }
 
+    /// perf's recordings of events that share one sample type have
+    /// PERF_SAMPLE_ID, not IDENTIFIER: each sample's id (after IP, TID,
+    /// TIME, ADDR) picks its event; id 0 (perf's synthesized records) is
+    /// the first event; an unknown id is a bad record.
+    #[test]
+    fn finds_events_by_sample_id() {
+        let dir = std::env::temp_dir().join(format!("pfprof-sample-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id.data");
+        let attr = |config: u32| {
+            let mut attr = crate::record::sys::new_attr();
+            attr.type_ = b::PERF_TYPE_SOFTWARE;
+            attr.config = u64::from(config);
+            attr.sample_type = (b::PERF_SAMPLE_IP
+                | b::PERF_SAMPLE_TID
+                | b::PERF_SAMPLE_TIME
+                | b::PERF_SAMPLE_ADDR
+                | b::PERF_SAMPLE_ID) as u64;
+            attr.set_sample_id_all(1);
+            crate::record::sys::attr_bytes(&attr).to_vec()
+        };
+        let events = vec![
+            EventDesc {
+                attr: attr(b::PERF_COUNT_SW_PAGE_FAULTS_MIN),
+                name: "minor-faults".into(),
+                ids: vec![11, 12],
+            },
+            EventDesc {
+                attr: attr(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+                name: "major-faults".into(),
+                ids: vec![21],
+            },
+        ];
+        let sample = |id: u64, time: u64| {
+            let mut r = Vec::new();
+            r.extend_from_slice(&9u32.to_le_bytes());
+            r.extend_from_slice(&2u16.to_le_bytes());
+            r.extend_from_slice(&48u16.to_le_bytes());
+            for v in [0x401000, (7u64 << 32) | 7, time, 0x1000 * time, id] {
+                r.extend_from_slice(&v.to_le_bytes());
+            }
+            r
+        };
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        for (id, time) in [(11, 1), (21, 2), (12, 3), (0, 4), (99, 5)] {
+            w.write_records(&sample(id, time)).unwrap();
+        }
+        w.finish(&RecordingMeta::default(), "h", "r", 1).unwrap();
+        let mut seen = Vec::new();
+        let (_, stats) = replay(&path, false, |event| {
+            if let Event::Fault(f) = event {
+                seen.push((f.time, f.major));
+            }
+        })
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(seen, [(1, false), (2, true), (3, false), (4, false)]);
+        assert_eq!(stats.bad_records, 1, "the sample of id 99");
+    }
+
     /// Records of different CPUs, each in order but appended per CPU and per
     /// round, come back merged in time order (ties in file order); a record
     /// with an unknown id is counted as bad, not fatal.

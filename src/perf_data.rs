@@ -1161,3 +1161,72 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[cfg(test)]
+mod build_id_tests {
+    use super::*;
+
+    /// One `BUILD_ID` entry as perf writes it: `misc` with or without the
+    /// size flag, the id padded to 20 bytes, the path NUL-padded to 8.
+    fn entry(misc: u16, id: &[u8], path: &str) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&(-1i32).to_le_bytes());
+        let mut padded = id.to_vec();
+        padded.resize(20, 0);
+        body.extend_from_slice(&padded);
+        body.extend_from_slice(&[id.len() as u8, 0, 0, 0]);
+        body.extend_from_slice(path.as_bytes());
+        body.resize((body.len() + 1).next_multiple_of(8), 0);
+        let mut out = Vec::new();
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&misc.to_le_bytes());
+        out.extend_from_slice(&((8 + body.len()) as u16).to_le_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Entries with and without perf's size flag, several in a row, and
+    /// sizes that lie.
+    #[test]
+    fn build_id_feature() {
+        let id20: Vec<u8> = (1..=20).collect();
+        let id16: Vec<u8> = (1..=16).collect();
+        let two = [
+            entry(0, &id20, "/usr/bin/a"),
+            entry(MISC_BUILD_ID_SIZE, &id16, "/b"),
+        ]
+        .concat();
+        let mut short = entry(0, &id20, "/a");
+        short[6..8].copy_from_slice(&20u16.to_le_bytes());
+        let mut long = entry(0, &id20, "/a");
+        long[6..8].copy_from_slice(&4000u16.to_le_bytes());
+        type Case = (&'static str, Vec<u8>, Result<Vec<PathBuildId>, ()>);
+        let cases: Vec<Case> = vec![
+            ("empty", Vec::new(), Ok(vec![])),
+            (
+                "no size flag: 20 bytes",
+                entry(0, &id20, "/usr/bin/a"),
+                Ok(vec![(b"/usr/bin/a".to_vec(), id20.clone())]),
+            ),
+            (
+                "size flag: 16 bytes",
+                entry(MISC_BUILD_ID_SIZE, &id16, "/b"),
+                Ok(vec![(b"/b".to_vec(), id16.clone())]),
+            ),
+            (
+                "two entries",
+                two,
+                Ok(vec![
+                    (b"/usr/bin/a".to_vec(), id20.clone()),
+                    (b"/b".to_vec(), id16),
+                ]),
+            ),
+            ("entry smaller than its fields", short, Err(())),
+            ("entry past the section", long, Err(())),
+        ];
+        for (what, bytes, want) in cases {
+            let got = build_ids(&bytes, 0..bytes.len()).map_err(|_| ());
+            assert_eq!(got, want, "{what}");
+        }
+    }
+}

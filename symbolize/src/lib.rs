@@ -1002,6 +1002,47 @@ fn code_site(
 mod tests {
     use super::*;
 
+    /// Where a recorded file is looked for: under --symfs, at its path,
+    /// then (with a build-id to check) perf's caches and the debug dirs.
+    #[test]
+    fn file_candidates_in_order() {
+        let options = Options {
+            debug_dirs: vec![PathBuf::from("/dbg")],
+            demangle: true,
+            symfs: Some(PathBuf::from("/sym")),
+            build_id_caches: vec![PathBuf::from("/home/u/.debug")],
+        };
+        let none = Options {
+            symfs: None,
+            ..options.clone()
+        };
+        let p = |s: &str| PathBuf::from(s);
+        let id = [0xab, 0xcd, 0xef];
+        type Case<'a> = (&'a Options, Option<&'a [u8]>, Vec<PathBuf>);
+        let cases: Vec<Case<'_>> = vec![
+            (
+                &options,
+                None,
+                vec![p("/sym/usr/lib/x.so"), p("/usr/lib/x.so")],
+            ),
+            (&none, None, vec![p("/usr/lib/x.so")]),
+            (
+                &none,
+                Some(&id),
+                vec![
+                    p("/usr/lib/x.so"),
+                    p("/home/u/.debug/.build-id/ab/cdef/elf"),
+                    p("/home/u/.debug/usr/lib/x.so/abcdef/elf"),
+                    p("/dbg/.build-id/ab/cdef.debug"),
+                ],
+            ),
+        ];
+        for (options, build_id, want) in cases {
+            let got = options.file_candidates(Path::new("/usr/lib/x.so"), build_id);
+            assert_eq!(got, want, "{build_id:?}");
+        }
+    }
+
     fn seg(svma: u64, file_offset: u64, file_size: u64, mem_size: u64) -> SegmentInfo {
         SegmentInfo {
             svma,
