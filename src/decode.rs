@@ -2,7 +2,8 @@
 //! header, attrs and feature sections read by [`read_layout`] with every size
 //! checked, its records parsed by `linux-perf-event-reader`), merged across
 //! CPUs by time, and hands each record to a callback as a borrowed [`Event`].
-//! Nothing here allocates per sample, or more than the file's size.
+//! Nothing here allocates per sample, or more than the file's size (but
+//! for the decompressed records of perf's `-z`, bounded by a multiple of it).
 //!
 //! A record that does not parse is counted in [`DecodeStats`], never fatal;
 //! a file that is not a usable recording is one [`DecodeError`] line naming
@@ -608,6 +609,21 @@ fn replay_layout(
                     .min(bytes.len()),
         )
         .unwrap_or_default();
+    // perf record -z: the records, decompressed (up to 64 times the
+    // compressed size, at least 256 MiB; zstd rarely does better on records).
+    let decompressed;
+    let data = if crate::perf_compressed::has_compressed(data) {
+        let limit = data.len().saturating_mul(64).max(1 << 28);
+        decompressed = crate::perf_compressed::decompress(data, limit).map_err(|why| {
+            DecodeError::NoRecords {
+                path: display.clone(),
+                what: format!("its compressed records (perf record -z) cannot be read: {why}"),
+            }
+        })?;
+        &decompressed[..]
+    } else {
+        data
+    };
     let mut index: Vec<(u64, u64)> = Vec::with_capacity(data.len() / 96);
     let mut offset = 0usize;
     while offset < data.len() {

@@ -17,6 +17,7 @@ pub mod foreign;
 pub mod fuzzing;
 pub mod latency;
 pub mod outdir;
+pub mod perf_compressed;
 pub mod perf_data;
 pub mod process;
 pub mod record;

@@ -436,3 +436,35 @@ fn perf_without_fault_samples_is_an_error() {
     assert!(stderr.contains("holds no fault sample"), "{stderr}");
     assert!(stderr.contains(data.to_str().unwrap()), "{stderr}");
 }
+
+/// `perf record -z`: the zstd-compressed records are read as the plain
+/// ones (the same rows as pfprof's own recording).
+#[test]
+fn perf_compressed_records() {
+    if !can_perf() {
+        return;
+    }
+    let dir = temp_dir("perf_import_compressed");
+    let exe = compile_c(&dir, "bss_write.c", &[]);
+    let options = [
+        "-z",
+        "-c",
+        "1",
+        "-d",
+        "-g",
+        "-e",
+        "minor-faults,major-faults",
+    ];
+    let data = perf_record(&dir, "z", &options, &exe, &[]);
+    let bytes = std::fs::read(&data).unwrap();
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    let section = &bytes[u64_at(40)..u64_at(40) + u64_at(48)];
+    assert!(
+        pfprof::perf_compressed::has_compressed(section),
+        "perf wrote no compressed record"
+    );
+    let theirs = report(&dir, &data, &[]);
+    let ours = own(&dir, &["--call-graph", "fp", "--no-tracepoints"], &exe, &[]);
+    assert_eq!(rows_of(&theirs, "touch_bss"), rows_of(&ours, "touch_bss"));
+    assert_eq!(total(&function_sites(&theirs, "touch_bss")), 256);
+}
