@@ -180,6 +180,8 @@ pub struct Profile {
     pub any_fault_event: bool,
     /// Unwinding counters of perf's `--call-graph dwarf` samples.
     pub unwind: Option<crate::unwind::UnwindStats>,
+    /// The recorded kernel's build-id, when the recording says.
+    pub kernel_build_id: Option<Vec<u8>>,
 }
 
 /// Options of the analysis.
@@ -308,6 +310,7 @@ impl Analyzer {
                 sampling: None,
                 any_fault_event: false,
                 unwind: None,
+                kernel_build_id: None,
             },
             options,
             pending: FxHashMap::default(),
@@ -705,6 +708,7 @@ fn finish(
     profile.unwind = analyzer.unwinder.map(|u| u.stats);
     profile.meta = header.meta;
     profile.cmdline = header.cmdline;
+    profile.kernel_build_id = header.kernel_build_id;
     profile.decode = stats;
     Ok(profile)
 }

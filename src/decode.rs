@@ -264,6 +264,10 @@ pub struct Header {
     pub sampling: Option<Sampling>,
     /// perf's `page-faults` event: faults of both kinds, counted as minor.
     pub any_fault_event: bool,
+    /// The recorded kernel's build-id (perf's `BUILD_ID` header,
+    /// `[kernel.kallsyms]`): kernel frames are named from this machine's
+    /// kallsyms only if it is the running kernel's.
+    pub kernel_build_id: Option<Vec<u8>>,
     /// A fault event samples user registers and stack (perf's
     /// `--call-graph dwarf`): chains are unwound while replaying.
     pub user_stacks: bool,
@@ -584,6 +588,7 @@ fn replay_layout(
         records: 0,
         sampling,
         any_fault_event,
+        kernel_build_id: build_ids.get(&b"[kernel.kallsyms]"[..]).cloned(),
         user_stacks: layout.meta.is_none()
             && attrs.iter().zip(&kinds).any(|(a, k)| {
                 matches!(k, EventKind::Minor | EventKind::Major)

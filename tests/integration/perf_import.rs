@@ -468,3 +468,62 @@ fn perf_compressed_records() {
     assert_eq!(rows_of(&theirs, "touch_bss"), rows_of(&ours, "touch_bss"));
     assert_eq!(total(&function_sites(&theirs, "touch_bss")), 256);
 }
+
+/// Kernel frames (`--kernel`) of perf's recording are named from this
+/// machine's kallsyms only when the recorded kernel (its build-id in perf's
+/// header) is the running one; another kernel's stay addresses, with a
+/// warning.
+#[test]
+fn perf_kernel_frames_need_the_recorded_kernel() {
+    if !can_perf() {
+        return;
+    }
+    let dir = temp_dir("perf_import_kernel");
+    let exe = compile_c(&dir, "kernel_read.c", &[]);
+    let options = ["-c", "1", "-d", "-g", "-e", "minor-faults,major-faults"];
+    let data = perf_record(&dir, "k", &options, &exe, &[]);
+    let listed = run(Command::new("perf")
+        .env("HOME", &dir)
+        .args(["buildid-list", "-i"])
+        .arg(&data));
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let kernel_id: Vec<u8> = listed
+        .lines()
+        .find_map(|l| l.strip_suffix(" [kernel.kallsyms]"))
+        .map(|hex| {
+            (0..hex.len() / 2)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                .collect()
+        })
+        .unwrap_or_else(|| panic!("no kernel build-id listed: {listed}"));
+    // The same file, its kernel's build-id changed.
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes
+        .windows(kernel_id.len())
+        .rposition(|w| w == kernel_id)
+        .unwrap();
+    bytes[at] ^= 0xff;
+    let other = dir.join("other-kernel.data");
+    std::fs::write(&other, &bytes).unwrap();
+
+    for (file, same) in [(&data, true), (&other, false)] {
+        let theirs = report(&dir, file, &["--kernel"]);
+        // With kernel frames, a site's function is the kernel's leaf.
+        let rows = crate::util::sites(&theirs, |s| stack_names(s).contains(&"read_into"));
+        assert_eq!(total(&rows), 32, "{}", show(&rows));
+        for r in &rows {
+            let stack = stack_names(r);
+            let kernel: Vec<&&str> = stack.iter().filter(|f| f.ends_with("_[k]")).collect();
+            assert!(!kernel.is_empty(), "{stack:?}");
+            let named = kernel.iter().all(|f| !f.starts_with("0x"));
+            let addresses = kernel.iter().all(|f| f.starts_with("0xffff"));
+            assert!(if same { named } else { addresses }, "{same}: {stack:?}");
+        }
+        assert_eq!(
+            has_warning(&theirs, "kernel frames stay addresses"),
+            !same,
+            "{:?}",
+            warnings(&theirs)
+        );
+    }
+}
