@@ -730,6 +730,9 @@ fn replay_layout(
     stats.last_time = index.last().map(|r| r.0);
 
     let (mut decoded, mut faults, mut bad_faults) = (0u64, 0u64, 0u64);
+    // Records lost by the ring (PERF_RECORD_LOST), samples lost by event
+    // (PERF_RECORD_LOST_SAMPLES): perf writes both for the same loss.
+    let mut lost = [0u64; 2];
     for &(time, key) in &index {
         let offset = (key & ((1 << 48) - 1)) as usize;
         let attr_index = (key >> 48) as usize;
@@ -758,6 +761,10 @@ fn replay_layout(
                 }
                 decoded += 1;
                 faults += u64::from(matches!(event, Event::Fault(_)));
+                if let Event::Lost { count, kind } = event {
+                    let slot = &mut lost[usize::from(kind.is_some())];
+                    *slot = slot.saturating_add(count);
+                }
                 on_event(event)
             }
             Ok(None) => decoded += 1,
@@ -783,10 +790,17 @@ fn replay_layout(
     } else if faults == 0 && header.meta.is_none() {
         // pfprof's own recording of a program that took no fault (of the
         // sampled class) is a result; perf's file without one is not.
-        Some(format!(
-            "it holds no fault sample ({} records of other kinds): nothing to analyse",
-            stats.records
-        ))
+        let lost = lost[0].max(lost[1]);
+        Some(if lost > 0 {
+            format!(
+                "it holds no fault sample: perf lost all {lost} (its buffers were too small: perf record -m PAGES)"
+            )
+        } else {
+            format!(
+                "it holds no fault sample ({} records of other kinds): nothing to analyse",
+                stats.records
+            )
+        })
     } else {
         None
     };

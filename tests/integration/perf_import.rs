@@ -527,3 +527,61 @@ fn perf_kernel_frames_need_the_recorded_kernel() {
         );
     }
 }
+
+/// Samples perf lost (dwarf samples of 8 KiB in 16 KiB buffers) are counted
+/// once, as perf counts them: perf writes a PERF_RECORD_LOST of the ring and
+/// a PERF_RECORD_LOST_SAMPLES of the event for the same samples. With 8 KiB
+/// buffers it loses every sample: an error saying so.
+#[test]
+fn perf_lost_samples_counted_once() {
+    if !can_perf() {
+        return;
+    }
+    let dir = temp_dir("perf_import_lost");
+    let exe = compile_c(&dir, "bss_write.c", &[]);
+    let perf_lost = |data: &Path| -> u64 {
+        let out = run(Command::new("perf")
+            .env("HOME", &dir)
+            .args(["report", "--stdio", "-i"])
+            .arg(data));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("# Total Lost Samples: "))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    for pages in ["2", "4"] {
+        let options = [
+            "-c",
+            "1",
+            "-d",
+            "-m",
+            pages,
+            "--call-graph",
+            "dwarf",
+            "-e",
+            "minor-faults,major-faults",
+        ];
+        let data = perf_record(&dir, &format!("m{pages}"), &options, &exe, &[]);
+        let lost = perf_lost(&data);
+        let output = pfprof_in(&dir, &["report", "--format", "json", "-i"], &data, &[]);
+        if output.status.success() {
+            let theirs: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(theirs["totals"]["lost"], lost, "{pages} pages");
+            let l = &theirs["totals"]["lost_by_class"];
+            assert_eq!(l["minor"], lost, "{pages} pages: {l}");
+            assert_eq!(l["unattributed"], 0, "{pages} pages: {l}");
+        } else {
+            // perf's own report of such a file says only "no samples".
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let all: u64 = stderr
+                .split("perf lost all ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{pages} pages: {stderr}"));
+            assert!(lost == 0 || lost == all, "{pages} pages: {lost} {stderr}");
+            // bss_write takes some 300 faults.
+            assert!((290..=330).contains(&all), "{pages} pages: {stderr}");
+        }
+    }
+}
