@@ -351,8 +351,9 @@ fn perf_page_faults_event() {
 
 /// Another build: a binary replaced after perf recorded it (and no build-id
 /// cache) gives addresses and a warning naming both build-ids, never the new
-/// build's names; `--symfs DIR` with the recorded build, or perf's build-id
-/// cache in `~/.debug`, gives the names back.
+/// build's names, whether perf put the build-id in its header or (with
+/// `--buildid-mmap`) in the mmap records; `--symfs DIR` with the recorded
+/// build, or perf's build-id cache in `~/.debug`, gives the names back.
 #[test]
 fn perf_build_ids_choose_the_binary() {
     if !can_perf() {
@@ -372,6 +373,14 @@ fn perf_build_ids_choose_the_binary() {
         &exe,
         &[],
     );
+    // --buildid-mmap: the build-ids in the mmap records, not the header.
+    let in_mmaps = perf_record(
+        &dir,
+        "in-mmaps",
+        &[&["--no-buildid-cache", "--buildid-mmap"][..], &options].concat(),
+        &exe,
+        &[],
+    );
     let cached = perf_record(&dir, "cached", &options, &exe, &[]);
     assert!(
         dir.join(".debug/.build-id").is_dir(),
@@ -384,26 +393,30 @@ fn perf_build_ids_choose_the_binary() {
     // Without perf's cache (another HOME): only the replaced file.
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let theirs = report(&home, &uncached, &[]);
-    assert!(
-        function_sites(&theirs, "touch_bss").is_empty(),
-        "named with another build's symbols"
-    );
-    assert!(
-        has_warning(&theirs, "build-id is"),
-        "{:?}",
-        warnings(&theirs)
-    );
-    let by_address: u64 = crate::util::sites(&theirs, |s| {
-        s["function"].as_str().unwrap().starts_with("bss_write+0x")
-    })
-    .iter()
-    .map(|r| r["count"].as_u64().unwrap())
-    .sum();
-    assert!(by_address >= 256, "{by_address}");
+    for data in [&uncached, &in_mmaps] {
+        let theirs = report(&home, data, &[]);
+        assert!(
+            function_sites(&theirs, "touch_bss").is_empty(),
+            "{}: named with another build's symbols",
+            data.display()
+        );
+        assert!(
+            has_warning(&theirs, "build-id is"),
+            "{:?}",
+            warnings(&theirs)
+        );
+        let by_address: u64 = crate::util::sites(&theirs, |s| {
+            s["function"].as_str().unwrap().starts_with("bss_write+0x")
+        })
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+        assert!(by_address >= 256, "{}: {by_address}", data.display());
+    }
 
     for (data, home, extra) in [
         (&uncached, &home, &["--symfs", symfs.to_str().unwrap()][..]),
+        (&in_mmaps, &home, &["--symfs", symfs.to_str().unwrap()][..]),
         (&cached, &dir, &[][..]),
     ] {
         let theirs = report(home, data, extra);
