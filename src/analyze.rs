@@ -16,7 +16,8 @@ use crate::perf_data::{RecordMode, RecordingMeta};
 use crate::process::{MapKind, ModuleId, Place, Processes};
 use crate::stacks::{FrameKey, StackId, StackTable};
 use crate::startup::StartupTracker;
-use crate::unwind::{MAX_FRAMES, TRUNCATED_FRAME};
+use crate::unwind::{StackUnwinder, MAX_FRAMES, TRUNCATED_FRAME};
+use linux_perf_data::linux_perf_event_reader::{RawData, RawDataU64};
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
 
 /// perf call-chain context markers are the top 4095 values of u64.
@@ -173,11 +174,21 @@ pub struct Profile {
     pub first_touch: FxHashMap<TargetKey, (u64, StackId)>,
     /// The symbolizer, with the modules it already opened during replay.
     pub symbolizer: Symbolizer,
+    /// How perf sampled the faults (counts are scaled by the period).
+    pub sampling: Option<decode::Sampling>,
+    /// perf's `page-faults` event: minor and major not told apart.
+    pub any_fault_event: bool,
+    /// Unwinding counters of perf's `--call-graph dwarf` samples.
+    pub unwind: Option<crate::unwind::UnwindStats>,
+    /// The recorded kernel's build-id, when the recording says.
+    pub kernel_build_id: Option<Vec<u8>>,
 }
 
 /// Options of the analysis.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct AnalyzeOptions {
+    /// Read the recorded files under this directory first (perf's `--symfs`).
+    pub symfs: Option<std::path::PathBuf>,
     /// Keep kernel frames.
     pub kernel: bool,
     /// Analyse the intact part of a damaged recording.
@@ -205,6 +216,11 @@ struct Analyzer {
     live: bool,
     /// The last fault classified (live stream only).
     last: Option<Classified>,
+    /// Unwinds perf's `--call-graph dwarf` samples.
+    unwinder: Option<StackUnwinder>,
+    /// The unwound chain, as the kernel would have written it.
+    unwound: Vec<u64>,
+    unwound_bytes: Vec<u8>,
 }
 
 /// One classified fault, as the live stream shows it.
@@ -290,7 +306,11 @@ impl Analyzer {
                 decode: DecodeStats::default(),
                 startup: StartupTracker::new(options.until_ms),
                 first_touch: FxHashMap::default(),
-                symbolizer: Symbolizer::new(SymbolizerOptions::default()),
+                symbolizer: Symbolizer::new(symbolizer_options(&options)),
+                sampling: None,
+                any_fault_event: false,
+                unwind: None,
+                kernel_build_id: None,
             },
             options,
             pending: FxHashMap::default(),
@@ -303,7 +323,47 @@ impl Analyzer {
             fp_max_stack: None,
             live: false,
             last: None,
+            unwinder: None,
+            unwound: Vec::new(),
+            unwound_bytes: Vec::new(),
         }
+    }
+
+    /// Unwinds a sample's user stack (perf's `--call-graph dwarf`) into the
+    /// call chain the kernel would have written (its kernel part, then the
+    /// user frames), and counts the fault with it.
+    fn on_unwound_fault(&mut self, sample: FaultSample<'_>) {
+        let (Some(unwinder), Some((regs, stack))) = (&mut self.unwinder, sample.user_stack) else {
+            return self.on_fault(sample);
+        };
+        self.unwound.clear();
+        if let Some(kernel) = &sample.callchain {
+            self.unwound.extend(
+                (0..kernel.len())
+                    .map_while(|i| kernel.get(i))
+                    .take_while(|&a| a != PERF_CONTEXT_USER),
+            );
+        }
+        self.unwound.push(PERF_CONTEXT_USER);
+        unwinder.unwind(
+            sample.pid,
+            sample.time,
+            sample.kernel_mode,
+            regs,
+            stack,
+            true,
+            &mut self.unwound,
+        );
+        let mut bytes = std::mem::take(&mut self.unwound_bytes);
+        bytes.clear();
+        bytes.extend(self.unwound.iter().flat_map(|a| a.to_le_bytes()));
+        let chain = RawDataU64::from_raw_data::<byteorder::LittleEndian>(RawData::Single(&bytes));
+        self.on_fault(FaultSample {
+            callchain: Some(chain),
+            user_stack: None,
+            ..sample
+        });
+        self.unwound_bytes = bytes;
     }
 
     fn on_event(&mut self, event: Event<'_>) {
@@ -317,6 +377,12 @@ impl Analyzer {
             Event::Begin(header) => {
                 // About half the records are completed faults.
                 self.profile.timeline.reserve(header.records / 2);
+                self.profile.sampling = header.sampling;
+                self.profile.any_fault_event = header.any_fault_event;
+                if header.user_stacks {
+                    let options = symbolizer_options(&self.options);
+                    self.unwinder = Some(StackUnwinder::offline(options));
+                }
                 if let Some(meta) = &header.meta {
                     self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
                     self.fp_max_stack = (meta.call_graph == "fp")
@@ -329,7 +395,7 @@ impl Analyzer {
             Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {
                 self.profile.totals.pfprof_faults += 1;
             }
-            Event::Fault(sample) => self.on_fault(sample),
+            Event::Fault(sample) => self.on_unwound_fault(sample),
             Event::Entry(entry) => {
                 if entry.addr_avma < crate::process::USER_TOP
                     && self.pending.insert(entry.tid, entry).is_some()
@@ -349,6 +415,11 @@ impl Analyzer {
                 ..
             } => {
                 let path = path.as_slice();
+                if let Some(unwinder) = &mut self.unwinder {
+                    let avma_range = avma..avma.saturating_add(len);
+                    let id = build_id.as_deref();
+                    unwinder.on_mmap(pid, avma_range, file_offset, prot, &path, id);
+                }
                 let kind = self.profile.processes.on_mmap(
                     pid,
                     avma,
@@ -372,12 +443,20 @@ impl Analyzer {
             } => {
                 if exec {
                     self.profile.startup.on_exec(pid, time);
+                    if let Some(unwinder) = &mut self.unwinder {
+                        unwinder.on_exec(pid, time);
+                    }
                 }
                 self.profile
                     .processes
                     .on_comm(pid, tid, &name.as_slice(), exec);
             }
-            Event::Fork { pid, ppid, tid } => self.profile.processes.on_fork(pid, ppid, tid),
+            Event::Fork { pid, ppid, tid } => {
+                if let Some(unwinder) = &mut self.unwinder {
+                    unwinder.on_fork(pid, ppid);
+                }
+                self.profile.processes.on_fork(pid, ppid, tid)
+            }
             Event::Exit => {}
             Event::Lost { count, kind } => {
                 let totals = &mut self.profile.totals;
@@ -389,6 +468,7 @@ impl Analyzer {
     }
 
     fn on_fault(&mut self, sample: FaultSample<'_>) {
+        let weight = sample.weight;
         let profile = &mut self.profile;
         let entry = match self.pending.remove(&sample.tid) {
             Some(e) if e.addr_avma >> 12 == sample.addr_avma >> 12 => Some(e),
@@ -425,12 +505,12 @@ impl Analyzer {
             match target {
                 TargetKey::Module {
                     bss_tail: false, ..
-                } => profile.totals.major_file += 1,
-                _ => profile.totals.major_swap += 1,
+                } => profile.totals.major_file += weight,
+                _ => profile.totals.major_swap += weight,
             }
         }
         if kernel_mode {
-            profile.totals.kernel_mode += 1;
+            profile.totals.kernel_mode += weight;
         }
 
         // Frames, leaf first. Consecutive faults often share their raw call
@@ -560,13 +640,13 @@ impl Analyzer {
             });
         }
         let class_index = class as usize;
-        profile.totals.by_class[class_index] += 1;
-        profile.totals.by_class_access[class_index][access as usize] += 1;
+        profile.totals.by_class[class_index] += weight;
+        profile.totals.by_class_access[class_index][access as usize] += weight;
         let per_process = profile.process_counts.entry(sample.pid).or_default();
         match class {
-            FaultClass::Minor => per_process.minor += 1,
-            FaultClass::Major => per_process.major += 1,
-            FaultClass::Cow => per_process.cow += 1,
+            FaultClass::Minor => per_process.minor += weight,
+            FaultClass::Major => per_process.major += weight,
+            FaultClass::Cow => per_process.cow += weight,
         }
         let tally = profile
             .counts
@@ -579,18 +659,27 @@ impl Analyzer {
                 startup,
             })
             .or_default();
-        tally.faults += 1;
+        tally.faults += weight;
         if let Some(ns) = latency_ns {
-            tally.latency_ns += ns;
+            tally.latency_ns += ns.saturating_mul(weight);
             profile.latencies[class_index].push(ns);
         }
     }
 }
 
+/// The symbolizer's settings for this analysis.
+fn symbolizer_options(options: &AnalyzeOptions) -> SymbolizerOptions {
+    SymbolizerOptions {
+        symfs: options.symfs.clone(),
+        ..SymbolizerOptions::default()
+    }
+}
+
 /// Replays a recording into a [`Profile`].
 pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeError> {
+    let partial = options.partial;
     let mut analyzer = Analyzer::new(options);
-    let replayed = decode::replay(path, options.partial, |event| analyzer.on_event(event));
+    let replayed = decode::replay(path, partial, |event| analyzer.on_event(event));
     finish(analyzer, replayed)
 }
 
@@ -600,10 +689,9 @@ pub fn analyze_image(
     name: &str,
     options: AnalyzeOptions,
 ) -> Result<Profile, DecodeError> {
+    let partial = options.partial;
     let mut analyzer = Analyzer::new(options);
-    let replayed = decode::replay_image(bytes, name, options.partial, |event| {
-        analyzer.on_event(event)
-    });
+    let replayed = decode::replay_image(bytes, name, partial, |event| analyzer.on_event(event));
     finish(analyzer, replayed)
 }
 
@@ -623,8 +711,20 @@ fn finish(
         profile.totals.unpaired = 0;
     }
     profile.totals.entries_without_completion += analyzer.pending.len() as u64;
+    profile.unwind = analyzer.unwinder.map(|u| u.stats);
     profile.meta = header.meta;
     profile.cmdline = header.cmdline;
+    profile.kernel_build_id = header.kernel_build_id;
+    if profile.meta.is_none() {
+        // perf writes PERF_RECORD_LOST_SAMPLES at the end from each event's
+        // lost count (read_format LOST): the samples its ring's
+        // PERF_RECORD_LOST records already counted. Not twice.
+        let totals = &mut profile.totals;
+        let l = &mut totals.lost_by_class;
+        let attributed = l.minor + l.major + l.entries;
+        l.unattributed = l.unattributed.saturating_sub(attributed);
+        totals.lost = attributed + l.unattributed;
+    }
     profile.decode = stats;
     Ok(profile)
 }

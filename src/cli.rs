@@ -49,6 +49,12 @@ pub struct AnalysisArgs {
     /// End the start-up window N ms after exec instead of when `main` is entered.
     #[arg(long, value_name = "N")]
     pub until_ms: Option<f64>,
+    /// Read the recorded binaries under DIR first (DIR/usr/lib/libc.so.6 for
+    /// /usr/lib/libc.so.6), as perf's --symfs: another machine's files. A
+    /// binary is used only if its build-id is the recorded one; perf's
+    /// build-id cache (~/.debug) and /usr/lib/debug/.build-id are searched too.
+    #[arg(long, value_name = "DIR")]
+    pub symfs: Option<PathBuf>,
 }
 
 /// A percentage, 0 to 100.

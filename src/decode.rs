@@ -2,7 +2,8 @@
 //! header, attrs and feature sections read by [`read_layout`] with every size
 //! checked, its records parsed by `linux-perf-event-reader`), merged across
 //! CPUs by time, and hands each record to a callback as a borrowed [`Event`].
-//! Nothing here allocates per sample, or more than the file's size.
+//! Nothing here allocates per sample, or more than the file's size (but
+//! for the decompressed records of perf's `-z`, bounded by a multiple of it).
 //!
 //! A record that does not parse is counted in [`DecodeStats`], never fatal;
 //! a file that is not a usable recording is one [`DecodeError`] line naming
@@ -13,15 +14,17 @@ use std::path::Path;
 use byteorder::LittleEndian;
 
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness, EventRecord,
-    Mmap2FileId, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
-    RecordParseInfo, RecordType, SoftwareCounterType,
+    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness,
+    EventRecord, Mmap2FileId, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
+    RecordIdParseInfo, RecordParseInfo, RecordType, SampleFormat, SamplingPolicy,
+    SoftwareCounterType,
 };
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 use crate::perf_data::{read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta};
 use crate::record::sys::MappedFile;
+use crate::unwind::UserRegs;
 
 /// Why a recording cannot be read. Each is one line naming the file; the
 /// binary prints it once.
@@ -140,6 +143,11 @@ pub struct FaultSample<'a> {
     pub kernel_mode: bool,
     /// Call chain, leaf first, with perf's context markers.
     pub callchain: Option<RawDataU64<'a>>,
+    /// Faults this sample stands for: 1, or the sample's period in perf's
+    /// sampled recordings (`-c N`, `-F`).
+    pub weight: u64,
+    /// User registers and stack copy, to unwind (perf's `--call-graph dwarf`).
+    pub user_stack: Option<(UserRegs, &'a [u8])>,
 }
 
 /// A fault entry, from the `exceptions:page_fault_*` tracepoints.
@@ -251,12 +259,51 @@ pub struct Header {
     pub cmdline: Option<Vec<String>>,
     /// Kernel records in the recording (to size buffers up front).
     pub records: usize,
+    /// How perf sampled the faults, when not every one (perf's `-c N`,
+    /// `-F`): counts are then scaled by the period.
+    pub sampling: Option<Sampling>,
+    /// perf's `page-faults` event: faults of both kinds, counted as minor.
+    pub any_fault_event: bool,
+    /// The recorded kernel's build-id (perf's `BUILD_ID` header,
+    /// `[kernel.kallsyms]`): kernel frames are named from this machine's
+    /// kallsyms only if it is the running kernel's.
+    pub kernel_build_id: Option<Vec<u8>>,
+    /// A fault event samples user registers and stack (perf's
+    /// `--call-graph dwarf`): chains are unwound while replaying.
+    pub user_stacks: bool,
 }
+
+/// How a recording sampled faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// One in N (`perf record -c N`).
+    Period(u64),
+    /// N samples a second, each with its period (`perf record -F N`).
+    Frequency(u64),
+}
+
+/// Faults a sample of an event stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weight {
+    /// Each sample is one fault (or pfprof's own sampled recording).
+    One,
+    /// Each sample stands for this many (a fixed period).
+    Fixed(u64),
+    /// The sample's own period (frequency sampling).
+    FromSample,
+}
+
+/// perf's x86_64 register numbers (bits of `sample_regs_user`) of BP, SP, IP.
+const REG_BP: u64 = 6;
+const REG_SP: u64 = 7;
+const REG_IP: u64 = 8;
 
 fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
     match (type_, name) {
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMin), _) => EventKind::Minor,
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMaj), _) => EventKind::Major,
+        // perf's `page-faults` does not tell minor from major.
+        (PerfEventType::Software(SoftwareCounterType::PageFaults), _) => EventKind::Minor,
         (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_user") => {
             EventKind::EntryUser
         }
@@ -501,9 +548,35 @@ fn replay_layout(
             attr_of_id.insert(*id, index);
         }
     }
-    let sample_id_all = attrs
-        .first()
-        .is_some_and(|a| a.flags.contains(AttrFlags::SAMPLE_ID_ALL));
+    let id_lookup = id_lookup(&attrs, &parse_infos);
+    // pfprof counts its own sampled recordings as they are (its report
+    // says "1 in N"); perf's samples stand for their period.
+    let weights: Vec<Weight> = attrs
+        .iter()
+        .map(|a| match a.sampling_policy {
+            _ if layout.meta.is_some() => Weight::One,
+            SamplingPolicy::Period(n) => Weight::Fixed(n.get()),
+            SamplingPolicy::Frequency(_) => Weight::FromSample,
+            SamplingPolicy::NoSampling => Weight::One,
+        })
+        .collect();
+    let sampling = attrs
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, k)| matches!(k, EventKind::Minor | EventKind::Major))
+        .find_map(|(a, _)| match a.sampling_policy {
+            _ if layout.meta.is_some() => None,
+            SamplingPolicy::Period(n) if n.get() > 1 => Some(Sampling::Period(n.get())),
+            SamplingPolicy::Frequency(hz) => Some(Sampling::Frequency(hz)),
+            _ => None,
+        });
+    let any_fault_event = attrs.iter().any(|a| {
+        matches!(
+            a.type_,
+            PerfEventType::Software(SoftwareCounterType::PageFaults)
+        )
+    });
+    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = layout.build_ids.iter().cloned().collect();
     let meta = layout
         .meta
         .clone()
@@ -513,6 +586,15 @@ fn replay_layout(
         kinds: kinds.clone(),
         cmdline: layout.cmdline,
         records: 0,
+        sampling,
+        any_fault_event,
+        kernel_build_id: build_ids.get(&b"[kernel.kallsyms]"[..]).cloned(),
+        user_stacks: layout.meta.is_none()
+            && attrs.iter().zip(&kinds).any(|(a, k)| {
+                matches!(k, EventKind::Minor | EventKind::Major)
+                    && a.sample_format
+                        .contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER)
+            }),
     };
     let mut stats = DecodeStats {
         truncated: repaired,
@@ -532,6 +614,21 @@ fn replay_layout(
                     .min(bytes.len()),
         )
         .unwrap_or_default();
+    // perf record -z: the records, decompressed (up to 64 times the
+    // compressed size, at least 256 MiB; zstd rarely does better on records).
+    let decompressed;
+    let data = if crate::perf_compressed::has_compressed(data) {
+        let limit = data.len().saturating_mul(64).max(1 << 28);
+        decompressed = crate::perf_compressed::decompress(data, limit).map_err(|why| {
+            DecodeError::NoRecords {
+                path: display.clone(),
+                what: format!("its compressed records (perf record -z) cannot be read: {why}"),
+            }
+        })?;
+        &decompressed[..]
+    } else {
+        data
+    };
     let mut index: Vec<(u64, u64)> = Vec::with_capacity(data.len() / 96);
     let mut offset = 0usize;
     while offset < data.len() {
@@ -588,13 +685,26 @@ fn replay_layout(
         let attr_index = if attr_of_id.is_empty() || kinds.len() == 1 {
             0
         } else {
-            match get_record_identifier::<LittleEndian>(
-                RecordType(record_type),
-                body,
-                sample_id_all,
-            )
-            .and_then(|id| attr_of_id.get(&id))
-            {
+            let id = match id_lookup {
+                IdLookup::Identifier(sample_id_all) => get_record_identifier::<LittleEndian>(
+                    RecordType(record_type),
+                    body,
+                    sample_id_all,
+                ),
+                IdLookup::Id(info) => {
+                    get_record_id::<LittleEndian>(RecordType(record_type), body, &info)
+                }
+            };
+            // perf synthesizes some records (the kernel's map, the
+            // command's comm before exec) with a zeroed id, and reads them
+            // with its first event, as here.
+            match id.and_then(|id| {
+                if id == 0 {
+                    Some(&0)
+                } else {
+                    attr_of_id.get(&id)
+                }
+            }) {
                 Some(&index) => index,
                 None => {
                     stats.bad_records += 1;
@@ -620,6 +730,9 @@ fn replay_layout(
     stats.last_time = index.last().map(|r| r.0);
 
     let (mut decoded, mut faults, mut bad_faults) = (0u64, 0u64, 0u64);
+    // Records lost by the ring (PERF_RECORD_LOST), samples lost by event
+    // (PERF_RECORD_LOST_SAMPLES): perf writes both for the same loss.
+    let mut lost = [0u64; 2];
     for &(time, key) in &index {
         let offset = (key & ((1 << 48) - 1)) as usize;
         let attr_index = (key >> 48) as usize;
@@ -635,10 +748,23 @@ fn replay_layout(
         );
         stats.records += 1;
         let fault_kind = matches!(kinds[attr_index], EventKind::Minor | EventKind::Major);
-        match to_event(&record, kinds[attr_index], time) {
-            Ok(Some(event)) => {
+        match to_event(&record, kinds[attr_index], weights[attr_index], time) {
+            Ok(Some(mut event)) => {
+                // perf's mmaps carry inodes; its header has the build-ids.
+                if let Event::Mmap {
+                    build_id: build_id @ None,
+                    path,
+                    ..
+                } = &mut event
+                {
+                    *build_id = build_ids.get(&path.as_slice()[..]).cloned();
+                }
                 decoded += 1;
                 faults += u64::from(matches!(event, Event::Fault(_)));
+                if let Event::Lost { count, kind } = event {
+                    let slot = &mut lost[usize::from(kind.is_some())];
+                    *slot = slot.saturating_add(count);
+                }
                 on_event(event)
             }
             Ok(None) => decoded += 1,
@@ -661,6 +787,20 @@ fn replay_layout(
         Some(format!(
             "none of its {bad_faults} fault samples could be decoded (each needs a pid, tid and data address: perf record without -d?)"
         ))
+    } else if faults == 0 && header.meta.is_none() {
+        // pfprof's own recording of a program that took no fault (of the
+        // sampled class) is a result; perf's file without one is not.
+        let lost = lost[0].max(lost[1]);
+        Some(if lost > 0 {
+            format!(
+                "it holds no fault sample: perf lost all {lost} (its buffers were too small: perf record -m PAGES)"
+            )
+        } else {
+            format!(
+                "it holds no fault sample ({} records of other kinds): nothing to analyse",
+                stats.records
+            )
+        })
     } else {
         None
     };
@@ -673,6 +813,41 @@ fn replay_layout(
     Ok((header, stats))
 }
 
+/// Where a record's event id is.
+#[derive(Debug, Clone, Copy)]
+enum IdLookup {
+    /// `PERF_SAMPLE_IDENTIFIER`: first in a sample, last in the other
+    /// records (when `sample_id_all`, the flag). pfprof's recordings, and
+    /// perf's when its events differ in sample type.
+    Identifier(bool),
+    /// `PERF_SAMPLE_ID` only, at a place that depends on the sample type:
+    /// perf's recordings whose events share one sample type.
+    Id(RecordIdParseInfo),
+}
+
+/// How to find the event of a record: by the identifier when every event
+/// has one, else by `PERF_SAMPLE_ID` when every event puts it at the same
+/// place (perf leaves IDENTIFIER out exactly then).
+fn id_lookup(attrs: &[PerfEventAttr], parse_infos: &[RecordParseInfo]) -> IdLookup {
+    let sample_id_all = attrs
+        .first()
+        .is_some_and(|a| a.flags.contains(AttrFlags::SAMPLE_ID_ALL));
+    let all_identifier = attrs
+        .iter()
+        .all(|a| a.sample_format.contains(SampleFormat::IDENTIFIER));
+    match parse_infos.first() {
+        Some(first)
+            if !all_identifier
+                && parse_infos
+                    .iter()
+                    .all(|p| p.id_parse_info == first.id_parse_info) =>
+        {
+            IdLookup::Id(first.id_parse_info)
+        }
+        _ => IdLookup::Identifier(sample_id_all),
+    }
+}
+
 /// A record that does not parse.
 pub struct BadRecord;
 
@@ -681,6 +856,7 @@ pub struct BadRecord;
 fn to_event<'a>(
     record: &RawEventRecord<'a>,
     kind: EventKind,
+    weight: Weight,
     time: u64,
 ) -> Result<Option<Event<'a>>, BadRecord> {
     if would_panic(record.record_type.0, record.misc, &record.data) {
@@ -695,6 +871,26 @@ fn to_event<'a>(
                 let (Some(pid), Some(tid), Some(addr)) = (s.pid, s.tid, s.addr) else {
                     return Err(BadRecord);
                 };
+                let weight = match weight {
+                    Weight::One => 1,
+                    Weight::Fixed(n) => n,
+                    Weight::FromSample => s.period.unwrap_or(1).max(1),
+                };
+                let user_stack = s.user_regs.as_ref().and_then(|r| {
+                    let regs = UserRegs {
+                        ip: r.get(REG_IP)?,
+                        sp: r.get(REG_SP)?,
+                        bp: r.get(REG_BP)?,
+                        callee: crate::unwind::CALLEE_SAVED_PERF_REGS.map(|reg| r.get(reg)),
+                    };
+                    let stack = match &s.user_stack {
+                        Some((RawData::Single(data), dyn_size)) => {
+                            &data[..(*dyn_size as usize).min(data.len())]
+                        }
+                        _ => &[],
+                    };
+                    Some((regs, stack))
+                });
                 Event::Fault(FaultSample {
                     major: kind == EventKind::Major,
                     pid,
@@ -703,6 +899,8 @@ fn to_event<'a>(
                     addr_avma: addr,
                     kernel_mode: s.cpu_mode == CpuMode::Kernel,
                     callchain: s.callchain,
+                    weight,
+                    user_stack,
                 })
             }
             EventKind::EntryUser | EventKind::EntryKernel => {
@@ -729,6 +927,10 @@ fn to_event<'a>(
             },
             EventKind::Other => return Ok(None),
         },
+        // perf's map of the kernel (pid -1): kernel frames are named from
+        // /proc/kallsyms.
+        EventRecord::Mmap2(m) if m.pid == -1 => return Ok(None),
+        EventRecord::Mmap(m) if m.pid == -1 => return Ok(None),
         EventRecord::Mmap2(m) => Event::Mmap {
             pid: m.pid,
             avma: m.address,
@@ -891,7 +1093,7 @@ impl LiveDecoder {
             let size = u16::from_le_bytes([head[6], head[7]]) as usize;
             let data = RawData::Single(&self.buf[offset + 8..offset + size]);
             let record = RawEventRecord::new(record_type, misc, data, self.parse_infos[attr]);
-            match to_event(&record, self.kinds[attr], time) {
+            match to_event(&record, self.kinds[attr], Weight::One, time) {
                 Ok(Some(event)) => on_event(event),
                 Ok(None) => {}
                 Err(BadRecord) => self.bad_records += 1,
@@ -959,6 +1161,66 @@ pub(crate) mod tests {
             r.extend_from_slice(&v.to_le_bytes());
         }
         r
+    }
+
+    /// perf's recordings of events that share one sample type have
+    /// PERF_SAMPLE_ID, not IDENTIFIER: each sample's id (after IP, TID,
+    /// TIME, ADDR) picks its event; id 0 (perf's synthesized records) is
+    /// the first event; an unknown id is a bad record.
+    #[test]
+    fn finds_events_by_sample_id() {
+        let dir = std::env::temp_dir().join(format!("pfprof-sample-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id.data");
+        let attr = |config: u32| {
+            let mut attr = crate::record::sys::new_attr();
+            attr.type_ = b::PERF_TYPE_SOFTWARE;
+            attr.config = u64::from(config);
+            attr.sample_type = (b::PERF_SAMPLE_IP
+                | b::PERF_SAMPLE_TID
+                | b::PERF_SAMPLE_TIME
+                | b::PERF_SAMPLE_ADDR
+                | b::PERF_SAMPLE_ID) as u64;
+            attr.set_sample_id_all(1);
+            crate::record::sys::attr_bytes(&attr).to_vec()
+        };
+        let events = vec![
+            EventDesc {
+                attr: attr(b::PERF_COUNT_SW_PAGE_FAULTS_MIN),
+                name: "minor-faults".into(),
+                ids: vec![11, 12],
+            },
+            EventDesc {
+                attr: attr(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+                name: "major-faults".into(),
+                ids: vec![21],
+            },
+        ];
+        let sample = |id: u64, time: u64| {
+            let mut r = Vec::new();
+            r.extend_from_slice(&9u32.to_le_bytes());
+            r.extend_from_slice(&2u16.to_le_bytes());
+            r.extend_from_slice(&48u16.to_le_bytes());
+            for v in [0x401000, (7u64 << 32) | 7, time, 0x1000 * time, id] {
+                r.extend_from_slice(&v.to_le_bytes());
+            }
+            r
+        };
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        for (id, time) in [(11, 1), (21, 2), (12, 3), (0, 4), (99, 5)] {
+            w.write_records(&sample(id, time)).unwrap();
+        }
+        w.finish(&RecordingMeta::default(), "h", "r", 1).unwrap();
+        let mut seen = Vec::new();
+        let (_, stats) = replay(&path, false, |event| {
+            if let Event::Fault(f) = event {
+                seen.push((f.time, f.major));
+            }
+        })
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(seen, [(1, false), (2, true), (3, false), (4, false)]);
+        assert_eq!(stats.bad_records, 1, "the sample of id 99");
     }
 
     /// Records of different CPUs, each in order but appended per CPU and per

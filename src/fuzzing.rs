@@ -14,7 +14,7 @@ pub fn recording(data: &[u8]) {
         let options = AnalyzeOptions {
             kernel: true,
             partial,
-            until_ms: None,
+            ..AnalyzeOptions::default()
         };
         let _ = analyze_image(data, "fuzz.data", options);
     }

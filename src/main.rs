@@ -41,6 +41,7 @@ fn analyze_and_resolve(
         kernel: analysis.kernel,
         partial,
         until_ms: analysis.until_ms,
+        symfs: analysis.symfs.clone(),
     };
     let mut profile = analyze::analyze(path, options)?;
     let analyzed = start.elapsed();

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 /// Feature bit of pfprof's metadata section. perf only interprets bits below
 /// its `HEADER_LAST_FEATURE` (32 today) and skips the rest.
 pub const PFPROF_META_FEATURE: u32 = 200;
+const HEADER_BUILD_ID: u32 = 2;
 const HEADER_HOSTNAME: u32 = 3;
 const HEADER_OSRELEASE: u32 = 4;
 const HEADER_NRCPUS: u32 = 7;
@@ -612,7 +613,13 @@ pub struct Layout {
     pub meta: Option<std::ops::Range<usize>>,
     /// File offset of each event's attr (for errors).
     pub event_offsets: Vec<u64>,
+    /// `BUILD_ID` feature (perf writes it): (path, build-id) of the files
+    /// the samples hit. perf's mmap records carry inodes, not build-ids.
+    pub build_ids: Vec<PathBuildId>,
 }
+
+/// A file's path and its build-id.
+pub type PathBuildId = (Vec<u8>, Vec<u8>);
 
 /// Bounds-checked little-endian reads over a part of the file, reporting
 /// failures at absolute file offsets.
@@ -797,6 +804,7 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
         cmdline: None,
         meta: None,
         event_offsets,
+        build_ids: Vec::new(),
     };
     if !facts.finished() {
         return Ok(layout);
@@ -849,10 +857,41 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
                 (layout.events, layout.event_offsets) = event_desc(bytes, range)?;
             }
             PFPROF_META_FEATURE => layout.meta = Some(range),
+            HEADER_BUILD_ID => layout.build_ids = build_ids(bytes, range)?,
             _ => {}
         }
     }
     Ok(layout)
+}
+
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry says its build-id's length.
+const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+
+/// The `BUILD_ID` feature: records of u32 type, u16 misc, u16 size, i32
+/// pid, 20 build-id bytes, u8 length (with [`MISC_BUILD_ID_SIZE`]; else 20),
+/// 3 reserved bytes, then the NUL-padded path, up to `size`.
+fn build_ids(bytes: &[u8], range: std::ops::Range<usize>) -> Result<Vec<PathBuildId>, LayoutError> {
+    let mut f = Fields::new(bytes, range.start, range.len(), "BUILD_ID feature");
+    let mut out = Vec::new();
+    while f.at < f.end {
+        let head = f.take(8)?;
+        let misc = u16::from_le_bytes([head[4], head[5]]);
+        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        if size < 36 {
+            return Err(f.error(format_args!("an entry of {size} bytes")));
+        }
+        let body = f.take(size - 8)?;
+        let len = if misc & MISC_BUILD_ID_SIZE != 0 {
+            usize::from(body[24]).min(20)
+        } else {
+            20
+        };
+        let path = body[28..].split(|&b| b == 0).next().unwrap_or_default();
+        if len > 0 && !path.is_empty() {
+            out.push((path.to_vec(), body[4..4 + len].to_vec()));
+        }
+    }
+    Ok(out)
 }
 
 /// The `EVENT_DESC` feature: u32 count, u32 attr size, then per event the
@@ -1288,5 +1327,74 @@ mod tests {
         );
         assert!(repair(b"not a perf file").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod build_id_tests {
+    use super::*;
+
+    /// One `BUILD_ID` entry as perf writes it: `misc` with or without the
+    /// size flag, the id padded to 20 bytes, the path NUL-padded to 8.
+    fn entry(misc: u16, id: &[u8], path: &str) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&(-1i32).to_le_bytes());
+        let mut padded = id.to_vec();
+        padded.resize(20, 0);
+        body.extend_from_slice(&padded);
+        body.extend_from_slice(&[id.len() as u8, 0, 0, 0]);
+        body.extend_from_slice(path.as_bytes());
+        body.resize((body.len() + 1).next_multiple_of(8), 0);
+        let mut out = Vec::new();
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&misc.to_le_bytes());
+        out.extend_from_slice(&((8 + body.len()) as u16).to_le_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Entries with and without perf's size flag, several in a row, and
+    /// sizes that lie.
+    #[test]
+    fn build_id_feature() {
+        let id20: Vec<u8> = (1..=20).collect();
+        let id16: Vec<u8> = (1..=16).collect();
+        let two = [
+            entry(0, &id20, "/usr/bin/a"),
+            entry(MISC_BUILD_ID_SIZE, &id16, "/b"),
+        ]
+        .concat();
+        let mut short = entry(0, &id20, "/a");
+        short[6..8].copy_from_slice(&20u16.to_le_bytes());
+        let mut long = entry(0, &id20, "/a");
+        long[6..8].copy_from_slice(&4000u16.to_le_bytes());
+        type Case = (&'static str, Vec<u8>, Result<Vec<PathBuildId>, ()>);
+        let cases: Vec<Case> = vec![
+            ("empty", Vec::new(), Ok(vec![])),
+            (
+                "no size flag: 20 bytes",
+                entry(0, &id20, "/usr/bin/a"),
+                Ok(vec![(b"/usr/bin/a".to_vec(), id20.clone())]),
+            ),
+            (
+                "size flag: 16 bytes",
+                entry(MISC_BUILD_ID_SIZE, &id16, "/b"),
+                Ok(vec![(b"/b".to_vec(), id16.clone())]),
+            ),
+            (
+                "two entries",
+                two,
+                Ok(vec![
+                    (b"/usr/bin/a".to_vec(), id20.clone()),
+                    (b"/b".to_vec(), id16),
+                ]),
+            ),
+            ("entry smaller than its fields", short, Err(())),
+            ("entry past the section", long, Err(())),
+        ];
+        for (what, bytes, want) in cases {
+            let got = build_ids(&bytes, 0..bytes.len()).map_err(|_| ());
+            assert_eq!(got, want, "{what}");
+        }
     }
 }

@@ -176,7 +176,11 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             );
         }
     }
-    let kernel_symbols = if kernel_needed {
+    // Another kernel's frames stay addresses (a warning says why).
+    let kernel_mismatch = kernel_needed
+        .then(|| crate::foreign::kernel_mismatch(profile))
+        .flatten();
+    let kernel_symbols = if kernel_needed && kernel_mismatch.is_none() {
         KernelSymbols::load()
     } else {
         None
@@ -637,7 +641,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         no_callchain: t.no_callchain,
         call_graph: meta.map(|m| m.call_graph.clone()),
         truncated_stacks: t.truncated_stacks,
-        unwind: meta.and_then(|m| m.unwind.clone()),
+        unwind: meta
+            .and_then(|m| m.unwind.clone())
+            .or_else(|| profile.unwind.clone()),
     };
     let mut by_access = BTreeMap::new();
     for class in FaultClass::ALL {
@@ -689,6 +695,8 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {
         warnings.push(format!("COW and access types unavailable: {note}"));
     }
+    warnings.extend(crate::foreign::warnings(profile));
+    warnings.extend(kernel_mismatch);
     // Problems quote file names and the recording's own notes.
     let warnings: Vec<String> = warnings.iter().map(|w| safe(w)).collect();
     let command: Vec<String> = meta
@@ -729,6 +737,12 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     };
     // What was lost comes first.
     let mut warnings = report.completeness_warnings();
+    if profile.meta.is_none() {
+        // perf's recording: perf's buffers were too small, not pfprof's.
+        for w in &mut warnings {
+            *w = w.replace("with --mmap-pages", "with perf record -m PAGES");
+        }
+    }
     warnings.append(&mut report.warnings);
     report.warnings = warnings;
     // The timeline labels bursts with leaf functions: one name per stack.

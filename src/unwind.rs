@@ -466,6 +466,11 @@ pub struct StackUnwinder {
     scratch: Scratch,
     /// Processes that exited, to forget once no sample of theirs can come.
     exited: Vec<(u64, i32)>,
+    /// Set when unwinding a finished recording (`report` of perf's
+    /// `--call-graph dwarf`): files are found by path, `--symfs` and
+    /// build-id caches, never through `/proc/PID` (those pids are gone, or
+    /// another process's now).
+    offline: Option<pfprof_symbolize::Options>,
     /// Counters.
     pub stats: UnwindStats,
 }
@@ -482,6 +487,15 @@ impl StackUnwinder {
     /// main's registers at entry, so it is unwound from main's entry.
     pub fn set_main_probe(&mut self, path: &[u8], file_offset: u64) {
         self.main_probe = Some((path.to_vec(), file_offset));
+    }
+
+    /// An unwinder of a finished recording: files are looked up as
+    /// `options` says (see [`pfprof_symbolize::Options::file_candidates`]).
+    pub fn offline(options: pfprof_symbolize::Options) -> Self {
+        StackUnwinder {
+            offline: Some(options),
+            ..Self::default()
+        }
     }
 
     /// Each sample asked the kernel for `bytes` of stack: a copy that came
@@ -515,8 +529,13 @@ impl StackUnwinder {
             }
         }
         // Without a build-id, only the inode tells which file this is.
-        let located = match build_id {
-            None if is_file_path(path) => locate(pid, path, avma.start),
+        let located = match (build_id, &self.offline) {
+            (None, Some(options)) if is_file_path(path) => {
+                use std::os::unix::ffi::OsStrExt;
+                let path = Path::new(std::ffi::OsStr::from_bytes(path));
+                first_file(options.file_candidates(path, None))
+            }
+            (None, None) if is_file_path(path) => locate(pid, path, avma.start),
             _ => None,
         };
         let key = (
@@ -525,10 +544,14 @@ impl StackUnwinder {
             located.as_ref().and_then(|l| l.identity),
         );
         let stats = &mut self.stats;
+        let offline = self.offline.as_ref();
         let file = self
             .files
             .entry(key)
-            .or_insert_with(|| load_file(pid, avma.start, path, build_id, located.as_ref(), stats))
+            .or_insert_with(|| {
+                let at = (pid, avma.start);
+                load_file(at, path, build_id, located.as_ref(), offline, stats)
+            })
             .clone();
         let name = String::from_utf8_lossy(path);
         let space = self.spaces.entry(pid).or_default();
@@ -976,25 +999,28 @@ pub(crate) fn other_root(pid: i32) -> bool {
 /// that exists, with its identity for the cache.
 fn locate(pid: i32, path: &[u8], start: u64) -> Option<FileRef> {
     use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
     let path = Path::new(std::ffi::OsStr::from_bytes(path));
-    file_candidates(pid, path, start)
-        .into_iter()
-        .find_map(|candidate| {
-            let meta = std::fs::metadata(&candidate).ok()?;
-            meta.is_file().then(|| FileRef {
-                path: candidate,
-                identity: Some((meta.dev(), meta.ino())),
-            })
+    first_file(file_candidates(pid, path, start))
+}
+
+/// The first candidate that is a regular file, with its identity.
+fn first_file(candidates: Vec<PathBuf>) -> Option<FileRef> {
+    use std::os::unix::fs::MetadataExt;
+    candidates.into_iter().find_map(|candidate| {
+        let meta = std::fs::metadata(&candidate).ok()?;
+        meta.is_file().then(|| FileRef {
+            path: candidate,
+            identity: Some((meta.dev(), meta.ino())),
         })
+    })
 }
 
 fn load_file(
-    pid: i32,
-    start: u64,
+    (pid, start): (i32, u64),
     path: &[u8],
     build_id: Option<&[u8]>,
     located: Option<&FileRef>,
+    offline: Option<&pfprof_symbolize::Options>,
     stats: &mut UnwindStats,
 ) -> Option<Arc<UnwindFile>> {
     use std::os::unix::ffi::OsStrExt;
@@ -1007,13 +1033,17 @@ fn load_file(
         // The build-id says which file: the first candidate that has it
         // (the path itself first: the common case costs one read).
         let own = Path::new(std::ffi::OsStr::from_bytes(path));
-        std::iter::once(own.to_path_buf())
-            .chain(file_candidates(pid, own, start))
-            .find_map(|candidate| {
-                pfprof_symbolize::read_unwind_sections(&candidate)
-                    .ok()
-                    .filter(|s| s.build_id.as_deref() == Some(want))
-            })
+        let candidates = match offline {
+            Some(options) => options.file_candidates(own, Some(want)),
+            None => std::iter::once(own.to_path_buf())
+                .chain(file_candidates(pid, own, start))
+                .collect(),
+        };
+        candidates.into_iter().find_map(|candidate| {
+            pfprof_symbolize::read_unwind_sections(&candidate)
+                .ok()
+                .filter(|s| s.build_id.as_deref() == Some(want))
+        })
     } else {
         // `//anon`, `[heap]`, `[stack]`, `[vsyscall]`…: not files.
         return None;

@@ -99,6 +99,14 @@ pub struct Options {
     pub debug_dirs: Vec<PathBuf>,
     /// Demangle Rust (legacy and v0) and C++ names. Default: true.
     pub demangle: bool,
+    /// A directory holding another machine's files under their paths
+    /// (perf's `--symfs`): `DIR/usr/lib/libc.so.6` is read before
+    /// `/usr/lib/libc.so.6`. Default: none.
+    pub symfs: Option<PathBuf>,
+    /// perf's build-id caches, searched for `.build-id/xx/yyyy/elf` and
+    /// `<path>/<build-id>/elf` when the file at the recorded path is not the
+    /// build recorded. Default: `$HOME/.debug`.
+    pub build_id_caches: Vec<PathBuf>,
 }
 
 impl Default for Options {
@@ -106,7 +114,49 @@ impl Default for Options {
         Options {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             demangle: true,
+            symfs: None,
+            build_id_caches: std::env::var_os("HOME")
+                .map(|home| PathBuf::from(home).join(".debug"))
+                .into_iter()
+                .collect(),
         }
+    }
+}
+
+impl Options {
+    /// Where the file recorded at `path` may be read, in search order: under
+    /// [`Options::symfs`], the path itself, then (only with a `build_id` to
+    /// check candidates against) perf's build-id caches and the debug
+    /// directories' `.build-id/xx/yyyy.debug`. A caller that knows the
+    /// build-id takes the first candidate that has it.
+    pub fn file_candidates(&self, path: &Path, build_id: Option<&[u8]>) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let relative = path.strip_prefix("/").unwrap_or(path);
+        if let Some(symfs) = &self.symfs {
+            out.push(symfs.join(relative));
+        }
+        out.push(path.to_path_buf());
+        if let Some(id) = build_id.filter(|id| id.len() >= 2) {
+            let hex = hex(id);
+            for cache in &self.build_id_caches {
+                out.push(
+                    cache
+                        .join(".build-id")
+                        .join(&hex[..2])
+                        .join(&hex[2..])
+                        .join("elf"),
+                );
+                out.push(cache.join(relative).join(&hex).join("elf"));
+            }
+            for dir in &self.debug_dirs {
+                out.push(
+                    dir.join(".build-id")
+                        .join(&hex[..2])
+                        .join(format!("{}.debug", &hex[2..])),
+                );
+            }
+        }
+        out
     }
 }
 
@@ -455,6 +505,28 @@ impl Symbolizer {
     /// The module for `path`, parsed on first use, checked against
     /// `expected_build_id`.
     fn module(
+        &mut self,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+    ) -> Result<(PathKey, Rc<std::cell::RefCell<Module>>), Reason> {
+        if self.options.symfs.is_none() && self.options.build_id_caches.is_empty() {
+            return self.module_at(path, expected_build_id);
+        }
+        // The first candidate of the recorded build; else the reason the
+        // recorded path itself gave (another build, or missing).
+        let mut own = None;
+        for candidate in self.options.file_candidates(path, expected_build_id) {
+            match self.module_at(&candidate, expected_build_id) {
+                Ok(found) => return Ok(found),
+                Err(reason) if candidate == path => own = Some(reason),
+                Err(_) => {}
+            }
+        }
+        Err(own.unwrap_or(Reason::MissingFile))
+    }
+
+    /// [`Self::module`] read from exactly `path`.
+    fn module_at(
         &mut self,
         path: &Path,
         expected_build_id: Option<&[u8]>,
@@ -929,6 +1001,47 @@ fn code_site(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where a recorded file is looked for: under --symfs, at its path,
+    /// then (with a build-id to check) perf's caches and the debug dirs.
+    #[test]
+    fn file_candidates_in_order() {
+        let options = Options {
+            debug_dirs: vec![PathBuf::from("/dbg")],
+            demangle: true,
+            symfs: Some(PathBuf::from("/sym")),
+            build_id_caches: vec![PathBuf::from("/home/u/.debug")],
+        };
+        let none = Options {
+            symfs: None,
+            ..options.clone()
+        };
+        let p = |s: &str| PathBuf::from(s);
+        let id = [0xab, 0xcd, 0xef];
+        type Case<'a> = (&'a Options, Option<&'a [u8]>, Vec<PathBuf>);
+        let cases: Vec<Case<'_>> = vec![
+            (
+                &options,
+                None,
+                vec![p("/sym/usr/lib/x.so"), p("/usr/lib/x.so")],
+            ),
+            (&none, None, vec![p("/usr/lib/x.so")]),
+            (
+                &none,
+                Some(&id),
+                vec![
+                    p("/usr/lib/x.so"),
+                    p("/home/u/.debug/.build-id/ab/cdef/elf"),
+                    p("/home/u/.debug/usr/lib/x.so/abcdef/elf"),
+                    p("/dbg/.build-id/ab/cdef.debug"),
+                ],
+            ),
+        ];
+        for (options, build_id, want) in cases {
+            let got = options.file_candidates(Path::new("/usr/lib/x.so"), build_id);
+            assert_eq!(got, want, "{build_id:?}");
+        }
+    }
 
     fn seg(svma: u64, file_offset: u64, file_size: u64, mem_size: u64) -> SegmentInfo {
         SegmentInfo {

@@ -116,8 +116,9 @@ fn commands(input: &Path, out: &Path, good: Option<&Path>) -> Vec<(String, Comma
 }
 
 /// A directory without a recording, a FIFO, an empty file, a text file, an
-/// ELF binary and a perf.data of other events: exit 1, one line naming the
-/// file, for each command; the FIFO does not hang.
+/// ELF binary, a perf.data of other events, of faults without addresses or
+/// without any fault sample: exit 1, one line naming the file, for each
+/// command; the FIFO does not hang.
 #[test]
 fn not_a_recording_is_one_line() {
     let _shared = crate::util::shared();
@@ -169,9 +170,32 @@ fn not_a_recording_is_one_line() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
-    if perf.is_ok_and(|s| s.success()) && perf_minor.is_ok_and(|s| s.success()) {
+    // perf's recording of fault events with no sample in it (one in a
+    // million): pfprof reads perf's files, but an empty one is no profile.
+    let no_sample = dir.join("perf-no-sample.data");
+    let perf_none = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-c",
+            "1000000",
+            "-d",
+            "-e",
+            "minor-faults",
+            "-o",
+        ])
+        .arg(&no_sample)
+        .args(["--", "/bin/true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if [perf, perf_minor, perf_none]
+        .into_iter()
+        .all(|s| s.is_ok_and(|s| s.success()))
+    {
         cases.push((cycles, "no minor-faults or major-faults event"));
         cases.push((no_addr, "fault samples could be decoded"));
+        cases.push((no_sample, "holds no fault sample"));
     } else if std::env::var_os("CI").is_some() {
         panic!("perf cannot record under CI: the foreign perf.data cases must run");
     } else {

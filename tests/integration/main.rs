@@ -9,6 +9,7 @@ mod live;
 mod loud;
 mod names;
 mod perf_compat;
+mod perf_import;
 mod pprof;
 mod processes;
 mod record;
