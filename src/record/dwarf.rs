@@ -102,100 +102,6 @@ fn record_at<'a>(
 /// Records handled between two emptyings of the rings.
 const MERGE_CHUNK: usize = 256;
 
-/// Queued bytes per CPU beyond which records stay in the ring.
-const MAX_QUEUE_BYTES: usize = 1 << 30;
-
-/// One CPU's records taken out of its ring, not yet handled.
-#[derive(Default)]
-struct Queue {
-    buf: Vec<u8>,
-    /// Bytes at the front already handled.
-    start: usize,
-}
-
-impl Queue {
-    fn pending(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-
-    fn release(&mut self, len: usize) {
-        self.start += len;
-        if self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.start > self.buf.len() / 2 && self.start > 1 << 20 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-    }
-}
-
-/// The complete record at `offset` of queued bytes.
-fn next_record(pending: &[u8], offset: usize) -> Option<&[u8]> {
-    let head = pending.get(offset..offset + 8)?;
-    let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
-    // Queued records were checked when they left the ring.
-    pending.get(offset..offset + size.max(8))
-}
-
-/// Appends `record` to `out`, a fault sample's stack copy cut to the bytes
-/// the kernel copied (its `dyn_size`, rounded up to 8): the kernel reserves
-/// the requested size whatever it copies. Other records, and samples that
-/// do not parse, are appended unchanged.
-fn compact_into(
-    record: &[u8],
-    attr_of_id: &FxHashMap<u64, usize>,
-    unwinds: &[bool],
-    infos: &[RecordParseInfo],
-    out: &mut Vec<u8>,
-) {
-    let record_type = u32::from_le_bytes([record[0], record[1], record[2], record[3]]);
-    let misc = u16::from_le_bytes([record[4], record[5]]);
-    let body = RawData::Single(&record[8..]);
-    let attr = (record_type == PERF_RECORD_SAMPLE)
-        .then(|| get_record_identifier::<LittleEndian>(RecordType(record_type), body, true))
-        .flatten()
-        .and_then(|id| attr_of_id.get(&id).copied())
-        .filter(|&attr| unwinds[attr]);
-    let stack = attr.and_then(|attr| {
-        if crate::decode::would_panic(record_type, misc, &body) {
-            return None;
-        }
-        let parsed = RawEventRecord::new(RecordType(record_type), misc, body, infos[attr])
-            .parse()
-            .ok()?;
-        let EventRecord::Sample(sample) = parsed else {
-            return None;
-        };
-        let (RawData::Single(data), dyn_size) = sample.user_stack? else {
-            return None;
-        };
-        let offset = (data.as_ptr() as usize).checked_sub(record.as_ptr() as usize)?;
-        Some((offset, data.len(), dyn_size as usize))
-    });
-    // The layout: ... size (8), data (size), dyn_size (8), later fields.
-    let Some((offset, size, dyn_size)) = stack.filter(|&(offset, size, dyn_size)| {
-        offset >= 16 && offset + size + 8 <= record.len() && dyn_size <= size
-    }) else {
-        out.extend_from_slice(record);
-        return;
-    };
-    let kept = dyn_size.next_multiple_of(8).min(size);
-    let start = out.len();
-    out.extend_from_slice(&record[..offset - 8]);
-    if kept == 0 {
-        // An empty copy has neither data nor dyn_size.
-        out.extend_from_slice(&0u64.to_le_bytes());
-    } else {
-        out.extend_from_slice(&(kept as u64).to_le_bytes());
-        out.extend_from_slice(&record[offset..offset + kept]);
-        out.extend_from_slice(&(dyn_size as u64).to_le_bytes());
-    }
-    out.extend_from_slice(&record[offset + size + 8..]);
-    let new_size = (out.len() - start) as u16;
-    out[start + 6..start + 8].copy_from_slice(&new_size.to_le_bytes());
-}
-
 /// Rewrites drained records, unwinding fault samples.
 pub struct StackRewriter {
     unwinder: StackUnwinder,
@@ -212,8 +118,6 @@ pub struct StackRewriter {
     deferred: Vec<(u64, Vec<u8>)>,
     /// A record that straddles a ring's wrap, copied whole.
     wrapped: Vec<u8>,
-    /// Per CPU: records taken out of its ring, waiting to be handled.
-    queues: Vec<Queue>,
 }
 
 impl StackRewriter {
@@ -241,7 +145,6 @@ impl StackRewriter {
             chain: Vec::with_capacity(256),
             deferred: Vec::new(),
             wrapped: Vec::new(),
-            queues: Vec::new(),
         })
     }
 
@@ -330,19 +233,20 @@ impl StackRewriter {
 
     /// One pass over every CPU's ring buffer in time order: the records
     /// stamped before `cutoff` (all of them when `last`) are handled oldest
-    /// first across the CPUs, newer ones wait for the next pass. So a fork
-    /// is applied after every mapping its parent made before it, whichever
-    /// CPU's buffer holds them (handled ring by ring, a child could copy an
-    /// address space that still lacked mappings sitting in another CPU's
-    /// buffer, and all its chains would stop at the first frame).
+    /// first across the rings; newer ones stay in their ring for the next
+    /// pass. So a fork is applied after every mapping its parent made
+    /// before it, whichever CPU's buffer holds them (handled ring by ring, a
+    /// child could copy an address space that still lacked mappings sitting
+    /// in another CPU's buffer, and all its chains would stop at the first
+    /// frame). The space of handled records goes back to the kernel every
+    /// [`MERGE_CHUNK`] records, not at the end of the pass: a sample
+    /// reserves its whole requested stack copy in the ring. Returns the
+    /// bytes released.
     ///
-    /// The rings are emptied into per-CPU queues first, and again every
-    /// [`MERGE_CHUNK`] records: the kernel reserves a sample's whole
-    /// requested stack copy in the ring, so a record left there while
-    /// others are unwound, or while it waits out the cutoff, holds
-    /// kilobytes the kernel needs for the next faults; in the queue it
-    /// holds only the part of the stack that was copied. Returns the bytes
-    /// taken from the rings.
+    /// Measured against taking every record out of the rings at once into
+    /// queues of pfprof's own (stack copies cut to what the kernel copied):
+    /// the copying cost more than it saved, and the fork storm lost records
+    /// in 4 of 6 runs that way, none in 3 of 3 this way.
     pub fn merge_pass(
         &mut self,
         rings: &mut [Ring],
@@ -350,13 +254,11 @@ impl StackRewriter {
         last: bool,
         sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<usize> {
-        if self.queues.len() < rings.len() {
-            self.queues.resize_with(rings.len(), Queue::default);
-        }
-        let mut taken = 0;
+        let mut released = 0;
         loop {
-            taken += self.absorb(rings);
-            if self.merge_chunk(cutoff, last)? == 0 {
+            let (handled, bytes) = self.merge_chunk(rings, cutoff, last);
+            released += bytes;
+            if handled == 0 {
                 break;
             }
             if self.out.len() >= 1 << 20 {
@@ -364,103 +266,70 @@ impl StackRewriter {
             }
         }
         self.flush(sink)?;
-        Ok(taken)
+        Ok(released)
     }
 
-    /// Moves every complete record out of the rings into the queues,
-    /// samples with their stack copy cut to the bytes the kernel copied.
-    fn absorb(&mut self, rings: &mut [Ring]) -> usize {
+    /// Handles up to [`MERGE_CHUNK`] records stamped before `cutoff` (all
+    /// when `last`) where the kernel wrote them, oldest first across the
+    /// rings, then gives their space back; returns (records, bytes).
+    fn merge_chunk(&mut self, rings: &mut [Ring], cutoff: u64, last: bool) -> (usize, usize) {
         let mut wrapped = std::mem::take(&mut self.wrapped);
-        let mut total = 0;
-        for (ring, queue) in rings.iter_mut().zip(self.queues.iter_mut()) {
-            if queue.pending().len() >= MAX_QUEUE_BYTES {
-                // The unwinding is this far behind: leave the records in
-                // the ring, where the kernel counts what it cannot store.
-                continue;
-            }
-            let (first, second) = ring.pending();
-            let mut consumed = 0;
-            loop {
-                match record_at(first, second, consumed, &mut wrapped) {
-                    Ok(Some(record)) => {
-                        consumed += record.len();
-                        compact_into(
-                            record,
-                            &self.attr_of_id,
-                            &self.unwinds,
-                            &self.infos,
-                            &mut queue.buf,
-                        );
-                    }
-                    Ok(None) => break,
-                    Err(()) => {
-                        // Not a kernel record (cannot happen): drop the
-                        // rest of this ring rather than loop.
-                        self.unwinder.stats.bad_records += 1;
-                        consumed = first.len() + second.len();
-                        break;
-                    }
-                }
-            }
-            ring.release(consumed);
-            total += consumed;
-        }
-        self.wrapped = wrapped;
-        total
-    }
-
-    /// Handles up to [`MERGE_CHUNK`] queued records stamped before `cutoff`
-    /// (all when `last`), oldest first across the queues; returns how many.
-    fn merge_chunk(&mut self, cutoff: u64, last: bool) -> io::Result<usize> {
-        let mut queues = std::mem::take(&mut self.queues);
-        let mut consumed = vec![0usize; queues.len()];
+        let mut consumed = vec![0usize; rings.len()];
         let mut handled = 0;
         {
-            // Per queue: the time and size of its next record, once known;
-            // Some(None) when the queue has nothing more for this pass.
-            let mut heads: Vec<Option<Option<u64>>> = vec![None; queues.len()];
-            let mut until_touch = vec![0usize; queues.len()];
+            let pending: Vec<(&[u8], &[u8])> = rings.iter().map(Ring::pending).collect();
+            let mut heads: Vec<Option<Option<u64>>> = vec![None; rings.len()];
+            let mut until_touch = vec![0usize; rings.len()];
             while handled < MERGE_CHUNK {
                 let mut best: Option<(u64, usize)> = None;
-                for (index, head) in heads.iter_mut().enumerate() {
-                    let pending = queues[index].pending();
+                for (ring, head) in heads.iter_mut().enumerate() {
                     if head.is_none() {
-                        *head = Some(match next_record(pending, consumed[index]) {
-                            Some(record) => {
-                                let time = self.time_of(record);
-                                (last || time < cutoff).then_some(time)
-                            }
-                            None => None,
-                        });
+                        let (first, second) = pending[ring];
+                        *head = Some(
+                            match record_at(first, second, consumed[ring], &mut wrapped) {
+                                Ok(Some(record)) => {
+                                    let time = self.time_of(record);
+                                    (last || time < cutoff).then_some(time)
+                                }
+                                Ok(None) => None,
+                                Err(()) => {
+                                    // Not a kernel record (cannot happen): drop
+                                    // the rest of this ring rather than loop.
+                                    self.unwinder.stats.bad_records += 1;
+                                    consumed[ring] = first.len() + second.len();
+                                    None
+                                }
+                            },
+                        );
                     }
                     if let Some(Some(time)) = *head {
                         if best.map_or(true, |(best_time, _)| time < best_time) {
-                            best = Some((time, index));
+                            best = Some((time, ring));
                         }
                     }
                 }
-                let Some((_, index)) = best else { break };
-                let pending = queues[index].pending();
-                if until_touch[index] == 0 {
-                    if let Some(ahead) = pending.get(consumed[index]..) {
+                let Some((_, ring)) = best else { break };
+                let (first, second) = pending[ring];
+                if until_touch[ring] == 0 {
+                    if let Some(ahead) = first.get(consumed[ring]..) {
                         touch_ahead(ahead, TOUCH_AHEAD);
                     }
-                    until_touch[index] = TOUCH_AHEAD;
+                    until_touch[ring] = TOUCH_AHEAD;
                 }
-                until_touch[index] -= 1;
-                if let Some(record) = next_record(pending, consumed[index]) {
-                    consumed[index] += record.len();
+                until_touch[ring] -= 1;
+                if let Ok(Some(record)) = record_at(first, second, consumed[ring], &mut wrapped) {
+                    consumed[ring] += record.len();
                     self.first_look(record);
                     handled += 1;
                 }
-                heads[index] = None;
+                heads[ring] = None;
             }
         }
-        for (queue, &len) in queues.iter_mut().zip(&consumed) {
-            queue.release(len);
+        for (ring, &len) in rings.iter_mut().zip(&consumed) {
+            ring.release(len);
         }
-        self.queues = queues;
-        Ok(handled)
+        self.wrapped = wrapped;
+        (handled, consumed.iter().sum())
     }
 
     /// Ends a pass over all buffers: retries held-back samples, settles
