@@ -76,9 +76,10 @@ pub struct RecordArgs {
     pub period: u64,
     /// Data pages (4 KiB) per CPU ring buffer, 1..=262144, rounded up to a
     /// power of two; mapped as asked or refused. Default: 4096 (16 MiB); with
-    /// `--call-graph dwarf`, 128 MiB shared by the CPUs, at least 16 MiB each
-    /// (samples carry their stack copy until pfprof unwinds them), shrunk with
-    /// a warning when the locked-memory limits do not allow it.
+    /// `--call-graph dwarf`, 256 MiB per CPU within 2 GiB in all and 1/16 of
+    /// the available memory, at least 16 MiB (every sample reserves its stack
+    /// copy until pfprof unwinds it), shrunk with a warning when the
+    /// locked-memory limits do not allow it.
     #[arg(long, value_name = "N", value_parser = crate::record::parse_mmap_pages)]
     pub mmap_pages: Option<usize>,
     /// How user call chains are collected: `dwarf[,STACK_BYTES]` copies
