@@ -281,7 +281,20 @@ fn killed_recording_is_readable() {
     let _shared = crate::util::shared();
     let dir = temp_dir("cli_sigkill");
     let mut child = record_sleep(&dir);
-    std::thread::sleep(std::time::Duration::from_millis(1600));
+    // Killed once a checkpoint has put records in the header (every
+    // second), however slowly the machine runs.
+    let data = dir.join("out.partial/pfprof.data");
+    let checkpointed = || {
+        let bytes = std::fs::read(&data).unwrap_or_default();
+        bytes.len() >= 56 && u64::from_le_bytes(bytes[48..56].try_into().unwrap()) > 0
+    };
+    for _ in 0..300 {
+        if checkpointed() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(checkpointed(), "no checkpoint within 15 s");
     let grandchildren = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
         .unwrap_or_default();
     kill(child.id(), "KILL");
