@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# bench/loss.sh: does the default recording lose records? Runs pfprof record
+# (defaults) RUNS times on each of: the fork storm (fixtures/fork_storm.c:
+# 200 processes x 8 threads x 64 pages), the 1 GiB touch (fixtures/touch.c,
+# 262,144 faults) and python (/usr/bin/python3 -c 'import json, sqlite3,
+# asyncio'), first with the machine idle, then with a spinning loop keeping
+# one CPU busy. Prints each run's lost records and truncated stacks, and per
+# program and condition the runs with zero loss.
+#
+# Usage: bash bench/loss.sh [RUNS]        (as root; default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-10}
+export PATH="$HOME/.cargo/bin:$PATH"
+grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
+cargo build --release --quiet
+pfprof=$PWD/target/release/pfprof
+work=$(mktemp -d /tmp/pfprof-loss.XXXXXX)
+spinner=
+cleanup() {
+  [ -n "$spinner" ] && kill "$spinner" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cc -g -O1 -fno-omit-frame-pointer -pthread -o "$work/fork_storm" fixtures/fork_storm.c
+cc -g -O1 -fno-omit-frame-pointer -o "$work/touch" fixtures/touch.c
+
+declare -A cmd=(
+  [storm]="$work/fork_storm"
+  [touch]="$work/touch"
+  [python]="/usr/bin/python3 -c 'import json, sqlite3, asyncio'"
+)
+for condition in idle busy; do
+  if [ "$condition" = busy ]; then
+    (while :; do :; done) &
+    spinner=$!
+  fi
+  for p in storm touch python; do
+    clean=0
+    line=""
+    for ((i = 1; i <= runs; i++)); do
+      rm -rf "$work/out" "$work/out.old"
+      sh -c "$pfprof record -q -o $work/out -- ${cmd[$p]}" >/dev/null 2>&1 || true
+      read -r lost truncated < <(python3 -c "
+import json; t = json.load(open('$work/out/report.json'))['totals']
+print(t['lost'], t['truncated_stacks'])")
+      [ "$lost" = 0 ] && clean=$((clean + 1))
+      line="$line $lost/$truncated"
+    done
+    printf '%-5s %-7s zero loss in %d of %d runs (lost/truncated per run:%s)\n' "$condition" "$p" "$clean" "$runs" "$line"
+  done
+  if [ -n "$spinner" ]; then kill "$spinner"; spinner=; fi
+done
