@@ -54,8 +54,9 @@ pub const CALLEE_SAVED_PERF_REGS: [u64; 5] = [1, 20, 21, 22, 23];
 pub const MAX_FRAMES: usize = 127;
 
 /// Deepest chain the unwinder follows. Deeper than the kernel's
-/// frame-pointer limit: interpreters recurse (python's imports reach 200
-/// frames), and a 64 KiB stack copy holds thousands of small frames.
+/// frame-pointer limit: interpreters recurse (124 of python's import chains
+/// had more than 127 frames), and a 64 KiB stack copy holds thousands of
+/// small frames.
 pub const MAX_DWARF_FRAMES: usize = 1024;
 
 /// Bytes after an ELF entry point that count as the entry code: a chain
@@ -69,11 +70,11 @@ pub const MAX_STACK_BYTES: u32 = 65_528;
 
 /// Default bytes of user stack copied per sample. perf copies 8 KiB, which
 /// cut 20% of python's chains (import recursion, 42-51 frames) and a
-/// 60-frame recursion of 300-byte frames; 32 KiB held 99.8% of python's
-/// and every one of gcc's, gdb's, git's and bash's. The kernel reserves the
-/// whole size in the ring for every sample but copies only the mapped
-/// part, and the drain takes records out of the ring at once (see
-/// `record::dwarf`), so the larger copy costs little.
+/// 60-frame recursion of 300-byte frames; with 32 KiB no chain of python,
+/// gcc, gdb, git, bash or perl was cut by the copy. The kernel copies only
+/// the mapped part but reserves the whole size in the ring for every
+/// sample, so dwarf mode's rings are larger (`record::default_mmap_pages`)
+/// and the drain gives space back every 256 records (`record::dwarf`).
 pub const DEFAULT_STACK_BYTES: u32 = 32_768;
 
 const PROT_EXEC: u32 = 4;
