@@ -99,7 +99,7 @@ fn record_at<'a>(
     Ok(Some(&wrapped[..]))
 }
 
-/// Records handled between two emptyings of the rings.
+/// Records handled between two releases of ring space.
 const MERGE_CHUNK: usize = 256;
 
 /// Rewrites drained records, unwinding fault samples.
