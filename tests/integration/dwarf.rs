@@ -17,7 +17,13 @@ fn has_run(stack: &[&str], needle: &[&str]) -> bool {
     stack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// Nothing lost, every fault captured, no stack cut short.
+/// Nothing lost, every fault captured, no stack cut short but by the
+/// kernel's own limit: it stops copying a stack at the first page that is
+/// not in memory, which a large start-up frame spans in some runs,
+/// depending on where ASLR puts the stack (ld.so's `_dl_start` in python's
+/// and bash's recordings; 4 of the signal fixture's 115 faults in 1 of about
+/// 60 runs). Those count as "stack not readable"; every other reason fails,
+/// and each test checks the chains of its own functions whole.
 fn assert_complete_stacks(report: &Value) {
     assert_complete(report);
     let t = &report["totals"];
@@ -25,7 +31,14 @@ fn assert_complete_stacks(report: &Value) {
         t["call_graph"].as_str().unwrap().starts_with("dwarf"),
         "{t}"
     );
-    assert_eq!(t["truncated_stacks"], 0, "{t}");
+    assert_eq!(
+        t["truncated_stacks"], t["unwind"]["stack_unreadable"],
+        "{t}"
+    );
+    assert!(
+        t["truncated_stacks"].as_u64() <= Some(8),
+        "a few start-up frames at most: {t}"
+    );
 }
 
 /// A C program built -O2 -fomit-frame-pointer, faulting four calls below
