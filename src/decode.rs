@@ -293,11 +293,6 @@ enum Weight {
     FromSample,
 }
 
-/// perf's x86_64 register numbers (bits of `sample_regs_user`) of BP, SP, IP.
-const REG_BP: u64 = 6;
-const REG_SP: u64 = 7;
-const REG_IP: u64 = 8;
-
 fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
     match (type_, name) {
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMin), _) => EventKind::Minor,
@@ -876,21 +871,11 @@ fn to_event<'a>(
                     Weight::Fixed(n) => n,
                     Weight::FromSample => s.period.unwrap_or(1).max(1),
                 };
-                let user_stack = s.user_regs.as_ref().and_then(|r| {
-                    let regs = UserRegs {
-                        ip: r.get(REG_IP)?,
-                        sp: r.get(REG_SP)?,
-                        bp: r.get(REG_BP)?,
-                        callee: crate::unwind::CALLEE_SAVED_PERF_REGS.map(|reg| r.get(reg)),
-                    };
-                    let stack = match &s.user_stack {
-                        Some((RawData::Single(data), dyn_size)) => {
-                            &data[..(*dyn_size as usize).min(data.len())]
-                        }
-                        _ => &[],
-                    };
-                    Some((regs, stack))
-                });
+                let user_stack = s
+                    .user_regs
+                    .as_ref()
+                    .and_then(UserRegs::from_sample)
+                    .map(|regs| (regs, crate::unwind::copied_stack(&s.user_stack)));
                 Event::Fault(FaultSample {
                     major: kind == EventKind::Major,
                     pid,

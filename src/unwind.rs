@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder as _};
+use linux_perf_data::linux_perf_event_reader::{RawData, Regs};
 use pfprof_symbolize::UnwindSections;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -45,9 +46,14 @@ pub const TRUNCATED_FRAME: u64 = 0;
 pub const SAMPLE_REGS_USER: u64 =
     (1 << 1) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 20) | (1 << 21) | (1 << 22) | (1 << 23);
 
+/// perf_regs.h numbers of rbp, rsp and rip.
+const PERF_REG_BP: u64 = 6;
+const PERF_REG_SP: u64 = 7;
+const PERF_REG_IP: u64 = 8;
+
 /// perf_regs.h numbers of rbx, r12, r13, r14, r15 (the order of
 /// [`UserRegs::callee`]).
-pub const CALLEE_SAVED_PERF_REGS: [u64; 5] = [1, 20, 21, 22, 23];
+const CALLEE_SAVED_PERF_REGS: [u64; 5] = [1, 20, 21, 22, 23];
 
 /// perf's default `kernel.perf_event_max_stack`: where the kernel cuts
 /// frame-pointer chains.
@@ -93,6 +99,28 @@ pub struct UserRegs {
     pub bp: u64,
     /// rbx, r12, r13, r14, r15, when sampled.
     pub callee: [Option<u64>; 5],
+}
+
+impl UserRegs {
+    /// The registers unwinding needs, from a sample's
+    /// `PERF_SAMPLE_REGS_USER`; None without rip, rsp or rbp.
+    pub fn from_sample(regs: &Regs<'_>) -> Option<UserRegs> {
+        Some(UserRegs {
+            ip: regs.get(PERF_REG_IP)?,
+            sp: regs.get(PERF_REG_SP)?,
+            bp: regs.get(PERF_REG_BP)?,
+            callee: CALLEE_SAVED_PERF_REGS.map(|reg| regs.get(reg)),
+        })
+    }
+}
+
+/// The bytes of a sample's user stack copy that the kernel filled (its
+/// `dyn_size`); empty without a copy.
+pub fn copied_stack<'a>(user_stack: &Option<(RawData<'a>, u64)>) -> &'a [u8] {
+    match user_stack {
+        Some((RawData::Single(data), dyn_size)) => &data[..(*dyn_size as usize).min(data.len())],
+        _ => &[],
+    }
 }
 
 /// How a chain ended.

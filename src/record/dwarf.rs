@@ -23,7 +23,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use rustc_hash::FxHashMap;
 
 use super::ring::Ring;
-use crate::unwind::{Outcome, StackUnwinder, UnwindStats, UserRegs, CALLEE_SAVED_PERF_REGS};
+use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs};
 
 const PERF_RECORD_MMAP2: u32 = 10;
 const PERF_RECORD_COMM: u32 = 3;
@@ -31,10 +31,6 @@ const PERF_RECORD_FORK: u32 = 7;
 const PERF_RECORD_EXIT: u32 = 4;
 const PERF_RECORD_SAMPLE: u32 = 9;
 const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
-/// x86 perf register numbers.
-const REG_BP: u64 = 6;
-const REG_SP: u64 = 7;
-const REG_IP: u64 = 8;
 
 /// Records read ahead at a time by [`touch_ahead`].
 const TOUCH_AHEAD: usize = 32;
@@ -418,22 +414,9 @@ impl StackRewriter {
                     self.chain
                         .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
                 }
-                let regs = s.user_regs.as_ref().and_then(|r| {
-                    Some(UserRegs {
-                        ip: r.get(REG_IP)?,
-                        sp: r.get(REG_SP)?,
-                        bp: r.get(REG_BP)?,
-                        callee: CALLEE_SAVED_PERF_REGS.map(|reg| r.get(reg)),
-                    })
-                });
-                match regs {
+                match s.user_regs.as_ref().and_then(UserRegs::from_sample) {
                     Some(regs) => {
-                        let stack = match &s.user_stack {
-                            Some((RawData::Single(data), dyn_size)) => {
-                                &data[..(*dyn_size as usize).min(data.len())]
-                            }
-                            _ => &[],
-                        };
+                        let stack = copied_stack(&s.user_stack);
                         let kernel_len = self.chain.len();
                         self.chain.push(PERF_CONTEXT_USER);
                         let kernel_mode = s.cpu_mode == CpuMode::Kernel;
