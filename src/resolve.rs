@@ -91,6 +91,13 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     // Names from the profiled world enter the model here, made safe to show
     // (report::display_safe); paths stay raw only for opening files.
     let path_of = |module: ModuleId| safe(&modules.get(module).path);
+    let frame_row = |n: Named| FrameRow {
+        function: n.function,
+        file: n.file,
+        line: n.line,
+        inlined: n.inlined,
+        object: n.object.map(path_of),
+    };
     let mut module_status: FxHashMap<ModuleId, String> = FxHashMap::default();
     // Files without a build-id that are not the file recorded: their
     // addresses stay unnamed rather than get another build's names.
@@ -344,18 +351,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
         stacks.entry(key.stack).or_insert_with(|| {
             let raw: Vec<FrameKey> = profile.stacks.frames(key.stack).collect();
             for frame in &raw {
-                frames.entry(*frame).or_insert_with(|| {
-                    frame_names(*frame)
-                        .into_iter()
-                        .map(|n| FrameRow {
-                            function: n.function,
-                            file: n.file,
-                            line: n.line,
-                            inlined: n.inlined,
-                            object: n.object.map(path_of),
-                        })
-                        .collect()
-                });
+                frames
+                    .entry(*frame)
+                    .or_insert_with(|| frame_names(*frame).into_iter().map(frame_row).collect());
             }
             raw
         });
@@ -526,16 +524,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                 line,
                 object,
                 stack: stack.iter().map(|n| n.function.clone()).collect(),
-                frames: stack
-                    .into_iter()
-                    .map(|n| FrameRow {
-                        function: n.function,
-                        file: n.file,
-                        line: n.line,
-                        inlined: n.inlined,
-                        object: n.object.map(path_of),
-                    })
-                    .collect(),
+                frames: stack.into_iter().map(frame_row).collect(),
                 target,
             }
         })
