@@ -182,38 +182,29 @@ const SCAN_TEXT_BYTES: u64 = 16 << 20;
 /// whole code of files without such FDEs up to [`SCAN_TEXT_BYTES`] (musl,
 /// Go).
 fn sigreturn_trampolines(file: &object::File<'_>, signal_fdes: Option<&[Range<u64>]>) -> Vec<u64> {
-    let mut found = Vec::new();
-    let text_bytes: u64 = file
-        .sections()
-        .filter(|s| s.kind() == object::SectionKind::Text)
-        .map(|s| s.size())
-        .sum();
-    let wanted = |svma: &Range<u64>| match signal_fdes {
-        // The FDE starts a byte before the trampoline (unwinders look up
-        // the return address minus one).
-        Some(fdes) if !fdes.is_empty() => fdes
-            .iter()
-            .any(|f| f.start.saturating_sub(16) < svma.end && svma.start < f.end + 16),
-        _ => text_bytes <= SCAN_TEXT_BYTES,
+    let text = || {
+        file.sections()
+            .filter(|s| s.kind() == object::SectionKind::Text)
     };
-    for section in file.sections() {
-        let object::SectionKind::Text = section.kind() else {
-            continue;
-        };
+    let scan_whole = text().map(|s| s.size()).sum::<u64>() <= SCAN_TEXT_BYTES;
+    let mut found = Vec::new();
+    for section in text() {
         let svma = section.address()..section.address().saturating_add(section.size());
-        if !wanted(&svma) {
-            continue;
-        }
-        let Ok(code) = section.data() else { continue };
-        // Within the signal FDEs only, when there are some.
+        // The FDE starts a byte before the trampoline (unwinders look up
+        // the return address minus one): a few bytes around each.
         let windows: Vec<Range<u64>> = match signal_fdes {
             Some(fdes) if !fdes.is_empty() => fdes
                 .iter()
                 .map(|f| f.start.saturating_sub(16).max(svma.start)..(f.end + 16).min(svma.end))
                 .filter(|w| w.start < w.end)
                 .collect(),
-            _ => vec![svma.clone()],
+            _ if scan_whole => vec![svma.clone()],
+            _ => Vec::new(),
         };
+        if windows.is_empty() {
+            continue;
+        }
+        let Ok(code) = section.data() else { continue };
         for window in windows {
             let from = (window.start - svma.start) as usize;
             let to = (window.end - svma.start) as usize;
