@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::render::ClassSelection;
-use crate::stream::StreamKind;
+use crate::output::flamegraph::ClassSelection;
+use crate::output::stream::StreamKind;
 
 /// pfprof: a page-fault profiler. Records every page fault of a command (its
 /// threads and children) with call chains and data addresses, classifies them
@@ -119,8 +119,8 @@ pub struct RecordArgs {
     pub all_cpus: bool,
     /// Sample only these faults (the others are still counted): `major` keeps the
     /// overhead low on a busy host.
-    #[arg(long, value_enum, default_value_t = crate::record::RecordClass::All)]
-    pub class: crate::record::RecordClass,
+    #[arg(long, value_enum, default_value_t = crate::format::perf_data::RecordClass::All)]
+    pub class: crate::format::perf_data::RecordClass,
     /// Under sudo, run the command as root (by default it runs as the user
     /// who invoked sudo, with their groups; pfprof keeps root for the events).
     #[arg(long, conflicts_with_all = ["pids", "all_cpus"])]

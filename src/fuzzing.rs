@@ -2,7 +2,7 @@
 //! corpus replay test (`tests/fuzz_replay.rs`) runs exactly what the fuzzers
 //! run, on stable and without libFuzzer.
 
-use crate::analyze::{analyze_image, AnalyzeOptions};
+use crate::analysis::{analyze_image, AnalyzeOptions};
 
 /// A recording on arbitrary bytes: decode and analyse it, as it is and as
 /// `--partial` repairs it. Errors are fine; panics, aborts and huge

@@ -1,34 +1,44 @@
 //! pfprof: a Linux page-fault profiler (the library behind the `pfprof`
 //! binary; fuzz targets and tests reach the stages through it).
 //!
-//! Data flows one way: `record` (syscalls, ring buffers → pfprof.data) →
-//! `decode` (perf.data records) → `process` (address spaces over time) →
-//! `classify` → `stacks` (interned raw stacks) → `resolve` (symbolize each
-//! unique address once) → `render` (folded, SVG, text, JSON), `pprof`
-//! (`profile.pb.gz`). `report` and
-//! `flamegraph` replay a recording through the same path that `record` uses.
+//! The modules below are declared in the order data flows through them,
+//! and a module imports only from its own stage or an earlier one
+//! (`tests/integration/layout.rs` checks every `use crate::…`):
+//!
+//! 1. [`sys`], [`text`], [`error`], [`user`]: the base (syscalls and
+//!    `/proc`, text formatting, errors, the invoking user).
+//! 2. [`unwind`]: registers + a stack copy + CFI → return addresses; a
+//!    library that recording (live) and analysis (perf's dwarf files) call.
+//! 3. [`format`]: the perf.data container: write, read, validate, repair,
+//!    and the output directory that holds it.
+//! 4. [`record`]: perf events, ring buffers → `pfprof.data`.
+//! 5. [`analysis`]: replay of a recording: address spaces over time,
+//!    classes, interned raw stacks, start-up windows, latency.
+//! 6. [`model`]: symbolization of each unique address once, and the one
+//!    symbolized profile every output reads.
+//! 7. [`output`]: one small module per output (folded stacks, flame graphs,
+//!    timeline, report.txt, report.json, pprof, stream, diff).
+//! 8. [`live`], [`cli`]: the face, which wires stages together; `report`
+//!    and `flamegraph` replay a recording through the same path `record`
+//!    takes after recording.
 
-pub mod analyze;
-pub mod classify;
-pub mod cli;
-pub mod decode;
-pub mod diff;
 pub mod error;
-pub mod foreign;
-pub mod fuzzing;
-pub mod latency;
-pub mod outdir;
-pub mod perf_compressed;
-pub mod perf_data;
-pub mod pprof;
-pub mod process;
-pub mod record;
-pub mod render;
-pub mod report;
-pub mod resolve;
-pub mod stacks;
-pub mod startup;
-pub mod stream;
-pub mod timeline;
-pub mod unwind;
+pub mod sys;
+pub mod text;
 pub mod user;
+
+pub mod unwind;
+
+pub mod format;
+
+pub mod record;
+
+pub mod analysis;
+
+pub mod model;
+
+pub mod output;
+
+pub mod cli;
+pub mod fuzzing;
+pub mod live;

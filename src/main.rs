@@ -7,11 +7,13 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use pfprof::analyze::{self, AnalyzeOptions};
+use pfprof::analysis::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
-use pfprof::outdir::{OutDir, Staging, DATA_FILE};
-use pfprof::perf_data::Exit;
-use pfprof::{diff, error, pprof, record, render, report, resolve};
+use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
+use pfprof::format::perf_data::Exit;
+use pfprof::model::resolve;
+use pfprof::output::{diff, flamegraph, pprof};
+use pfprof::{error, record, text};
 
 /// `-i` takes a directory or the data file itself. A directory without a
 /// recording is named as such (not as a missing `DIR/pfprof.data`).
@@ -33,7 +35,7 @@ fn analyze_and_resolve(
     path: &Path,
     analysis: &AnalysisArgs,
     partial: bool,
-) -> Result<resolve::Resolved> {
+) -> Result<pfprof::model::Model> {
     // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
     let timing = std::env::var_os("PFPROF_TIMING").is_some();
     let start = std::time::Instant::now();
@@ -43,7 +45,7 @@ fn analyze_and_resolve(
         until_ms: analysis.until_ms,
         symfs: analysis.symfs.clone(),
     };
-    let mut profile = analyze::analyze(path, options)?;
+    let mut profile = analysis::analyze(path, options)?;
     let analyzed = start.elapsed();
     let resolved = resolve::resolve(&mut profile);
     if timing {
@@ -120,11 +122,13 @@ fn run(cli: Cli) -> Result<u8> {
                 call_graph: args.call_graph,
                 tracepoints: !args.no_tracepoints,
                 class: args.class,
-                stream: args.stream,
-                fixed_ts: args.fixed_ts,
                 run_as_root: args.run_as_root,
             };
-            let recorded = match record::record(&config) {
+            let mut live = args
+                .stream
+                .map(|kind| pfprof::live::Live::new(kind, args.fixed_ts, args.analysis.kernel));
+            let tap = live.as_mut().map(|l| l as &mut dyn record::Tap);
+            let recorded = match record::record(&config, tap) {
                 Ok(recorded) => recorded,
                 // Before the command ran (not found, permissions): the
                 // previous output stays where it was, and no DIR.partial.
@@ -155,7 +159,7 @@ fn run(cli: Cli) -> Result<u8> {
                 |resolved| {
                     let start_ns =
                         pprof::recording_start_ns(&config.data_path, resolved.report.wall_ns);
-                    render::write_all(staging.out_dir(), &resolved, args.analysis.top)
+                    pfprof::output::write_all(staging.out_dir(), &resolved, args.analysis.top)
                         .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
                         .with_context(|| format!("cannot write the outputs in {partial}"))?;
                     staging.commit()?;
@@ -176,7 +180,10 @@ fn run(cli: Cli) -> Result<u8> {
             if args.quiet {
                 eprintln!("pfprof: {}", report.completeness_line());
             } else {
-                eprint!("{}", report.to_text(args.analysis.top));
+                eprint!(
+                    "{}",
+                    pfprof::output::text::report_txt(report, args.analysis.top)
+                );
             }
             eprintln!(
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
@@ -195,7 +202,7 @@ fn run(cli: Cli) -> Result<u8> {
                 Some(max) if pct > max && status == 0 => {
                     eprintln!(
                         "pfprof: error: {} faults ({pct:.1}%) were lost, more than --max-lost {max}%; exit status 3",
-                        report::thousands(missing)
+                        text::thousands(missing)
                     );
                     Ok(3)
                 }
@@ -208,9 +215,9 @@ fn run(cli: Cli) -> Result<u8> {
             let report = &resolved.report;
             let mut stdout = std::io::stdout().lock();
             match (args.format, args.startup) {
-                (Format::Text, false) => {
-                    stdout.write_all(report.to_text(args.analysis.top).as_bytes())?
-                }
+                (Format::Text, false) => stdout.write_all(
+                    pfprof::output::text::report_txt(report, args.analysis.top).as_bytes(),
+                )?,
                 (Format::Text, true) => match &report.startup {
                     Some(startup) => {
                         stdout.write_all(startup.to_text(args.analysis.top).as_bytes())?
@@ -243,19 +250,20 @@ fn run(cli: Cli) -> Result<u8> {
             let selections = match args.class {
                 Some(class) => vec![class],
                 None => vec![
-                    render::ClassSelection::Minor,
-                    render::ClassSelection::Major,
-                    render::ClassSelection::Cow,
-                    render::ClassSelection::All,
+                    flamegraph::ClassSelection::Minor,
+                    flamegraph::ClassSelection::Major,
+                    flamegraph::ClassSelection::Cow,
+                    flamegraph::ClassSelection::All,
                 ],
             };
             let command = resolved.report.command_line();
             let subtitle = resolved.report.subtitle();
+            let folded = pfprof::output::folded::fold(&resolved);
             let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
             for selection in selections {
-                render::write_flamegraph(
+                flamegraph::write_flamegraph(
                     &out_dir,
-                    &resolved.folded,
+                    &folded.by_class,
                     selection,
                     &command,
                     &subtitle,
@@ -263,7 +271,7 @@ fn run(cli: Cli) -> Result<u8> {
                 .with_context(context)?;
             }
             if args.class.is_none() {
-                render::write_startup(&out_dir, &resolved.startup_folded, &command, &subtitle)
+                flamegraph::write_startup(&out_dir, &folded.startup, &command, &subtitle)
                     .with_context(context)?;
             }
             let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
@@ -317,7 +325,7 @@ fn run(cli: Cli) -> Result<u8> {
                 before.report.subtitle(),
                 after.report.subtitle()
             );
-            render::write_diff(&out_dir, &a, &b, title, &subtitle).with_context(|| {
+            flamegraph::write_diff(&out_dir, &a, &b, title, &subtitle).with_context(|| {
                 format!("cannot write diff.svg in {}", out_dir.path().display())
             })?;
             eprintln!(

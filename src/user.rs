@@ -1,8 +1,14 @@
 //! The user pfprof acts for. Run through `sudo`, pfprof keeps root for the
 //! perf events but the profiled command runs as the invoking user, and the
-//! files pfprof writes belong to that user (as `perf` and `rr` behave).
+//! files pfprof writes belong to that user (as `perf` and `rr` behave):
+//! they are created here, never through a link or over an existing file.
 
-use crate::record::sys;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+
+use crate::sys;
 
 /// The user who ran `sudo pfprof ...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +47,43 @@ fn from_env(uid: Option<&str>, gid: Option<&str>, name: Option<&str>) -> Option<
             .filter(|n| !n.is_empty() && !n.contains('\0'))
             .map(str::to_string),
     })
+}
+
+/// Gives what pfprof creates to the user who ran `sudo pfprof`.
+pub fn give_to_invoker(file: &File) -> io::Result<()> {
+    match invoking_user() {
+        Some(u) => std::os::unix::fs::fchown(file, Some(u.uid), Some(u.gid)),
+        None => Ok(()),
+    }
+}
+
+/// Gives a directory pfprof created to the invoking user.
+pub fn give_dir_to_invoker(path: &Path) -> io::Result<()> {
+    match invoking_user() {
+        // lchown: a directory that became a link is not followed.
+        Some(u) => std::os::unix::fs::lchown(path, Some(u.uid), Some(u.gid)),
+        None => Ok(()),
+    }
+}
+
+/// Creates a new file at `path`: fails if anything is there, a link
+/// included (`O_EXCL|O_NOFOLLOW`); `mode` before the umask.
+pub fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    give_to_invoker(&file)?;
+    Ok(file)
+}
+
+/// Creates the directory `path` (not its parents); fails if anything is there.
+pub fn create_dir(path: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o755).create(path)?;
+    give_dir_to_invoker(path)
 }
 
 #[cfg(test)]

@@ -388,7 +388,7 @@ impl StackRewriter {
         let info = self.infos[attr];
         let time =
             get_record_timestamp::<LittleEndian>(RecordType(record_type), body, &info).unwrap_or(0);
-        let parsed = if crate::decode::would_panic(record_type, misc, &body) {
+        let parsed = if crate::format::decode::would_panic(record_type, misc, &body) {
             Err(())
         } else {
             RawEventRecord::new(RecordType(record_type), misc, body, info)
@@ -503,9 +503,9 @@ impl StackRewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::tests::sample_with_chain;
-    use crate::record::maps::MapsLine;
+    use crate::format::decode::tests::sample_with_chain;
     use crate::record::{synth, sys};
+    use crate::sys::maps::MapsLine;
     use crate::unwind::tests::{snapshot, unwinder_with_nofp, DIR, PID};
     use crate::unwind::{SAMPLE_REGS_USER, TRUNCATED_FRAME};
     use perf_event_open_sys::bindings as b;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashSet;
 
-use crate::perf_data::FileStamp;
+use crate::format::perf_data::FileStamp;
 
 const PERF_RECORD_MMAP2: u32 = 10;
 const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
@@ -184,8 +184,8 @@ fn stamp(pid: i32, start: u64, end: u64, path: &[u8], inode: u64) -> Option<File
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::maps::MapsLine;
     use crate::record::synth;
+    use crate::sys::maps::MapsLine;
 
     /// Records cut anywhere are all seen; the file is stamped by its path
     /// when the process is gone, with its own size and mtime, and only once.

@@ -19,11 +19,8 @@
 
 pub(crate) mod dwarf;
 pub(crate) mod files;
-pub(crate) mod maps;
-pub mod perf_compat;
 pub mod ring;
 pub(crate) mod synth;
-pub mod sys;
 
 use std::ffi::CString;
 use std::io;
@@ -36,16 +33,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use perf_event_open_sys::bindings as b;
 
-use crate::analyze::LiveAnalyzer;
-use crate::decode::LiveDecoder;
 use crate::error::CodedError;
-use crate::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
-use crate::stream::{StreamKind, Streamer};
+use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
+use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
+use crate::sys::maps;
+use crate::sys::{self, ExitStatus, PerfEventAttr};
 use crate::unwind::MAX_STACK_BYTES;
 use dwarf::StackRewriter;
 use files::MappedFiles;
 use ring::Ring;
-use sys::{ExitStatus, PerfEventAttr};
 
 /// What to record and how.
 #[derive(Debug, Clone)]
@@ -72,10 +68,6 @@ pub struct RecordConfig {
     pub tracepoints: bool,
     /// Which faults to sample (the others are only counted).
     pub class: RecordClass,
-    /// Print one line per fault while recording.
-    pub stream: Option<StreamKind>,
-    /// In the stream, a sequence number instead of time, and no latency.
-    pub fixed_ts: bool,
     /// Under `sudo`, run the command as root instead of the invoking user.
     pub run_as_root: bool,
 }
@@ -208,32 +200,6 @@ impl CallGraph {
             CallGraph::None => "none".into(),
         }
     }
-}
-
-/// Which faults `record` samples.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum RecordClass {
-    /// Major faults only: cheap enough for a busy host; no tracepoints, so
-    /// no latency or access type.
-    Major,
-    /// Minor faults (COW included) only.
-    Minor,
-    /// What COW needs: minor faults and the fault-entry tracepoints.
-    Cow,
-    /// Everything.
-    #[default]
-    All,
 }
 
 /// What a recording follows.
@@ -582,9 +548,6 @@ pub struct MainProbe {
     file_offset: u64,
 }
 
-/// Name of the main-entry event in recordings.
-pub const MAIN_ENTRY_EVENT: &str = "pfprof:main_entry";
-
 /// Finds `main` in the executable and the uprobe PMU; None when either is
 /// missing (stripped binary, no uprobes): start-up then ends at the first
 /// fault whose stack shows `main`.
@@ -813,27 +776,20 @@ fn open_events(
     })
 }
 
-/// The live side of a recording (`--stream`): decode, classify, print.
-struct Live {
-    decoder: LiveDecoder,
-    analyzer: LiveAnalyzer,
-    streamer: Streamer,
-}
-
-impl Live {
-    /// Hands every record older than `cutoff` to the stream, in time order.
-    fn flush(&mut self, cutoff: u64) {
-        let Live {
-            decoder,
-            analyzer,
-            streamer,
-        } = self;
-        decoder.flush_before(cutoff, |event| {
-            if let Some(fault) = analyzer.feed(event) {
-                streamer.send(&fault, analyzer);
-            }
-        });
-    }
+/// What watches the records as they are drained, besides the recording:
+/// the caller's live stream (decode, classify, print), so that recording
+/// knows nothing of the later stages. `start` comes once, with the events,
+/// before any record; `settled(t)` says every record older than `t` has
+/// been handed over (`u64::MAX`: all of them); `finish` ends it.
+pub trait Tap {
+    /// The events opened, before the first record.
+    fn start(&mut self, events: &[EventDesc]) -> Result<()>;
+    /// One drained record, as the kernel wrote it.
+    fn record(&mut self, bytes: &[u8]);
+    /// Every record older than `cutoff` has been given to [`Tap::record`].
+    fn settled(&mut self, cutoff: u64);
+    /// The recording is over.
+    fn finish(&mut self);
 }
 
 /// Where drained records go: the recording, the stamps of mapped files, and
@@ -841,12 +797,12 @@ impl Live {
 fn emit(
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
-    live: &mut Option<&mut Live>,
+    live: &mut Option<&mut (dyn Tap + 'static)>,
     bytes: &[u8],
 ) -> io::Result<()> {
     files.scan(bytes);
     if let Some(live) = live.as_deref_mut() {
-        live.decoder.push(bytes);
+        live.record(bytes);
     }
     writer.write_records(bytes)
 }
@@ -857,7 +813,7 @@ fn drain_all(
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
     rewriter: Option<&mut StackRewriter>,
-    mut live: Option<&mut Live>,
+    mut live: Option<&mut (dyn Tap + 'static)>,
     last: bool,
 ) -> io::Result<usize> {
     // Every record stamped before this moment is in a ring buffer by now
@@ -881,7 +837,7 @@ fn drain_all(
         }
     }
     if let Some(live) = live {
-        live.flush(cutoff);
+        live.settled(cutoff);
     }
     if total > 0 {
         writer.finish_round()?;
@@ -958,7 +914,7 @@ fn synthesize(
     existing: &[Existing],
     id: u64,
     mut rewriter: Option<&mut StackRewriter>,
-    mut live: Option<&mut Live>,
+    mut live: Option<&mut (dyn Tap + 'static)>,
 ) -> io::Result<()> {
     let time = sys::monotonic_ns();
     let mut build_ids = synth::BuildIds::default();
@@ -993,8 +949,9 @@ fn alive(pid: i32) -> bool {
 }
 
 /// Runs or attaches, records until the command exits (or the attached
-/// processes exit, or `--duration`, or a signal), and writes the recording.
-pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
+/// processes exit, or `--duration`, or a signal), and writes the recording;
+/// `tap` sees every record as it is drained (the live stream).
+pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Result<Recorded> {
     // What to follow: a paused child, or processes that already run.
     let mut child = None;
     let mut program_path = None;
@@ -1064,7 +1021,10 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 tracepoint_id(&tfs, TRACEPOINTS[1])?,
             );
             // Their formats, for perf (which refuses tracepoints without).
-            Ok((ids, perf_compat::TracingData::read(&tfs, &TRACEPOINTS).ok()))
+            Ok((
+                ids,
+                crate::format::perf_compat::TracingData::read(&tfs, &TRACEPOINTS).ok(),
+            ))
         })
     } else {
         Err("disabled with --no-tracepoints".to_string())
@@ -1190,14 +1150,11 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         .unwrap_or_default();
         rewriter.set_main_probe(path.as_os_str().as_bytes(), probe.file_offset);
     }
-    let mut live = match cfg.stream {
-        Some(kind) => Some(Live {
-            decoder: LiveDecoder::new(&descs).context("cannot decode the events live")?,
-            analyzer: LiveAnalyzer::new(cfg.kernel_callchains),
-            streamer: Streamer::spawn(kind, cfg.fixed_ts, sys::monotonic_ns()),
-        }),
-        None => None,
-    };
+    let mut live = tap;
+    if let Some(live) = live.as_deref_mut() {
+        live.start(&descs)
+            .context("cannot decode the events live")?;
+    }
     let leader_id = descs[0].ids[0];
     let mut files = MappedFiles::default();
     let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
@@ -1205,7 +1162,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     // The kernel's text first, as perf writes it (pfprof's reader skips it).
     let kernel_text = std::fs::read_to_string("/proc/kallsyms")
         .ok()
-        .and_then(|k| perf_compat::kernel_text(&k));
+        .and_then(|k| crate::format::perf_compat::kernel_text(&k));
     if let Some((start, end)) = kernel_text {
         writer
             .write_records(&synth::kernel_mmap(start, end, leader_id))
@@ -1229,7 +1186,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             &existing,
             leader_id,
             rewriter.as_mut(),
-            live.as_mut(),
+            live.as_deref_mut(),
         )
         .context("cannot write the recording")?;
         for fd in fds.iter().flatten() {
@@ -1295,7 +1252,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 &mut writer,
                 &mut files,
                 rewriter.as_mut(),
-                live.as_mut(),
+                live.as_deref_mut(),
                 false,
             )
             .and_then(|_| {
@@ -1357,7 +1314,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
             &mut writer,
             &mut files,
             rewriter.as_mut(),
-            live.as_mut(),
+            live.as_deref_mut(),
             true,
         ) {
             write_error = Some(stop(&mut writer, &e, ended));
@@ -1394,11 +1351,14 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     // What perf needs to read the file: the tracepoints' formats, and the
     // build-ids of the files (and kernel) the samples may fall in.
     if let (Some(_), Some(formats)) = (tracepoints, &tracing_data) {
-        writer.add_feature(perf_compat::HEADER_TRACING_DATA, formats.encode());
+        writer.add_feature(
+            crate::format::perf_compat::HEADER_TRACING_DATA,
+            formats.encode(),
+        );
     }
-    let mut build_ids: Vec<perf_compat::BuildIdEntry> = files
+    let mut build_ids: Vec<crate::format::perf_compat::BuildIdEntry> = files
         .build_ids()
-        .map(|(path, id)| perf_compat::BuildIdEntry {
+        .map(|(path, id)| crate::format::perf_compat::BuildIdEntry {
             kernel: false,
             build_id: id.to_vec(),
             path,
@@ -1407,9 +1367,9 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
     if kernel_text.is_some() {
         if let Some(id) = std::fs::read("/sys/kernel/notes")
             .ok()
-            .and_then(|notes| perf_compat::build_id_in_notes(&notes))
+            .and_then(|notes| crate::format::perf_compat::build_id_in_notes(&notes))
         {
-            build_ids.push(perf_compat::BuildIdEntry {
+            build_ids.push(crate::format::perf_compat::BuildIdEntry {
                 kernel: true,
                 build_id: id,
                 path: "[kernel.kallsyms]".to_string(),
@@ -1417,10 +1377,13 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         }
     }
     writer.add_feature(
-        perf_compat::HEADER_BUILD_ID,
-        perf_compat::build_id_section(&build_ids),
+        crate::format::perf_compat::HEADER_BUILD_ID,
+        crate::format::perf_compat::build_id_section(&build_ids),
     );
-    writer.add_feature(perf_compat::HEADER_ARCH, perf_compat::arch_section());
+    writer.add_feature(
+        crate::format::perf_compat::HEADER_ARCH,
+        crate::format::perf_compat::arch_section(),
+    );
     let meta = RecordingMeta {
         pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
         command,
@@ -1449,13 +1412,9 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
         files: files.into_stamps(),
     };
     drop(rings);
-    if let Some(mut live) = live {
-        live.flush(u64::MAX);
-        let dropped = live.streamer.dropped;
-        let printed = live.streamer.finish();
-        if dropped > 0 {
-            eprintln!("pfprof: stream: {printed} lines printed, {dropped} dropped (the terminal could not keep up; the recording has them all)");
-        }
+    if let Some(live) = live {
+        live.settled(u64::MAX);
+        live.finish();
     }
     if write_error.is_none() {
         if let Err(e) = writer.finish(&meta, &hostname(), &os_release(), cpus.len() as u32) {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::maps::MapsLine;
+use crate::sys::maps::MapsLine;
 
 const PERF_RECORD_MMAP: u32 = 1;
 const PERF_RECORD_COMM: u32 = 3;
@@ -185,7 +185,7 @@ pub fn mmap2_with(pid: i32, m: &MapsLine, build_id: Option<&[u8]>, time: u64, id
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::sys;
+    use crate::sys;
     use byteorder::LittleEndian;
     use linux_perf_data::linux_perf_event_reader::{
         Endianness, EventRecord, Mmap2FileId, PerfEventAttr, RawData, RawEventRecord,

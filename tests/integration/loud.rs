@@ -261,7 +261,7 @@ fn tiny_ring_buffers_are_loud() {
 }
 
 fn thousands(n: u64) -> String {
-    pfprof::report::thousands(n)
+    pfprof::text::thousands(n)
 }
 
 /// With `--call-graph fp`, a chain deeper than kernel.perf_event_max_stack

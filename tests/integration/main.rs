@@ -5,6 +5,7 @@
 mod cli;
 mod dwarf;
 mod hostile;
+mod layout;
 mod live;
 mod loud;
 mod names;

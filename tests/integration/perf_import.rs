@@ -473,7 +473,7 @@ fn perf_compressed_records() {
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
     let section = &bytes[u64_at(40)..u64_at(40) + u64_at(48)];
     assert!(
-        pfprof::perf_compressed::has_compressed(section),
+        pfprof::format::compressed::has_compressed(section),
         "perf wrote no compressed record"
     );
     let theirs = report(&dir, &data, &[]);

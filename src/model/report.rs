@@ -1,16 +1,16 @@
 //! The report model (serialized as `report.json`, a stable contract documented
 //! in the README) and its text rendering (`report.txt`, 100 columns).
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-pub use crate::analyze::LostByClass;
-use crate::classify::{Access, FaultClass};
-use crate::perf_data::Exit;
+use crate::analysis::classify::{Access, FaultClass};
+pub use crate::analysis::LostByClass;
+use crate::format::perf_data::Exit;
 use crate::record::CallGraph;
+use crate::text::thousands;
 use crate::unwind::{StackNeed, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
 
 /// Fault totals.
@@ -210,7 +210,7 @@ pub struct Report {
     /// Sample period.
     pub period: u64,
     /// Which faults were sampled (`record --class`).
-    pub sampled_class: crate::record::RecordClass,
+    pub sampled_class: crate::format::perf_data::RecordClass,
     /// Totals.
     pub totals: Totals,
     /// Faults by class, then access.
@@ -236,79 +236,9 @@ pub struct Report {
     /// Interned stack nodes.
     pub stack_frames: usize,
     /// Start-up analysis of the profiled program (exec until `main`).
-    pub startup: Option<crate::startup::StartupReport>,
+    pub startup: Option<crate::analysis::startup::StartupReport>,
     /// Time in the kernel per fault, by class (from the entry tracepoint).
-    pub latency: BTreeMap<String, crate::latency::LatencyStats>,
-}
-
-/// A name from the profiled world (symbol, `comm`, argument, path), made
-/// safe to show anywhere: control characters (C0, DEL, C1), the Unicode
-/// bidirectional overrides and isolates, and the non-characters U+FFFE and
-/// U+FFFF are replaced by a visible escape (`\n`, `\t`, `\r`, `\x1b`,
-/// `\u{9b}`). So a terminal receives no escape sequence, an SVG stays valid
-/// XML (XML 1.0 forbids most C0 characters even as references) and a folded
-/// line stays one stack. Everything else, `<>&"` included, is left to each
-/// output's own escaping.
-pub fn display_safe(name: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{fffe}' | '\u{ffff}')
-    };
-    if !name.chars().any(unsafe_char) {
-        return Cow::Borrowed(name);
-    }
-    let mut out = String::with_capacity(name.len() + 8);
-    for c in name.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if unsafe_char(c) && (c as u32) < 0x80 => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if unsafe_char(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// [`display_safe`] into an owned `String`.
-pub fn safe(name: &str) -> String {
-    display_safe(name).into_owned()
-}
-
-/// `1234567` → `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn short(path: &str) -> &str {
-    if path.starts_with('[') {
-        path
-    } else {
-        path.rsplit('/').next().unwrap_or(path)
-    }
-}
-
-pub(crate) fn truncate(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
+    pub latency: BTreeMap<String, crate::analysis::latency::LatencyStats>,
 }
 
 impl Report {
@@ -422,10 +352,11 @@ impl Report {
     pub fn expected(&self) -> Option<u64> {
         let (minor, major) = (self.totals.kernel_minor?, self.totals.kernel_major?);
         let kernel = match self.sampled_class {
-            crate::record::RecordClass::Major => major,
-            crate::record::RecordClass::Minor => minor,
+            crate::format::perf_data::RecordClass::Major => major,
+            crate::format::perf_data::RecordClass::Minor => minor,
             // --class cow samples both events.
-            crate::record::RecordClass::Cow | crate::record::RecordClass::All => minor + major,
+            crate::format::perf_data::RecordClass::Cow
+            | crate::format::perf_data::RecordClass::All => minor + major,
         };
         Some(kernel.div_ceil(self.period.max(1)))
     }
@@ -567,8 +498,8 @@ impl Report {
                     self.totals.kernel_major.unwrap_or(0),
                 );
                 let kernel = match self.sampled_class {
-                    crate::record::RecordClass::Major => major,
-                    crate::record::RecordClass::Minor => minor,
+                    crate::format::perf_data::RecordClass::Major => major,
+                    crate::format::perf_data::RecordClass::Minor => minor,
                     _ => minor + major,
                 };
                 let sampled = if self.period > 1 {
@@ -596,209 +527,10 @@ impl Report {
         };
         line + &truncated + incomplete
     }
-
-    /// `report.txt`.
-    pub fn to_text(&self, top: usize) -> String {
-        let mut s = String::new();
-        let t = &self.totals;
-        let _ = writeln!(
-            s,
-            "{}",
-            truncate(
-                &format!("pfprof {}: {}", self.pfprof_version, self.command_line()),
-                100
-            )
-        );
-        match &self.exit {
-            Some(Exit::Code(c)) => {
-                let _ = writeln!(s, "exit status {c}");
-            }
-            Some(Exit::Signal(sig)) => {
-                let _ = writeln!(s, "killed by signal {sig}");
-            }
-            None => {}
-        }
-        let _ = writeln!(s, "{}", self.completeness_line());
-        let cow = if t.cow_available {
-            thousands(t.cow)
-        } else {
-            "unavailable".into()
-        };
-        let _ = writeln!(
-            s,
-            "faults: minor {}  major {} (file {}, swap {})  cow {}  | in kernel mode {}",
-            thousands(t.minor),
-            thousands(t.major),
-            thousands(t.major_file),
-            thousands(t.major_swap),
-            cow,
-            thousands(t.kernel_mode)
-        );
-        if let Some(line) = self.stacks_line() {
-            let _ = writeln!(s, "{line}");
-        }
-        let _ = writeln!(
-            s,
-            "\n{:<8}{:>12}{:>12}{:>12}{:>12}",
-            "class", "read", "write", "exec", "unknown"
-        );
-        for class in FaultClass::ALL {
-            if class == FaultClass::Cow && !t.cow_available {
-                continue;
-            }
-            let row = &self.by_access[class.name()];
-            let _ = writeln!(
-                s,
-                "{:<8}{:>12}{:>12}{:>12}{:>12}",
-                class.name(),
-                thousands(row["read"]),
-                thousands(row["write"]),
-                thousands(row["exec"]),
-                thousands(row["unknown"])
-            );
-        }
-        if t.unpaired > 0 || t.bad_records > 0 || t.no_callchain > 0 {
-            let _ = writeln!(
-                s,
-                "\nwithout error code: {}  bad records: {}  without call chain: {}",
-                thousands(t.unpaired),
-                thousands(t.bad_records),
-                thousands(t.no_callchain)
-            );
-        }
-
-        for class in FaultClass::ALL {
-            let rows: Vec<&SiteRow> = self
-                .sites
-                .iter()
-                .filter(|r| r.class == class)
-                .take(top)
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let _ = writeln!(s, "\nTop {} code sites ({}):", class.name(), rows.len());
-            let _ = writeln!(
-                s,
-                "{:>9}  {:<5}  {:<44}  target",
-                "faults", "acc", "function (file:line)"
-            );
-            for r in rows {
-                let place = match (&r.file, r.line) {
-                    (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
-                    _ => r.function.clone(),
-                };
-                // Section and symbol matter most: shorten the object first.
-                let mut suffix = String::new();
-                for part in [&r.target.section, &r.target.symbol].into_iter().flatten() {
-                    suffix.push(' ');
-                    suffix.push_str(part);
-                }
-                let object_width = 34usize.saturating_sub(suffix.chars().count()).max(12);
-                let target = truncate(short(&r.target.object), object_width) + &suffix;
-                let _ = writeln!(
-                    s,
-                    "{:>9}  {:<5}  {:<44}  {}",
-                    thousands(r.count),
-                    r.access.name(),
-                    truncate(&place, 44),
-                    truncate(&target, 34)
-                );
-            }
-        }
-        for class in FaultClass::ALL {
-            let rows: Vec<&TargetSummaryRow> = self
-                .targets
-                .iter()
-                .filter(|r| r.class == class)
-                .take(top)
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let _ = writeln!(s, "\nTop {} targets:", class.name());
-            let _ = writeln!(
-                s,
-                "{:>9}  {:<50}  {:<6}  section",
-                "faults", "object", "region"
-            );
-            for r in rows {
-                let _ = writeln!(
-                    s,
-                    "{:>9}  {:<50}  {:<6}  {}",
-                    thousands(r.count),
-                    truncate(short(&r.object), 50),
-                    r.region,
-                    r.section.as_deref().unwrap_or("-")
-                );
-            }
-        }
-        for class in FaultClass::ALL {
-            if let Some(stats) = self.latency.get(class.name()).filter(|s| s.count > 0) {
-                let _ = writeln!(s);
-                s.push_str(&stats.to_text(class.name()));
-            }
-        }
-        if let Some(startup) = &self.startup {
-            let _ = writeln!(s);
-            s.push_str(&startup.to_text(top));
-        }
-        let majors: Vec<&FileRow> = self
-            .files
-            .iter()
-            .filter(|f| f.major > 0)
-            .take(top)
-            .collect();
-        if !majors.is_empty() {
-            let _ = writeln!(s, "\nFiles by major faults:");
-            let _ = writeln!(
-                s,
-                "{:>9} {:>9} {:>9} {:>9}  path",
-                "major", "swap-in", "minor", "cow"
-            );
-            for f in majors {
-                let _ = writeln!(
-                    s,
-                    "{:>9} {:>9} {:>9} {:>9}  {}",
-                    thousands(f.major),
-                    thousands(f.swap),
-                    thousands(f.minor),
-                    thousands(f.cow),
-                    truncate(&f.path, 58)
-                );
-            }
-        }
-        let _ = writeln!(s, "\nProcesses:");
-        let _ = writeln!(
-            s,
-            "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10} {:>8}",
-            "pid", "ppid", "comm", "minor", "major", "cow", "threads"
-        );
-        for p in &self.processes {
-            let _ = writeln!(
-                s,
-                "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10} {:>8}",
-                p.pid,
-                p.ppid,
-                truncate(&p.comm, 16),
-                thousands(p.minor),
-                thousands(p.major),
-                thousands(p.cow),
-                p.threads
-            );
-        }
-        if !self.warnings.is_empty() {
-            let _ = writeln!(s, "\nWarnings:");
-            for w in &self.warnings {
-                let _ = writeln!(s, "  {w}");
-            }
-        }
-        s
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Commands are shown as they would be typed.
@@ -821,42 +553,6 @@ mod tests {
     /// Names from the profiled world: control characters, bidi overrides and
     /// non-characters become visible escapes; everything else, XML's
     /// specials and non-ASCII text included, passes unchanged (borrowed).
-    #[test]
-    fn display_safe_escapes() {
-        for (name, want) in [
-            ("main", "main"),
-            ("evil<&\"]]>", "evil<&\"]]>"),
-            ("a;b c", "a;b c"),
-            ("f\u{1}g", "f\\x01g"),
-            ("line\nbreak", "line\\nbreak"),
-            ("tab\tcr\r", "tab\\tcr\\r"),
-            ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
-            ("nul\0", "nul\\x00"),
-            ("del\u{7f}", "del\\x7f"),
-            ("csi\u{9b}2J", "csi\\u{9b}2J"),
-            ("rtl\u{202e}txt", "rtl\\u{202e}txt"),
-            ("iso\u{2066}x", "iso\\u{2066}x"),
-            ("non\u{fffe}\u{ffff}", "non\\u{fffe}\\u{ffff}"),
-            ("lossy \u{fffd} µs 日本", "lossy \u{fffd} µs 日本"),
-            ("", ""),
-        ] {
-            let got = display_safe(name);
-            assert_eq!(got, want, "{name:?}");
-            assert_eq!(
-                matches!(got, Cow::Borrowed(_)),
-                name == want,
-                "{name:?} is copied only when it changes"
-            );
-            assert!(
-                !got.chars().any(|c| c.is_control()),
-                "{got:?} still holds a control character"
-            );
-        }
-    }
-
-    /// What is missing, the subtitle and the warnings, from the counts:
-    /// complete; ring buffer overrun; faults missing with no lost record;
-    /// no kernel counts (lost records stand for the faults).
     #[test]
     fn completeness() {
         type Case = (u64, u64, u64, Option<u64>, u64, &'static str, usize);
@@ -894,19 +590,6 @@ mod tests {
     }
 
     /// Digit grouping.
-    #[test]
-    fn grouping() {
-        for (n, want) in [
-            (0, "0"),
-            (999, "999"),
-            (1000, "1,000"),
-            (262144, "262,144"),
-            (1234567, "1,234,567"),
-        ] {
-            assert_eq!(thousands(n), want);
-        }
-    }
-
     /// Folded target frames are compact and never contain `;`.
     #[test]
     fn folded_frame() {
@@ -937,7 +620,7 @@ mod tests {
     }
 
     /// A small report with every kind of row, for the golden files.
-    fn sample_report() -> Report {
+    pub(crate) fn sample_report() -> Report {
         let target =
             |object: &str, region: &str, section: Option<&str>, symbol: Option<&str>| TargetRow {
                 object: object.into(),
@@ -981,7 +664,7 @@ mod tests {
             command: vec!["./app".into(), "--size".into(), "1G".into()],
             exit: Some(Exit::Code(0)),
             period: 1,
-            sampled_class: crate::record::RecordClass::All,
+            sampled_class: crate::format::perf_data::RecordClass::All,
             totals: Totals {
                 minor: 262_545,
                 major: 67,
@@ -1096,23 +779,28 @@ mod tests {
             latency: [
                 (
                     "minor".to_string(),
-                    crate::latency::LatencyStats::from_values(&mut [
+                    crate::analysis::latency::LatencyStats::from_values(&mut [
                         900, 1100, 1200, 1300, 2500, 40_000,
                     ]),
                 ),
                 (
                     "major".to_string(),
-                    crate::latency::LatencyStats::from_values(&mut [120_000, 250_000, 3_100_000]),
+                    crate::analysis::latency::LatencyStats::from_values(&mut [
+                        120_000, 250_000, 3_100_000,
+                    ]),
                 ),
-                ("cow".to_string(), crate::latency::LatencyStats::default()),
+                (
+                    "cow".to_string(),
+                    crate::analysis::latency::LatencyStats::default(),
+                ),
             ]
             .into_iter()
             .collect(),
         }
     }
 
-    fn sample_startup() -> crate::startup::StartupReport {
-        use crate::startup::{
+    fn sample_startup() -> crate::analysis::startup::StartupReport {
+        use crate::analysis::startup::{
             ClassCounts, Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
         };
         let section = |name: &str, minor, cow, touched, total| StartupSection {
@@ -1170,7 +858,7 @@ mod tests {
     }
 
     /// Compares with tests/golden/NAME, or rewrites it when PFPROF_BLESS=1.
-    fn golden(name: &str, actual: &str) {
+    pub(crate) fn golden(name: &str, actual: &str) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/golden")
             .join(name);
@@ -1194,18 +882,6 @@ mod tests {
     }
 
     /// report.txt layout, 100 columns at most.
-    #[test]
-    fn golden_text() {
-        let text = sample_report().to_text(10);
-        for line in text.lines() {
-            assert!(
-                line.chars().count() <= 100,
-                "line over 100 columns: {line:?}"
-            );
-        }
-        golden("report.txt", &text);
-    }
-
     /// report.json field names are a contract.
     #[test]
     fn golden_json() {

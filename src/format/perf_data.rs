@@ -19,6 +19,35 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// Name of the main-entry event in recordings.
+pub const MAIN_ENTRY_EVENT: &str = "pfprof:main_entry";
+
+/// Which faults `record` samples.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordClass {
+    /// Major faults only: cheap enough for a busy host; no tracepoints, so
+    /// no latency or access type.
+    Major,
+    /// Minor faults (COW included) only.
+    Minor,
+    /// What COW needs: minor faults and the fault-entry tracepoints.
+    Cow,
+    /// Everything.
+    #[default]
+    All,
+}
+
 /// Feature bit of pfprof's metadata section. perf only interprets bits below
 /// its `HEADER_LAST_FEATURE` (32 today) and skips the rest.
 pub const PFPROF_META_FEATURE: u32 = 200;
@@ -110,7 +139,7 @@ pub struct RecordingMeta {
     /// The processes attached to (`-p`).
     pub pids: Vec<i32>,
     /// Which faults were sampled (`--class`).
-    pub class: crate::record::RecordClass,
+    pub class: RecordClass,
     /// Bytes of each CPU's ring buffer as mapped: less than asked when the
     /// locked-memory limits shrank it (None in recordings before it was kept).
     #[serde(default)]
@@ -326,7 +355,7 @@ impl PerfDataWriter {
             e.attr = file_attr(&e.attr);
         }
         let attr_len = events.iter().map(|e| e.attr.len()).max().unwrap_or(0) as u64;
-        let file = crate::outdir::create_new_file(path, 0o600)?;
+        let file = crate::user::create_new_file(path, 0o600)?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         out.write_all(&[0u8; HEADER_SIZE as usize])?;
         // Id arrays first, so that each attr entry can point at its ids.
@@ -985,7 +1014,7 @@ pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
                 }
             }
             // pfprof's only other event: the uprobe on main (dynamic PMU type).
-            _ => crate::record::MAIN_ENTRY_EVENT.to_string(),
+            _ => MAIN_ENTRY_EVENT.to_string(),
         };
         events.push(EventDesc { attr, name, ids });
     }

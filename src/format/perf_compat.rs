@@ -76,7 +76,7 @@ impl TracingData {
         }
         Ok(TracingData {
             long_size: std::mem::size_of::<libc::c_long>() as u8,
-            page_size: super::sys::page_size(),
+            page_size: crate::sys::page_size(),
             header_page: read("header_page")?,
             header_event: read("header_event")?,
             systems,

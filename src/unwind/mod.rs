@@ -993,7 +993,7 @@ fn file_candidates(pid: i32, path: &Path, start: u64) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if pid > 0 {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-        if let Some(m) = crate::record::maps::parse(&maps)
+        if let Some(m) = crate::sys::maps::parse(&maps)
             .into_iter()
             .find(|m| m.start_avma <= start && start < m.end_avma && m.inode != 0)
         {
@@ -1106,7 +1106,7 @@ fn is_file_path(path: &[u8]) -> bool {
 fn own_vdso() -> Option<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let vdso = crate::record::maps::parse(&maps)
+    let vdso = crate::sys::maps::parse(&maps)
         .into_iter()
         .find(|m| m.path == "[vdso]")?;
     let mut mem = std::fs::File::open("/proc/self/mem").ok()?;

@@ -18,11 +18,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::CodedError;
-use crate::perf_data::{HeaderFacts, PFPROF_META_FEATURE};
+use crate::format::perf_data::{HeaderFacts, PFPROF_META_FEATURE};
 use crate::user;
 
 /// The recording in an output directory.
@@ -83,42 +83,6 @@ fn is_output_name(name: &str) -> bool {
     OUTPUT_NAMES.contains(&name) || temp_target(name).is_some_and(|t| OUTPUT_NAMES.contains(&t))
 }
 
-/// Gives what pfprof creates to the user who ran `sudo pfprof`.
-fn give_to_invoker(file: &File) -> io::Result<()> {
-    match user::invoking_user() {
-        Some(u) => std::os::unix::fs::fchown(file, Some(u.uid), Some(u.gid)),
-        None => Ok(()),
-    }
-}
-
-fn give_dir_to_invoker(path: &Path) -> io::Result<()> {
-    match user::invoking_user() {
-        // lchown: a directory that became a link is not followed.
-        Some(u) => std::os::unix::fs::lchown(path, Some(u.uid), Some(u.gid)),
-        None => Ok(()),
-    }
-}
-
-/// Creates a new file at `path`: fails if anything is there, a link
-/// included (`O_EXCL|O_NOFOLLOW`); `mode` before the umask.
-pub fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    give_to_invoker(&file)?;
-    Ok(file)
-}
-
-/// Creates the directory `path` (not its parents); fails if anything is there.
-fn create_dir(path: &Path) -> io::Result<()> {
-    std::fs::DirBuilder::new().mode(0o755).create(path)?;
-    give_dir_to_invoker(path)
-}
-
 /// Creates the missing ancestors of `path`, owned like the outputs.
 fn create_parents(path: &Path) -> io::Result<()> {
     let missing: Vec<&Path> = path
@@ -128,7 +92,7 @@ fn create_parents(path: &Path) -> io::Result<()> {
         .take_while(|p| std::fs::symlink_metadata(p).is_err())
         .collect();
     for dir in missing.into_iter().rev() {
-        match create_dir(dir) {
+        match user::create_dir(dir) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             other => other?,
         }
@@ -164,7 +128,7 @@ impl OutDir {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 create_parents(path)
-                    .and_then(|()| create_dir(path))
+                    .and_then(|()| user::create_dir(path))
                     .map_err(|e| refuse(format!("cannot create {}: {e}", path.display())))?;
             }
             Err(e) => return Err(refuse(format!("cannot use {}: {e}", path.display()))),
@@ -197,7 +161,7 @@ impl OutDir {
         let temp = self
             .path
             .join(format!(".{name}.{}{TMP_SUFFIX}", std::process::id()));
-        let result = create_new_file(&temp, 0o644).and_then(|file| {
+        let result = user::create_new_file(&temp, 0o644).and_then(|file| {
             let mut out = BufWriter::new(file);
             write(&mut out)?;
             out.into_inner().map_err(io::IntoInnerError::into_error)?;
@@ -392,7 +356,7 @@ impl Staging {
             }
         }
         create_parents(&partial)
-            .and_then(|()| create_dir(&partial))
+            .and_then(|()| user::create_dir(&partial))
             .map_err(|e| refuse(format!("cannot create {}: {e}", partial.display())))?;
         Ok(Staging {
             dir: dir.to_path_buf(),
@@ -630,7 +594,7 @@ mod tests {
         std::fs::write(&victim, "precious").unwrap();
         let link = dir.join("new");
         std::os::unix::fs::symlink(&victim, &link).unwrap();
-        assert!(create_new_file(&link, 0o600).is_err());
+        assert!(user::create_new_file(&link, 0o600).is_err());
         let out = OutDir::open_or_create(&dir).unwrap();
         std::os::unix::fs::symlink(&victim, dir.join("minor.svg")).unwrap();
         out.write("minor.svg", b"<svg/>").unwrap();

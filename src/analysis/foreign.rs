@@ -2,8 +2,8 @@
 //! record`) cannot say, as warnings: pfprof reads such a file as it reads
 //! its own, but perf's options decide what is in it.
 
-use crate::analyze::Profile;
-use crate::decode::Sampling;
+use crate::analysis::Profile;
+use crate::format::decode::Sampling;
 
 /// The warnings of a recording written by perf (none for pfprof's own).
 pub fn warnings(profile: &Profile) -> Vec<String> {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::report::thousands;
+use crate::text::thousands;
 
 /// One log2 bucket: `[lo_ns, hi_ns)`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -22,8 +22,10 @@ use linux_perf_data::linux_perf_event_reader::{
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
-use crate::perf_data::{read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta};
-use crate::record::sys::MappedFile;
+use crate::format::perf_data::{
+    read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta,
+};
+use crate::sys::MappedFile;
 use crate::unwind::UserRegs;
 
 /// Why a recording cannot be read. Each is one line naming the file; the
@@ -305,7 +307,7 @@ fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
         (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_kernel") => {
             EventKind::EntryKernel
         }
-        (_, Some(crate::record::MAIN_ENTRY_EVENT)) => EventKind::MainEntry,
+        (_, Some(crate::format::perf_data::MAIN_ENTRY_EVENT)) => EventKind::MainEntry,
         _ => EventKind::Other,
     }
 }
@@ -612,9 +614,9 @@ fn replay_layout(
     // perf record -z: the records, decompressed (up to 64 times the
     // compressed size, at least 256 MiB; zstd rarely does better on records).
     let decompressed;
-    let data = if crate::perf_compressed::has_compressed(data) {
+    let data = if crate::format::compressed::has_compressed(data) {
         let limit = data.len().saturating_mul(64).max(1 << 28);
-        decompressed = crate::perf_compressed::decompress(data, limit).map_err(|why| {
+        decompressed = crate::format::compressed::decompress(data, limit).map_err(|why| {
             DecodeError::NoRecords {
                 path: display.clone(),
                 what: format!("its compressed records (perf record -z) cannot be read: {why}"),
@@ -999,7 +1001,7 @@ pub struct LiveDecoder {
 
 impl LiveDecoder {
     /// From the recording's events (raw attrs, names, ids).
-    pub fn new(events: &[crate::perf_data::EventDesc]) -> Option<LiveDecoder> {
+    pub fn new(events: &[crate::format::perf_data::EventDesc]) -> Option<LiveDecoder> {
         let mut parse_infos = Vec::new();
         let mut kinds = Vec::new();
         let mut attr_of_id = FxHashMap::default();
@@ -1102,11 +1104,11 @@ impl LiveDecoder {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::perf_data::{EventDesc, PerfDataWriter};
+    use crate::format::perf_data::{EventDesc, PerfDataWriter};
     use perf_event_open_sys::bindings as b;
 
     pub(crate) fn minor_faults_attr() -> Vec<u8> {
-        let mut attr = crate::record::sys::new_attr();
+        let mut attr = crate::sys::new_attr();
         attr.type_ = b::PERF_TYPE_SOFTWARE;
         attr.config = b::PERF_COUNT_SW_PAGE_FAULTS_MIN as u64;
         attr.sample_type = (b::PERF_SAMPLE_IDENTIFIER
@@ -1117,7 +1119,7 @@ pub(crate) mod tests {
             | b::PERF_SAMPLE_CPU
             | b::PERF_SAMPLE_CALLCHAIN) as u64;
         attr.set_sample_id_all(1);
-        crate::record::sys::attr_bytes(&attr).to_vec()
+        crate::sys::attr_bytes(&attr).to_vec()
     }
 
     /// A PERF_RECORD_SAMPLE of `minor_faults_attr` whose address is its time.
@@ -1158,7 +1160,7 @@ pub(crate) mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("id.data");
         let attr = |config: u32| {
-            let mut attr = crate::record::sys::new_attr();
+            let mut attr = crate::sys::new_attr();
             attr.type_ = b::PERF_TYPE_SOFTWARE;
             attr.config = u64::from(config);
             attr.sample_type = (b::PERF_SAMPLE_IP
@@ -1167,7 +1169,7 @@ pub(crate) mod tests {
                 | b::PERF_SAMPLE_ADDR
                 | b::PERF_SAMPLE_ID) as u64;
             attr.set_sample_id_all(1);
-            crate::record::sys::attr_bytes(&attr).to_vec()
+            crate::sys::attr_bytes(&attr).to_vec()
         };
         let events = vec![
             EventDesc {
@@ -1283,7 +1285,7 @@ pub(crate) mod tests {
             100,
         ))
         .unwrap();
-        let lib = crate::record::maps::MapsLine {
+        let lib = crate::sys::maps::MapsLine {
             start_avma: 0x1000,
             end_avma: 0x3000,
             prot: 5,

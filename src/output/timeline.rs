@@ -5,8 +5,9 @@
 
 use std::fmt::Write as _;
 
-use crate::classify::FaultClass;
-use crate::report::thousands;
+use crate::analysis::classify::FaultClass;
+use crate::model::Model;
+use crate::text::thousands;
 
 const WIDTH: f64 = 1200.0;
 const HEIGHT: f64 = 480.0;
@@ -31,7 +32,7 @@ pub struct Point<'a> {
     pub site: &'a str,
 }
 
-use crate::render::xml_text as escape;
+use crate::text::xml_text as escape;
 
 /// A "nice" step (1, 2, 5 × 10^k) giving about `target` ticks over `span`.
 fn nice_step(span: f64, target: f64) -> f64 {
@@ -44,8 +45,27 @@ fn nice_step(span: f64, target: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
+/// `timeline.svg` of the model: bursts labelled with their leaf functions.
+pub fn render(model: &Model) -> String {
+    let points: Vec<Point<'_>> = model
+        .timeline
+        .iter()
+        .map(|p| Point {
+            time: p.time,
+            class: p.class,
+            site: model.leaf_function(p.stack).unwrap_or("[no stack]"),
+        })
+        .collect();
+    svg(
+        &points,
+        model.timeline_origin,
+        &format!("Page faults over time: {}", model.report.command_line()),
+        &model.report.subtitle(),
+    )
+}
+
 /// The SVG. `origin` is time zero (the exec, or the first record);
-/// `subtitle` says what was captured and lost ([`crate::report::Report::subtitle`]).
+/// `subtitle` says what was captured and lost ([`crate::model::report::Report::subtitle`]).
 pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> String {
     let end = points
         .iter()

@@ -9,18 +9,18 @@ use std::path::Path;
 use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::analyze::{Profile, TargetKey};
-use crate::classify::{Access, FaultClass};
-use crate::latency::LatencyStats;
-use crate::perf_data::FileStamp;
-use crate::process::ModuleId;
-use crate::report::{
-    safe, FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow,
-    Totals,
+use crate::analysis::classify::{Access, FaultClass};
+use crate::analysis::latency::LatencyStats;
+use crate::analysis::process::ModuleId;
+use crate::analysis::stacks::{FrameKey, StackId, StackTable};
+use crate::analysis::startup::{self, StartupFault};
+use crate::analysis::{Profile, TargetKey};
+use crate::format::perf_data::FileStamp;
+use crate::model::report::{
+    FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
 };
-use crate::stacks::{FrameKey, StackId, StackTable};
-use crate::startup::{self, StartupFault};
-use crate::timeline;
+use crate::model::{Model, SampleRow, TimePoint};
+use crate::text::safe;
 
 /// A symbolized frame: function, file, line, inlined flag.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,53 +36,8 @@ fn hex_build_id(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Folded stacks per class, as `(stack line, count)`, stack root first.
-pub type Folded = BTreeMap<String, u64>;
-
-/// What the renderers need.
-pub struct Resolved {
-    /// The report model.
-    pub report: Report,
-    /// Folded stacks per class.
-    pub folded: [Folded; 3],
-    /// Folded start-up stacks, class as the root frame.
-    pub startup_folded: Folded,
-    /// Folded stacks per class weighted by latency (ns).
-    pub folded_latency: [Folded; 3],
-    /// `timeline.svg`.
-    pub timeline_svg: String,
-    /// The counted rows, for outputs that keep labels apart (pprof).
-    pub samples: Vec<SampleRow>,
-    /// The raw frames of each stack in `samples`, leaf first.
-    pub stacks: FxHashMap<StackId, Vec<FrameKey>>,
-    /// The functions of each frame in `stacks`, innermost (inlined) first,
-    /// the real function last; never empty.
-    pub frames: FxHashMap<FrameKey, Vec<FrameRow>>,
-}
-
-/// Faults counted under one (process, class, access, stack, target).
-#[derive(Debug, Clone)]
-pub struct SampleRow {
-    /// Process.
-    pub pid: i32,
-    /// Its command name.
-    pub comm: String,
-    /// Class.
-    pub class: FaultClass,
-    /// Access.
-    pub access: Access,
-    /// Key into [`Resolved::stacks`].
-    pub stack: StackId,
-    /// What the faults touched.
-    pub target: TargetRow,
-    /// Faults.
-    pub faults: u64,
-    /// Their summed latency, ns (0 without the entry tracepoints).
-    pub latency_ns: u64,
-}
-
-/// Symbolizes the profile and builds the report and folded stacks.
-pub fn resolve(profile: &mut Profile) -> Resolved {
+/// Symbolizes the profile and builds the model every output reads.
+pub fn resolve(profile: &mut Profile) -> Model {
     // The symbolizer already opened the modules that start-up detection needed.
     let mut symbolizer =
         std::mem::replace(&mut profile.symbolizer, Symbolizer::new(Options::default()));
@@ -185,7 +140,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     }
     // Another kernel's frames stay addresses (a warning says why).
     let kernel_mismatch = kernel_needed
-        .then(|| crate::foreign::kernel_mismatch(profile))
+        .then(|| crate::analysis::foreign::kernel_mismatch(profile))
         .flatten();
     let kernel_symbols = if kernel_needed && kernel_mismatch.is_none() {
         KernelSymbols::load()
@@ -329,9 +284,6 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     }
     type SiteKey = (FaultClass, Access, Option<Named>, TargetRow);
     let mut sites: BTreeMap<SiteKey, SiteAcc> = BTreeMap::new();
-    let mut folded: [Folded; 3] = Default::default();
-    let mut startup_folded = Folded::new();
-    let mut folded_latency: [Folded; 3] = Default::default();
     let mut startup_rows: Vec<StartupFault> = Vec::new();
     let mut targets: BTreeMap<(FaultClass, String, String, Option<String>), u64> = BTreeMap::new();
     let comm_of = |pid: i32| -> String {
@@ -344,12 +296,10 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     let mut samples: Vec<SampleRow> = Vec::with_capacity(profile.counts.len());
     let mut stacks: FxHashMap<StackId, Vec<FrameKey>> = FxHashMap::default();
     let mut frames: FxHashMap<FrameKey, Vec<FrameRow>> = FxHashMap::default();
-    for (key, tally) in &profile.counts {
-        let count = tally.faults;
-        let names = expand(&profile.stacks, key.stack);
-        let target = target_row(key.target);
-        stacks.entry(key.stack).or_insert_with(|| {
-            let raw: Vec<FrameKey> = profile.stacks.frames(key.stack).collect();
+    // The model's stacks: raw frames leaf first, each frame named once.
+    let mut keep_stack = |stack: StackId| {
+        stacks.entry(stack).or_insert_with(|| {
+            let raw: Vec<FrameKey> = profile.stacks.frames(stack).collect();
             for frame in &raw {
                 frames
                     .entry(*frame)
@@ -357,6 +307,12 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             }
             raw
         });
+    };
+    for (key, tally) in &profile.counts {
+        let count = tally.faults;
+        let names = expand(&profile.stacks, key.stack);
+        let target = target_row(key.target);
+        keep_stack(key.stack);
         samples.push(SampleRow {
             pid: key.pid,
             comm: comm_of(key.pid),
@@ -366,6 +322,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             target: target.clone(),
             faults: count,
             latency_ns: tally.latency_ns,
+            startup: key.startup,
         });
         let leaf = names.last().cloned();
         let acc = sites
@@ -383,17 +340,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
             ))
             .or_default() += count;
 
-        let mut line = comm_of(key.pid).replace(';', ":");
-        for f in &names {
-            line.push(';');
-            line.push_str(&f.function.replace(';', ":"));
-        }
-        line.push(';');
-        line.push_str(&target.folded_frame());
         if key.startup {
-            *startup_folded
-                .entry(format!("{};{line}", key.class.name()))
-                .or_default() += count;
             let (page, section) = match key.target {
                 TargetKey::Module {
                     module,
@@ -420,12 +367,6 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
                     .any(|n| startup::is_loader_relocation(&n.function)),
             });
         }
-        if tally.latency_ns > 0 {
-            *folded_latency[key.class as usize]
-                .entry(line.clone())
-                .or_default() += tally.latency_ns;
-        }
-        *folded[key.class as usize].entry(line).or_default() += count;
     }
 
     let startup_report = (!startup_rows.is_empty()).then(|| {
@@ -684,7 +625,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {
         warnings.push(format!("COW and access types unavailable: {note}"));
     }
-    warnings.extend(crate::foreign::warnings(profile));
+    warnings.extend(crate::analysis::foreign::warnings(profile));
     warnings.extend(kernel_mismatch);
     // Problems quote file names and the recording's own notes.
     let warnings: Vec<String> = warnings.iter().map(|w| safe(w)).collect();
@@ -734,46 +675,26 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     }
     warnings.append(&mut report.warnings);
     report.warnings = warnings;
-    // The timeline labels bursts with leaf functions: one name per stack.
-    let mut leaf_names: FxHashMap<u32, String> = FxHashMap::default();
-    for &(_, stack, _) in &profile.timeline {
-        leaf_names.entry(stack).or_insert_with(|| {
-            expand(&profile.stacks, stack)
-                .iter()
-                .rev()
-                .find(|n| !n.inlined)
-                .map_or_else(|| "[no stack]".into(), |n| n.function.clone())
-        });
-    }
-    let points: Vec<timeline::Point<'_>> = profile
+    let timeline = profile
         .timeline
         .iter()
-        .map(|&(time, stack, class)| timeline::Point {
-            time,
-            class,
-            site: &leaf_names[&stack],
+        .map(|&(time, stack, class)| {
+            keep_stack(stack);
+            TimePoint { time, class, stack }
         })
         .collect();
-    let origin = profile
+    let timeline_origin = profile
         .startup
         .exec_time
         .or(profile.decode.first_time)
         .unwrap_or(0);
-    let timeline_svg = timeline::svg(
-        &points,
-        origin,
-        &format!("Page faults over time: {}", report.command_line()),
-        &report.subtitle(),
-    );
-    Resolved {
+    Model {
         report,
-        folded,
-        startup_folded,
-        folded_latency,
-        timeline_svg,
         samples,
         stacks,
         frames,
+        timeline,
+        timeline_origin,
     }
 }
 

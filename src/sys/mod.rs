@@ -7,6 +7,8 @@
 //! Every `unsafe` block of the binary lives here or in `ring.rs`, each with a
 //! `// SAFETY:` comment. Callers get safe functions returning `io::Result`.
 
+pub mod maps;
+
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -5,7 +5,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::process::ModuleId;
+use crate::analysis::process::ModuleId;
 
 /// One frame before symbolization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

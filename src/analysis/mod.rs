@@ -6,16 +6,23 @@
 //! allocation: frames are looked up in the process's mappings, interned into
 //! the [`StackTable`], and the sample is counted under a [`SampleKey`].
 
+pub mod classify;
+pub mod foreign;
+pub mod latency;
+pub mod process;
+pub mod stacks;
+pub mod startup;
+
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use crate::classify::{classify, Access, FaultClass, TargetMapping};
-use crate::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample};
-use crate::perf_data::{RecordMode, RecordingMeta};
-use crate::process::{MapKind, ModuleId, Place, Processes};
-use crate::stacks::{FrameKey, StackId, StackTable};
-use crate::startup::StartupTracker;
+use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
+use crate::analysis::process::{MapKind, ModuleId, Place, Processes};
+use crate::analysis::stacks::{FrameKey, StackId, StackTable};
+use crate::analysis::startup::StartupTracker;
+use crate::format::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample};
+use crate::format::perf_data::{RecordMode, RecordingMeta};
 use crate::unwind::{StackUnwinder, MAX_FRAMES, TRUNCATED_FRAME};
 use linux_perf_data::linux_perf_event_reader::{RawData, RawDataU64};
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
@@ -261,7 +268,7 @@ impl LiveAnalyzer {
     }
 
     /// The module with this id.
-    pub fn module(&self, id: ModuleId) -> &crate::process::Module {
+    pub fn module(&self, id: ModuleId) -> &crate::analysis::process::Module {
         self.0.profile.processes.modules.get(id)
     }
 }
@@ -397,7 +404,7 @@ impl Analyzer {
             }
             Event::Fault(sample) => self.on_unwound_fault(sample),
             Event::Entry(entry) => {
-                if entry.addr_avma < crate::process::USER_TOP
+                if entry.addr_avma < crate::analysis::process::USER_TOP
                     && self.pending.insert(entry.tid, entry).is_some()
                 {
                     self.profile.totals.entries_without_completion += 1;
@@ -732,11 +739,11 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::tests::{minor_faults_attr, sample_with_chain};
-    use crate::perf_data::{EventDesc, PerfDataWriter};
-    use crate::record::maps::MapsLine;
+    use crate::format::decode::tests::{minor_faults_attr, sample_with_chain};
+    use crate::format::perf_data::{EventDesc, PerfDataWriter};
     use crate::record::synth;
-    use crate::record::sys::alloc_counter;
+    use crate::sys::alloc_counter;
+    use crate::sys::maps::MapsLine;
 
     /// A recording of `n` faults with the same three-frame stack in one
     /// mapped file, on fresh anonymous pages.

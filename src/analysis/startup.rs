@@ -15,8 +15,8 @@ use std::path::Path;
 use pfprof_symbolize::Symbolizer;
 use rustc_hash::FxHashMap;
 
-use crate::process::{ModuleId, Modules};
-use crate::stacks::FrameKey;
+use crate::analysis::process::{ModuleId, Modules};
+use crate::analysis::stacks::FrameKey;
 
 /// Functions whose presence on a stack means `main` has been entered: `main`
 /// itself, libc's frame that calls it, and the exit path that runs after it
@@ -175,8 +175,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::classify::FaultClass;
-use crate::report::thousands;
+use crate::analysis::classify::FaultClass;
+use crate::text::thousands;
 
 /// Faults by class.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -591,7 +591,7 @@ impl StartupReport {
             let _ = writeln!(
                 s,
                 "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>7.1}%",
-                crate::report::truncate(short(&o.object), 38),
+                crate::text::truncate(short(&o.object), 38),
                 thousands(o.faults.minor),
                 thousands(o.faults.major),
                 thousands(o.faults.cow),
@@ -604,7 +604,7 @@ impl StartupReport {
                 let _ = writeln!(
                     s,
                     "  {:<36}{:>9}{:>8}{:>9}{:>9}{:>9}",
-                    crate::report::truncate(&sec.section, 36),
+                    crate::text::truncate(&sec.section, 36),
                     thousands(sec.minor),
                     thousands(sec.major),
                     thousands(sec.cow),
@@ -650,10 +650,10 @@ impl StartupReport {
                     s,
                     "{:>9}  {:<22} {:<14} {:<24} {}",
                     thousands(sym.faults),
-                    crate::report::truncate(short(&sym.object), 22),
-                    crate::report::truncate(&sym.section, 14),
-                    crate::report::truncate(&sym.symbol, 24),
-                    crate::report::truncate(sym.first_toucher.as_deref().unwrap_or("-"), 24)
+                    crate::text::truncate(short(&sym.object), 22),
+                    crate::text::truncate(&sym.section, 14),
+                    crate::text::truncate(&sym.symbol, 24),
+                    crate::text::truncate(sym.first_toucher.as_deref().unwrap_or("-"), 24)
                 );
             }
         }

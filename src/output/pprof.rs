@@ -23,10 +23,10 @@ use flate2::Compression;
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use crate::outdir::OutDir;
-use crate::report::{FrameRow, ModuleRow};
-use crate::resolve::{Resolved, SampleRow};
-use crate::stacks::{FrameKey, StackId};
+use crate::analysis::stacks::{FrameKey, StackId};
+use crate::format::outdir::OutDir;
+use crate::model::report::{FrameRow, ModuleRow};
+use crate::model::{Model, SampleRow};
 
 /// The types generated from `proto/profile.proto` by prost-build (build.rs).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -98,7 +98,7 @@ pub struct Input<'a> {
 
 impl Input<'_> {
     /// The model's view for `resolved`, recorded from `time_ns`.
-    pub fn of(resolved: &Resolved, time_ns: i64) -> Input<'_> {
+    pub fn of(resolved: &Model, time_ns: i64) -> Input<'_> {
         let report = &resolved.report;
         Input {
             samples: &resolved.samples,
@@ -412,7 +412,7 @@ pub fn recording_start_ns(data_path: &Path, wall_ns: Option<u64>) -> i64 {
 }
 
 /// Writes `profile.pb.gz` into `dir`.
-pub fn write(dir: &OutDir, resolved: &Resolved, time_nanos: i64) -> io::Result<()> {
+pub fn write(dir: &OutDir, resolved: &Model, time_nanos: i64) -> io::Result<()> {
     dir.write(
         FILE_NAME,
         &encode(&build(&Input::of(resolved, time_nanos)))?,
@@ -422,9 +422,9 @@ pub fn write(dir: &OutDir, resolved: &Resolved, time_nanos: i64) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::{Access, FaultClass};
-    use crate::report::TargetRow;
-    use crate::stacks::StackTable;
+    use crate::analysis::classify::{Access, FaultClass};
+    use crate::analysis::stacks::StackTable;
+    use crate::model::report::TargetRow;
 
     fn function(name: &str, line: u32, inlined: bool) -> FrameRow {
         FrameRow {
@@ -464,6 +464,7 @@ mod tests {
             target,
             faults,
             latency_ns,
+            startup: false,
         }
     }
 

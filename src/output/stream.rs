@@ -14,10 +14,10 @@ use std::thread::JoinHandle;
 
 use pfprof_symbolize::{Options, Symbolizer};
 
-use crate::analyze::{Classified, LiveAnalyzer, TargetKey};
-use crate::latency::human_ns;
-use crate::report::display_safe;
-use crate::stacks::FrameKey;
+use crate::analysis::latency::human_ns;
+use crate::analysis::stacks::FrameKey;
+use crate::analysis::{Classified, LiveAnalyzer, TargetKey};
+use crate::text::display_safe;
 
 /// What each line shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -179,9 +179,9 @@ impl Streamer {
         let line = Line {
             since_start_ns: fault.time.saturating_sub(self.start_ns),
             class: match fault.class {
-                crate::classify::FaultClass::Minor => "MINOR",
-                crate::classify::FaultClass::Major => "MAJOR",
-                crate::classify::FaultClass::Cow => "COW",
+                crate::analysis::classify::FaultClass::Minor => "MINOR",
+                crate::analysis::classify::FaultClass::Major => "MAJOR",
+                crate::analysis::classify::FaultClass::Cow => "COW",
             },
             addr_avma: fault.addr_avma,
             object,

@@ -10,10 +10,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::classify::FaultClass;
-use crate::render::{folded_lines as class_lines, ClassSelection};
-use crate::report::{thousands, truncate, Report};
-use crate::resolve::Resolved;
+use crate::analysis::classify::FaultClass;
+use crate::model::report::Report;
+use crate::model::Model;
+use crate::output::flamegraph::{folded_lines as class_lines, ClassSelection};
+use crate::output::folded::fold;
+use crate::text::{thousands, truncate};
 
 /// One (object, section, class) compared.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -41,10 +43,10 @@ fn short(object: &str) -> String {
 }
 
 /// Faults per (object, section, class) of one recording.
-fn counts(resolved: &Resolved, startup: bool) -> BTreeMap<(String, String, FaultClass), u64> {
+fn counts(model: &Model, startup: bool) -> BTreeMap<(String, String, FaultClass), u64> {
     let mut out = BTreeMap::new();
     if startup {
-        for o in resolved.report.startup.iter().flat_map(|s| &s.objects) {
+        for o in model.report.startup.iter().flat_map(|s| &s.objects) {
             for s in &o.sections {
                 for (class, n) in [
                     (FaultClass::Minor, s.minor),
@@ -59,7 +61,7 @@ fn counts(resolved: &Resolved, startup: bool) -> BTreeMap<(String, String, Fault
             }
         }
     } else {
-        for t in &resolved.report.targets {
+        for t in &model.report.targets {
             let section = t.section.clone().unwrap_or_else(|| "-".into());
             *out.entry((short(&t.object), section, t.class)).or_default() += t.count;
         }
@@ -68,7 +70,7 @@ fn counts(resolved: &Resolved, startup: bool) -> BTreeMap<(String, String, Fault
 }
 
 /// Rows for every key present in either recording, largest change first.
-pub fn compare(before: &Resolved, after: &Resolved, startup: bool) -> Vec<DiffRow> {
+pub fn compare(before: &Model, after: &Model, startup: bool) -> Vec<DiffRow> {
     let (a, b) = (counts(before, startup), counts(after, startup));
     let mut keys: Vec<_> = a.keys().chain(b.keys()).cloned().collect();
     keys.sort();
@@ -100,15 +102,16 @@ pub fn compare(before: &Resolved, after: &Resolved, startup: bool) -> Vec<DiffRo
 }
 
 /// The folded stacks a differential flame graph compares.
-pub fn folded_lines(resolved: &Resolved, startup: bool) -> Vec<String> {
+pub fn folded_lines(model: &Model, startup: bool) -> Vec<String> {
+    let folded = fold(model);
     if startup {
-        resolved
-            .startup_folded
+        folded
+            .startup
             .iter()
             .map(|(stack, n)| format!("{stack} {n}"))
             .collect()
     } else {
-        class_lines(&resolved.folded, ClassSelection::All)
+        class_lines(&folded.by_class, ClassSelection::All)
     }
 }
 

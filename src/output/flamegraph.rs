@@ -1,16 +1,16 @@
-//! Writes the outputs: folded stacks (`<class>.folded`, `all.folded`), SVG
-//! flame graphs through inferno (one colour scheme per class; in `all`, the
-//! class is the root frame), `report.txt` and `report.json`.
+//! Folded stacks (`<class>.folded`, `all.folded`) and SVG flame graphs
+//! through inferno (one colour scheme per class; in `all`, the class is the
+//! root frame).
 
 use std::io::{self, Write};
 
 use inferno::flamegraph::color::{BasicPalette, Palette};
 use inferno::flamegraph::{self, Options};
 
-use crate::classify::FaultClass;
-use crate::outdir::OutDir;
-use crate::report::display_safe;
-use crate::resolve::{Folded, Resolved};
+use crate::analysis::classify::FaultClass;
+use crate::format::outdir::OutDir;
+use crate::output::folded::Folded;
+use crate::text::{display_safe, xml_text};
 
 /// Which flame graphs to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,16 +64,6 @@ pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<Stri
             lines
         }
     }
-}
-
-/// Text for an SVG: visible escapes for control characters (which XML 1.0
-/// forbids), then XML's own escaping.
-pub fn xml_text(s: &str) -> String {
-    display_safe(s)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 fn write_empty_svg(dir: &OutDir, name: &str, title: &str, subtitle: &str) -> io::Result<()> {
@@ -244,27 +234,6 @@ pub fn write_diff(
         subtitle,
         palette(ClassSelection::All),
     )
-}
-
-/// Writes every output of a recording directory.
-pub fn write_all(dir: &OutDir, resolved: &Resolved, top: usize) -> io::Result<()> {
-    let report = &resolved.report;
-    let command = report.command_line();
-    let subtitle = report.subtitle();
-    for selection in [
-        ClassSelection::Minor,
-        ClassSelection::Major,
-        ClassSelection::Cow,
-        ClassSelection::All,
-    ] {
-        write_flamegraph(dir, &resolved.folded, selection, &command, &subtitle)?;
-    }
-    write_startup(dir, &resolved.startup_folded, &command, &subtitle)?;
-    write_latency(dir, &resolved.folded_latency, &command, &subtitle)?;
-    dir.write("timeline.svg", resolved.timeline_svg.as_bytes())?;
-    dir.write("report.txt", report.to_text(top).as_bytes())?;
-    let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    dir.write("report.json", &json)
 }
 
 #[cfg(test)]

@@ -1,0 +1,89 @@
+//! The one symbolized profile model that every output reads: the counted
+//! rows with their stacks, classes, accesses, targets and latency, the
+//! names of each unique frame, the fault times, and the report's summary
+//! and side tables (processes, modules with build-ids, start-up, warnings).
+//! [`resolve::resolve`] builds it from an analysed recording.
+
+use rustc_hash::FxHashMap;
+
+use crate::analysis::classify::{Access, FaultClass};
+use crate::analysis::stacks::{FrameKey, StackId};
+use report::{FrameRow, Report, TargetRow};
+
+pub mod report;
+pub mod resolve;
+
+/// A symbolized profile.
+pub struct Model {
+    /// The summary and side tables (serialized as `report.json`).
+    pub report: Report,
+    /// The counted rows, one per (process, class, access, stack, target).
+    pub samples: Vec<SampleRow>,
+    /// The raw frames of each stack in `samples`, leaf first.
+    pub stacks: FxHashMap<StackId, Vec<FrameKey>>,
+    /// The functions of each frame in `stacks`, innermost (inlined) first,
+    /// the real function last; never empty.
+    pub frames: FxHashMap<FrameKey, Vec<FrameRow>>,
+    /// Each sampled fault's time and stack, in time order.
+    pub timeline: Vec<TimePoint>,
+    /// Where the timeline's clock starts: the exec, else the first record.
+    pub timeline_origin: u64,
+}
+
+/// Faults counted under one (process, class, access, stack, target).
+#[derive(Debug, Clone)]
+pub struct SampleRow {
+    /// Process.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// Class.
+    pub class: FaultClass,
+    /// Access.
+    pub access: Access,
+    /// Key into [`Model::stacks`].
+    pub stack: StackId,
+    /// What the faults touched.
+    pub target: TargetRow,
+    /// Faults.
+    pub faults: u64,
+    /// Their summed latency, ns (0 without the entry tracepoints).
+    pub latency_ns: u64,
+    /// In the program's start-up (exec to `main`).
+    pub startup: bool,
+}
+
+/// One fault in time.
+#[derive(Debug, Clone, Copy)]
+pub struct TimePoint {
+    /// Sample time, ns.
+    pub time: u64,
+    /// Its class.
+    pub class: FaultClass,
+    /// Key into [`Model::stacks`].
+    pub stack: StackId,
+}
+
+impl Model {
+    /// The functions of `stack`, root first: each frame's real function
+    /// before the functions inlined into it.
+    pub fn functions_root_first(&self, stack: StackId) -> impl Iterator<Item = &FrameRow> {
+        self.stacks
+            .get(&stack)
+            .into_iter()
+            .flatten()
+            .rev()
+            .flat_map(|frame| self.frames.get(frame).into_iter().flatten().rev())
+    }
+
+    /// The innermost real (not inlined) function of `stack`, the name a
+    /// user knows a site by.
+    pub fn leaf_function(&self, stack: StackId) -> Option<&str> {
+        self.stacks
+            .get(&stack)?
+            .iter()
+            .flat_map(|frame| self.frames.get(frame).into_iter().flatten())
+            .find(|row| !row.inlined)
+            .map(|row| row.function.as_str())
+    }
+}
