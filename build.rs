@@ -1,4 +1,4 @@
-//! Generates the pprof `profile.proto` types (`src/pprof.rs` includes them).
+//! Generates the pprof `profile.proto` types (`src/output/pprof.rs` includes them).
 //! protox parses the vendored file, so building needs no `protoc`.
 //! `proto/profile.proto` is github.com/google/pprof's `proto/profile.proto`
 //! as of its commit 101d87ff, unchanged (Apache-2.0, header kept).

@@ -43,7 +43,8 @@ pub struct AnalysisArgs {
     /// Keep kernel frames in stacks (symbolized from /proc/kallsyms).
     #[arg(long)]
     pub kernel: bool,
-    /// Rows per class in the text report.
+    /// Rows of every table of the text report (per class for sites and
+    /// targets); processes beyond them are summed in an "and N more" line.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
     /// End the start-up window N ms after exec instead of when `main` is entered.

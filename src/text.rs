@@ -56,15 +56,69 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// `s` cut to `width` characters, `…` marking the cut.
+/// `s` within `width` characters, cut in the middle with `…` where it
+/// carries least: a path keeps its file name (`/usr/lib/py…/_ssl.so`),
+/// anything else keeps a third of its start and two thirds of its end,
+/// where a function's own name and a `file:line` are.
 pub fn truncate(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
-        t.push('…');
-        t
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= width {
+        return s.to_string();
     }
+    if width == 0 {
+        return String::new();
+    }
+    let room = width - 1;
+    let name_len = chars.len() - chars.iter().rposition(|c| *c == '/').unwrap_or(0);
+    let tail = if s.contains('/') && name_len < room {
+        name_len
+    } else {
+        room - room / 3
+    };
+    let head = room - tail;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// A file name within `width` characters: cut in the middle keeping two
+/// thirds of its start, which tells files apart (`libplugin_wi…ion.so`).
+pub fn truncate_file_name(name: &str, width: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= width || width == 0 {
+        return truncate(name, width);
+    }
+    let room = width - 1;
+    let head = room - room / 3;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - (room - head)..]);
+    out
+}
+
+/// `text` wrapped at spaces into lines of at most `width` characters, the
+/// lines after the first indented by `indent` spaces (a word longer than a
+/// line stays whole: a path is not broken).
+pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if line.is_empty() {
+            if !lines.is_empty() {
+                line.push_str(&" ".repeat(indent));
+            }
+        } else {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
 }
 
 /// Text for an SVG: visible escapes for control characters (which XML 1.0
@@ -137,5 +191,49 @@ mod tests {
         ] {
             assert_eq!(thousands(n), want);
         }
+    }
+
+    #[test]
+    fn truncation_keeps_the_useful_end() {
+        for (s, width, want) in [
+            ("main", 10, "main"),
+            ("exactly10!", 10, "exactly10!"),
+            (
+                "/usr/lib/python3.11/lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so",
+                50,
+                "/usr/lib/pyt…/_ssl.cpython-311-x86_64-linux-gnu.so",
+            ),
+            ("/a/very_long_library_name.so", 12, "/a/…_name.so"),
+            (
+                "std::vector<int>::_M_realloc_insert",
+                20,
+                "std::v…ealloc_insert",
+            ),
+            ("abcdef", 1, "…"),
+            ("abcdef", 0, ""),
+        ] {
+            let got = truncate(s, width);
+            assert_eq!(got, want, "{s} in {width}");
+            assert!(got.chars().count() <= width);
+        }
+    }
+
+    #[test]
+    fn file_names_keep_their_start() {
+        assert_eq!(truncate_file_name("libc.so.6", 20), "libc.so.6");
+        assert_eq!(
+            truncate_file_name("libplugin_with_a_very_long_name.so", 16),
+            "libplugin_…me.so"
+        );
+    }
+
+    #[test]
+    fn wrapping() {
+        assert_eq!(wrap("a bb ccc", 4, 2), ["a bb", "  ccc"]);
+        assert_eq!(wrap("short", 100, 2), ["short"]);
+        assert_eq!(
+            wrap("x /a/path/longer/than/the/line y", 10, 2),
+            ["x", "  /a/path/longer/than/the/line", "  y"]
+        );
     }
 }

@@ -133,10 +133,9 @@ pub struct SiteRow {
     pub line: Option<u32>,
     /// Object containing the code.
     pub object: Option<String>,
-    /// Function names, root first (the most common stack of this row).
-    pub stack: Vec<String>,
-    /// The same stack with file, line and inlining of every frame, root first.
-    pub frames: Vec<FrameRow>,
+    /// The most common stack of this row: an index into
+    /// [`Report::stacks`].
+    pub stack_id: u32,
     /// Where the faults landed.
     pub target: TargetRow,
 }
@@ -219,6 +218,11 @@ pub struct Report {
     pub processes: Vec<ProcessRow>,
     /// Sites, most faults first.
     pub sites: Vec<SiteRow>,
+    /// The sites' stacks, each once: indices into [`Report::frames`], root
+    /// first.
+    pub stacks: Vec<Vec<u32>>,
+    /// The frames of [`Report::stacks`], each once.
+    pub frames: Vec<FrameRow>,
     /// Targets, most faults first.
     pub targets: Vec<TargetSummaryRow>,
     /// Target files and regions, most major faults first.
@@ -299,6 +303,29 @@ impl Report {
                             ", deeper than {MAX_DWARF_FRAMES} frames {}",
                             thousands(u.too_deep)
                         );
+                    }
+                    // The reasons are counted while unwinding, over every
+                    // sample (pfprof's own included); say where they and the
+                    // report's total part.
+                    match t.truncated_stacks.cmp(&u.truncated()) {
+                        std::cmp::Ordering::Greater => {
+                            let _ = write!(
+                                line,
+                                ", cut after unwinding {} (no known image for the \
+                                 registers, or the kernel's frame limit)",
+                                thousands(t.truncated_stacks - u.truncated())
+                            );
+                        }
+                        std::cmp::Ordering::Less => {
+                            let _ = write!(
+                                line,
+                                " (reasons over all {} samples unwound, of which {} \
+                                 were left out of this profile)",
+                                thousands(u.samples),
+                                thousands(u.samples.saturating_sub(self.captured()))
+                            );
+                        }
+                        std::cmp::Ordering::Equal => {}
                     }
                     if u.stack_copy > 0 && stack_bytes < MAX_STACK_BYTES {
                         let _ = write!(
@@ -507,8 +534,22 @@ impl Report {
                 } else {
                     String::new()
                 };
+                // pfprof's own faults (system-wide) are in the kernel's
+                // count but left out: name them, so the gap has its reason.
+                let own = match self.totals.pfprof_faults {
+                    0 => String::new(),
+                    n => format!(
+                        "; pfprof's own {} left out, so {:.1}% of the others",
+                        thousands(n),
+                        if kernel <= n {
+                            100.0
+                        } else {
+                            captured as f64 * 100.0 / (kernel - n) as f64
+                        }
+                    ),
+                };
                 format!(
-                    "captured {} of {} faults ({pct:.1}%){sampled}; lost records: {}",
+                    "captured {} of {} faults ({pct:.1}%{own}){sampled}; lost records: {}",
                     thousands(captured),
                     thousands(kernel),
                     thousands(self.totals.lost)
@@ -638,13 +679,30 @@ pub(crate) mod tests {
             file: Some("/src/app/main.c".into()),
             line: Some(line),
             object: Some("/opt/app/bin/app".into()),
-            stack: vec!["main".into(), function.into()],
-            frames: vec![
-                frame("main", Some("/src/app/main.c"), Some(40), false),
-                frame(function, Some("/src/app/main.c"), Some(line), false),
-            ],
+            // Site n's stack is stacks[n]: main, then frame n + 1.
+            stack_id: [
+                "touch_pages",
+                "init_tables",
+                "load_index",
+                "_dl_relocate_object",
+            ]
+            .iter()
+            .position(|f| *f == function)
+            .unwrap() as u32,
             target,
         };
+        let leaves = [
+            ("touch_pages", 14),
+            ("init_tables", 21),
+            ("load_index", 33),
+            ("_dl_relocate_object", 301),
+        ];
+        let mut frames = vec![frame("main", Some("/src/app/main.c"), Some(40), false)];
+        frames.extend(
+            leaves
+                .iter()
+                .map(|(f, line)| frame(f, Some("/src/app/main.c"), Some(*line), false)),
+        );
         let mut by_access = BTreeMap::new();
         for (class, [r, w, x, u]) in [
             ("minor", [130u64, 262_400, 15, 0]),
@@ -703,6 +761,8 @@ pub(crate) mod tests {
                 cow: 210,
                 threads: 3,
             }],
+            stacks: (1..=leaves.len() as u32).map(|n| vec![0, n]).collect(),
+            frames,
             sites: vec![
                 site(
                     FaultClass::Minor,

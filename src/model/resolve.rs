@@ -435,7 +435,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
         )
     });
 
-    let mut site_rows: Vec<SiteRow> = sites
+    let mut site_rows: Vec<(SiteRow, Vec<Named>)> = sites
         .into_iter()
         .map(|((class, access, leaf, target), acc)| {
             let top_pid = acc
@@ -454,7 +454,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
                 Some(n) => (n.function, n.file, n.line, n.object.map(path_of)),
                 None => ("[no stack]".to_string(), None, None, None),
             };
-            SiteRow {
+            let row = SiteRow {
                 class,
                 access,
                 count: acc.count,
@@ -464,17 +464,42 @@ pub fn resolve(profile: &mut Profile) -> Model {
                 file,
                 line,
                 object,
-                stack: stack.iter().map(|n| n.function.clone()).collect(),
-                frames: stack.into_iter().map(frame_row).collect(),
+                stack_id: 0,
                 target,
-            }
+            };
+            (row, stack)
         })
         .collect();
-    site_rows.sort_by(|a, b| {
+    site_rows.sort_by(|(a, _), (b, _)| {
         b.count
             .cmp(&a.count)
             .then_with(|| (a.class, a.access, &a.function).cmp(&(b.class, b.access, &b.function)))
     });
+    // report.json's shared tables: each frame and each stack once, numbered
+    // in the order of the sorted sites.
+    let mut frame_ids: FxHashMap<Named, u32> = FxHashMap::default();
+    let mut stack_ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+    let mut frame_table: Vec<FrameRow> = Vec::new();
+    let mut stack_table: Vec<Vec<u32>> = Vec::new();
+    let site_rows: Vec<SiteRow> = site_rows
+        .into_iter()
+        .map(|(mut row, stack)| {
+            let frames: Vec<u32> = stack
+                .into_iter()
+                .map(|named| {
+                    *frame_ids.entry(named).or_insert_with_key(|named| {
+                        frame_table.push(frame_row(named.clone()));
+                        frame_table.len() as u32 - 1
+                    })
+                })
+                .collect();
+            row.stack_id = *stack_ids.entry(frames).or_insert_with_key(|frames| {
+                stack_table.push(frames.clone());
+                stack_table.len() as u32 - 1
+            });
+            row
+        })
+        .collect();
 
     let mut files: BTreeMap<String, FileRow> = BTreeMap::new();
     for ((class, object, region, _), count) in &targets {
@@ -539,7 +564,8 @@ pub fn resolve(profile: &mut Profile) -> Model {
             }
         })
         .collect();
-    processes.sort_by_key(|p| p.pid);
+    // Most faults first; a system-wide run's idle processes last.
+    processes.sort_by_key(|p| (std::cmp::Reverse(p.minor + p.major + p.cow), p.pid));
 
     let module_rows: Vec<ModuleRow> = modules
         .iter()
@@ -646,6 +672,8 @@ pub fn resolve(profile: &mut Profile) -> Model {
         by_access,
         processes,
         sites: site_rows,
+        stacks: stack_table,
+        frames: frame_table,
         targets: target_rows,
         files,
         modules: module_rows,

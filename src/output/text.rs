@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use crate::analysis::classify::FaultClass;
 use crate::format::perf_data::Exit;
 use crate::model::report::{FileRow, Report, SiteRow, TargetSummaryRow};
-use crate::text::{short, thousands, truncate};
+use crate::text::{short, thousands, truncate, truncate_file_name, wrap};
 
 /// `report.txt`: the summary, then tables of `top` rows.
 pub fn report_txt(report: &Report, top: usize) -> String {
@@ -102,21 +102,35 @@ pub fn report_txt(report: &Report, top: usize) -> String {
                 (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
                 _ => r.function.clone(),
             };
-            // Section and symbol matter most: shorten the object first.
-            let mut suffix = String::new();
+            // Section and symbol matter most: the object gets what they
+            // leave (at least 12), then they share the rest, each cut once.
+            let detail: usize = [&r.target.section, &r.target.symbol]
+                .into_iter()
+                .flatten()
+                .map(|p| p.chars().count() + 1)
+                .sum();
+            let object_width = 34usize.saturating_sub(detail).max(12);
+            let object = truncate_file_name(short(&r.target.object), object_width);
+            // The section stays whole (sections are short); the symbol
+            // takes what is left.
+            let mut target = object;
+            let mut room = 34usize.saturating_sub(target.chars().count());
             for part in [&r.target.section, &r.target.symbol].into_iter().flatten() {
-                suffix.push(' ');
-                suffix.push_str(part);
+                if room < 2 {
+                    break;
+                }
+                let part = truncate(part, room - 1);
+                room -= part.chars().count() + 1;
+                target.push(' ');
+                target.push_str(&part);
             }
-            let object_width = 34usize.saturating_sub(suffix.chars().count()).max(12);
-            let target = truncate(short(&r.target.object), object_width) + &suffix;
             let _ = writeln!(
                 s,
                 "{:>9}  {:<5}  {:<44}  {}",
                 thousands(r.count),
                 r.access.name(),
                 truncate(&place, 44),
-                truncate(&target, 34)
+                target
             );
         }
     }
@@ -141,7 +155,7 @@ pub fn report_txt(report: &Report, top: usize) -> String {
                 s,
                 "{:>9}  {:<50}  {:<6}  {}",
                 thousands(r.count),
-                truncate(short(&r.object), 50),
+                truncate_file_name(short(&r.object), 50),
                 r.region,
                 r.section.as_deref().unwrap_or("-")
             );
@@ -182,13 +196,25 @@ pub fn report_txt(report: &Report, top: usize) -> String {
             );
         }
     }
-    let _ = writeln!(s, "\nProcesses:");
+    // Processes by faults; those without any (kernel threads, idle
+    // processes of a system-wide run) only counted.
+    let faulting: Vec<_> = report
+        .processes
+        .iter()
+        .filter(|p| p.minor + p.major + p.cow > 0)
+        .collect();
+    let _ = writeln!(
+        s,
+        "\nProcesses by faults ({} of {} had faults):",
+        thousands(faulting.len() as u64),
+        thousands(report.processes.len() as u64)
+    );
     let _ = writeln!(
         s,
         "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10} {:>8}",
         "pid", "ppid", "comm", "minor", "major", "cow", "threads"
     );
-    for p in &report.processes {
+    for p in faulting.iter().take(top) {
         let _ = writeln!(
             s,
             "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10} {:>8}",
@@ -201,10 +227,27 @@ pub fn report_txt(report: &Report, top: usize) -> String {
             p.threads
         );
     }
+    if faulting.len() > top {
+        let rest = &faulting[top..];
+        let sum =
+            |f: fn(&&crate::model::report::ProcessRow) -> u64| rest.iter().map(f).sum::<u64>();
+        let _ = writeln!(
+            s,
+            "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10}",
+            "",
+            "",
+            format!("and {} more", thousands(rest.len() as u64)),
+            thousands(sum(|p| p.minor)),
+            thousands(sum(|p| p.major)),
+            thousands(sum(|p| p.cow)),
+        );
+    }
     if !report.warnings.is_empty() {
         let _ = writeln!(s, "\nWarnings:");
         for w in &report.warnings {
-            let _ = writeln!(s, "  {w}");
+            for line in wrap(w, 98, 4) {
+                let _ = writeln!(s, "  {line}");
+            }
         }
     }
     s

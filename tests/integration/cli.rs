@@ -155,7 +155,7 @@ fn bad_recordings_are_errors() {
         .arg("-i")
         .arg(&truncated));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: serde_json::Value = crate::util::parse_report(&out.stdout);
     assert!(
         report["warnings"].to_string().contains("damaged"),
         "{}",
@@ -259,8 +259,7 @@ fn sigterm_finishes_the_recording() {
     kill(child.id(), "TERM");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(143), "{}", stderr_of(&out));
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("out/report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = crate::util::read_report(&dir.join("out/report.json"));
     assert_eq!(report["exit"]["signal"], 15);
     assert!(report["processes"]
         .as_array()
@@ -313,7 +312,7 @@ fn killed_recording_is_readable() {
         !dir.join("out").exists(),
         "only a finished set is named out"
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: serde_json::Value = crate::util::parse_report(&out.stdout);
     assert!(
         report["warnings"].to_string().contains("not finished"),
         "{}",
@@ -381,7 +380,7 @@ fn replaced_binary_is_detected() {
         .args(["--format", "json", "-i"])
         .arg(dir.join("out")));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: serde_json::Value = crate::util::parse_report(&out.stdout);
     let warnings = report["warnings"].to_string();
     assert!(
         warnings.contains("bss_write") && warnings.to_lowercase().contains("build-id"),

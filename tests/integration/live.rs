@@ -57,7 +57,7 @@ fn signal(pid: u32, sig: &str) {
 }
 
 fn report(dir: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap()
+    crate::util::read_report(&dir.join("report.json"))
 }
 
 /// Attached by pid: the faults after attaching are recorded with their code

@@ -132,8 +132,7 @@ fn hostile_names_never_break_an_output() {
 
     let text = std::fs::read(out_dir.join("report.txt")).unwrap();
     assert_no_controls("report.txt", &text);
-    let report: Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    let report: Value = crate::util::read_report(&out_dir.join("report.json"));
     assert_eq!(
         report["command"].as_array().unwrap()[1..],
         [r"a\x01b", r"two\nlines", r"\x1b]0;title\x07"],

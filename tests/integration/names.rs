@@ -51,7 +51,7 @@ fn report_again(out_dir: &Path) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::util::parse_report(&out.stdout)
 }
 
 /// `pfprof report` (text): the warnings reach report.txt's reader too.
@@ -119,7 +119,7 @@ fn attach_and_signal(target: &mut Child, out_dir: &Path) -> Value {
     assert!(crate::util::signal(target.id(), "USR1"));
     assert!(target.wait().unwrap().success());
     assert_eq!(recorder.wait().unwrap().code(), Some(0));
-    serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap()
+    crate::util::read_report(&out_dir.join("report.json"))
 }
 
 /// The 64 faults after SIGUSR1 were recorded (whatever their names).

@@ -60,7 +60,7 @@ fn report(dir: &Path, data: &Path, extra: &[&str]) -> Value {
         data.display(),
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).unwrap()
+    crate::util::parse_report(&output.stdout)
 }
 
 fn pfprof_in(dir: &Path, args: &[&str], data: &Path, extra: &[&str]) -> Output {
@@ -578,7 +578,7 @@ fn perf_lost_samples_counted_once() {
         let lost = perf_lost(&data);
         let output = pfprof_in(&dir, &["report", "--format", "json", "-i"], &data, &[]);
         if output.status.success() {
-            let theirs: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let theirs: Value = crate::util::parse_report(&output.stdout);
             assert_eq!(theirs["totals"]["lost"], lost, "{pages} pages");
             let l = &theirs["totals"]["lost_by_class"];
             assert_eq!(l["minor"], lost, "{pages} pages: {l}");

@@ -293,8 +293,7 @@ fn go_pprof_diff_base_between_two_recordings() {
         written[0] == written[1],
         "flamegraph's profile.pb.gz differs between runs"
     );
-    let report: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("after/out/report.json")).unwrap()).unwrap();
+    let report: Value = crate::util::read_report(&dir.join("after/out/report.json"));
     let top = go_pprof(
         &dir,
         &[

@@ -127,8 +127,7 @@ fn faults_are_recorded_after_the_uid_change() {
         .arg(&exe)
         .arg("4"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("out/report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = crate::util::read_report(&dir.join("out/report.json"));
     assert_complete(&report);
     // 4 MiB, one write fault per 4 KiB page.
     assert_eq!(total(&function_sites(&report, "touch_pages")), 1024);

@@ -425,8 +425,7 @@ fn without_tracepoints_cow_is_unavailable() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+    let report: Value = crate::util::read_report(&out_dir.join("report.json"));
     assert_eq!(report["totals"]["cow_available"], false);
     assert_eq!(report["totals"]["cow"], 0);
     let t = &report["totals"];

@@ -149,8 +149,7 @@ fn rotates_its_own_outputs() {
             assert!(previous != &current);
         }
         assert!(!dir.join("out.partial").exists());
-        let report: Value =
-            serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).unwrap()).unwrap();
+        let report: Value = crate::util::read_report(&out_dir.join("report.json"));
         assert_eq!(report["exit"]["code"], 10 + i, "{}", report["exit"]);
         let mode = std::fs::metadata(out_dir.join("pfprof.data"))
             .unwrap()

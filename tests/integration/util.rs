@@ -151,7 +151,33 @@ pub fn record_with(dir: &Path, options: &[&str], program: &Path, args: &[&str]) 
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    (output, serde_json::from_slice(&json).unwrap())
+    (output, parse_report(&json))
+}
+
+/// Reads a report.json; see [`parse_report`].
+pub fn read_report(path: &Path) -> Value {
+    parse_report(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+/// Parses report.json and gives each site the `stack` (function names) and
+/// `frames` its `stack_id` stands for in the shared `stacks` and `frames`
+/// tables, checking that every index is in range.
+pub fn parse_report(json: &[u8]) -> Value {
+    let mut report: Value = serde_json::from_slice(json).unwrap();
+    let frames = report["frames"].as_array().cloned().unwrap_or_default();
+    let stacks = report["stacks"].as_array().cloned().unwrap_or_default();
+    for site in report["sites"].as_array_mut().into_iter().flatten() {
+        let id = site["stack_id"].as_u64().expect("site without stack_id") as usize;
+        let stack: Vec<Value> = stacks[id]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| frames[i.as_u64().unwrap() as usize].clone())
+            .collect();
+        site["stack"] = stack.iter().map(|f| f["function"].clone()).collect();
+        site["frames"] = Value::Array(stack);
+    }
+    report
 }
 
 /// The completeness line's numbers agree: nothing lost, captured = kernel.
