@@ -300,10 +300,11 @@ pub struct SegmentInfo {
 /// number to get process pages.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelocationInfo {
-    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type name without
-    /// the `R_X86_64_` prefix (`RELATIVE`, `GLOB_DAT`, `JUMP_SLOT`, `64`,
-    /// `COPY`, `IRELATIVE`, `DTPMOD64`, `DTPOFF64`, `TPOFF64`, …); unknown
-    /// types as `TYPE_<n>`. RELR entries are not included (see
+    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type name as
+    /// readelf prints it (`R_X86_64_RELATIVE`, `R_X86_64_GLOB_DAT`,
+    /// `R_X86_64_JUMP_SLOT`, `R_X86_64_64`, `R_X86_64_COPY`,
+    /// `R_X86_64_IRELATIVE`, `R_X86_64_DTPMOD64`, …); unknown types as
+    /// `R_X86_64_<n>`. RELR entries are not included (see
     /// [`RelocationInfo::relr`]).
     pub by_type: BTreeMap<String, u64>,
     /// Number of relocations (addresses) encoded in `DT_RELR`, each a
