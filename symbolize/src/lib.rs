@@ -74,6 +74,7 @@
 //! * ELF only; other object formats are [`Reason::NotElf`].
 #![deny(missing_docs)]
 
+mod demangle;
 mod dwarf;
 mod elf;
 mod kernel;
@@ -411,17 +412,16 @@ pub fn file_offset_to_svma(segments: &[SegmentInfo], file_offset: u64) -> Option
     seg.svma.checked_add(file_offset - seg.file_offset)
 }
 
-/// Demangles a Rust (legacy or v0) or C++ symbol; other names are returned
-/// unchanged. Rust hashes are dropped.
+/// Demangles a Rust (legacy or v0) or C++ symbol, code and data alike, as
+/// `c++filt` does (`_ZTV3Foo` is `vtable for Foo`); other names are
+/// returned unchanged. Rust hashes are dropped.
 pub fn demangle(name: &str) -> String {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }
     if name.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
-            if let Ok(d) = sym.demangle() {
-                return d;
-            }
+        if let Some(d) = demangle::special(name).or_else(|| demangle::ordinary(name)) {
+            return d;
         }
     }
     name.to_string()
@@ -1108,6 +1108,13 @@ mod tests {
             ("_RNvCs1234_7mycrate3foo", "mycrate::foo"),
             ("_ZN3foo3barEi", "foo::bar(int)"),
             ("_Z4funcv", "func()"),
+            ("_ZTV3Foo", "vtable for Foo"),
+            ("_ZTI3Foo", "typeinfo for Foo"),
+            ("_ZTS3Foo", "typeinfo name for Foo"),
+            ("_ZTT3Foo", "VTT for Foo"),
+            ("_ZThn8_N3Foo3barEv", "non-virtual thunk to Foo::bar()"),
+            ("_ZGVZ4mainE1x", "guard variable for main::x"),
+            ("_ZZ4mainE1x", "main::x"),
             ("_Zgarbage", "_Zgarbage"),
             ("", ""),
         ];
