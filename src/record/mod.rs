@@ -24,6 +24,7 @@ pub mod perf_compat;
 pub mod ring;
 pub(crate) mod synth;
 pub mod sys;
+pub mod vdso;
 
 use std::ffi::CString;
 use std::io;
@@ -1415,6 +1416,15 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded> {
                 path: "[kernel.kallsyms]".to_string(),
             });
         }
+    }
+    // The vDSO's, as perf writes it: a report names `[vdso]` frames only
+    // on a kernel with this vDSO (record::vdso).
+    if let Some(id) = vdso::own_build_id() {
+        build_ids.push(perf_compat::BuildIdEntry {
+            kernel: false,
+            build_id: id,
+            path: vdso::PATH.to_string(),
+        });
     }
     writer.add_feature(
         perf_compat::HEADER_BUILD_ID,
