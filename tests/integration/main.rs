@@ -15,4 +15,5 @@ mod processes;
 mod record;
 mod safety;
 mod startup;
+mod symbols;
 mod util;
