@@ -252,7 +252,7 @@ pub struct DataTarget {
     pub svma: u64,
     /// The SHF_ALLOC section holding it (`.bss`, `.data`, `.rodata`, …).
     /// A mapped address in no section is named for what it is:
-    /// `[ELF header]`, `[program headers]`, `[padding]` (between or after
+    /// `[elf-header]`, `[program-headers]`, `[padding]` (between or after
     /// sections), or `.bss` for the tail of the last file page in front of
     /// `.bss`, which the kernel or ld.so zeroes for it. `None` when the file
     /// has no section headers.
@@ -936,9 +936,9 @@ fn outside_sections_of<'s>(
             return Some(&bss.name);
         }
     } else if elf_header.contains(&file_offset) {
-        return Some("[ELF header]");
+        return Some("[elf-header]");
     } else if program_headers.contains(&file_offset) {
-        return Some("[program headers]");
+        return Some("[program-headers]");
     }
     Some("[padding]")
 }
@@ -1304,10 +1304,10 @@ mod tests {
         ];
         let headers = [0..64, 64..(64 + 13 * 56)];
         let cases: &[(u64, Option<&str>)] = &[
-            (0x0, Some("[ELF header]")),
-            (0x3f, Some("[ELF header]")),
-            (0x40, Some("[program headers]")),
-            (0x317, Some("[program headers]")),
+            (0x0, Some("[elf-header]")),
+            (0x3f, Some("[elf-header]")),
+            (0x40, Some("[program-headers]")),
+            (0x317, Some("[program-headers]")),
             (0x334, Some("[padding]")),
             (0x3ff, Some("[padding]")),
             (0x1100, Some("[padding]")),

@@ -96,7 +96,7 @@ fn names_of_data_code_and_headers() {
         .iter()
         .copied()
         .filter(elf)
-        .filter(|s| s["target"]["section"] == "[program headers]")
+        .filter(|s| s["target"]["section"] == "[program-headers]")
         .count();
     assert!(headers >= 2, "{}", show(&all));
 
