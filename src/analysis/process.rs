@@ -291,7 +291,8 @@ impl Processes {
             "[heap]" => MapKind::Heap,
             "[stack]" => MapKind::Stack,
             p if p.starts_with('/') => MapKind::File(self.modules.intern(p, build_id)),
-            p => MapKind::Pseudo(self.modules.intern(p, None)),
+            // `[vdso]` has the build-id the recording's header gives it.
+            p => MapKind::Pseudo(self.modules.intern(p, build_id)),
         };
         let process = self.get_or_create(pid);
         let (kind, file_offset) = match kind {

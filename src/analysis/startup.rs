@@ -471,7 +471,7 @@ pub fn build(
 fn hints(objects: &[StartupObject], symbols: &[StartupSymbol]) -> Vec<Hint> {
     let mut hints = Vec::new();
     for o in objects {
-        let relative = o.relocations.get("RELATIVE").copied().unwrap_or(0) + o.relr;
+        let relative = o.relocations.get("R_X86_64_RELATIVE").copied().unwrap_or(0) + o.relr;
         // The loader's relocation writes: one COW per page, in every process.
         if o.loader.cow >= 4 && relative > 0 {
             let sections: Vec<&str> = o

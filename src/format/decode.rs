@@ -927,8 +927,10 @@ fn to_event<'a>(
             flags: m.flags,
             path: m.path,
             build_id: match m.file_id {
-                Mmap2FileId::BuildId(id) => Some(id),
-                Mmap2FileId::InodeAndVersion(_) => None,
+                // The kernel writes an empty one where it found none (the
+                // vDSO, a file without the note): the header's may say.
+                Mmap2FileId::BuildId(id) if !id.is_empty() => Some(id),
+                Mmap2FileId::BuildId(_) | Mmap2FileId::InodeAndVersion(_) => None,
             },
         },
         // The kernel's text, written for perf: no process's address space.

@@ -16,6 +16,7 @@ use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::{self, StartupFault};
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
+use crate::sys::vdso;
 use crate::model::report::{
     FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
 };
@@ -93,10 +94,19 @@ pub fn resolve(profile: &mut Profile) -> Model {
         }
     }
     let mut code_names: FxHashMap<FrameKey, Vec<Named>> = FxHashMap::default();
+    // `[vdso]` frames are named from pfprof's own vDSO when the recording
+    // says which one it was: the symbolizer checks the build-id.
+    let vdso = Path::new(vdso::PATH);
+    let own_vdso = by_module
+        .keys()
+        .any(|id| modules.get(*id).path == vdso::PATH && modules.get(*id).build_id.is_some())
+        && vdso::own_image().is_some_and(|image| symbolizer.add_image(vdso, &image).is_ok());
     for (module, offsets) in &by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let results = if m.path.starts_with('/') && !stale.contains(module) {
+        let readable = (m.path.starts_with('/') && !stale.contains(module))
+            || (own_vdso && m.path == vdso::PATH && m.build_id.is_some());
+        let results = if readable {
             symbolizer.code(Path::new(&m.path), m.build_id.as_deref(), &offsets)
         } else {
             offsets.iter().map(|_| Err(Reason::MissingFile)).collect()

@@ -37,6 +37,7 @@ use crate::error::CodedError;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
 use crate::sys::maps;
+use crate::sys::vdso;
 use crate::sys::{self, ExitStatus, PerfEventAttr};
 use crate::unwind::MAX_STACK_BYTES;
 use dwarf::StackRewriter;
@@ -1375,6 +1376,15 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
                 path: "[kernel.kallsyms]".to_string(),
             });
         }
+    }
+    // The vDSO's, as perf writes it: a report names `[vdso]` frames only
+    // on a kernel with this vDSO (sys::vdso).
+    if let Some(id) = vdso::own_build_id() {
+        build_ids.push(crate::format::perf_compat::BuildIdEntry {
+            kernel: false,
+            build_id: id,
+            path: vdso::PATH.to_string(),
+        });
     }
     writer.add_feature(
         crate::format::perf_compat::HEADER_BUILD_ID,

@@ -8,6 +8,7 @@
 //! `// SAFETY:` comment. Callers get safe functions returning `io::Result`.
 
 pub mod maps;
+pub mod vdso;
 
 use std::ffi::{CStr, CString};
 use std::io;

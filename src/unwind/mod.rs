@@ -1104,17 +1104,7 @@ fn is_file_path(path: &[u8]) -> bool {
 /// The vDSO image of this process: the same kernel maps the same image
 /// into every process.
 fn own_vdso() -> Option<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let vdso = crate::sys::maps::parse(&maps)
-        .into_iter()
-        .find(|m| m.path == "[vdso]")?;
-    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
-    mem.seek(SeekFrom::Start(vdso.start_avma)).ok()?;
-    let len = vdso.end_avma.checked_sub(vdso.start_avma)?;
-    let mut image = vec![0; usize::try_from(len).ok()?];
-    mem.read_exact(&mut image).ok()?;
-    Some(image)
+    crate::sys::vdso::own_image()
 }
 
 #[cfg(test)]

@@ -49,12 +49,18 @@ pub(crate) fn build_id(file: &object::File<'_>) -> Option<Vec<u8>> {
     }
 }
 
-/// Program headers that matter: PT_LOAD and PT_TLS.
+/// Program headers that matter (PT_LOAD), and where the ELF and program
+/// headers lie in the file.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ProgramHeaders {
     pub(crate) loads: Vec<SegmentInfo>,
-    /// `p_vaddr` of PT_TLS, the base of STT_TLS symbol values.
-    pub(crate) tls_svma: Option<u64>,
+    /// File offsets of the ELF header (`0..e_ehsize`).
+    pub(crate) elf_header: std::ops::Range<u64>,
+    /// File offsets of the program header table
+    /// (`e_phoff..e_phoff + e_phnum * e_phentsize`).
+    pub(crate) program_headers: std::ops::Range<u64>,
+    /// `e_entry`, 0 when none.
+    pub(crate) entry: u64,
 }
 
 pub(crate) fn program_headers(file: &object::File<'_>) -> ProgramHeaders {
@@ -69,7 +75,15 @@ fn program_headers_of<Elf: FileHeader<Endian = object::Endianness>>(
     file: &ElfFile<'_, Elf>,
 ) -> ProgramHeaders {
     let endian = file.endian();
-    let mut out = ProgramHeaders::default();
+    let header = file.elf_header();
+    let phoff: u64 = header.e_phoff(endian).into();
+    let phsize = u64::from(header.e_phnum(endian)) * u64::from(header.e_phentsize(endian));
+    let mut out = ProgramHeaders {
+        elf_header: 0..u64::from(header.e_ehsize(endian)),
+        program_headers: phoff..phoff.saturating_add(phsize),
+        entry: header.e_entry(endian).into(),
+        ..ProgramHeaders::default()
+    };
     for ph in file.elf_program_headers() {
         let p_type = ph.p_type(endian);
         if p_type == elf::PT_LOAD {
@@ -80,8 +94,6 @@ fn program_headers_of<Elf: FileHeader<Endian = object::Endianness>>(
                 mem_size: ph.p_memsz(endian).into(),
                 flags: ph.p_flags(endian).0,
             });
-        } else if p_type == elf::PT_TLS {
-            out.tls_svma = Some(ph.p_vaddr(endian).into());
         }
     }
     out
@@ -123,9 +135,12 @@ fn section_file_offset(section: &object::Section<'_, '_>) -> u64 {
 /// Kind of an owned symbol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SymKind {
-    /// STT_FUNC / STT_GNU_IFUNC.
+    /// STT_FUNC / STT_GNU_IFUNC, and STT_NOTYPE in an executable section
+    /// (assembly labels such as ld.so's `_start`).
     Function,
-    /// STT_OBJECT / STT_COMMON / STT_TLS / STT_NOTYPE.
+    /// STT_OBJECT / STT_COMMON with a size. Never STT_TLS (its value is an
+    /// offset in the TLS block, not an address) nor unsized markers
+    /// (`_edata`, `_end`, `__bss_start`), which cover nothing.
     Data,
 }
 
@@ -138,43 +153,52 @@ pub(crate) struct Sym {
     /// Global symbols win over local ones at the same address.
     pub(crate) global: bool,
     pub(crate) name: String,
+    /// End svma of the symbol's section: an unsized code symbol covers up
+    /// to the next code symbol, never past its section.
+    pub(crate) section_end: u64,
 }
 
-/// Symbols of `.symtab` (when `symtab`) and `.dynsym` (when `dynsym`).
-pub(crate) fn symbols(
-    file: &object::File<'_>,
-    tls_svma: Option<u64>,
-    symtab: bool,
-    dynsym: bool,
-) -> Vec<Sym> {
+/// What a symbol of object's `kind` and `size` names, in an `executable`
+/// section or not (see [`SymKind`]); `None`: nothing.
+fn sym_kind(kind: SymbolKind, size: u64, executable: bool) -> Option<SymKind> {
+    match kind {
+        SymbolKind::Text => Some(SymKind::Function),
+        // STT_NOTYPE.
+        SymbolKind::Unknown if executable => Some(SymKind::Function),
+        SymbolKind::Data if size > 0 => Some(SymKind::Data),
+        _ => None,
+    }
+}
+
+/// Symbols of `.symtab` (when `symtab`) and `.dynsym` (when `dynsym`) that
+/// name code or data (see [`SymKind`]).
+pub(crate) fn symbols(file: &object::File<'_>, symtab: bool, dynsym: bool) -> Vec<Sym> {
     let mut out = Vec::new();
     let mut add = |sym: object::Symbol<'_, '_>| {
-        let kind = match sym.kind() {
-            SymbolKind::Text => SymKind::Function,
-            SymbolKind::Data | SymbolKind::Unknown | SymbolKind::Tls => SymKind::Data,
-            _ => return,
-        };
-        if !matches!(sym.section(), SymbolSection::Section(_)) {
+        let SymbolSection::Section(index) = sym.section() else {
             return;
-        }
+        };
+        let Ok(section) = file.section_by_index(index) else {
+            return;
+        };
+        let executable = matches!(
+            section.flags(),
+            SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & elf::SHF_EXECINSTR.0 != 0
+        );
+        let Some(kind) = sym_kind(sym.kind(), sym.size(), executable) else {
+            return;
+        };
         let Ok(name) = sym.name() else { return };
         if name.is_empty() || name.starts_with("$") {
             return;
         }
-        let svma = if sym.kind() == SymbolKind::Tls {
-            match tls_svma.and_then(|base| base.checked_add(sym.address())) {
-                Some(svma) => svma,
-                None => return,
-            }
-        } else {
-            sym.address()
-        };
         out.push(Sym {
-            svma,
+            svma: sym.address(),
             size: sym.size(),
             kind,
             global: sym.is_global(),
             name: name.to_string(),
+            section_end: section.address().saturating_add(section.size()),
         });
     };
     if symtab {
@@ -257,7 +281,7 @@ impl SymbolTable {
             }
         }
         best.or(exact_zero)
-            .or_else(|| self.preceding_unsized_function(kind, end))
+            .or_else(|| self.preceding_unsized_function(kind, svma, end))
     }
 
     /// The function symbol named exactly `name` (raw, not demangled), for
@@ -289,11 +313,12 @@ impl SymbolTable {
     }
 
     /// Hand-written assembly (`_start`, crt's `__do_global_dtors_aux`) has
-    /// function symbols without a size. Like binutils, attribute an address
-    /// to the nearest preceding function symbol when that symbol is unsized;
-    /// a preceding *sized* symbol that ends before the address means the
-    /// address is in a gap, and nothing is guessed.
-    fn preceding_unsized_function(&self, kind: SymKind, end: usize) -> Option<&Sym> {
+    /// function symbols without a size. Like binutils and perf, attribute an
+    /// address to the nearest preceding code symbol when that symbol is
+    /// unsized and the address is in its section; a preceding *sized*
+    /// symbol that ends before the address means the address is in a gap,
+    /// and nothing is guessed.
+    fn preceding_unsized_function(&self, kind: SymKind, svma: u64, end: usize) -> Option<&Sym> {
         if kind != SymKind::Function {
             return None;
         }
@@ -301,7 +326,7 @@ impl SymbolTable {
             .iter()
             .rev()
             .find(|s| s.kind == SymKind::Function)?;
-        (last.size == 0).then_some(last)
+        (last.size == 0 && svma < last.section_end).then_some(last)
     }
 }
 
@@ -433,18 +458,54 @@ mod tests {
             kind,
             global: true,
             name: name.to_string(),
+            section_end: u64::MAX,
+        }
+    }
+
+    /// Code is FUNC, IFUNC and NOTYPE labels in code; data is sized
+    /// OBJECT/COMMON; TLS offsets, unsized markers and NOTYPE outside code
+    /// name nothing.
+    #[test]
+    fn sym_kind_table() {
+        use SymKind::{Data, Function};
+        let cases = [
+            (SymbolKind::Text, 16, true, Some(Function)),
+            (SymbolKind::Text, 0, true, Some(Function)),
+            // ld.so's `_start`, `_dl_start_user`.
+            (SymbolKind::Unknown, 0, true, Some(Function)),
+            (SymbolKind::Data, 8, false, Some(Data)),
+            // `__data_start`-like OBJECT markers of size 0.
+            (SymbolKind::Data, 0, false, None),
+            // `_edata`, `_end`, `__bss_start`.
+            (SymbolKind::Unknown, 0, false, None),
+            (SymbolKind::Unknown, 8, false, None),
+            // A `.tbss` variable: an offset in the TLS block.
+            (SymbolKind::Tls, 8, false, None),
+            (SymbolKind::Section, 0, true, None),
+            (SymbolKind::File, 0, false, None),
+        ];
+        for (kind, size, executable, want) in cases {
+            assert_eq!(
+                sym_kind(kind, size, executable),
+                want,
+                "{kind:?} {size} {executable}"
+            );
         }
     }
 
     #[test]
     fn symbol_table_lookup() {
         use SymKind::{Data, Function};
+        let text_end = |s: Sym| Sym {
+            section_end: 0x2800,
+            ..s
+        };
         let table = SymbolTable::new(vec![
-            sym(0x1000, 0x100, Function, "outer"),
-            sym(0x1010, 0x10, Function, "inner_alias"),
-            sym(0x2000, 0, Function, "asm_label"),
+            text_end(sym(0x1000, 0x100, Function, "outer")),
+            text_end(sym(0x1010, 0x10, Function, "inner_alias")),
+            text_end(sym(0x2000, 0, Function, "asm_label")),
+            text_end(sym(0x2100, 0, Function, "next_label")),
             sym(0x3000, 0x4000, Data, "bss_buf"),
-            sym(0x3000, 0, Data, "__bss_start"),
             sym(0x8000, 8, Data, "small"),
         ]);
         let cases: &[(u64, SymKind, Option<&str>)] = &[
@@ -454,15 +515,20 @@ mod tests {
             (0x10ff, Function, Some("outer")),
             (0x1100, Function, None),
             (0x2000, Function, Some("asm_label")),
-            // unsized (assembly) symbols extend to the next function symbol
+            // unsized (assembly) symbols extend to the next code symbol,
             (0x2001, Function, Some("asm_label")),
+            (0x20ff, Function, Some("asm_label")),
+            (0x2100, Function, Some("next_label")),
+            // and to the end of their section, no further.
+            (0x27ff, Function, Some("next_label")),
+            (0x2800, Function, None),
             (0x3000, Data, Some("bss_buf")),
             (0x6000, Data, Some("bss_buf")),
             (0x6fff, Data, Some("bss_buf")),
             (0x7000, Data, None),
             (0x8007, Data, Some("small")),
             (0x8008, Data, None),
-            (0x3000, Function, Some("asm_label")),
+            (0x3000, Function, None),
             (u64::MAX, Data, None),
         ];
         for &(svma, kind, want) in cases {

@@ -74,6 +74,7 @@
 //! * ELF only; other object formats are [`Reason::NotElf`].
 #![deny(missing_docs)]
 
+mod demangle;
 mod dwarf;
 mod elf;
 mod kernel;
@@ -250,6 +251,11 @@ pub struct DataTarget {
     /// The ELF virtual address the file offset maps to.
     pub svma: u64,
     /// The SHF_ALLOC section holding it (`.bss`, `.data`, `.rodata`, …).
+    /// A mapped address in no section is named for what it is:
+    /// `[elf-header]`, `[program-headers]`, `[padding]` (between or after
+    /// sections), or `.bss` for the tail of the last file page in front of
+    /// `.bss`, which the kernel or ld.so zeroes for it. `None` when the file
+    /// has no section headers.
     pub section: Option<String>,
     /// The data symbol covering it, demangled unless asked not to.
     pub symbol: Option<String>,
@@ -300,10 +306,11 @@ pub struct SegmentInfo {
 /// number to get process pages.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelocationInfo {
-    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type name without
-    /// the `R_X86_64_` prefix (`RELATIVE`, `GLOB_DAT`, `JUMP_SLOT`, `64`,
-    /// `COPY`, `IRELATIVE`, `DTPMOD64`, `DTPOFF64`, `TPOFF64`, …); unknown
-    /// types as `TYPE_<n>`. RELR entries are not included (see
+    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type name as
+    /// readelf prints it (`R_X86_64_RELATIVE`, `R_X86_64_GLOB_DAT`,
+    /// `R_X86_64_JUMP_SLOT`, `R_X86_64_64`, `R_X86_64_COPY`,
+    /// `R_X86_64_IRELATIVE`, `R_X86_64_DTPMOD64`, …); unknown types as
+    /// `R_X86_64_<n>`. RELR entries are not included (see
     /// [`RelocationInfo::relr`]).
     pub by_type: BTreeMap<String, u64>,
     /// Number of relocations (addresses) encoded in `DT_RELR`, each a
@@ -389,7 +396,6 @@ impl ModuleInfo {
     /// The SHF_ALLOC section containing `svma`. Non-TLS sections win over
     /// TLS ones (`.tbss` overlaps the sections after it in svma space).
     pub fn section_at(&self, svma: u64) -> Option<&SectionInfo> {
-        const SHF_TLS: u64 = 0x400;
         let contains = |s: &&SectionInfo| svma >= s.svma && svma - s.svma < s.size;
         self.sections
             .iter()
@@ -410,20 +416,25 @@ pub fn file_offset_to_svma(segments: &[SegmentInfo], file_offset: u64) -> Option
     seg.svma.checked_add(file_offset - seg.file_offset)
 }
 
-/// Demangles a Rust (legacy or v0) or C++ symbol; other names are returned
-/// unchanged. Rust hashes are dropped.
+/// Demangles a Rust (legacy or v0) or C++ symbol, code and data alike, as
+/// `c++filt` does (`_ZTV3Foo` is `vtable for Foo`); other names are
+/// returned unchanged. Rust hashes are dropped.
 pub fn demangle(name: &str) -> String {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }
     if name.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
-            if let Ok(d) = sym.demangle() {
-                return d;
-            }
+        if let Some(d) = demangle::special(name).or_else(|| demangle::ordinary(name)) {
+            return d;
         }
     }
     name.to_string()
+}
+
+/// The NT_GNU_BUILD_ID of an ELF image in memory, `None` if it has none or
+/// is not ELF.
+pub fn image_build_id(data: &[u8]) -> Option<Vec<u8>> {
+    elf::build_id(&elf::parse_elf(data)?)
 }
 
 /// Reads the NT_GNU_BUILD_ID of an ELF file, `None` if it has none or is
@@ -438,6 +449,8 @@ pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
 struct Module {
     info: ModuleInfo,
     symbols: SymbolTable,
+    /// File offsets of the ELF header and of the program header table.
+    header_ranges: [std::ops::Range<u64>; 2],
     /// Lazily built DWARF context (None inside: no usable DWARF).
     dwarf: Option<Option<dwarf::Dwarf>>,
     /// The file holding DWARF, to load lazily.
@@ -466,6 +479,9 @@ pub struct Symbolizer {
     by_build_id: HashMap<Vec<u8>, Rc<std::cell::RefCell<Module>>>,
     /// Stable storage for [`Symbolizer::module_info`] references.
     infos: HashMap<PathKey, Box<ModuleInfo>>,
+    /// Images in memory ([`Symbolizer::add_image`]) by the name they stand
+    /// for, looked up before any file.
+    images: HashMap<PathBuf, Rc<std::cell::RefCell<Module>>>,
 }
 
 impl fmt::Debug for Symbolizer {
@@ -485,7 +501,24 @@ impl Symbolizer {
             by_path: HashMap::new(),
             by_build_id: HashMap::new(),
             infos: HashMap::new(),
+            images: HashMap::new(),
         }
+    }
+
+    /// Makes the ELF image `data` answer for `name` (e.g. `[vdso]`, read
+    /// from memory) in every lookup by that name, checked against the
+    /// expected build-id like a file. Its DWARF and relocations are not
+    /// read (symbol tables only); no separate debug file is searched.
+    /// Errors: [`Reason::NotElf`].
+    pub fn add_image(&mut self, name: &Path, data: &[u8]) -> Result<(), Reason> {
+        let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
+        let build_id = elf::build_id(&file);
+        let mut module = self.parse_with(name, &file, build_id, false)?;
+        module.dwarf = Some(None);
+        module.relocations = Some(Err(Reason::Unsupported));
+        self.images
+            .insert(name.to_path_buf(), Rc::new(std::cell::RefCell::new(module)));
+        Ok(())
     }
 
     fn path_key(path: &Path) -> Result<PathKey, Reason> {
@@ -531,12 +564,19 @@ impl Symbolizer {
         path: &Path,
         expected_build_id: Option<&[u8]>,
     ) -> Result<(PathKey, Rc<std::cell::RefCell<Module>>), Reason> {
-        let key = Self::path_key(path)?;
-        if !self.by_path.contains_key(&key) {
-            let loaded = self.load(path);
-            self.by_path.insert(key.clone(), loaded);
-        }
-        let module = self.by_path[&key].clone()?;
+        let (key, module) = match self.images.get(path) {
+            Some(image) => (
+                PathKey {
+                    path: path.to_path_buf(),
+                    dev: 0,
+                    ino: 0,
+                    mtime_ns: 0,
+                    size: 0,
+                },
+                image.clone(),
+            ),
+            None => self.file_module(path)?,
+        };
         if let Some(expected) = expected_build_id {
             let found = module.borrow().info.build_id.clone();
             if found.as_deref() != Some(expected) {
@@ -546,6 +586,20 @@ impl Symbolizer {
                 });
             }
         }
+        Ok((key, module))
+    }
+
+    /// The module parsed from the file at `path`, cached.
+    fn file_module(
+        &mut self,
+        path: &Path,
+    ) -> Result<(PathKey, Rc<std::cell::RefCell<Module>>), Reason> {
+        let key = Self::path_key(path)?;
+        if !self.by_path.contains_key(&key) {
+            let loaded = self.load(path);
+            self.by_path.insert(key.clone(), loaded);
+        }
+        let module = self.by_path[&key].clone()?;
         Ok((key, module))
     }
 
@@ -591,7 +645,7 @@ impl Symbolizer {
         let mut sections = elf::alloc_sections(file);
         let main_has_dwarf = dwarf::has_debug_info(file);
         let main_has_symtab = file.symbol_table().is_some();
-        let mut syms = elf::symbols(file, headers.tls_svma, true, true);
+        let mut syms = elf::symbols(file, true, true);
 
         // Separate debug file: only needed when something is missing.
         let mut debug_file = None;
@@ -655,7 +709,7 @@ impl Symbolizer {
                     dwarf_path = Some(candidate.clone());
                 }
                 if !main_has_symtab {
-                    syms.extend(elf::symbols(&debug, headers.tls_svma, true, false));
+                    syms.extend(elf::symbols(&debug, true, false));
                 }
                 if sections.is_empty() {
                     sections = elf::alloc_sections(&debug);
@@ -675,7 +729,9 @@ impl Symbolizer {
                 })
                 .unwrap_or(0);
         }
+        syms.extend(entry_symbol(file, &syms, &sections, headers.entry));
         let symbols = SymbolTable::new(syms);
+        let header_ranges = [headers.elf_header, headers.program_headers];
         let info = ModuleInfo {
             path: path.to_path_buf(),
             build_id,
@@ -689,6 +745,7 @@ impl Symbolizer {
         Ok(Module {
             info,
             symbols,
+            header_ranges,
             dwarf: None,
             dwarf_path,
             code_cache: HashMap::new(),
@@ -779,7 +836,11 @@ fn data_target(module: &Module, file_offset: u64, demangle: bool) -> Result<Data
         .info
         .file_offset_to_svma(file_offset)
         .ok_or(Reason::NotInSegment)?;
-    let section = module.info.section_at(svma).map(|s| s.name.clone());
+    let section = module
+        .info
+        .section_at(svma)
+        .map(|s| s.name.clone())
+        .or_else(|| outside_sections(module, file_offset, svma).map(str::to_string));
     let symbol = module.symbols.lookup(svma, SymKind::Data);
     Ok(DataTarget {
         svma,
@@ -787,6 +848,99 @@ fn data_target(module: &Module, file_offset: u64, demangle: bool) -> Result<Data
         symbol: symbol.map(|s| maybe_demangle(&s.name, demangle)),
         symbol_offset: symbol.map_or(0, |s| svma - s.svma),
     })
+}
+
+/// `_start` at the entry point `e_entry` when no code symbol starts there
+/// (ld.so without its debug file: its `_start` roots every start-up
+/// stack; a stripped executable's), sized by its FDE, else up to the next
+/// FDE's start, never past its section, so that it never takes the name of
+/// the functions after it. None when the file has no FDEs to bound it.
+fn entry_symbol(
+    file: &object::File<'_>,
+    syms: &[elf::Sym],
+    sections: &[SectionInfo],
+    entry: u64,
+) -> Option<elf::Sym> {
+    const SHF_EXECINSTR: u64 = 0x4;
+    if entry == 0
+        || syms
+            .iter()
+            .any(|s| s.kind == SymKind::Function && s.svma == entry)
+    {
+        return None;
+    }
+    let section = sections
+        .iter()
+        .find(|s| s.flags & SHF_EXECINSTR != 0 && entry >= s.svma && entry - s.svma < s.size)?;
+    let section_end = section.svma.saturating_add(section.size);
+    let fdes = unwind::fde_svmas(file)?;
+    // The entry's own FDE (crt1's `_start` has one, ld.so's has none), else
+    // up to the next function's.
+    let end = match fdes.iter().find(|f| f.contains(&entry)) {
+        Some(own) => own.end,
+        None => fdes
+            .iter()
+            .map(|f| f.start)
+            .filter(|&start| start > entry)
+            .min()
+            .unwrap_or(section_end),
+    }
+    .min(section_end);
+    Some(elf::Sym {
+        svma: entry,
+        size: end - entry,
+        kind: SymKind::Function,
+        global: false,
+        name: "_start".to_string(),
+        section_end,
+    })
+}
+
+/// Names a mapped address that lies in no section, for what it is (see
+/// [`DataTarget::section`]); `None` when the file has no section headers.
+fn outside_sections(module: &Module, file_offset: u64, svma: u64) -> Option<&str> {
+    outside_sections_of(
+        &module.info.sections,
+        &module.info.segments,
+        &module.header_ranges,
+        file_offset,
+        svma,
+    )
+}
+
+/// `SHF_TLS`: `.tbss` takes no room in the segment.
+const SHF_TLS: u64 = 0x400;
+
+fn outside_sections_of<'s>(
+    sections: &'s [SectionInfo],
+    segments: &[SegmentInfo],
+    [elf_header, program_headers]: &[std::ops::Range<u64>; 2],
+    file_offset: u64,
+    svma: u64,
+) -> Option<&'s str> {
+    if sections.is_empty() {
+        return None;
+    }
+    let segment = segments
+        .iter()
+        .find(|seg| svma >= seg.svma && svma - seg.svma < seg.mem_size)?;
+    // Past the file bytes: the tail of the last file page that the kernel
+    // (at exec) or ld.so zeroes in front of `.bss`, so it is `.bss`'s.
+    if svma - segment.svma >= segment.file_size {
+        let bss = sections
+            .iter()
+            .filter(|s| s.nobits && s.flags & SHF_TLS == 0)
+            .filter(|s| s.svma >= svma && s.svma - segment.svma < segment.mem_size)
+            .min_by_key(|s| s.svma);
+        if let Some(bss) = bss {
+            return Some(&bss.name);
+        }
+    } else if elf_header.contains(&file_offset) {
+        return Some("[elf-header]");
+    } else if program_headers.contains(&file_offset) {
+        return Some("[program-headers]");
+    }
+    Some("[padding]")
 }
 
 /// What [`inspect_image`] read from one ELF image.
@@ -1107,12 +1261,72 @@ mod tests {
             ("_RNvCs1234_7mycrate3foo", "mycrate::foo"),
             ("_ZN3foo3barEi", "foo::bar(int)"),
             ("_Z4funcv", "func()"),
+            ("_ZTV3Foo", "vtable for Foo"),
+            ("_ZTI3Foo", "typeinfo for Foo"),
+            ("_ZTS3Foo", "typeinfo name for Foo"),
+            ("_ZTT3Foo", "VTT for Foo"),
+            ("_ZThn8_N3Foo3barEv", "non-virtual thunk to Foo::bar()"),
+            ("_ZGVZ4mainE1x", "guard variable for main::x"),
+            ("_ZZ4mainE1x", "main::x"),
             ("_Zgarbage", "_Zgarbage"),
             ("", ""),
         ];
         for (raw, want) in cases {
             assert_eq!(demangle(raw), want, "{raw}");
         }
+    }
+
+    /// Mapped addresses in no section: the headers, padding, and the
+    /// zeroed tail of the last file page in front of `.bss`.
+    #[test]
+    fn outside_sections_table() {
+        let section = |name: &str, svma: u64, size: u64, nobits: bool, flags: u64| SectionInfo {
+            name: name.into(),
+            svma,
+            size,
+            file_offset: 0,
+            nobits,
+            flags,
+        };
+        // A PIE: headers and .interp in the first segment; .data ends at
+        // 0x4010 (p_filesz), .bss starts aligned at 0x4040; .tbss first.
+        let sections = [
+            section(".interp", 0x318, 0x1c, false, 2),
+            section(".text", 0x1000, 0x100, false, 6),
+            section(".tbss", 0x3df0, 0x8, true, 0x403),
+            section(".data", 0x4000, 0x10, false, 3),
+            section(".bss", 0x4040, 0x100, true, 3),
+        ];
+        let segments = [
+            seg(0x0, 0x0, 0x400, 0x400),
+            seg(0x1000, 0x1000, 0x200, 0x200),
+            seg(0x3df0, 0x2df0, 0x220, 0x350),
+        ];
+        let headers = [0..64, 64..(64 + 13 * 56)];
+        let cases: &[(u64, Option<&str>)] = &[
+            (0x0, Some("[elf-header]")),
+            (0x3f, Some("[elf-header]")),
+            (0x40, Some("[program-headers]")),
+            (0x317, Some("[program-headers]")),
+            (0x334, Some("[padding]")),
+            (0x3ff, Some("[padding]")),
+            (0x1100, Some("[padding]")),
+            // p_vaddr + p_filesz: where exec and ld.so zero the page for .bss.
+            (0x4010, Some(".bss")),
+            (0x403f, Some(".bss")),
+            // Past every segment.
+            (0x5000, None),
+        ];
+        for &(svma, want) in cases {
+            let file_offset = svma
+                .checked_sub(0x1000)
+                .filter(|_| svma >= 0x3df0)
+                .unwrap_or(svma);
+            let got = outside_sections_of(&sections, &segments, &headers, file_offset, svma);
+            assert_eq!(got, want, "{svma:#x}");
+        }
+        // No section headers: nothing to tell.
+        assert_eq!(outside_sections_of(&[], &segments, &headers, 0, 0), None);
     }
 
     #[test]

@@ -18,14 +18,14 @@ const PAGE_SHIFT: u32 = 12;
 /// 64-bit word); a target straddling a page boundary dirties both pages.
 const TARGET_WIDTH: u64 = 8;
 
-/// The x86_64 name of a relocation type without its `R_X86_64_` prefix,
-/// `TYPE_<n>` for types object does not know.
+/// The x86_64 name of a relocation type as readelf prints it
+/// (`R_X86_64_RELATIVE`), `R_X86_64_<n>` for types object does not know.
 pub(crate) fn x86_64_type_name(r_type: u32) -> String {
     elf::machine_names(elf::EM_X86_64)
         .r
         .name(elf::RelocationType(r_type))
-        .and_then(|name| name.strip_prefix("R_X86_64_"))
-        .map_or_else(|| format!("TYPE_{r_type}"), str::to_string)
+        .filter(|name| name.starts_with("R_X86_64_"))
+        .map_or_else(|| format!("R_X86_64_{r_type}"), str::to_string)
 }
 
 /// Decodes `DT_RELR` words into the addresses they relocate.
@@ -311,23 +311,24 @@ mod tests {
         }
     }
 
-    /// Relocation type names drop the `R_X86_64_` prefix; unknown ones are numbered.
+    /// Relocation types are named as readelf names them; unknown ones are numbered.
     #[test]
     fn type_name_table() {
         let cases = [
-            (0, "NONE"),
-            (1, "64"),
-            (5, "COPY"),
-            (6, "GLOB_DAT"),
-            (7, "JUMP_SLOT"),
-            (8, "RELATIVE"),
-            (16, "DTPMOD64"),
-            (17, "DTPOFF64"),
-            (18, "TPOFF64"),
-            (36, "TLSDESC"),
-            (37, "IRELATIVE"),
-            (200, "TYPE_200"),
-            (u32::MAX, "TYPE_4294967295"),
+            (0, "R_X86_64_NONE"),
+            (1, "R_X86_64_64"),
+            (2, "R_X86_64_PC32"),
+            (5, "R_X86_64_COPY"),
+            (6, "R_X86_64_GLOB_DAT"),
+            (7, "R_X86_64_JUMP_SLOT"),
+            (8, "R_X86_64_RELATIVE"),
+            (16, "R_X86_64_DTPMOD64"),
+            (17, "R_X86_64_DTPOFF64"),
+            (18, "R_X86_64_TPOFF64"),
+            (36, "R_X86_64_TLSDESC"),
+            (37, "R_X86_64_IRELATIVE"),
+            (200, "R_X86_64_200"),
+            (u32::MAX, "R_X86_64_4294967295"),
         ];
         for (r_type, want) in cases {
             assert_eq!(x86_64_type_name(r_type), want, "{r_type}");
@@ -354,7 +355,7 @@ mod tests {
         let info = empty_info();
         // The test binary itself is a PIE with dynamic relocations.
         let whole = relocations(&own, &info).unwrap();
-        assert!(whole.by_type.get("RELATIVE").copied().unwrap_or(0) + whole.relr > 0);
+        assert!(whole.by_type.get("R_X86_64_RELATIVE").copied().unwrap_or(0) + whole.relr > 0);
 
         let mut big_endian = own[..own.len().min(4096)].to_vec();
         big_endian[5] = 2; // EI_DATA = ELFDATA2MSB

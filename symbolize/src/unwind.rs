@@ -113,6 +113,21 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
     })
 }
 
+/// The svma ranges `.eh_frame`'s FDEs cover in `file`, sorted by start;
+/// None when it has none or they do not parse.
+pub(crate) fn fde_svmas(file: &object::File<'_>) -> Option<Vec<Range<u64>>> {
+    let range = |name: &str| {
+        let s = file.section_by_name(name)?;
+        Some(s.address()..s.address().checked_add(s.size())?)
+    };
+    let section = file.section_by_name(".eh_frame")?;
+    let eh_frame = SectionBytes {
+        svma: range(".eh_frame")?,
+        data: section.uncompressed_data().ok()?.into_owned(),
+    };
+    fde_ranges(&eh_frame, range(".text"), range(".got")).map(|f| f.all)
+}
+
 /// The code `.eh_frame`'s FDEs cover.
 struct FdeRanges {
     /// Every FDE's svma range, sorted by start.

@@ -121,7 +121,7 @@ fn readelf_relocs(path: &Path) -> ReadelfRelocs {
         }
         if fields.len() >= 3 && fields[0].len() == 16 && fields[2].starts_with("R_X86_64_") {
             let offset = hex(fields[0]).expect("offset");
-            let kind = fields[2].trim_start_matches("R_X86_64_").to_string();
+            let kind = fields[2].to_string();
             out.entries.push((offset, kind));
         }
     }
@@ -224,8 +224,8 @@ fn expected(path: &Path) -> RelocationInfo {
     for (offset, kind) in &relocs.entries {
         *by_type.entry(kind.clone()).or_insert(0) += 1;
         match kind.as_str() {
-            "NONE" => {}
-            "JUMP_SLOT" if !bind_now => {
+            "R_X86_64_NONE" => {}
+            "R_X86_64_JUMP_SLOT" if !bind_now => {
                 lazy.insert(offset >> 12);
             }
             _ => touch(*offset),
@@ -291,7 +291,7 @@ fn test_library_relocations_match_readelf() {
         assert!(got.relro.is_some(), "{name}");
 
         // The table: TABLE_LEN RELATIVE relocations, either as RELA or RELR.
-        let relative = got.by_type.get("RELATIVE").copied().unwrap_or(0);
+        let relative = got.by_type.get("R_X86_64_RELATIVE").copied().unwrap_or(0);
         if relr {
             assert_eq!(relative, 0, "{name}");
             assert!(got.relr >= TABLE_LEN as u64, "{name}: {}", got.relr);
@@ -300,8 +300,15 @@ fn test_library_relocations_match_readelf() {
             assert!(relative >= TABLE_LEN as u64, "{name}: {relative}");
         }
         // crt1/crti add GLOB_DATs of their own; environ is one more.
-        assert!(got.by_type.get("GLOB_DAT") >= Some(&1), "{name}: environ");
-        assert_eq!(got.by_type.get("JUMP_SLOT"), Some(&1), "{name}: puts");
+        assert!(
+            got.by_type.get("R_X86_64_GLOB_DAT") >= Some(&1),
+            "{name}: environ"
+        );
+        assert_eq!(
+            got.by_type.get("R_X86_64_JUMP_SLOT"),
+            Some(&1),
+            "{name}: puts"
+        );
         // The page-aligned table fills exactly 8 pages of .data.rel.ro.
         let table_pages = got
             .page_sections
@@ -313,7 +320,7 @@ fn test_library_relocations_match_readelf() {
         let slot_page = readelf_relocs(&lib)
             .entries
             .iter()
-            .find(|(_, k)| k == "JUMP_SLOT")
+            .find(|(_, k)| k == "R_X86_64_JUMP_SLOT")
             .map(|(offset, _)| offset >> 12)
             .unwrap();
         assert_eq!(
@@ -359,9 +366,13 @@ fn system_and_program_relocations_match_readelf() {
     }
     assert_eq!(got.by_type, counts);
     // Debian's glibc 2.36 is linked with RELR, older ones are not.
-    let relative = got.by_type.get("RELATIVE").copied().unwrap_or(0);
+    let relative = got.by_type.get("R_X86_64_RELATIVE").copied().unwrap_or(0);
     assert!(relative + got.relr > 1000, "{:?} {}", got.by_type, got.relr);
-    assert!(got.by_type.contains_key("IRELATIVE"), "{:?}", got.by_type);
+    assert!(
+        got.by_type.contains_key("R_X86_64_IRELATIVE"),
+        "{:?}",
+        got.by_type
+    );
     assert!(got.page_sections.values().any(|s| s == ".data.rel.ro"));
 }
 

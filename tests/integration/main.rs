@@ -16,4 +16,5 @@ mod processes;
 mod record;
 mod safety;
 mod startup;
+mod symbols;
 mod util;

@@ -102,9 +102,9 @@ fn pointer_table_relocations() {
     assert_eq!(table["pages_total"], 16);
     let relative = readelf_relocs(&dir.join("libreloc.so"), "R_X86_64_RELATIVE");
     assert_eq!(relative, 8195);
-    assert_eq!(lib["relocations"]["RELATIVE"], relative);
+    assert_eq!(lib["relocations"]["R_X86_64_RELATIVE"], relative);
     assert_eq!(
-        lib["relocations"]["GLOB_DAT"],
+        lib["relocations"]["R_X86_64_GLOB_DAT"],
         readelf_relocs(&dir.join("libreloc.so"), "R_X86_64_GLOB_DAT")
     );
     assert_eq!(lib["uses_relr"], false);
@@ -149,7 +149,12 @@ fn offset_table_and_diff() {
         section(lib, ".data.rel.ro").is_none_or(|s| s["cow"] == 0),
         "{lib}"
     );
-    assert!(lib["relocations"]["RELATIVE"].as_u64().unwrap_or(0) <= 3);
+    assert!(
+        lib["relocations"]["R_X86_64_RELATIVE"]
+            .as_u64()
+            .unwrap_or(0)
+            <= 3
+    );
     assert!(
         !after["startup"]["hints"]
             .to_string()
@@ -209,7 +214,10 @@ fn relr_still_dirties_pages() {
     assert_eq!(lib["uses_relr"], true);
     assert_eq!(
         lib["relr"],
-        8192 + 3 - lib["relocations"]["RELATIVE"].as_u64().unwrap_or(0)
+        8192 + 3
+            - lib["relocations"]["R_X86_64_RELATIVE"]
+                .as_u64()
+                .unwrap_or(0)
     );
     assert_eq!(section(lib, ".data.rel.ro").unwrap()["cow"], 16);
     let hints = report["startup"]["hints"].to_string();
