@@ -43,9 +43,6 @@ pub struct AnalysisArgs {
     /// Keep kernel frames in stacks (symbolized from /proc/kallsyms).
     #[arg(long)]
     pub kernel: bool,
-    /// Rows per class in the text report.
-    #[arg(long, default_value_t = 10)]
-    pub top: usize,
     /// End the start-up window N ms after exec instead of when `main` is entered.
     #[arg(long, value_name = "N")]
     pub until_ms: Option<f64>,
@@ -103,6 +100,10 @@ pub struct RecordArgs {
     /// Do not print the report at the end (warnings about lost faults still are).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Rows of each table in the report printed and in report.txt
+    /// (report.json holds every row).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
     /// Exit with status 3 (after writing every output) if more than PCT percent
     /// of the faults were lost: those the kernel counted for the sampled
     /// classes (divided by --period) but the recording does not hold.
@@ -157,6 +158,9 @@ pub struct ReportArgs {
     /// Only the start-up analysis (faults from exec until `main`).
     #[arg(long)]
     pub startup: bool,
+    /// Rows of each table in the text report (the JSON holds every row).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
     #[command(flatten)]
     /// Analysis options.
     pub analysis: AnalysisArgs,
@@ -178,6 +182,14 @@ pub struct DiffArgs {
     /// Where diff.folded and diff.svg go (default: the second recording's directory).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// Rows of the text comparison: the N largest changes (the JSON holds every row).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Colour diff.svg by the change of each frame's share of its run's
+    /// faults (the first run scaled to the second's total), instead of by
+    /// the change of raw fault counts.
+    #[arg(long)]
+    pub normalize: bool,
     #[command(flatten)]
     /// Analysis options.
     pub analysis: AnalysisArgs,

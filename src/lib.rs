@@ -13,6 +13,7 @@ pub mod classify;
 pub mod cli;
 pub mod decode;
 pub mod diff;
+pub mod diff_svg;
 pub mod error;
 pub mod foreign;
 pub mod fuzzing;

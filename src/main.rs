@@ -11,7 +11,7 @@ use pfprof::analyze::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::perf_data::Exit;
-use pfprof::{diff, error, pprof, record, render, report, resolve};
+use pfprof::{diff, diff_svg, error, pprof, record, render, report, resolve};
 
 /// `-i` takes a directory or the data file itself. A directory without a
 /// recording is named as such (not as a missing `DIR/pfprof.data`).
@@ -155,7 +155,7 @@ fn run(cli: Cli) -> Result<u8> {
                 |resolved| {
                     let start_ns =
                         pprof::recording_start_ns(&config.data_path, resolved.report.wall_ns);
-                    render::write_all(staging.out_dir(), &resolved, args.analysis.top)
+                    render::write_all(staging.out_dir(), &resolved, args.top)
                         .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
                         .with_context(|| format!("cannot write the outputs in {partial}"))?;
                     staging.commit()?;
@@ -176,7 +176,7 @@ fn run(cli: Cli) -> Result<u8> {
             if args.quiet {
                 eprintln!("pfprof: {}", report.completeness_line());
             } else {
-                eprint!("{}", report.to_text(args.analysis.top));
+                eprint!("{}", report.to_text(args.top));
             }
             eprintln!(
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
@@ -208,13 +208,9 @@ fn run(cli: Cli) -> Result<u8> {
             let report = &resolved.report;
             let mut stdout = std::io::stdout().lock();
             match (args.format, args.startup) {
-                (Format::Text, false) => {
-                    stdout.write_all(report.to_text(args.analysis.top).as_bytes())?
-                }
+                (Format::Text, false) => stdout.write_all(report.to_text(args.top).as_bytes())?,
                 (Format::Text, true) => match &report.startup {
-                    Some(startup) => {
-                        stdout.write_all(startup.to_text(args.analysis.top).as_bytes())?
-                    }
+                    Some(startup) => stdout.write_all(startup.to_text(args.top).as_bytes())?,
                     None => writeln!(stdout, "no start-up faults in this recording")?,
                 },
                 (Format::Json, false) => {
@@ -289,7 +285,8 @@ fn run(cli: Cli) -> Result<u8> {
             let mut stdout = std::io::stdout().lock();
             match args.format {
                 Format::Text => stdout.write_all(
-                    diff::to_text(&rows, &before.report, &after.report, args.startup).as_bytes(),
+                    diff::to_text(&rows, &before.report, &after.report, args.startup, args.top)
+                        .as_bytes(),
                 )?,
                 Format::Json => {
                     serde_json::to_writer_pretty(&mut stdout, &rows)?;
@@ -317,7 +314,12 @@ fn run(cli: Cli) -> Result<u8> {
                 before.report.subtitle(),
                 after.report.subtitle()
             );
-            render::write_diff(&out_dir, &a, &b, title, &subtitle).with_context(|| {
+            let compare = if args.normalize {
+                diff_svg::Compare::Shares
+            } else {
+                diff_svg::Compare::Counts
+            };
+            diff_svg::write(&out_dir, &a, &b, compare, &title, &subtitle).with_context(|| {
                 format!("cannot write diff.svg in {}", out_dir.path().display())
             })?;
             eprintln!(
