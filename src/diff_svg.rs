@@ -259,35 +259,29 @@ fn legend(scale: &Scale, max: f64, y: f64) -> String {
             )
         })
         .collect();
-    let (unit, what) = match scale.compare {
-        Compare::Counts => (
-            format!(
-                "{} faults",
-                signed(max.round() as i64).trim_start_matches('+')
-            ),
-            format!(
-                "raw fault counts ({} before, {} after; --normalize compares shares)",
-                thousands(scale.total_before),
-                thousands(scale.total_after)
-            ),
+    // The scale's ends: the largest change of any frame.
+    let unit = format!("{} faults", thousands(max.round() as u64));
+    let what = match scale.compare {
+        Compare::Counts => format!(
+            "raw fault counts ({} before, {} after; --normalize compares shares)",
+            thousands(scale.total_before),
+            thousands(scale.total_after)
         ),
-        Compare::Shares => (
-            format!("{} faults at after's scale", thousands(max.round() as u64)),
-            format!(
-                "shares of each run's total (before's {} faults scaled to after's {})",
-                thousands(scale.total_before),
-                thousands(scale.total_after)
-            ),
+        Compare::Shares => format!(
+            "shares of each run's total (before's {} faults scaled to after's {})",
+            thousands(scale.total_before),
+            thousands(scale.total_after)
         ),
     };
     format!(
         "<g id=\"legend\"><defs><linearGradient id=\"change\">{}</linearGradient></defs>\
          <rect x=\"{x0}\" y=\"{y}\" width=\"{w}\" height=\"12\" fill=\"url(#change)\" stroke=\"#999\" stroke-width=\"0.5\"/>\
-         <text x=\"{x0}\" y=\"{:.0}\" font-size=\"11\">fewer (−{unit})</text>\
-         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\" text-anchor=\"middle\">unchanged</text>\
-         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\" text-anchor=\"end\">more (+{unit})</text>\
+         <text x=\"{x0}\" y=\"{:.0}\" font-size=\"11\">−{unit}</text>\
+         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\" text-anchor=\"middle\">0</text>\
+         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\" text-anchor=\"end\">+{unit}</text>\
          <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Colour: change of each frame's faults (with its callees) from before to after; red more, blue fewer, near-white unchanged.</text>\
-         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Compared: {}. Width: faults of both runs together. Hover a frame for its counts.</text></g>\n",
+         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Compared: {}. Width: both runs' faults together.</text>\
+         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Hover a frame for its counts; click a frame to zoom, click all to go back.</text></g>\n",
         stops.join(""),
         y + 24.0,
         x0 + w / 2.0,
@@ -295,12 +289,59 @@ fn legend(scale: &Scale, max: f64, y: f64) -> String {
         x0 + w,
         y + 24.0,
         x0 + w + 16.0,
-        y + 10.0,
+        y + 8.0,
         x0 + w + 16.0,
-        y + 24.0,
-        xml_text(&what)
+        y + 21.0,
+        xml_text(&what),
+        x0 + w + 16.0,
+        y + 34.0,
     )
 }
+
+/// Click a frame to widen it and its callees to the full width (its
+/// callers stay, full width); click `all` to go back. Labels are refitted.
+const ZOOM_JS: &str = r#"
+var X0 = 10, W = 1180, CW = 7.08;
+function frames() { return document.querySelectorAll('g.f'); }
+function name(g) {
+  var t = g.querySelector('title').textContent;
+  return t.slice(0, t.lastIndexOf(': before '));
+}
+function place(g, x, w) {
+  var r = g.querySelector('rect');
+  r.setAttribute('x', x); r.setAttribute('width', w);
+  var t = g.querySelector('text');
+  if (!t) {
+    t = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+    t.setAttribute('y', +r.getAttribute('y') + 11.5);
+    g.appendChild(t);
+  }
+  t.setAttribute('x', x + 3);
+  var n = Math.floor((w - 6) / CW), s = name(g);
+  t.textContent = n < 3 ? '' : s.length <= n ? s : s.slice(0, n - 2) + '..';
+}
+function zoom(e) {
+  var r = this.querySelector('rect'), x0 = +r.dataset.x, w0 = +r.dataset.w,
+      y0 = +r.getAttribute('y'), eps = 1e-6;
+  frames().forEach(function (g) {
+    var q = g.querySelector('rect'), x = +q.dataset.x, w = +q.dataset.w,
+        y = +q.getAttribute('y'), show = false;
+    if (y > y0 && x <= x0 + eps && x + w >= x0 + w0 - eps) {
+      show = true; place(g, X0, W);
+    } else if (y <= y0 && x >= x0 - eps && x + w <= x0 + w0 + eps) {
+      show = true; place(g, X0 + (x - x0) * W / w0, w * W / w0);
+    }
+    g.style.display = show ? '' : 'none';
+  });
+}
+window.addEventListener('load', function () {
+  frames().forEach(function (g) {
+    var r = g.querySelector('rect');
+    r.dataset.x = r.getAttribute('x'); r.dataset.w = r.getAttribute('width');
+    g.addEventListener('click', zoom);
+  });
+});
+"#;
 
 /// The whole SVG.
 pub fn svg(merged: &[(String, u64, u64)], compare: Compare, title: &str, subtitle: &str) -> String {
@@ -359,8 +400,9 @@ pub fn svg(merged: &[(String, u64, u64)], compare: Compare, title: &str, subtitl
     format!(
         "<?xml version=\"1.0\" standalone=\"no\"?>\n\
          <svg version=\"1.1\" width=\"{WIDTH}\" height=\"{height:.0}\" viewBox=\"0 0 {WIDTH} {height:.0}\" \
-         xmlns=\"http://www.w3.org/2000/svg\" font-family=\"Verdana\" font-size=\"{FONT}\">\n\
-         <style>.f:hover rect{{stroke:#000;stroke-width:0.8}} .f rect{{stroke:#ccc;stroke-width:0.4}}</style>\n\
+         xmlns=\"http://www.w3.org/2000/svg\" font-family=\"Verdana, 'DejaVu Sans', sans-serif\" font-size=\"{FONT}\">\n\
+         <style>.f{{cursor:pointer}} .f:hover rect{{stroke:#000;stroke-width:0.8}} .f rect{{stroke:#ccc;stroke-width:0.4}}</style>\n\
+         <script><![CDATA[{ZOOM_JS}]]></script>\n\
          <rect width=\"100%\" height=\"100%\" fill=\"#f4f4f4\"/>\n\
          <text x=\"{:.0}\" y=\"24\" text-anchor=\"middle\" font-size=\"17\">{}</text>\n\
          <text x=\"{:.0}\" y=\"46\" text-anchor=\"middle\" font-size=\"12\" fill=\"#333\">{}</text>\n\
@@ -450,6 +492,18 @@ mod tests {
             (root.children["a"].before, root.children["a"].after),
             (5, 5)
         );
+    }
+
+    /// No faults in either run: a titled SVG saying so; names from the
+    /// profiled world are escaped.
+    #[test]
+    fn empty_and_escaped() {
+        let empty = svg(&[], Compare::Counts, "t", "s");
+        assert!(empty.contains(">no faults</text>") && !empty.contains("class=\"f\""));
+        let merged = merge(&lines(&["a<b>&c 2"]), &lines(&["a<b>&c 1"]));
+        let one = svg(&merged, Compare::Counts, "t", "s");
+        assert!(one.contains("<title>a&lt;b&gt;&amp;c: before 2 "), "{one}");
+        assert!(!one.contains("a<b>"));
     }
 
     /// Counts compare raw counts; shares scale before to after's total.
