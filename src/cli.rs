@@ -40,14 +40,13 @@ pub enum Action {
 /// Analysis options shared by every subcommand.
 #[derive(Debug, Args, Clone)]
 pub struct AnalysisArgs {
-    /// Keep kernel frames in stacks (symbolized from /proc/kallsyms).
+    /// Keep kernel frames in stacks (symbolized from /proc/kallsyms): `record
+    /// --kernel` records them; reading a recording made without it is refused.
     #[arg(long)]
     pub kernel: bool,
-    /// Rows of every table of the text report (per class for sites and
-    /// targets); processes beyond them are summed in an "and N more" line.
-    #[arg(long, default_value_t = 10)]
-    pub top: usize,
-    /// End the start-up window N ms after exec instead of when `main` is entered.
+    /// End the start-up window N ms after exec instead of when `main` is
+    /// entered (`diff`: with --startup; `flamegraph`: for startup.svg, so not
+    /// with --class).
     #[arg(long, value_name = "N")]
     pub until_ms: Option<f64>,
     /// Read the recorded binaries under DIR first (DIR/usr/lib/libc.so.6 for
@@ -68,12 +67,17 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 
 /// `pfprof record`.
 #[derive(Debug, Args)]
+#[command(
+    override_usage = "pfprof record [OPTIONS] -- COMMAND [ARGS]...\n       \
+pfprof record [OPTIONS] -p PID[,PID...]\n       \
+pfprof record [OPTIONS] -a"
+)]
 pub struct RecordArgs {
     /// Output directory (an existing one is moved to <DIR>.old).
-    #[arg(short, long, default_value = "pfprof-out")]
+    #[arg(short, long, value_name = "DIR", default_value = "pfprof-out")]
     pub output: PathBuf,
     /// Record one fault in N (1 = every fault).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub period: u64,
     /// Data pages (4 KiB) per CPU ring buffer, 1..=262144, rounded up to a
     /// power of two; mapped as asked or refused. Default: 4096 (16 MiB); with
@@ -88,10 +92,11 @@ pub struct RecordArgs {
     /// the CFI while recording (complete stacks through code built without
     /// frame pointers); `fp` lets the kernel walk frame pointers (cheaper,
     /// loses callers of code without them); `none` records no user stacks.
-    #[arg(long, default_value = "dwarf", value_parser = crate::record::CallGraph::parse)]
+    #[arg(long, value_name = "MODE", default_value = "dwarf", value_parser = crate::record::CallGraph::parse)]
     pub call_graph: crate::record::CallGraph,
     /// Record minor/major faults only, without the fault-entry tracepoints
-    /// (no COW or access types; about half the recording size).
+    /// (no COW or access types; about half the recording size; refused with
+    /// `--class cow`).
     #[arg(long)]
     pub no_tracepoints: bool,
     /// Print one line per fault while recording (`--stream=site` adds the code site).
@@ -104,6 +109,10 @@ pub struct RecordArgs {
     /// Do not print the report at the end (warnings about lost faults still are).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Rows of each table in the report printed and in report.txt
+    /// (report.json holds every row).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
     /// Exit with status 3 (after writing every output) if more than PCT percent
     /// of the faults were lost: those the kernel counted for the sampled
     /// classes (divided by --period) but the recording does not hold.
@@ -147,7 +156,7 @@ pub enum Format {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Recording directory or pfprof.data file.
-    #[arg(short, long, default_value = "pfprof-out")]
+    #[arg(short, long, value_name = "PATH", default_value = "pfprof-out")]
     pub input: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -158,6 +167,9 @@ pub struct ReportArgs {
     /// Only the start-up analysis (faults from exec until `main`).
     #[arg(long)]
     pub startup: bool,
+    /// Rows of each table in the text report (the JSON holds every row).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
     #[command(flatten)]
     /// Analysis options.
     pub analysis: AnalysisArgs,
@@ -177,8 +189,16 @@ pub struct DiffArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Where diff.folded and diff.svg go (default: the second recording's directory).
-    #[arg(short, long)]
+    #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Rows of the text comparison: the N largest changes (the JSON holds every row).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Colour diff.svg by the change of each frame's share of its run's
+    /// faults (the first run scaled to the second's total), instead of by
+    /// the change of raw fault counts.
+    #[arg(long)]
+    pub normalize: bool,
     #[command(flatten)]
     /// Analysis options.
     pub analysis: AnalysisArgs,
@@ -188,10 +208,10 @@ pub struct DiffArgs {
 #[derive(Debug, Args)]
 pub struct FlamegraphArgs {
     /// Recording directory or pfprof.data file.
-    #[arg(short, long, default_value = "pfprof-out")]
+    #[arg(short, long, value_name = "PATH", default_value = "pfprof-out")]
     pub input: PathBuf,
     /// Output directory (default: the recording's directory).
-    #[arg(short, long)]
+    #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
     /// Which class to draw (default: every class and `all`).
     #[arg(long, value_enum)]

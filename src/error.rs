@@ -35,3 +35,75 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
         .find_map(|e| e.downcast_ref::<CodedError>())
         .map_or(1, |e| e.code)
 }
+
+/// The error and its causes on one line, each said once: a cause whose
+/// text an outer message already holds (a thiserror message that embeds its
+/// `source`, which anyhow's `{:#}` would print again) is left out. Every
+/// place that prints an error chain goes through here.
+pub fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    // One line, whatever a cause held.
+    line.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    /// An error that embeds its source's text and also exposes it as source.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read {path}: {source}")]
+    struct Embeds {
+        path: &'static str,
+        source: std::io::Error,
+    }
+
+    /// Each cause is said once, whatever wraps it, and on one line.
+    #[test]
+    fn causes_said_once() {
+        let io = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let cases: Vec<(anyhow::Error, &str)> = vec![
+            (
+                anyhow::Error::new(Embeds {
+                    path: "/x",
+                    source: io(),
+                }),
+                "cannot read /x: entity not found",
+            ),
+            (
+                Err::<(), _>(Embeds {
+                    path: "/x",
+                    source: io(),
+                })
+                .context("cannot analyse")
+                .unwrap_err(),
+                "cannot analyse: cannot read /x: entity not found",
+            ),
+            (
+                Err::<(), _>(io()).context("cannot write a\nb").unwrap_err(),
+                "cannot write a b: entity not found",
+            ),
+        ];
+        for (error, want) in cases {
+            assert_eq!(one_line(&error), want);
+        }
+        // What `{:#}` prints repeats the embedded source: the reason for
+        // one_line.
+        let error = anyhow::Error::new(Embeds {
+            path: "/x",
+            source: io(),
+        });
+        assert_eq!(format!("{error:#}").matches("entity not found").count(), 2);
+    }
+}

@@ -12,7 +12,7 @@ use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::format::perf_data::Exit;
 use pfprof::model::resolve;
-use pfprof::output::{diff, flamegraph, pprof};
+use pfprof::output::{diff, diff_svg, flamegraph, pprof};
 use pfprof::{error, record, text};
 
 /// `-i` takes a directory or the data file itself. A directory without a
@@ -46,6 +46,20 @@ fn analyze_and_resolve(
         symfs: analysis.symfs.clone(),
     };
     let mut profile = analysis::analyze(path, options)?;
+    // --kernel keeps what the recording holds; without kernel chains it
+    // would print the same output as without it. (perf's recordings, which
+    // carry no pfprof facts, hold kernel chains unless perf was told not to.)
+    if analysis.kernel && profile.meta.as_ref().is_some_and(|m| !m.kernel_callchains) {
+        return Err(error::CodedError::new(
+            2,
+            format!(
+                "--kernel: {} holds no kernel frames (it was recorded without --kernel; \
+                 `pfprof record --kernel` records them)",
+                path.display()
+            ),
+        )
+        .into());
+    }
     let analyzed = start.elapsed();
     let resolved = resolve::resolve(&mut profile);
     if timing {
@@ -85,7 +99,8 @@ fn kept_in(e: anyhow::Error, partial: &str) -> anyhow::Error {
     error::CodedError::new(
         error::exit_code(&e),
         format!(
-            "{e:#}; what was recorded stays in {partial} (`pfprof report -i {partial}` reads it)"
+            "{}; what was recorded stays in {partial} (`pfprof report -i {partial}` reads it)",
+            error::one_line(&e)
         ),
     )
     .into()
@@ -101,6 +116,13 @@ fn run(cli: Cli) -> Result<u8> {
             } else {
                 record::Target::Command(args.command.clone())
             };
+            if args.no_tracepoints && args.class == pfprof::format::perf_data::RecordClass::Cow {
+                return Err(error::CodedError::new(
+                    2,
+                    "--class cow needs the fault-entry tracepoints (COW faults are told by them); drop --no-tracepoints",
+                )
+                .into());
+            }
             if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
                 return Err(error::CodedError::new(
                     2,
@@ -134,7 +156,7 @@ fn run(cli: Cli) -> Result<u8> {
                 // previous output stays where it was, and no DIR.partial.
                 Err(e) if error::exit_code(&e) != 1 || !staging.holds_records() => {
                     if let Err(cleanup) = staging.discard() {
-                        eprintln!("pfprof: warning: {cleanup:#}");
+                        eprintln!("pfprof: warning: {}", error::one_line(&cleanup));
                     }
                     return Err(e);
                 }
@@ -159,7 +181,7 @@ fn run(cli: Cli) -> Result<u8> {
                 |resolved| {
                     let start_ns =
                         pprof::recording_start_ns(&config.data_path, resolved.report.wall_ns);
-                    pfprof::output::write_all(staging.out_dir(), &resolved, args.analysis.top)
+                    pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
                         .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
                         .with_context(|| format!("cannot write the outputs in {partial}"))?;
                     staging.commit()?;
@@ -171,7 +193,7 @@ fn run(cli: Cli) -> Result<u8> {
                 Err(e) if stopped => {
                     // The write error was reported; the command's status
                     // still passes through.
-                    eprintln!("pfprof: error: {:#}", kept_in(e, &partial));
+                    eprintln!("pfprof: error: {}", error::one_line(&kept_in(e, &partial)));
                     return Ok(status);
                 }
                 Err(e) => return Err(kept_in(e, &partial)),
@@ -180,10 +202,7 @@ fn run(cli: Cli) -> Result<u8> {
             if args.quiet {
                 eprintln!("pfprof: {}", report.completeness_line());
             } else {
-                eprint!(
-                    "{}",
-                    pfprof::output::text::report_txt(report, args.analysis.top)
-                );
+                eprint!("{}", pfprof::output::text::report_txt(report, args.top));
             }
             eprintln!(
                 "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
@@ -215,13 +234,10 @@ fn run(cli: Cli) -> Result<u8> {
             let report = &resolved.report;
             let mut stdout = std::io::stdout().lock();
             match (args.format, args.startup) {
-                (Format::Text, false) => stdout.write_all(
-                    pfprof::output::text::report_txt(report, args.analysis.top).as_bytes(),
-                )?,
+                (Format::Text, false) => stdout
+                    .write_all(pfprof::output::text::report_txt(report, args.top).as_bytes())?,
                 (Format::Text, true) => match &report.startup {
-                    Some(startup) => {
-                        stdout.write_all(startup.to_text(args.analysis.top).as_bytes())?
-                    }
+                    Some(startup) => stdout.write_all(startup.to_text(args.top).as_bytes())?,
                     None => writeln!(stdout, "no start-up faults in this recording")?,
                 },
                 (Format::Json, false) => {
@@ -239,6 +255,13 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Action::Flamegraph(args) => {
+            if args.analysis.until_ms.is_some() && args.class.is_some() {
+                return Err(error::CodedError::new(
+                    2,
+                    "--until-ms shapes startup.svg, which flamegraph writes only without --class",
+                )
+                .into());
+            }
             let input = data_path(&args.input)?;
             let resolved = analyze_and_resolve(&input, &args.analysis, args.partial)?;
             let out_dir = OutDir::open_or_create(
@@ -290,6 +313,13 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Action::Diff(args) => {
+            if args.analysis.until_ms.is_some() && !args.startup {
+                return Err(error::CodedError::new(
+                    2,
+                    "--until-ms ends the start-up window: diff uses it with --startup",
+                )
+                .into());
+            }
             // Decode errors name the file; no context needed.
             let before = analyze_and_resolve(&data_path(&args.before)?, &args.analysis, false)?;
             let after = analyze_and_resolve(&data_path(&args.after)?, &args.analysis, false)?;
@@ -297,7 +327,8 @@ fn run(cli: Cli) -> Result<u8> {
             let mut stdout = std::io::stdout().lock();
             match args.format {
                 Format::Text => stdout.write_all(
-                    diff::to_text(&rows, &before.report, &after.report, args.startup).as_bytes(),
+                    diff::to_text(&rows, &before.report, &after.report, args.startup, args.top)
+                        .as_bytes(),
                 )?,
                 Format::Json => {
                     serde_json::to_writer_pretty(&mut stdout, &rows)?;
@@ -325,7 +356,12 @@ fn run(cli: Cli) -> Result<u8> {
                 before.report.subtitle(),
                 after.report.subtitle()
             );
-            flamegraph::write_diff(&out_dir, &a, &b, title, &subtitle).with_context(|| {
+            let compare = if args.normalize {
+                diff_svg::Compare::Shares
+            } else {
+                diff_svg::Compare::Counts
+            };
+            diff_svg::write(&out_dir, &a, &b, compare, &title, &subtitle).with_context(|| {
                 format!("cannot write diff.svg in {}", out_dir.path().display())
             })?;
             eprintln!(
@@ -337,37 +373,22 @@ fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-/// The error and its causes on one line, each said once: a cause whose
-/// text its context already holds (thiserror messages embed their source;
-/// anyhow's `{:#}` would print it again) is left out.
-fn one_line(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    // One line, whatever a cause held.
-    line.replace('\n', " ")
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
+            // serde_json keeps its io error to itself: asked apart.
             if error.chain().any(|e| {
-                e.downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                e.downcast_ref::<std::io::Error>().map(std::io::Error::kind)
+                    == Some(std::io::ErrorKind::BrokenPipe)
+                    || e.downcast_ref::<serde_json::Error>()
+                        .and_then(serde_json::Error::io_error_kind)
+                        == Some(std::io::ErrorKind::BrokenPipe)
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("pfprof: error: {}", one_line(&error));
+            eprintln!("pfprof: error: {}", error::one_line(&error));
             ExitCode::from(error::exit_code(&error))
         }
     }

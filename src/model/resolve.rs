@@ -16,11 +16,11 @@ use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::{self, StartupFault};
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
-use crate::sys::vdso;
 use crate::model::report::{
     FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
 };
 use crate::model::{Model, SampleRow, TimePoint};
+use crate::sys::vdso;
 use crate::text::safe;
 
 /// A symbolized frame: function, file, line, inlined flag.

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::analysis::classify::FaultClass;
 use crate::model::report::Report;
 use crate::model::Model;
+use crate::output::diff_svg::signed;
 use crate::output::flamegraph::{folded_lines as class_lines, ClassSelection};
 use crate::output::folded::fold;
 use crate::text::{thousands, truncate};
@@ -22,8 +23,8 @@ use crate::text::{thousands, truncate};
 pub struct DiffRow {
     /// Object file name, or `[heap]`, `[anon]`...
     pub object: String,
-    /// Section (`-` when none).
-    pub section: String,
+    /// Section, `null` when none (as in report.json).
+    pub section: Option<String>,
     /// Class.
     pub class: FaultClass,
     /// Faults in the first recording.
@@ -43,7 +44,7 @@ fn short(object: &str) -> String {
 }
 
 /// Faults per (object, section, class) of one recording.
-fn counts(model: &Model, startup: bool) -> BTreeMap<(String, String, FaultClass), u64> {
+fn counts(model: &Model, startup: bool) -> BTreeMap<(String, Option<String>, FaultClass), u64> {
     let mut out = BTreeMap::new();
     if startup {
         for o in model.report.startup.iter().flat_map(|s| &s.objects) {
@@ -54,7 +55,7 @@ fn counts(model: &Model, startup: bool) -> BTreeMap<(String, String, FaultClass)
                     (FaultClass::Cow, s.cow),
                 ] {
                     if n > 0 {
-                        *out.entry((short(&o.object), s.section.clone(), class))
+                        *out.entry((short(&o.object), Some(s.section.clone()), class))
                             .or_default() += n;
                     }
                 }
@@ -62,8 +63,8 @@ fn counts(model: &Model, startup: bool) -> BTreeMap<(String, String, FaultClass)
         }
     } else {
         for t in &model.report.targets {
-            let section = t.section.clone().unwrap_or_else(|| "-".into());
-            *out.entry((short(&t.object), section, t.class)).or_default() += t.count;
+            *out.entry((short(&t.object), t.section.clone(), t.class))
+                .or_default() += t.count;
         }
     }
     out
@@ -115,8 +116,15 @@ pub fn folded_lines(model: &Model, startup: bool) -> Vec<String> {
     }
 }
 
-/// The comparison as a table.
-pub fn to_text(rows: &[DiffRow], before: &Report, after: &Report, startup: bool) -> String {
+/// The comparison as a table: the `top` largest changes, numbers with
+/// thousands separators.
+pub fn to_text(
+    rows: &[DiffRow],
+    before: &Report,
+    after: &Report,
+    startup: bool,
+    top: usize,
+) -> String {
     let mut s = String::new();
     let scope = if startup { "start-up faults" } else { "faults" };
     let total = |r: &Report| match (startup, &r.startup) {
@@ -129,31 +137,47 @@ pub fn to_text(rows: &[DiffRow], before: &Report, after: &Report, startup: bool)
     let _ = writeln!(s, "after:  {}", truncate(&after.command_line(), 90));
     let _ = writeln!(
         s,
-        "{scope}: {} → {} ({:+})\n",
+        "{scope}: {} → {} ({})\n",
         thousands(x),
         thousands(y),
-        y as i64 - x as i64
+        signed(y as i64 - x as i64)
     );
     let _ = writeln!(
         s,
         "{:<32} {:<16} {:<6}{:>11}{:>11}{:>11}",
         "object", "section", "class", "before", "after", "delta"
     );
-    for r in rows.iter().filter(|r| r.delta != 0) {
+    // Rows come largest change first.
+    let changed: Vec<&DiffRow> = rows.iter().filter(|r| r.delta != 0).collect();
+    for r in changed.iter().take(top) {
         let _ = writeln!(
             s,
             "{:<32} {:<16} {:<6}{:>11}{:>11}{:>11}",
             truncate(&r.object, 32),
-            truncate(&r.section, 16),
+            truncate(r.section.as_deref().unwrap_or("-"), 16),
             r.class.name(),
             thousands(r.before),
             thousands(r.after),
-            format!("{:+}", r.delta)
+            signed(r.delta)
         );
     }
-    let unchanged = rows.iter().filter(|r| r.delta == 0).count();
+    if changed.len() > top {
+        let rest = &changed[top..];
+        let _ = writeln!(
+            s,
+            "and {} more changed rows ({} before, {} after; --top N shows more)",
+            thousands(rest.len() as u64),
+            thousands(rest.iter().map(|r| r.before).sum()),
+            thousands(rest.iter().map(|r| r.after).sum()),
+        );
+    }
+    let unchanged = rows.len() - changed.len();
     if unchanged > 0 {
-        let _ = writeln!(s, "({unchanged} unchanged rows not shown)");
+        let _ = writeln!(
+            s,
+            "({} unchanged rows not shown)",
+            thousands(unchanged as u64)
+        );
     }
     s
 }

@@ -208,34 +208,6 @@ pub fn write_latency(
     Ok(())
 }
 
-/// Writes `diff.folded` and `diff.svg`, a differential flame graph of two
-/// runs' folded stacks (red: more faults in the second run, blue: fewer).
-pub fn write_diff(
-    dir: &OutDir,
-    before: &[String],
-    after: &[String],
-    title: String,
-    subtitle: &str,
-) -> io::Result<()> {
-    let mut diff = Vec::new();
-    inferno::differential::from_readers(
-        inferno::differential::Options::default(),
-        before.join("\n").as_bytes(),
-        after.join("\n").as_bytes(),
-        &mut diff,
-    )?;
-    let text = String::from_utf8_lossy(&diff);
-    let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    write_folded_and_svg(
-        dir,
-        "diff",
-        &lines,
-        title,
-        subtitle,
-        palette(ClassSelection::All),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use crate::model::Model;
 use folded::fold;
 
 pub mod diff;
+pub mod diff_svg;
 pub mod flamegraph;
 pub mod folded;
 pub mod pprof;

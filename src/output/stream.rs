@@ -1,7 +1,11 @@
 //! `record --stream`: one line per fault while recording,
 //! `[000000.012] MAJOR 0x7f2c7b100000 libc.so.6 .text 12.4ms`
 //! (seconds since start, class, address, target object, section, latency),
-//! plus the code site with `--stream=site`.
+//! plus the code site with `--stream=site`; under `--fixed-ts` the time is the
+//! fault's sequence number as milliseconds (`[000000.001]` for the first) and
+//! there is no latency. The stream ends with
+//! `Summary: major=12 minor=542 cow=3`, the faults of each class (printed or
+//! dropped), the line page-fault analyzers end with.
 //!
 //! Lines go through a bounded channel to a printing thread that owns its own
 //! symbolizer: when the terminal cannot keep up, lines are dropped from the
@@ -14,6 +18,7 @@ use std::thread::JoinHandle;
 
 use pfprof_symbolize::{Options, Symbolizer};
 
+use crate::analysis::classify::FaultClass;
 use crate::analysis::latency::human_ns;
 use crate::analysis::stacks::FrameKey;
 use crate::analysis::{Classified, LiveAnalyzer, TargetKey};
@@ -53,10 +58,21 @@ pub struct Streamer {
     start_ns: u64,
     /// Lines dropped because the printer was behind.
     pub dropped: u64,
+    /// Faults sent, by class (major, minor, cow), for the summary line.
+    counts: [u64; 3],
 }
 
 fn short(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The time field: seconds since start (`000000.012`), or under
+/// `--fixed-ts` the sequence number as milliseconds (`000000.001`).
+fn stamp(seq: Option<u64>, since_start_ns: u64) -> String {
+    match seq {
+        Some(seq) => format!("{:06}.{:03}", seq / 1000, seq % 1000),
+        None => format!("{:010.3}", since_start_ns as f64 / 1e9),
+    }
 }
 
 fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
@@ -78,11 +94,7 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
         };
         first = false;
         seq += 1;
-        let stamp = if fixed_ts {
-            format!("{seq:010}")
-        } else {
-            format!("{:010.3}", line.since_start_ns as f64 / 1e9)
-        };
+        let stamp = stamp(fixed_ts.then_some(seq), line.since_start_ns);
         let data = line.section.and_then(|(path, id, off)| {
             symbolizer
                 .data(Path::new(&path), id.as_deref(), &[off])
@@ -141,6 +153,7 @@ impl Streamer {
             kind,
             start_ns,
             dropped: 0,
+            counts: [0; 3],
         }
     }
 
@@ -176,12 +189,17 @@ impl Streamer {
             ) => Some(lookup(module, lookup_file_offset)),
             _ => None,
         };
+        self.counts[match fault.class {
+            FaultClass::Major => 0,
+            FaultClass::Minor => 1,
+            FaultClass::Cow => 2,
+        }] += 1;
         let line = Line {
             since_start_ns: fault.time.saturating_sub(self.start_ns),
             class: match fault.class {
-                crate::analysis::classify::FaultClass::Minor => "MINOR",
-                crate::analysis::classify::FaultClass::Major => "MAJOR",
-                crate::analysis::classify::FaultClass::Cow => "COW",
+                FaultClass::Minor => "MINOR",
+                FaultClass::Major => "MAJOR",
+                FaultClass::Cow => "COW",
             },
             addr_avma: fault.addr_avma,
             object,
@@ -197,13 +215,52 @@ impl Streamer {
         }
     }
 
-    /// Waits for the printer; returns the number of lines printed.
+    /// Waits for the printer, then ends the stream with the summary line;
+    /// returns the number of fault lines printed.
     pub fn finish(mut self) -> u64 {
         drop(self.tx.take());
-        self.thread
+        let printed = self
+            .thread
             .take()
             .and_then(|t| t.join().ok())
             .and_then(Result::ok)
-            .unwrap_or(0)
+            .unwrap_or(0);
+        // A closed stdout (`| head`) is not an error of the recording.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", summary(self.counts)).and_then(|()| out.flush());
+        printed
+    }
+}
+
+/// `Summary: major=12 minor=542 cow=3` from counts by class.
+fn summary([major, minor, cow]: [u64; 3]) -> String {
+    format!("Summary: major={major} minor={minor} cow={cow}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary line's exact shape.
+    #[test]
+    fn summary_line() {
+        assert_eq!(summary([12, 542, 3]), "Summary: major=12 minor=542 cow=3");
+        assert_eq!(summary([0, 0, 0]), "Summary: major=0 minor=0 cow=0");
+    }
+
+    /// Both kinds of stamp have the same shape; fixed ones count
+    /// milliseconds by fault.
+    #[test]
+    fn stamps() {
+        for (seq, ns, want) in [
+            (Some(1), 5_000_000_000, "000000.001"),
+            (Some(999), 0, "000000.999"),
+            (Some(1000), 0, "000001.000"),
+            (Some(1_234_567), 0, "001234.567"),
+            (None, 12_000_000, "000000.012"),
+            (None, 61_500_000_000, "000061.500"),
+        ] {
+            assert_eq!(stamp(seq, ns), want);
+        }
     }
 }

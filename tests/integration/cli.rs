@@ -396,3 +396,161 @@ fn replaced_binary_is_detected() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("bss_write"));
 }
+
+/// `record` with nothing to record shows its three forms.
+#[test]
+fn record_without_target_shows_every_form() {
+    let out = run(pfprof().arg("record"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    for form in [
+        "pfprof record [OPTIONS] -- COMMAND [ARGS]...",
+        "pfprof record [OPTIONS] -p PID[,PID...]",
+        "pfprof record [OPTIONS] -a",
+    ] {
+        assert!(err.contains(form), "{form:?} in {err}");
+    }
+}
+
+/// A missing input, or a directory without a recording: one line, each
+/// cause said once (anyhow's `{:#}` repeated an io error its context embeds).
+#[test]
+fn input_errors_are_said_once() {
+    let dir = temp_dir("cli_said_once");
+    let missing = dir.join("missing");
+    let mut cases = vec![
+        (
+            vec!["report".into(), "-i".into(), missing.display().to_string()],
+            "No such file or directory",
+        ),
+        (
+            vec!["report".into(), "-i".into(), dir.display().to_string()],
+            "is a directory without a recording",
+        ),
+        (
+            vec![
+                "flamegraph".into(),
+                "-i".into(),
+                missing.display().to_string(),
+            ],
+            "No such file or directory",
+        ),
+    ];
+    cases.push((
+        vec![
+            "diff".into(),
+            missing.display().to_string(),
+            missing.display().to_string(),
+        ],
+        "No such file or directory",
+    ));
+    for (args, cause) in cases {
+        let out = run(pfprof().args(&args));
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("pfprof: error: "), "{err}");
+        assert_eq!(err.matches(cause).count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// Options that cannot apply are refused with the reason, never accepted
+/// and ignored.
+#[test]
+fn options_that_cannot_apply_are_refused() {
+    let dir = temp_dir("cli_refused");
+    let input = dir.display().to_string();
+    for (args, why) in [
+        (
+            vec!["flamegraph", "--top", "5"],
+            "unexpected argument '--top'",
+        ),
+        (
+            vec!["diff", "--until-ms", "1", &input, &input],
+            "--until-ms ends the start-up window: diff uses it with --startup",
+        ),
+        (
+            vec!["flamegraph", "--class", "minor", "--until-ms", "1"],
+            "--until-ms shapes startup.svg",
+        ),
+        (
+            vec!["record", "--class", "cow", "--no-tracepoints", "--", "true"],
+            "--class cow needs the fault-entry tracepoints",
+        ),
+    ] {
+        let out = run(pfprof().args(&args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(why),
+            "{args:?}: {}",
+            stderr_of(&out)
+        );
+    }
+}
+
+/// `--kernel` on a recording made without it says so (exit 2) instead of
+/// printing the same output as without it.
+#[test]
+fn kernel_on_a_recording_without_kernel_frames() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("cli_kernel");
+    let (out, _) = record(&dir, std::path::Path::new("/bin/true"), &[]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let recording = dir.join("out");
+    for sub in ["report", "flamegraph"] {
+        let out = run(pfprof().args([sub, "--kernel", "-i"]).arg(&recording));
+        assert_eq!(out.status.code(), Some(2), "{sub}: {}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(
+            err.contains("holds no kernel frames (it was recorded without --kernel"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    let out = run(pfprof().args(["report", "-i"]).arg(&recording));
+    assert!(
+        out.status.success(),
+        "without --kernel it reads: {}",
+        stderr_of(&out)
+    );
+}
+
+/// Every long option of every subcommand's `--help` is in the README.
+#[test]
+fn every_option_is_documented() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for sub in ["record", "report", "flamegraph", "diff"] {
+        let out = run(pfprof().args([sub, "--help"]));
+        assert!(out.status.success());
+        let help = String::from_utf8(out.stdout).unwrap();
+        // `  -o, --output <DIR>` or `      --top <N>`: (short, long).
+        let options: Vec<(Option<&str>, &str)> = help
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim_start();
+                let (short, long) = match l.split_once(", --") {
+                    Some((s, rest)) if s.len() == 2 && s.starts_with('-') => (Some(s), rest),
+                    _ => (None, l.strip_prefix("--")?),
+                };
+                let long = long
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .next()?;
+                Some((short, long))
+            })
+            .filter(|(_, long)| !["help", "version"].contains(long))
+            .collect();
+        assert!(options.len() >= 4, "{sub}: {options:?}");
+        let missing: Vec<String> = options
+            .iter()
+            .filter(|(short, long)| {
+                !readme.contains(&format!("--{long}"))
+                    && !short.is_some_and(|s| readme.contains(&format!("{s} ")))
+            })
+            .map(|(_, long)| format!("--{long}"))
+            .collect();
+        assert!(missing.is_empty(), "{sub}: not in the README: {missing:?}");
+    }
+}

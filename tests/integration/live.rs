@@ -263,7 +263,31 @@ fn fixed_ts_streams_are_identical() {
             + captured["major"].as_u64().unwrap()
             + captured["cow"].as_u64().unwrap();
         let text = String::from_utf8(out.stdout).unwrap();
+        // The stream ends with the summary line of the report's totals.
+        let (text, summary) = text
+            .trim_end_matches('\n')
+            .rsplit_once('\n')
+            .expect("lines then a summary");
+        assert_eq!(
+            summary,
+            format!(
+                "Summary: major={} minor={} cow={}",
+                captured["major"], captured["minor"], captured["cow"]
+            )
+        );
+        let text = format!("{text}\n");
         assert_eq!(text.lines().count() as u64, faults, "one line per fault");
+        // The live shape, one millisecond per fault:
+        // `[000000.001] MINOR 0x7f2c7b100000 libc.so.6 .text`.
+        for (i, line) in text.lines().enumerate() {
+            let seq = i + 1;
+            let stamp = format!("[{:06}.{:03}] ", seq / 1000, seq % 1000);
+            assert!(line.starts_with(&stamp), "line {seq}: {line}");
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(fields.len(), 5, "no latency under --fixed-ts: {line}");
+            assert!(["MINOR", "MAJOR", "COW"].contains(&fields[1]), "{line}");
+            assert!(fields[2].starts_with("0x"), "{line}");
+        }
         let cow_lines = text.lines().filter(|l| l.contains(" COW ")).count() as u64;
         assert_eq!(
             cow_lines,
@@ -323,7 +347,7 @@ fn fixed_ts_streams_are_identical() {
             b[first.saturating_sub(2)..(first + 3).min(b.len())].join("\n"),
         );
     }
-    assert!(streams[0].starts_with("[0000000001] "));
+    assert!(streams[0].starts_with("[000000.001] "));
 }
 
 /// `--stream=site` shows latency and the code site of each fault.
@@ -359,5 +383,17 @@ fn stream_with_sites() {
         fields[2].starts_with("0x") && fields[3] == "major.bin" && fields[5].ends_with('s'),
         "{}",
         majors[0]
+    );
+    // The live stream ends with the summary too, counting its lines' classes.
+    let last = text.lines().last().unwrap();
+    let count = |class: &str| text.lines().filter(|l| l.contains(class)).count();
+    assert_eq!(
+        last,
+        format!(
+            "Summary: major={} minor={} cow={}",
+            count(" MAJOR "),
+            count(" MINOR "),
+            count(" COW ")
+        )
     );
 }

@@ -3,6 +3,7 @@
 //! CLI's errors and exit codes.
 
 mod cli;
+mod diff;
 mod dwarf;
 mod hostile;
 mod layout;
