@@ -20,6 +20,7 @@ pub mod latency;
 pub mod outdir;
 pub mod perf_compressed;
 pub mod perf_data;
+pub mod picture;
 pub mod pprof;
 pub mod process;
 pub mod record;

@@ -240,32 +240,18 @@ fn run(cli: Cli) -> Result<u8> {
                     .clone()
                     .unwrap_or_else(|| recording_dir(&args.input)),
             )?;
-            let selections = match args.class {
-                Some(class) => vec![class],
-                None => vec![
-                    render::ClassSelection::Minor,
-                    render::ClassSelection::Major,
-                    render::ClassSelection::Cow,
-                    render::ClassSelection::All,
-                ],
-            };
-            let command = resolved.report.command_line();
-            let subtitle = resolved.report.subtitle();
             let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
-            for selection in selections {
-                render::write_flamegraph(
+            // Every picture `record` writes, from the one list it uses.
+            match args.class {
+                Some(class) => render::write_flamegraph(
                     &out_dir,
                     &resolved.folded,
-                    selection,
-                    &command,
-                    &subtitle,
-                )
-                .with_context(context)?;
+                    class,
+                    &pfprof::picture::subtitle(&resolved.report),
+                ),
+                None => render::write_pictures(&out_dir, &resolved),
             }
-            if args.class.is_none() {
-                render::write_startup(&out_dir, &resolved.startup_folded, &command, &subtitle)
-                    .with_context(context)?;
-            }
+            .with_context(context)?;
             let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
             pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
                 format!(

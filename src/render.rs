@@ -4,11 +4,12 @@
 
 use std::io::{self, Write};
 
-use inferno::flamegraph::color::{BasicPalette, Palette};
+use inferno::flamegraph::color::{BackgroundColor, BasicPalette, Palette, PaletteMap};
 use inferno::flamegraph::{self, Options};
 
 use crate::classify::FaultClass;
 use crate::outdir::OutDir;
+use crate::picture;
 use crate::report::display_safe;
 use crate::resolve::{Folded, Resolved};
 
@@ -31,6 +32,14 @@ fn palette(selection: ClassSelection) -> Palette {
         ClassSelection::Major => BasicPalette::Red,
         ClassSelection::Cow => BasicPalette::Orange,
         ClassSelection::All => BasicPalette::Hot,
+    })
+}
+
+fn palette_of(class: FaultClass) -> Palette {
+    palette(match class {
+        FaultClass::Minor => ClassSelection::Minor,
+        FaultClass::Major => ClassSelection::Major,
+        FaultClass::Cow => ClassSelection::Cow,
     })
 }
 
@@ -76,22 +85,6 @@ pub fn xml_text(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn write_empty_svg(dir: &OutDir, name: &str, title: &str, subtitle: &str) -> io::Result<()> {
-    dir.write(
-        name,
-        format!(
-            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"140\" \
-             xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
-             <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{}</text>\
-             <text x=\"600\" y=\"66\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"12\">{}</text>\
-             <text x=\"600\" y=\"100\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n",
-            xml_text(title),
-            xml_text(subtitle)
-        )
-        .as_bytes(),
-    )
-}
-
 /// Writes `<base>.folded` and `<base>.svg` from folded lines.
 fn write_folded_and_svg(
     dir: &OutDir,
@@ -101,7 +94,61 @@ fn write_folded_and_svg(
     subtitle: &str,
     colors: Palette,
 ) -> io::Result<()> {
-    write_folded_and_svg_counting(dir, base, lines, title, subtitle, colors, "faults")
+    let look = Look {
+        colors,
+        count_name: "faults",
+        by_class: false,
+    };
+    write_folded_and_svg_counting(dir, base, lines, title, subtitle, look)
+}
+
+/// How a flame graph is drawn.
+struct Look<'a> {
+    colors: Palette,
+    /// What the counts are (`faults`, `ns`).
+    count_name: &'a str,
+    /// Whether the root's children are the classes, each subtree in its
+    /// class's palette.
+    by_class: bool,
+}
+
+/// inferno's options for one of pfprof's flame graphs.
+fn options<'a>(title: &str, subtitle: &str, colors: Palette, count_name: &str) -> Options<'a> {
+    let mut options = Options::default();
+    // inferno escapes <>&" itself; control characters it passes through.
+    options.title = display_safe(title).into_owned();
+    options.subtitle = Some(display_safe(subtitle).into_owned());
+    options.count_name = count_name.into();
+    options.colors = colors;
+    options.hash = true;
+    options.deterministic = true;
+    options
+}
+
+/// The colours each class's own graph gives the names of `lines` (folded
+/// lines whose root frame is the class): drawn once, thrown away.
+fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]> {
+    let mut maps: [PaletteMap; 3] = Default::default();
+    for class in FaultClass::ALL {
+        let prefix = format!("{};", class.name());
+        let class_lines: Vec<String> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+            .collect();
+        let map = &mut maps[class as usize];
+        *map = picture::palette_map(&class_lines);
+        if class_lines.is_empty() {
+            continue;
+        }
+        let mut options = options("", "", palette_of(class), count_name);
+        options.palette_map = Some(map);
+        flamegraph::from_lines(
+            &mut options,
+            class_lines.iter().map(String::as_str),
+            io::sink(),
+        )?;
+    }
+    Ok(maps)
 }
 
 fn write_folded_and_svg_counting(
@@ -110,9 +157,13 @@ fn write_folded_and_svg_counting(
     lines: &[String],
     title: String,
     subtitle: &str,
-    colors: Palette,
-    count_name: &str,
+    look: Look<'_>,
 ) -> io::Result<()> {
+    let Look {
+        colors,
+        count_name,
+        by_class,
+    } = look;
     dir.write_with(&format!("{base}.folded"), |out| {
         for line in lines {
             writeln!(out, "{line}")?;
@@ -121,19 +172,22 @@ fn write_folded_and_svg_counting(
     })?;
     let svg_name = format!("{base}.svg");
     if lines.is_empty() {
-        return write_empty_svg(dir, &svg_name, &title, subtitle);
+        return dir.write(&svg_name, picture::empty_svg(&title, subtitle).as_bytes());
     }
-    let mut options = Options::default();
-    // inferno escapes <>&" itself; control characters it passes through.
-    options.title = display_safe(&title).into_owned();
-    options.subtitle = Some(display_safe(subtitle).into_owned());
-    options.count_name = count_name.into();
-    options.colors = colors;
-    options.hash = true;
-    options.deterministic = true;
-    dir.write_with(&svg_name, |out| {
-        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
-    })
+    let mut map = picture::palette_map(lines);
+    let mut options = options(&title, subtitle, colors, count_name);
+    if !by_class {
+        options.palette_map = Some(&mut map);
+        return dir.write_with(&svg_name, |out| {
+            flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
+        });
+    }
+    let maps = class_maps(lines, count_name)?;
+    options.bgcolors = Some(BackgroundColor::Grey);
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    let svg = String::from_utf8(svg).map_err(io::Error::other)?;
+    dir.write(&svg_name, picture::recolor_by_class(&svg, &maps).as_bytes())
 }
 
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
@@ -141,55 +195,52 @@ pub fn write_flamegraph(
     dir: &OutDir,
     folded: &[Folded; 3],
     selection: ClassSelection,
-    command: &str,
     subtitle: &str,
 ) -> io::Result<()> {
     let base = name(selection);
     let title = match selection {
-        ClassSelection::All => format!("Page faults (all classes): {command}"),
-        _ => format!("{} page faults: {command}", base.to_uppercase()),
+        ClassSelection::All => "Page faults by class: minor, major, cow".to_string(),
+        _ => format!("{} page faults", base.to_uppercase()),
     };
-    write_folded_and_svg(
+    write_folded_and_svg_counting(
         dir,
         base,
         &folded_lines(folded, selection),
         title,
         subtitle,
-        palette(selection),
+        Look {
+            colors: palette(selection),
+            count_name: "faults",
+            by_class: selection == ClassSelection::All,
+        },
     )
 }
 
 /// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`,
 /// class as the root frame.
-pub fn write_startup(
-    dir: &OutDir,
-    startup: &Folded,
-    command: &str,
-    subtitle: &str,
-) -> io::Result<()> {
+pub fn write_startup(dir: &OutDir, startup: &Folded, subtitle: &str) -> io::Result<()> {
     let lines: Vec<String> = startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect();
-    let title = format!("Start-up page faults (exec to main): {command}");
-    write_folded_and_svg(
+    let title = "Start-up page faults (exec to main)".to_string();
+    write_folded_and_svg_counting(
         dir,
         "startup",
         &lines,
         title,
         subtitle,
-        palette(ClassSelection::All),
+        Look {
+            colors: palette(ClassSelection::All),
+            count_name: "faults",
+            by_class: true,
+        },
     )
 }
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
-pub fn write_latency(
-    dir: &OutDir,
-    folded_latency: &[Folded; 3],
-    command: &str,
-    subtitle: &str,
-) -> io::Result<()> {
+pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], subtitle: &str) -> io::Result<()> {
     for class in FaultClass::ALL {
         let lines: Vec<String> = folded_latency[class as usize]
             .iter()
@@ -197,22 +248,20 @@ pub fn write_latency(
             .collect();
         let base = format!("{}-latency", class.name());
         let title = format!(
-            "{} page-fault latency (ns in the kernel): {command}",
+            "{} page-fault latency (ns in the kernel)",
             class.name().to_uppercase()
         );
-        let selection = match class {
-            FaultClass::Minor => ClassSelection::Minor,
-            FaultClass::Major => ClassSelection::Major,
-            FaultClass::Cow => ClassSelection::Cow,
-        };
         write_folded_and_svg_counting(
             dir,
             &base,
             &lines,
             title,
             subtitle,
-            palette(selection),
-            "ns",
+            Look {
+                colors: palette_of(class),
+                count_name: "ns",
+                by_class: false,
+            },
         )?;
     }
     Ok(())
@@ -246,22 +295,28 @@ pub fn write_diff(
     )
 }
 
-/// Writes every output of a recording directory.
-pub fn write_all(dir: &OutDir, resolved: &Resolved, top: usize) -> io::Result<()> {
-    let report = &resolved.report;
-    let command = report.command_line();
-    let subtitle = report.subtitle();
+/// Writes every picture of a recording (`record` and `flamegraph` both
+/// call this, so they write the same set): the flame graphs of each class
+/// and of all, start-up, latency, and the timeline.
+pub fn write_pictures(dir: &OutDir, resolved: &Resolved) -> io::Result<()> {
+    let subtitle = picture::subtitle(&resolved.report);
     for selection in [
         ClassSelection::Minor,
         ClassSelection::Major,
         ClassSelection::Cow,
         ClassSelection::All,
     ] {
-        write_flamegraph(dir, &resolved.folded, selection, &command, &subtitle)?;
+        write_flamegraph(dir, &resolved.folded, selection, &subtitle)?;
     }
-    write_startup(dir, &resolved.startup_folded, &command, &subtitle)?;
-    write_latency(dir, &resolved.folded_latency, &command, &subtitle)?;
-    dir.write("timeline.svg", resolved.timeline_svg.as_bytes())?;
+    write_startup(dir, &resolved.startup_folded, &subtitle)?;
+    write_latency(dir, &resolved.folded_latency, &subtitle)?;
+    dir.write("timeline.svg", resolved.timeline_svg.as_bytes())
+}
+
+/// Writes every output of a recording directory.
+pub fn write_all(dir: &OutDir, resolved: &Resolved, top: usize) -> io::Result<()> {
+    let report = &resolved.report;
+    write_pictures(dir, resolved)?;
     dir.write("report.txt", report.to_text(top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     dir.write("report.json", &json)
@@ -311,8 +366,7 @@ mod tests {
                 &out,
                 &folded(),
                 selection,
-                "./app",
-                "262,822 faults: captured 262,822 (100.0%), lost 0 records",
+                "./app · 262,822 faults: captured 262,822 (100.0%), lost 0 records · truncated stacks 0.0%",
             )
             .unwrap();
             let name = format!("{}.svg", name(selection));

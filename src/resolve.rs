@@ -736,7 +736,7 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     report.warnings = warnings;
     // The timeline labels bursts with leaf functions: one name per stack.
     let mut leaf_names: FxHashMap<u32, String> = FxHashMap::default();
-    for &(_, stack, _) in &profile.timeline {
+    for &crate::analyze::TimelineFault { stack, .. } in &profile.timeline {
         leaf_names.entry(stack).or_insert_with(|| {
             expand(&profile.stacks, stack)
                 .iter()
@@ -748,11 +748,18 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     let points: Vec<timeline::Point<'_>> = profile
         .timeline
         .iter()
-        .map(|&(time, stack, class)| timeline::Point {
-            time,
-            class,
-            site: &leaf_names[&stack],
+        .map(|f| timeline::Point {
+            time: f.time,
+            class: f.class,
+            site: &leaf_names[&f.stack],
+            pid: f.pid,
+            latency_ns: f.latency_ns,
         })
+        .collect();
+    let process_names: Vec<(i32, String)> = report
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.comm.clone()))
         .collect();
     let origin = profile
         .startup
@@ -762,8 +769,9 @@ pub fn resolve(profile: &mut Profile) -> Resolved {
     let timeline_svg = timeline::svg(
         &points,
         origin,
-        &format!("Page faults over time: {}", report.command_line()),
-        &report.subtitle(),
+        &process_names,
+        "Page faults over time",
+        &crate::picture::subtitle(&report),
     );
     Resolved {
         report,

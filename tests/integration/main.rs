@@ -10,6 +10,7 @@ mod loud;
 mod names;
 mod perf_compat;
 mod perf_import;
+mod pictures;
 mod pprof;
 mod processes;
 mod record;
