@@ -537,7 +537,8 @@ fn latency_lane(
             decade_label(ns)
         );
     }
-    let mut longest: Option<(f64, f64, f64, f64)> = None;
+    let mut longest: Option<(f64, Box2)> = None;
+    let mut marks: Vec<Box2> = Vec::new();
     for per_class in slowest {
         for (class, slot) in per_class.iter().enumerate() {
             let Some((ns, end, pid)) = *slot else {
@@ -545,39 +546,76 @@ fn latency_lane(
             };
             let ns = f64::from(ns);
             let end_x = x_of_ns(end as f64);
-            let start_x = x_of_ns(end as f64 - ns).max(x0);
+            let start_x = x_of_ns(end as f64 - ns).max(x0).min(end_x - 2.0);
             let y = y_of(ns);
+            let mark = Box2 {
+                x0: start_x,
+                y0: y - 2.0,
+                x1: start_x + (end_x - start_x).max(2.0),
+                y1: y + 2.0,
+            };
             let _ = writeln!(
                 s,
                 r#"<rect class="latency" x="{:.2}" y="{:.1}" width="{:.2}" height="4" fill="{}"><title>{} fault of {}: {} in the kernel, ending at {:.3} {unit}</title></rect>"#,
-                start_x.min(end_x - 2.0),
-                y - 2.0,
-                (end_x - start_x).max(2.0),
+                mark.x0,
+                mark.y0,
+                mark.x1 - mark.x0,
                 CLASS_COLORS[class],
                 CLASS_NAMES[class],
                 escape(&name_of(pid)),
                 duration(ns),
                 (end as f64 - origin as f64) / scale
             );
-            if longest.map_or(true, |(old, ..)| ns > old) {
-                longest = Some((ns, start_x, end_x, y));
+            if longest.map_or(true, |(old, _)| ns > old) {
+                longest = Some((ns, mark));
             }
+            marks.push(mark);
         }
     }
-    if let Some((ns, start_x, end_x, y)) = longest {
+    // The slowest fault's duration beside its mark: right, left, below or
+    // above it, the first spot inside the lane clear of every other mark.
+    if let Some((ns, mark)) = longest {
         let text = duration(ns);
-        let width = text.chars().count() as f64 * LABEL_CHAR_W;
-        let (x, anchor) = if end_x + 4.0 + width <= x1 {
-            (end_x + 4.0, "start")
-        } else {
-            (start_x - 4.0, "end")
+        let chars = text.chars().count();
+        let half = chars as f64 * LABEL_CHAR_W / 2.0;
+        let (cx, cy) = ((mark.x0 + mark.x1) / 2.0, (mark.y0 + mark.y1) / 2.0);
+        let baseline = cy + (LABEL_ASCENT - LABEL_DESCENT) / 2.0;
+        let lane = Box2 {
+            x0: x0 + 1.0,
+            y0: top + 1.0,
+            x1: x1 - 1.0,
+            y1: top + LANE_H - 1.0,
         };
-        let _ = writeln!(
-            s,
-            r##"<text class="slowest" x="{x:.1}" y="{:.1}" text-anchor="{anchor}" font-family="monospace" font-size="{LABEL_FONT}" fill="#222">{}</text>"##,
-            (y + 4.0).max(top + LABEL_ASCENT + 1.0),
-            escape(&text)
-        );
+        let inside =
+            |b: &Box2| b.x0 >= lane.x0 && b.x1 <= lane.x1 && b.y0 >= lane.y0 && b.y1 <= lane.y1;
+        let candidates = [
+            label_box(mark.x1 + 4.0 + half, baseline, chars),
+            label_box(mark.x0 - 4.0 - half, baseline, chars),
+            label_box(cx, mark.y1 + 2.0 + LABEL_ASCENT, chars),
+            label_box(cx, mark.y0 - 2.0 - LABEL_DESCENT, chars),
+        ];
+        let spot = candidates
+            .iter()
+            .map(|b| {
+                // Shifted sideways into the lane when it sticks out.
+                let dx = (lane.x0 - b.x0).max(0.0) - (b.x1 - lane.x1).max(0.0);
+                Box2 {
+                    x0: b.x0 + dx,
+                    x1: b.x1 + dx,
+                    ..*b
+                }
+            })
+            .find(|b| inside(b) && !marks.iter().any(|m| m.overlaps(b)));
+        if let Some(b) = spot {
+            let _ = writeln!(
+                s,
+                r##"<text class="slowest" x="{:.2}" y="{:.2}" text-anchor="middle" font-family="monospace" font-size="{LABEL_FONT}" textLength="{:.2}" lengthAdjust="spacingAndGlyphs" fill="#222">{}</text>"##,
+                (b.x0 + b.x1) / 2.0,
+                b.y1 - LABEL_DESCENT,
+                b.x1 - b.x0,
+                escape(&text)
+            );
+        }
     }
 }
 

@@ -294,6 +294,23 @@ fn check_timeline(svg: &str) -> Vec<String> {
         }
         labels.push((b, e.text.clone()));
     }
+    // The slowest fault's duration: clear of every latency mark.
+    let marks: Vec<Box2> = els
+        .iter()
+        .filter(|e| e.get("class") == "latency")
+        .map(|e| Box2 {
+            x0: e.num("x"),
+            y0: e.num("y"),
+            x1: e.num("x") + e.num("width"),
+            y1: e.num("y") + e.num("height"),
+        })
+        .collect();
+    for e in els.iter().filter(|e| e.get("class") == "slowest") {
+        let b = label_box(e.num("x"), e.num("y"), e.text.chars().count());
+        for m in &marks {
+            assert!(!b.overlaps(m), "{:?} {b:?} on a latency mark {m:?}", e.text);
+        }
+    }
     labels.into_iter().map(|(_, t)| t).collect()
 }
 
