@@ -270,33 +270,18 @@ fn run(cli: Cli) -> Result<u8> {
                     .clone()
                     .unwrap_or_else(|| recording_dir(&args.input)),
             )?;
-            let selections = match args.class {
-                Some(class) => vec![class],
-                None => vec![
-                    flamegraph::ClassSelection::Minor,
-                    flamegraph::ClassSelection::Major,
-                    flamegraph::ClassSelection::Cow,
-                    flamegraph::ClassSelection::All,
-                ],
-            };
-            let command = resolved.report.command_line();
-            let subtitle = resolved.report.subtitle();
-            let folded = pfprof::output::folded::fold(&resolved);
             let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
-            for selection in selections {
-                flamegraph::write_flamegraph(
+            // Every picture `record` writes, from the one list it uses.
+            match args.class {
+                Some(class) => flamegraph::write_flamegraph(
                     &out_dir,
-                    &folded.by_class,
-                    selection,
-                    &command,
-                    &subtitle,
-                )
-                .with_context(context)?;
+                    &pfprof::output::folded::fold(&resolved).by_class,
+                    class,
+                    &pfprof::output::picture::subtitle(&resolved.report),
+                ),
+                None => pfprof::output::write_pictures(&out_dir, &resolved),
             }
-            if args.class.is_none() {
-                flamegraph::write_startup(&out_dir, &folded.startup, &command, &subtitle)
-                    .with_context(context)?;
-            }
+            .with_context(context)?;
             let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
             pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
                 format!(

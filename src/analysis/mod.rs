@@ -167,8 +167,8 @@ pub struct Profile {
     pub counts: FxHashMap<SampleKey, Tally>,
     /// Latency of every paired fault, ns, per class.
     pub latencies: [Vec<u64>; 3],
-    /// Every fault in time order: (time, stack, class), for the timeline.
-    pub timeline: Vec<(u64, StackId, FaultClass)>,
+    /// Every fault in time order, for the timeline.
+    pub timeline: Vec<TimelineFault>,
     /// Totals.
     pub totals: Totals,
     /// Whether the recording has fault-entry tracepoints.
@@ -635,7 +635,13 @@ impl Analyzer {
             }
         }
 
-        profile.timeline.push((sample.time, stack, class));
+        profile.timeline.push(TimelineFault {
+            time: sample.time,
+            stack,
+            class,
+            pid: sample.pid,
+            latency_ns: latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
+        });
         if self.live {
             self.last = Some(Classified {
                 time: sample.time,
@@ -672,6 +678,21 @@ impl Analyzer {
             profile.latencies[class_index].push(ns);
         }
     }
+}
+
+/// One fault on the timeline.
+#[derive(Debug, Clone, Copy)]
+pub struct TimelineFault {
+    /// When it completed (ns, the recording's clock).
+    pub time: u64,
+    /// Its stack.
+    pub stack: StackId,
+    /// Its class.
+    pub class: FaultClass,
+    /// Its process.
+    pub pid: i32,
+    /// Time in the kernel (ns, at most u32::MAX), when its entry was seen.
+    pub latency_ns: Option<u32>,
 }
 
 /// The symbolizer's settings for this analysis.

@@ -62,6 +62,10 @@ pub struct TimePoint {
     pub class: FaultClass,
     /// Key into [`Model::stacks`].
     pub stack: StackId,
+    /// Its process.
+    pub pid: i32,
+    /// Time in the kernel (ns, at most u32::MAX), when its entry was seen.
+    pub latency_ns: Option<u32>,
 }
 
 impl Model {

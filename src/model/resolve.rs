@@ -716,9 +716,15 @@ pub fn resolve(profile: &mut Profile) -> Model {
     let timeline = profile
         .timeline
         .iter()
-        .map(|&(time, stack, class)| {
-            keep_stack(stack);
-            TimePoint { time, class, stack }
+        .map(|f| {
+            keep_stack(f.stack);
+            TimePoint {
+                time: f.time,
+                class: f.class,
+                stack: f.stack,
+                pid: f.pid,
+                latency_ns: f.latency_ns,
+            }
         })
         .collect();
     let timeline_origin = profile

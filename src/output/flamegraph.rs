@@ -4,13 +4,14 @@
 
 use std::io::{self, Write};
 
-use inferno::flamegraph::color::{BasicPalette, Palette};
+use inferno::flamegraph::color::{BackgroundColor, BasicPalette, Palette, PaletteMap};
 use inferno::flamegraph::{self, Options};
 
 use crate::analysis::classify::FaultClass;
 use crate::format::outdir::OutDir;
 use crate::output::folded::Folded;
-use crate::text::{display_safe, xml_text};
+use crate::output::picture;
+use crate::text::display_safe;
 
 /// Which flame graphs to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,6 +32,14 @@ fn palette(selection: ClassSelection) -> Palette {
         ClassSelection::Major => BasicPalette::Red,
         ClassSelection::Cow => BasicPalette::Orange,
         ClassSelection::All => BasicPalette::Hot,
+    })
+}
+
+fn palette_of(class: FaultClass) -> Palette {
+    palette(match class {
+        FaultClass::Minor => ClassSelection::Minor,
+        FaultClass::Major => ClassSelection::Major,
+        FaultClass::Cow => ClassSelection::Cow,
     })
 }
 
@@ -66,22 +75,6 @@ pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<Stri
     }
 }
 
-fn write_empty_svg(dir: &OutDir, name: &str, title: &str, subtitle: &str) -> io::Result<()> {
-    dir.write(
-        name,
-        format!(
-            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"140\" \
-             xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
-             <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{}</text>\
-             <text x=\"600\" y=\"66\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"12\">{}</text>\
-             <text x=\"600\" y=\"100\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n",
-            xml_text(title),
-            xml_text(subtitle)
-        )
-        .as_bytes(),
-    )
-}
-
 /// Writes `<base>.folded` and `<base>.svg` from folded lines.
 fn write_folded_and_svg(
     dir: &OutDir,
@@ -91,7 +84,61 @@ fn write_folded_and_svg(
     subtitle: &str,
     colors: Palette,
 ) -> io::Result<()> {
-    write_folded_and_svg_counting(dir, base, lines, title, subtitle, colors, "faults")
+    let look = Look {
+        colors,
+        count_name: "faults",
+        by_class: false,
+    };
+    write_folded_and_svg_counting(dir, base, lines, title, subtitle, look)
+}
+
+/// How a flame graph is drawn.
+struct Look<'a> {
+    colors: Palette,
+    /// What the counts are (`faults`, `ns`).
+    count_name: &'a str,
+    /// Whether the root's children are the classes, each subtree in its
+    /// class's palette.
+    by_class: bool,
+}
+
+/// inferno's options for one of pfprof's flame graphs.
+fn options<'a>(title: &str, subtitle: &str, colors: Palette, count_name: &str) -> Options<'a> {
+    let mut options = Options::default();
+    // inferno escapes <>&" itself; control characters it passes through.
+    options.title = display_safe(title).into_owned();
+    options.subtitle = Some(display_safe(subtitle).into_owned());
+    options.count_name = count_name.into();
+    options.colors = colors;
+    options.hash = true;
+    options.deterministic = true;
+    options
+}
+
+/// The colours each class's own graph gives the names of `lines` (folded
+/// lines whose root frame is the class): drawn once, thrown away.
+fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]> {
+    let mut maps: [PaletteMap; 3] = Default::default();
+    for class in FaultClass::ALL {
+        let prefix = format!("{};", class.name());
+        let class_lines: Vec<String> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+            .collect();
+        let map = &mut maps[class as usize];
+        *map = picture::palette_map(&class_lines);
+        if class_lines.is_empty() {
+            continue;
+        }
+        let mut options = options("", "", palette_of(class), count_name);
+        options.palette_map = Some(map);
+        flamegraph::from_lines(
+            &mut options,
+            class_lines.iter().map(String::as_str),
+            io::sink(),
+        )?;
+    }
+    Ok(maps)
 }
 
 fn write_folded_and_svg_counting(
@@ -100,9 +147,13 @@ fn write_folded_and_svg_counting(
     lines: &[String],
     title: String,
     subtitle: &str,
-    colors: Palette,
-    count_name: &str,
+    look: Look<'_>,
 ) -> io::Result<()> {
+    let Look {
+        colors,
+        count_name,
+        by_class,
+    } = look;
     dir.write_with(&format!("{base}.folded"), |out| {
         for line in lines {
             writeln!(out, "{line}")?;
@@ -111,19 +162,22 @@ fn write_folded_and_svg_counting(
     })?;
     let svg_name = format!("{base}.svg");
     if lines.is_empty() {
-        return write_empty_svg(dir, &svg_name, &title, subtitle);
+        return dir.write(&svg_name, picture::empty_svg(&title, subtitle).as_bytes());
     }
-    let mut options = Options::default();
-    // inferno escapes <>&" itself; control characters it passes through.
-    options.title = display_safe(&title).into_owned();
-    options.subtitle = Some(display_safe(subtitle).into_owned());
-    options.count_name = count_name.into();
-    options.colors = colors;
-    options.hash = true;
-    options.deterministic = true;
-    dir.write_with(&svg_name, |out| {
-        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
-    })
+    let mut map = picture::palette_map(lines);
+    let mut options = options(&title, subtitle, colors, count_name);
+    if !by_class {
+        options.palette_map = Some(&mut map);
+        return dir.write_with(&svg_name, |out| {
+            flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
+        });
+    }
+    let maps = class_maps(lines, count_name)?;
+    options.bgcolors = Some(BackgroundColor::Grey);
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    let svg = String::from_utf8(svg).map_err(io::Error::other)?;
+    dir.write(&svg_name, picture::recolor_by_class(&svg, &maps).as_bytes())
 }
 
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
@@ -131,55 +185,52 @@ pub fn write_flamegraph(
     dir: &OutDir,
     folded: &[Folded; 3],
     selection: ClassSelection,
-    command: &str,
     subtitle: &str,
 ) -> io::Result<()> {
     let base = name(selection);
     let title = match selection {
-        ClassSelection::All => format!("Page faults (all classes): {command}"),
-        _ => format!("{} page faults: {command}", base.to_uppercase()),
+        ClassSelection::All => "Page faults by class: minor, major, cow".to_string(),
+        _ => format!("{} page faults", base.to_uppercase()),
     };
-    write_folded_and_svg(
+    write_folded_and_svg_counting(
         dir,
         base,
         &folded_lines(folded, selection),
         title,
         subtitle,
-        palette(selection),
+        Look {
+            colors: palette(selection),
+            count_name: "faults",
+            by_class: selection == ClassSelection::All,
+        },
     )
 }
 
 /// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`,
 /// class as the root frame.
-pub fn write_startup(
-    dir: &OutDir,
-    startup: &Folded,
-    command: &str,
-    subtitle: &str,
-) -> io::Result<()> {
+pub fn write_startup(dir: &OutDir, startup: &Folded, subtitle: &str) -> io::Result<()> {
     let lines: Vec<String> = startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect();
-    let title = format!("Start-up page faults (exec to main): {command}");
-    write_folded_and_svg(
+    let title = "Start-up page faults (exec to main)".to_string();
+    write_folded_and_svg_counting(
         dir,
         "startup",
         &lines,
         title,
         subtitle,
-        palette(ClassSelection::All),
+        Look {
+            colors: palette(ClassSelection::All),
+            count_name: "faults",
+            by_class: true,
+        },
     )
 }
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
-pub fn write_latency(
-    dir: &OutDir,
-    folded_latency: &[Folded; 3],
-    command: &str,
-    subtitle: &str,
-) -> io::Result<()> {
+pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], subtitle: &str) -> io::Result<()> {
     for class in FaultClass::ALL {
         let lines: Vec<String> = folded_latency[class as usize]
             .iter()
@@ -187,25 +238,51 @@ pub fn write_latency(
             .collect();
         let base = format!("{}-latency", class.name());
         let title = format!(
-            "{} page-fault latency (ns in the kernel): {command}",
+            "{} page-fault latency (ns in the kernel)",
             class.name().to_uppercase()
         );
-        let selection = match class {
-            FaultClass::Minor => ClassSelection::Minor,
-            FaultClass::Major => ClassSelection::Major,
-            FaultClass::Cow => ClassSelection::Cow,
-        };
         write_folded_and_svg_counting(
             dir,
             &base,
             &lines,
             title,
             subtitle,
-            palette(selection),
-            "ns",
+            Look {
+                colors: palette_of(class),
+                count_name: "ns",
+                by_class: false,
+            },
         )?;
     }
     Ok(())
+}
+
+/// Writes `diff.folded` and `diff.svg`, a differential flame graph of two
+/// runs' folded stacks (red: more faults in the second run, blue: fewer).
+pub fn write_diff(
+    dir: &OutDir,
+    before: &[String],
+    after: &[String],
+    title: String,
+    subtitle: &str,
+) -> io::Result<()> {
+    let mut diff = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options::default(),
+        before.join("\n").as_bytes(),
+        after.join("\n").as_bytes(),
+        &mut diff,
+    )?;
+    let text = String::from_utf8_lossy(&diff);
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    write_folded_and_svg(
+        dir,
+        "diff",
+        &lines,
+        title,
+        subtitle,
+        palette(ClassSelection::All),
+    )
 }
 
 #[cfg(test)]
@@ -252,8 +329,7 @@ mod tests {
                 &out,
                 &folded(),
                 selection,
-                "./app",
-                "262,822 faults: captured 262,822 (100.0%), lost 0 records",
+                "./app · 262,822 faults: captured 262,822 (100.0%), lost 0 records · truncated stacks 0.0%",
             )
             .unwrap();
             let name = format!("{}.svg", name(selection));

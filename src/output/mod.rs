@@ -10,16 +10,17 @@ pub mod diff;
 pub mod diff_svg;
 pub mod flamegraph;
 pub mod folded;
+pub mod picture;
 pub mod pprof;
 pub mod stream;
 pub mod text;
 pub mod timeline;
 
-/// Writes every output of a recording directory.
-pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
-    let report = &model.report;
-    let command = report.command_line();
-    let subtitle = report.subtitle();
+/// Writes every picture of a recording (`record` and `flamegraph` both
+/// call this, so they write the same set): the flame graphs of each class
+/// and of all, start-up, latency, and the timeline.
+pub fn write_pictures(dir: &OutDir, model: &Model) -> io::Result<()> {
+    let subtitle = picture::subtitle(&model.report);
     let folded = fold(model);
     for selection in [
         flamegraph::ClassSelection::Minor,
@@ -27,11 +28,17 @@ pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
         flamegraph::ClassSelection::Cow,
         flamegraph::ClassSelection::All,
     ] {
-        flamegraph::write_flamegraph(dir, &folded.by_class, selection, &command, &subtitle)?;
+        flamegraph::write_flamegraph(dir, &folded.by_class, selection, &subtitle)?;
     }
-    flamegraph::write_startup(dir, &folded.startup, &command, &subtitle)?;
-    flamegraph::write_latency(dir, &folded.latency, &command, &subtitle)?;
-    dir.write("timeline.svg", timeline::render(model).as_bytes())?;
+    flamegraph::write_startup(dir, &folded.startup, &subtitle)?;
+    flamegraph::write_latency(dir, &folded.latency, &subtitle)?;
+    dir.write("timeline.svg", timeline::render(model).as_bytes())
+}
+
+/// Writes every output of a recording directory.
+pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
+    let report = &model.report;
+    write_pictures(dir, model)?;
     dir.write("report.txt", text::report_txt(report, top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     dir.write("report.json", &json)

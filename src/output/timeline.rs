@@ -7,29 +7,49 @@ use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
 use crate::model::Model;
+use crate::output::picture::{self, CLASS_COLORS};
 use crate::text::thousands;
 
 const WIDTH: f64 = 1200.0;
-const HEIGHT: f64 = 480.0;
-const LEFT: f64 = 80.0;
+/// Left margin: y-axis numbers and the process lanes' names.
+const LEFT: f64 = 130.0;
 const RIGHT: f64 = 30.0;
-const TOP: f64 = 60.0;
-const BOTTOM: f64 = 70.0;
+/// Top of the bar plot (title, subtitle and legend above).
+const TOP: f64 = 72.0;
+const PLOT_H: f64 = 280.0;
 const BINS: usize = 200;
-const COLORS: [(&str, &str); 3] = [
-    ("minor", "#3fa7c4"),
-    ("major", "#d7301f"),
-    ("cow", "#f39c12"),
+const CLASS_NAMES: [&str; 3] = ["minor", "major", "cow"];
+/// Burst labels: monospace, so a label's box is known exactly (and
+/// `textLength` holds the text to it).
+const LABEL_FONT: f64 = 11.0;
+const LABEL_CHAR_W: f64 = LABEL_FONT * 0.6;
+/// A label's box around its baseline: ascent above, descent below.
+const LABEL_ASCENT: f64 = 9.0;
+const LABEL_DESCENT: f64 = 3.0;
+const MAX_LABELS: usize = 6;
+/// The latency lane: log scale, from 1 µs up.
+const LANE_H: f64 = 80.0;
+const LATENCY_FLOOR_NS: f64 = 1e3;
+/// Processes with a lane of their own; the rest share one.
+const PROCESS_LANES: usize = 6;
+const PROCESS_LANE_H: f64 = 12.0;
+const PROCESS_COLORS: [&str; PROCESS_LANES + 1] = [
+    "#4c72b0", "#55a868", "#8172b2", "#c44e52", "#937860", "#da8bc3", "#8c8c8c",
 ];
 
-/// One fault: time (ns), class, and the name of its leaf code site.
+/// One fault: time (ns), class, process, latency and the name of its leaf
+/// code site.
 pub struct Point<'a> {
-    /// Time (ns, the recording's clock).
+    /// Time the fault completed (ns, the recording's clock).
     pub time: u64,
     /// Class.
     pub class: FaultClass,
     /// Leaf function, for labelling bursts.
     pub site: &'a str,
+    /// Process.
+    pub pid: i32,
+    /// Time in the kernel, when measured.
+    pub latency_ns: Option<u32>,
 }
 
 use crate::text::xml_text as escape;
@@ -54,19 +74,137 @@ pub fn render(model: &Model) -> String {
             time: p.time,
             class: p.class,
             site: model.leaf_function(p.stack).unwrap_or("[no stack]"),
+            pid: p.pid,
+            latency_ns: p.latency_ns,
         })
+        .collect();
+    let processes: Vec<(i32, String)> = model
+        .report
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.comm.clone()))
         .collect();
     svg(
         &points,
         model.timeline_origin,
-        &format!("Page faults over time: {}", model.report.command_line()),
-        &model.report.subtitle(),
+        &processes,
+        "Page faults over time",
+        &picture::subtitle(&model.report),
     )
 }
 
+/// A box on the canvas: x0 ≤ x1, y0 ≤ y1 (y grows down).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Box2 {
+    /// Left.
+    pub x0: f64,
+    /// Top.
+    pub y0: f64,
+    /// Right.
+    pub x1: f64,
+    /// Bottom.
+    pub y1: f64,
+}
+
+impl Box2 {
+    /// Whether two boxes share any area (touching edges do not).
+    pub fn overlaps(&self, other: &Box2) -> bool {
+        self.x0 < other.x1 && other.x0 < self.x1 && self.y0 < other.y1 && other.y0 < self.y1
+    }
+}
+
+/// The box of a burst label: centred at `x`, baseline `y`, `chars` long.
+pub fn label_box(x: f64, y: f64, chars: usize) -> Box2 {
+    let half = chars as f64 * LABEL_CHAR_W / 2.0;
+    Box2 {
+        x0: x - half,
+        y0: y - LABEL_ASCENT,
+        x1: x + half,
+        y1: y + LABEL_DESCENT,
+    }
+}
+
+/// Where a label of `chars` characters for `bar` goes: the lowest free spot above its bar, inside
+/// the plot (`plot`), clear of every bar (`tops`: each bin's top y, bins of
+/// width `bin_w` from `plot.x0`) and of the labels `placed`. None if the
+/// plot has no room.
+fn place_label(
+    chars: usize,
+    bar: Box2,
+    plot: Box2,
+    tops: &[f64],
+    bin_w: f64,
+    placed: &[Box2],
+) -> Option<Box2> {
+    let width = chars as f64 * LABEL_CHAR_W;
+    if width > plot.x1 - plot.x0 - 4.0 {
+        return None;
+    }
+    let centre = ((bar.x0 + bar.x1) / 2.0)
+        .max(plot.x0 + 2.0 + width / 2.0)
+        .min(plot.x1 - 2.0 - width / 2.0);
+    let mut y = bar.y0 - 2.0 - LABEL_DESCENT;
+    while y - LABEL_ASCENT >= plot.y0 + 2.0 {
+        let b = label_box(centre, y, chars);
+        let first = (((b.x0 - plot.x0) / bin_w).floor().max(0.0)) as usize;
+        let last = (((b.x1 - plot.x0) / bin_w).ceil() as usize).min(tops.len());
+        let clear_of_bars = tops[first.min(tops.len())..last]
+            .iter()
+            .all(|top| *top >= b.y1 + 1.0);
+        let padded = Box2 {
+            x0: b.x0 - 3.0,
+            y0: b.y0 - 1.0,
+            x1: b.x1 + 3.0,
+            y1: b.y1 + 1.0,
+        };
+        if clear_of_bars && !placed.iter().any(|p| p.overlaps(&padded)) {
+            return Some(b);
+        }
+        y -= 4.0;
+    }
+    None
+}
+
+/// A bin's slowest fault per class: (latency ns, end time, pid).
+type Slowest = [Option<(u32, u64, i32)>; 3];
+
+/// `1µs`, `10µs`, …, `1s` for a power of ten in ns.
+fn decade_label(ns: f64) -> String {
+    match ns {
+        n if n >= 1e9 => format!("{}s", trim_float(n / 1e9)),
+        n if n >= 1e6 => format!("{}ms", trim_float(n / 1e6)),
+        n => format!("{}µs", trim_float(n / 1e3)),
+    }
+}
+
+/// A duration for a person: `11.4 ms`, `250 µs`.
+fn duration(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.1} ms", ns / 1e6)
+    } else {
+        format!("{:.0} µs", ns / 1e3)
+    }
+}
+
 /// The SVG. `origin` is time zero (the exec, or the first record);
-/// `subtitle` says what was captured and lost ([`crate::model::report::Report::subtitle`]).
-pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> String {
+/// `processes` names pids for the process lanes; `subtitle` says what
+/// was captured and lost ([`crate::output::picture::subtitle`]).
+///
+/// Top to bottom: faults per bar, stacked by class, the highest bursts
+/// labelled with their top code site; a latency lane (each bar's slowest
+/// fault per class, as a span from its entry to its completion on a log
+/// scale, the slowest of all labelled), when latency was measured; one
+/// lane per process (the busiest few; the rest share one) when several
+/// processes faulted.
+pub fn svg(
+    points: &[Point<'_>],
+    origin: u64,
+    processes: &[(i32, String)],
+    title: &str,
+    subtitle: &str,
+) -> String {
     let end = points
         .iter()
         .map(|p| p.time)
@@ -75,12 +213,24 @@ pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> St
         .max(origin + 1);
     let span_ns = (end - origin) as f64;
     let bin_ns = (span_ns / BINS as f64).max(1.0);
+    let bin_of = |time: u64| -> usize {
+        ((time.saturating_sub(origin) as f64 / bin_ns) as usize).min(BINS - 1)
+    };
     let mut bins = vec![[0u64; 3]; BINS];
     let mut sites: Vec<std::collections::HashMap<&str, u64>> = vec![Default::default(); BINS];
+    let mut slowest: Vec<Slowest> = vec![[None; 3]; BINS];
+    let mut per_pid: std::collections::BTreeMap<i32, u64> = Default::default();
     for p in points {
-        let bin = (((p.time.saturating_sub(origin)) as f64 / bin_ns) as usize).min(BINS - 1);
+        let bin = bin_of(p.time);
         bins[bin][p.class as usize] += 1;
         *sites[bin].entry(p.site).or_default() += 1;
+        *per_pid.entry(p.pid).or_default() += 1;
+        if let Some(ns) = p.latency_ns {
+            let slot = &mut slowest[bin][p.class as usize];
+            if slot.map_or(true, |(old, _, _)| ns > old) {
+                *slot = Some((ns, p.time, p.pid));
+            }
+        }
     }
     let peak = bins
         .iter()
@@ -88,10 +238,15 @@ pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> St
         .max()
         .unwrap_or(0)
         .max(1);
+    // Headroom above the tallest bar for its label: the axis runs to a
+    // tick at least a quarter above the peak.
+    let y_step = nice_step(peak as f64 * 1.25, 5.0).max(1.0);
+    let y_max = ((peak as f64 * 1.25) / y_step).ceil() * y_step;
     let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
+    let axis_y = TOP + PLOT_H;
+    let x_of_ns = |ns: f64| LEFT + plot_w * ns / span_ns;
     let x_of = |bin: usize| LEFT + plot_w * bin as f64 / BINS as f64;
-    let y_of = |count: f64| TOP + plot_h - plot_h * count / peak as f64;
+    let y_of = |count: f64| axis_y - PLOT_H * count / y_max;
     let (unit, scale) = if span_ns >= 2e9 {
         ("s", 1e9)
     } else if span_ns >= 2e6 {
@@ -99,52 +254,84 @@ pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> St
     } else {
         ("µs", 1e3)
     };
+    let name_of = |pid: i32| -> String {
+        let comm = processes
+            .iter()
+            .find(|(p, _)| *p == pid)
+            .map_or("?", |(_, c)| c.as_str());
+        format!("{}[{pid}]", shorten(comm, 10))
+    };
+
+    // Below the bars: the latency lane, then the process lanes.
+    let has_latency = slowest.iter().flatten().any(Option::is_some);
+    let mut busiest: Vec<(i32, u64)> = per_pid.iter().map(|(p, n)| (*p, *n)).collect();
+    busiest.sort_by_key(|(pid, n)| (std::cmp::Reverse(*n), *pid));
+    let lanes = if busiest.len() > 1 {
+        busiest.len().min(PROCESS_LANES) + usize::from(busiest.len() > PROCESS_LANES)
+    } else {
+        0
+    };
+    let mut cursor = axis_y + 34.0;
+    let lane_top = cursor + 14.0;
+    if has_latency {
+        cursor = lane_top + LANE_H + 12.0;
+    }
+    let process_top = cursor + 14.0;
+    if lanes > 0 {
+        cursor = process_top + lanes as f64 * (PROCESS_LANE_H + 3.0) + 8.0;
+    }
+    let caption_y = cursor + 12.0;
+    let height = caption_y + 16.0;
 
     let mut s = String::new();
     let _ = writeln!(
         s,
         r##"<?xml version="1.0" standalone="no"?>
-<svg version="1.1" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" font-family="Verdana, sans-serif" font-size="12">
+<svg version="1.1" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" xmlns="http://www.w3.org/2000/svg" font-family="Verdana, sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="#ffffff"/>
 <text x="{}" y="24" text-anchor="middle" font-size="17">{}</text>
-<text x="{}" y="44" text-anchor="middle" fill="#555">{}; {:.1} {unit}; bars: faults per {:.3} {unit}</text>"##,
+<text x="{}" y="44" text-anchor="middle" fill="#555">{}</text>"##,
         WIDTH / 2.0,
         escape(title),
         WIDTH / 2.0,
         escape(subtitle),
-        span_ns / scale,
-        bin_ns / scale
     );
-    // Axes, ticks and grid.
-    let _ = writeln!(
-        s,
-        r##"<line x1="{LEFT}" y1="{}" x2="{}" y2="{}" stroke="#000"/>"##,
-        TOP + plot_h,
-        LEFT + plot_w,
-        TOP + plot_h
-    );
-    let _ = writeln!(
-        s,
-        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{}" stroke="#000"/>"##,
-        TOP + plot_h
-    );
+    // Legend, above the plot.
+    for (i, name) in CLASS_NAMES.iter().enumerate() {
+        let x = LEFT + plot_w - 240.0 + 80.0 * i as f64;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{name}</text>"#,
+            TOP - 18.0,
+            CLASS_COLORS[i],
+            x + 16.0,
+            TOP - 8.0
+        );
+    }
+    // Time grid through the bars and the lanes; the x axis and its ticks.
+    let lanes_bottom = cursor;
     let x_step = nice_step(span_ns / scale, 10.0);
     let mut t = 0.0;
     while t <= span_ns / scale + 1e-9 {
-        let x = LEFT + plot_w * (t * scale) / span_ns;
+        let x = x_of_ns(t * scale);
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#000"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            TOP + plot_h,
-            TOP + plot_h + 5.0,
-            TOP + plot_h + 18.0,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{axis_y}" stroke="#eee"/><line x1="{x:.1}" y1="{axis_y}" x2="{x:.1}" y2="{}" stroke="#000"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            axis_y + 5.0,
+            axis_y + 18.0,
             trim_float(t)
         );
+        if has_latency || lanes > 0 {
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{lanes_bottom}" stroke="#eee"/>"##,
+                axis_y + 26.0
+            );
+        }
         t += x_step;
     }
-    let y_step = nice_step(peak as f64, 5.0).max(1.0);
     let mut v = 0.0;
-    while v <= peak as f64 + 1e-9 {
+    while v <= y_max + 1e-9 {
         let y = y_of(v);
         let _ = writeln!(
             s,
@@ -159,21 +346,24 @@ pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> St
     }
     let _ = writeln!(
         s,
-        r#"<text x="{}" y="{}" text-anchor="middle">time since start ({unit})</text>"#,
-        LEFT + plot_w / 2.0,
-        HEIGHT - 30.0
+        r##"<rect class="frame" x="{LEFT}" y="{TOP}" width="{plot_w}" height="{PLOT_H}" fill="none" stroke="#bbb"/>
+<line class="axis" x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#000"/>
+<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{axis_y}" stroke="#000"/>"##,
+        LEFT + plot_w,
     );
     let _ = writeln!(
         s,
-        r#"<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">faults per bar</text>"#,
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0
+        r#"<text x="{}" y="{}" text-anchor="middle" transform="rotate(-90 {} {})">faults per bar</text>"#,
+        LEFT - 100.0,
+        TOP + PLOT_H / 2.0,
+        LEFT - 100.0,
+        TOP + PLOT_H / 2.0
     );
     // Stacked bars.
     let bar_w = plot_w / BINS as f64;
     for (bin, counts) in bins.iter().enumerate() {
         let mut base = 0.0;
-        for (class, (name, color)) in COLORS.iter().enumerate() {
+        for (class, name) in CLASS_NAMES.iter().enumerate() {
             let n = counts[class] as f64;
             if n == 0.0 {
                 continue;
@@ -181,59 +371,281 @@ pub fn svg(points: &[Point<'_>], origin: u64, title: &str, subtitle: &str) -> St
             let (y_top, y_bottom) = (y_of(base + n), y_of(base));
             let _ = writeln!(
                 s,
-                r#"<rect x="{:.2}" y="{y_top:.2}" width="{:.2}" height="{:.2}" fill="{color}"><title>{} {name} faults at {:.3} {unit}</title></rect>"#,
+                r#"<rect class="bar" x="{:.2}" y="{y_top:.2}" width="{:.2}" height="{:.2}" fill="{}"><title>{} {name} faults at {:.3} {unit}</title></rect>"#,
                 x_of(bin),
-                bar_w.max(0.5),
+                bar_w,
                 (y_bottom - y_top).max(0.5),
+                CLASS_COLORS[class],
                 n,
                 bin as f64 * bin_ns / scale
             );
             base += n;
         }
     }
-    // Label the bursts: the highest bars that stand well apart.
+    // Label the bursts: the highest bars that stand apart, each label in
+    // the lowest free spot above its bar (a leader line if lifted).
+    let tops: Vec<f64> = bins
+        .iter()
+        .map(|b| {
+            let n = b.iter().sum::<u64>();
+            if n == 0 {
+                axis_y
+            } else {
+                y_of(n as f64).min(axis_y - 0.5)
+            }
+        })
+        .collect();
+    let plot = Box2 {
+        x0: LEFT,
+        y0: TOP,
+        x1: LEFT + plot_w,
+        y1: axis_y,
+    };
     let mut order: Vec<usize> = (0..BINS)
         .filter(|b| bins[*b].iter().sum::<u64>() > 0)
         .collect();
-    order.sort_by_key(|b| std::cmp::Reverse(bins[*b].iter().sum::<u64>()));
+    order.sort_by_key(|b| (std::cmp::Reverse(bins[*b].iter().sum::<u64>()), *b));
     let mut labelled: Vec<usize> = Vec::new();
-    for bin in order {
-        if labelled.len() == 5 {
+    let mut placed: Vec<Box2> = Vec::new();
+    for bin in order.into_iter().take(4 * MAX_LABELS) {
+        if labelled.len() == MAX_LABELS {
             break;
         }
-        if labelled.iter().any(|l| l.abs_diff(bin) < BINS / 12) {
+        if labelled.iter().any(|l| l.abs_diff(bin) < BINS / 20) {
             continue;
         }
-        let total: u64 = bins[bin].iter().sum();
         let Some((site, _)) = sites[bin]
             .iter()
             .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
         else {
             continue;
         };
-        let x = x_of(bin) + bar_w / 2.0;
-        let y = y_of(total as f64) - 6.0;
+        let text = shorten(site, 32);
+        let chars = text.chars().count();
+        let Some(b) = place_label(
+            chars,
+            Box2 {
+                x0: x_of(bin),
+                y0: tops[bin],
+                x1: x_of(bin) + bar_w,
+                y1: axis_y,
+            },
+            plot,
+            &tops,
+            bar_w,
+            &placed,
+        ) else {
+            continue;
+        };
+        let x = (b.x0 + b.x1) / 2.0;
+        if tops[bin] - b.y1 > 6.0 {
+            let bx = x_of(bin) + bar_w / 2.0;
+            let _ = writeln!(
+                s,
+                r##"<line class="leader" x1="{bx:.1}" y1="{:.1}" x2="{bx:.1}" y2="{:.1}" stroke="#888" stroke-width="0.7"/>"##,
+                b.y1 + 1.0,
+                tops[bin] - 1.0
+            );
+        }
         let _ = writeln!(
             s,
-            r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="11" fill="#222">{}</text>"##,
-            y.max(TOP + 10.0),
-            escape(&shorten(site, 32))
+            r##"<text class="burst" x="{x:.2}" y="{:.2}" text-anchor="middle" font-family="monospace" font-size="{LABEL_FONT}" textLength="{:.2}" lengthAdjust="spacingAndGlyphs" fill="#222">{}</text>"##,
+            b.y1 - LABEL_DESCENT,
+            b.x1 - b.x0,
+            escape(&text)
         );
         labelled.push(bin);
+        placed.push(b);
     }
-    // Legend.
-    for (i, (name, color)) in COLORS.iter().enumerate() {
-        let x = LEFT + plot_w - 240.0 + 80.0 * i as f64;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{color}"/><text x="{}" y="{}">{name}</text>"#,
-            TOP - 8.0,
-            x + 16.0,
-            TOP + 2.0
+    if has_latency {
+        latency_lane(
+            &mut s,
+            &slowest,
+            lane_top,
+            &|ns| x_of_ns(ns - origin as f64),
+            &|pid| name_of(pid),
+            (unit, scale, origin),
         );
     }
+    if lanes > 0 {
+        let _ = writeln!(
+            s,
+            r##"<text x="{LEFT}" y="{}" fill="#555">processes (shade: faults per bar)</text>"##,
+            process_top - 4.0
+        );
+        let lane_of: std::collections::HashMap<i32, usize> = busiest
+            .iter()
+            .enumerate()
+            .map(|(i, (pid, _))| (*pid, i.min(PROCESS_LANES)))
+            .collect();
+        let mut counts = vec![vec![0u64; BINS]; lanes];
+        for p in points {
+            counts[lane_of[&p.pid]][bin_of(p.time)] += 1;
+        }
+        for (lane, row) in counts.iter().enumerate() {
+            let y = process_top + lane as f64 * (PROCESS_LANE_H + 3.0);
+            let name = if lane < PROCESS_LANES {
+                name_of(busiest[lane].0)
+            } else {
+                format!("{} others", busiest.len() - PROCESS_LANES)
+            };
+            let faults: u64 = row.iter().sum();
+            let _ = writeln!(
+                s,
+                r##"<text class="lane" x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
+                LEFT - 6.0,
+                y + PROCESS_LANE_H - 2.0,
+                escape(&name)
+            );
+            let max = row.iter().copied().max().unwrap_or(1).max(1) as f64;
+            for (bin, n) in row.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let _ = writeln!(
+                    s,
+                    r#"<rect class="proc" x="{:.2}" y="{y:.1}" width="{bar_w:.2}" height="{PROCESS_LANE_H}" fill="{}" fill-opacity="{:.2}"><title>{}: {n} of its {} faults at {:.3} {unit}</title></rect>"#,
+                    x_of(bin),
+                    PROCESS_COLORS[lane],
+                    0.3 + 0.7 * *n as f64 / max,
+                    escape(&name),
+                    thousands(faults),
+                    bin as f64 * bin_ns / scale
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{caption_y}" text-anchor="middle">time since start ({unit}); {:.1} {unit} recorded, one bar = {:.3} {unit}</text>"#,
+        LEFT + plot_w / 2.0,
+        span_ns / scale,
+        bin_ns / scale
+    );
     s.push_str("</svg>\n");
     s
+}
+
+/// The latency lane at `top`: each bin's slowest fault per class as a span
+/// from its entry to its completion, at its latency on a log scale; the
+/// slowest of all labelled with its duration.
+fn latency_lane(
+    s: &mut String,
+    slowest: &[Slowest],
+    top: f64,
+    x_of_ns: &dyn Fn(f64) -> f64,
+    name_of: &dyn Fn(i32) -> String,
+    (unit, scale, origin): (&str, f64, u64),
+) {
+    let max_ns = slowest
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|(ns, _, _)| f64::from(*ns))
+        .fold(LATENCY_FLOOR_NS, f64::max);
+    // Decades from 1 µs to the first power of ten above the slowest.
+    let decades = (max_ns / LATENCY_FLOOR_NS).log10().floor().max(0.0) + 1.0;
+    let y_of = |ns: f64| {
+        let at = (ns.max(LATENCY_FLOOR_NS) / LATENCY_FLOOR_NS).log10() / decades;
+        // 6 pixels inside the lane's frame at either end.
+        top + LANE_H - 6.0 - (LANE_H - 12.0) * at.min(1.0)
+    };
+    let (x0, x1) = (LEFT, WIDTH - RIGHT);
+    let _ = writeln!(
+        s,
+        r##"<text x="{x0}" y="{}" fill="#555">fault latency (slowest per bar and class; a span from entry to completion)</text>
+<rect x="{x0}" y="{top}" width="{}" height="{LANE_H}" fill="none" stroke="#bbb"/>"##,
+        top - 4.0,
+        x1 - x0
+    );
+    for d in 0..=decades as u32 {
+        let ns = LATENCY_FLOOR_NS * 10f64.powi(d as i32);
+        let y = y_of(ns);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
+            x0 - 6.0,
+            y + 3.0,
+            decade_label(ns)
+        );
+    }
+    let mut longest: Option<(f64, Box2)> = None;
+    let mut marks: Vec<Box2> = Vec::new();
+    for per_class in slowest {
+        for (class, slot) in per_class.iter().enumerate() {
+            let Some((ns, end, pid)) = *slot else {
+                continue;
+            };
+            let ns = f64::from(ns);
+            let end_x = x_of_ns(end as f64);
+            let start_x = x_of_ns(end as f64 - ns).max(x0).min(end_x - 2.0);
+            let y = y_of(ns);
+            let mark = Box2 {
+                x0: start_x,
+                y0: y - 2.0,
+                x1: start_x + (end_x - start_x).max(2.0),
+                y1: y + 2.0,
+            };
+            let _ = writeln!(
+                s,
+                r#"<rect class="latency" x="{:.2}" y="{:.1}" width="{:.2}" height="4" fill="{}"><title>{} fault of {}: {} in the kernel, ending at {:.3} {unit}</title></rect>"#,
+                mark.x0,
+                mark.y0,
+                mark.x1 - mark.x0,
+                CLASS_COLORS[class],
+                CLASS_NAMES[class],
+                escape(&name_of(pid)),
+                duration(ns),
+                (end as f64 - origin as f64) / scale
+            );
+            if longest.map_or(true, |(old, _)| ns > old) {
+                longest = Some((ns, mark));
+            }
+            marks.push(mark);
+        }
+    }
+    // The slowest fault's duration beside its mark: right, left, below or
+    // above it, the first spot inside the lane clear of every other mark.
+    if let Some((ns, mark)) = longest {
+        let text = duration(ns);
+        let chars = text.chars().count();
+        let half = chars as f64 * LABEL_CHAR_W / 2.0;
+        let (cx, cy) = ((mark.x0 + mark.x1) / 2.0, (mark.y0 + mark.y1) / 2.0);
+        let baseline = cy + (LABEL_ASCENT - LABEL_DESCENT) / 2.0;
+        let lane = Box2 {
+            x0: x0 + 1.0,
+            y0: top + 1.0,
+            x1: x1 - 1.0,
+            y1: top + LANE_H - 1.0,
+        };
+        let inside =
+            |b: &Box2| b.x0 >= lane.x0 && b.x1 <= lane.x1 && b.y0 >= lane.y0 && b.y1 <= lane.y1;
+        let candidates = [
+            label_box(mark.x1 + 4.0 + half, baseline, chars),
+            label_box(mark.x0 - 4.0 - half, baseline, chars),
+            label_box(cx, mark.y1 + 2.0 + LABEL_ASCENT, chars),
+            label_box(cx, mark.y0 - 2.0 - LABEL_DESCENT, chars),
+        ];
+        let spot = candidates
+            .iter()
+            .map(|b| {
+                // Shifted sideways into the lane when it sticks out.
+                let dx = (lane.x0 - b.x0).max(0.0) - (b.x1 - lane.x1).max(0.0);
+                Box2 {
+                    x0: b.x0 + dx,
+                    x1: b.x1 + dx,
+                    ..*b
+                }
+            })
+            .find(|b| inside(b) && !marks.iter().any(|m| m.overlaps(b)));
+        if let Some(b) = spot {
+            let _ = writeln!(
+                s,
+                r##"<text class="slowest" x="{:.2}" y="{:.2}" text-anchor="middle" font-family="monospace" font-size="{LABEL_FONT}" textLength="{:.2}" lengthAdjust="spacingAndGlyphs" fill="#222">{}</text>"##,
+                (b.x0 + b.x1) / 2.0,
+                b.y1 - LABEL_DESCENT,
+                b.x1 - b.x0,
+                escape(&text)
+            );
+        }
+    }
 }
 
 fn trim_float(v: f64) -> String {
@@ -262,6 +674,8 @@ mod tests {
                 time: 1_000_000 + i * 1000,
                 class: FaultClass::Minor,
                 site: "touch_pages",
+                pid: 1,
+                latency_ns: None,
             });
         }
         for i in 0..10u64 {
@@ -269,11 +683,14 @@ mod tests {
                 time: 1_500_000 + i,
                 class: FaultClass::Major,
                 site: "read_<file>",
+                pid: 1,
+                latency_ns: None,
             });
         }
         let svg = svg(
             &points,
             1_000_000,
+            &[],
             "Faults over time: ./app",
             "1,010 faults: captured 1,010 (100.0%), lost 0 records",
         );
@@ -286,11 +703,13 @@ mod tests {
             ">cow<",
             "touch_pages",
             "read_&lt;file&gt;",
-            "1,010 faults: captured 1,010 (100.0%), lost 0 records; ",
+            ">1,010 faults: captured 1,010 (100.0%), lost 0 records<",
+            "999.0 µs recorded, one bar = 4.995 µs",
         ] {
             assert!(svg.contains(needle), "missing {needle}");
         }
         assert!(svg.contains("#d7301f\"><title>10 major faults"));
+        assert!(!svg.contains("class=\"lane\"") && !svg.contains("class=\"latency\""));
     }
 
     /// Tick steps are 1, 2 or 5 times a power of ten.

@@ -12,6 +12,7 @@ mod loud;
 mod names;
 mod perf_compat;
 mod perf_import;
+mod pictures;
 mod pprof;
 mod processes;
 mod record;
