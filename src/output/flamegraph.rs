@@ -149,11 +149,12 @@ pub fn write_flamegraph(
     )
 }
 
-/// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`,
-/// class as the root frame.
+/// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`
+/// of `scope` (every program's windows, or one), class as the root frame.
 pub fn write_startup(
     dir: &OutDir,
     startup: &Folded,
+    scope: &str,
     command: &str,
     subtitle: &str,
 ) -> io::Result<()> {
@@ -161,7 +162,7 @@ pub fn write_startup(
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect();
-    let title = format!("Start-up page faults (exec to main): {command}");
+    let title = format!("Start-up page faults (exec to main) of {scope}: {command}");
     write_folded_and_svg(
         dir,
         "startup",

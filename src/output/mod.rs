@@ -28,7 +28,8 @@ pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     ] {
         flamegraph::write_flamegraph(dir, &folded.by_class, selection, &command, &subtitle)?;
     }
-    flamegraph::write_startup(dir, &folded.startup, &command, &subtitle)?;
+    let scope = &model.startup_scope;
+    flamegraph::write_startup(dir, &folded.startup, scope, &command, &subtitle)?;
     flamegraph::write_latency(dir, &folded.latency, &command, &subtitle)?;
     dir.write("timeline.svg", timeline::render(model).as_bytes())?;
     dir.write("report.txt", text::report_txt(report, top).as_bytes())?;
