@@ -463,6 +463,9 @@ impl Analyzer {
                     .on_comm(pid, tid, &name.as_slice(), exec);
             }
             Event::Fork { pid, ppid, tid } => {
+                if pid == tid && pid != ppid {
+                    self.profile.startup.on_new_process(pid);
+                }
                 if let Some(unwinder) = &mut self.unwinder {
                     unwinder.on_fork(pid, ppid);
                 }

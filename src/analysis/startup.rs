@@ -156,6 +156,13 @@ impl StartupTracker {
         self.open_window(pid, comm, time);
     }
 
+    /// A new process `pid` (a fork): a window still open under that pid was
+    /// an earlier process's, which died before `main`; it takes no more
+    /// faults.
+    pub fn on_new_process(&mut self, pid: i32) {
+        self.open.remove(&pid);
+    }
+
     /// The uprobe on `main` fired in `pid`: its start-up ends here, exactly.
     pub fn on_main(&mut self, pid: i32, time: u64) {
         if let Some(i) = self.open.remove(&pid) {
@@ -890,6 +897,7 @@ mod tests {
     enum Step {
         Exec(i32, &'static str, u64),
         Main(i32, u64),
+        Fork(i32),
         Module(i32, &'static str),
         Fault(i32, u64, FaultClass, Option<u32>),
     }
@@ -902,6 +910,7 @@ mod tests {
             match *step {
                 Exec(pid, comm, t) => tracker.on_exec(pid, comm, t),
                 Main(pid, t) => tracker.on_main(pid, t),
+                Fork(pid) => tracker.on_new_process(pid),
                 Module(pid, path) => {
                     let id = modules.intern(path, None);
                     tracker.on_module(pid, id);
@@ -946,6 +955,9 @@ mod tests {
                 // Another process's main does not close it.
                 Main(1, 12 * MS),
                 Fault(2, 13 * MS, Cow, Some(2)),
+                // pid 2 reused by a new process: the old window takes no more.
+                Fork(2),
+                Fault(2, 14 * MS, Cow, None),
             ],
         );
         let w = &t.windows;
