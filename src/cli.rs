@@ -49,6 +49,11 @@ pub struct AnalysisArgs {
     /// with --class).
     #[arg(long, value_name = "N")]
     pub until_ms: Option<f64>,
+    /// Show the start-up window of this program in full (its path, file name
+    /// or pid; by default the window with the most start-up faults), and
+    /// only its faults in startup.svg (every window's otherwise).
+    #[arg(long, value_name = "NAME|PID")]
+    pub startup_of: Option<String>,
     /// Read the recorded binaries under DIR first (DIR/usr/lib/libc.so.6 for
     /// /usr/lib/libc.so.6), as perf's --symfs: another machine's files. A
     /// binary is used only if its build-id is the recorded one; perf's

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
+use pfprof::analysis::startup;
 use pfprof::analysis::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
@@ -31,6 +32,32 @@ fn data_path(input: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// `--startup-of NAME` must name a program that has a start-up window.
+fn startup_of_known(report: &pfprof::model::report::Report, of: Option<&str>) -> Result<()> {
+    let Some(of) = of else { return Ok(()) };
+    if report.startup.is_some() || report.startups.is_empty() {
+        return Ok(());
+    }
+    let mut programs: Vec<String> = report
+        .startups
+        .iter()
+        .map(|w| format!("{} [pid {}]", w.program, w.pid))
+        .collect();
+    programs.dedup();
+    let more = programs.len().saturating_sub(10);
+    programs.truncate(10);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    anyhow::bail!(
+        "--startup-of {}: no start-up faults of such a program; the start-up windows are {}{more}",
+        text::safe(of),
+        programs.join(", ")
+    )
+}
+
 fn analyze_and_resolve(
     path: &Path,
     analysis: &AnalysisArgs,
@@ -43,6 +70,7 @@ fn analyze_and_resolve(
         kernel: analysis.kernel,
         partial,
         until_ms: analysis.until_ms,
+        startup_of: analysis.startup_of.clone(),
         symfs: analysis.symfs.clone(),
     };
     let mut profile = analysis::analyze(path, options)?;
@@ -189,7 +217,14 @@ fn run(cli: Cli) -> Result<u8> {
                 },
             );
             let resolved = match outputs {
-                Ok(resolved) => resolved,
+                Ok(resolved) => {
+                    // The outputs are written; a wrong name only warns here.
+                    let of = args.analysis.startup_of.as_deref();
+                    if let Err(e) = startup_of_known(&resolved.report, of) {
+                        eprintln!("pfprof: warning: {e:#}");
+                    }
+                    resolved
+                }
                 Err(e) if stopped => {
                     // The write error was reported; the command's status
                     // still passes through.
@@ -231,15 +266,21 @@ fn run(cli: Cli) -> Result<u8> {
         Action::Report(args) => {
             let resolved =
                 analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial)?;
+            startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
             let report = &resolved.report;
             let mut stdout = std::io::stdout().lock();
             match (args.format, args.startup) {
                 (Format::Text, false) => stdout
                     .write_all(pfprof::output::text::report_txt(report, args.top).as_bytes())?,
-                (Format::Text, true) => match &report.startup {
-                    Some(startup) => stdout.write_all(startup.to_text(args.top).as_bytes())?,
-                    None => writeln!(stdout, "no start-up faults in this recording")?,
-                },
+                (Format::Text, true) => {
+                    match &report.startup {
+                        Some(startup) => stdout.write_all(startup.to_text(args.top).as_bytes())?,
+                        None => writeln!(stdout, "no start-up faults in this recording")?,
+                    }
+                    let shown = report.startup.as_ref().and_then(|s| s.window);
+                    let others = startup::others_text(&report.startups, shown, args.top);
+                    stdout.write_all(others.as_bytes())?
+                }
                 (Format::Json, false) => {
                     serde_json::to_writer_pretty(&mut stdout, report)?;
                     writeln!(stdout)?;
@@ -247,7 +288,10 @@ fn run(cli: Cli) -> Result<u8> {
                 (Format::Json, true) => {
                     serde_json::to_writer_pretty(
                         &mut stdout,
-                        &serde_json::json!({ "startup": report.startup }),
+                        &serde_json::json!({
+                            "startup": report.startup,
+                            "startups": report.startups,
+                        }),
                     )?;
                     writeln!(stdout)?;
                 }
@@ -264,6 +308,7 @@ fn run(cli: Cli) -> Result<u8> {
             }
             let input = data_path(&args.input)?;
             let resolved = analyze_and_resolve(&input, &args.analysis, args.partial)?;
+            startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
             let out_dir = OutDir::open_or_create(
                 &args
                     .output
@@ -308,6 +353,9 @@ fn run(cli: Cli) -> Result<u8> {
             // Decode errors name the file; no context needed.
             let before = analyze_and_resolve(&data_path(&args.before)?, &args.analysis, false)?;
             let after = analyze_and_resolve(&data_path(&args.after)?, &args.analysis, false)?;
+            for model in [&before, &after] {
+                startup_of_known(&model.report, args.analysis.startup_of.as_deref())?;
+            }
             let rows = diff::compare(&before, &after, args.startup);
             let mut stdout = std::io::stdout().lock();
             match args.format {

@@ -69,8 +69,9 @@ pub struct SampleKey {
     pub stack: StackId,
     /// Target.
     pub target: TargetKey,
-    /// Taken during the program's start-up (exec until `main`).
-    pub startup: bool,
+    /// Taken during a program's start-up (exec until `main`): the index of
+    /// its window in [`StartupTracker::windows`].
+    pub startup: Option<u32>,
 }
 
 /// Faults counted under one key, and the time they spent in the kernel.
@@ -177,8 +178,8 @@ pub struct Profile {
     pub decode: DecodeStats,
     /// The start-up window.
     pub startup: StartupTracker,
-    /// First start-up fault on each target: (time, stack).
-    pub first_touch: FxHashMap<TargetKey, (u64, StackId)>,
+    /// First start-up fault on each target, per window: (time, stack).
+    pub first_touch: FxHashMap<(u32, TargetKey), (u64, StackId)>,
     /// The symbolizer, with the modules it already opened during replay.
     pub symbolizer: Symbolizer,
     /// How perf sampled the faults (counts are scaled by the period).
@@ -202,6 +203,8 @@ pub struct AnalyzeOptions {
     pub partial: bool,
     /// End start-up this many ms after exec instead of at `main`.
     pub until_ms: Option<f64>,
+    /// Show the start-up window of this program (path, file name or pid).
+    pub startup_of: Option<String>,
 }
 
 struct Analyzer {
@@ -311,7 +314,7 @@ impl Analyzer {
                 totals: Totals::default(),
                 has_entries: false,
                 decode: DecodeStats::default(),
-                startup: StartupTracker::new(options.until_ms),
+                startup: StartupTracker::new(options.until_ms, options.startup_of.clone()),
                 first_touch: FxHashMap::default(),
                 symbolizer: Symbolizer::new(symbolizer_options(&options)),
                 sampling: None,
@@ -449,7 +452,8 @@ impl Analyzer {
                 time,
             } => {
                 if exec {
-                    self.profile.startup.on_exec(pid, time);
+                    let comm = String::from_utf8_lossy(&name.as_slice()).into_owned();
+                    self.profile.startup.on_exec(pid, &comm, time);
                     if let Some(unwinder) = &mut self.unwinder {
                         unwinder.on_exec(pid, time);
                     }
@@ -459,6 +463,9 @@ impl Analyzer {
                     .on_comm(pid, tid, &name.as_slice(), exec);
             }
             Event::Fork { pid, ppid, tid } => {
+                if pid == tid && pid != ppid {
+                    self.profile.startup.on_new_process(pid);
+                }
                 if let Some(unwinder) = &mut self.unwinder {
                     unwinder.on_fork(pid, ppid);
                 }
@@ -622,13 +629,15 @@ impl Analyzer {
             sample.pid,
             sample.time,
             frames,
+            class,
+            weight,
             &profile.processes.modules,
             &mut profile.symbolizer,
         );
-        if startup {
+        if let Some(window) = startup {
             let first = profile
                 .first_touch
-                .entry(target)
+                .entry((window, target))
                 .or_insert((sample.time, stack));
             if sample.time < first.0 {
                 *first = (sample.time, stack);

@@ -215,6 +215,9 @@ pub struct Process {
     pub comm: String,
     /// The executable, once exec'd and mapped.
     pub exe: Option<ModuleId>,
+    /// The programs this process ran, in order: each exec's executable (and
+    /// the one it ran when first seen, if it had not exec'd in the recording).
+    pub execs: Vec<ModuleId>,
     /// Mappings now.
     pub space: AddressSpace,
     /// Threads seen.
@@ -265,6 +268,7 @@ impl Processes {
             ppid: 0,
             comm: String::from("?"),
             exe: None,
+            execs: Vec::new(),
             space: AddressSpace::default(),
             threads: 1,
             exec_pending: false,
@@ -314,6 +318,7 @@ impl Processes {
             if let MapKind::File(module) = kind {
                 if prot & libc::PROT_EXEC as u32 != 0 || file_offset == 0 {
                     process.exe = Some(module);
+                    process.execs.push(module);
                 }
             }
         }

@@ -1,13 +1,18 @@
-//! Start-up window: which faults of the profiled program happen between its
-//! `exec` and the moment it enters `main`.
+//! Start-up windows: which faults of each program happen between its `exec`
+//! and the moment it enters `main`.
 //!
-//! The window closes at the first fault of the program's process whose stack
-//! holds `main`, libc's `__libc_start_call_main` (the frame that calls
-//! `main`; constructors run from `__libc_start_main` before it) or the exit
-//! path (`exit`, `_dl_fini`), or, with
-//! `--until-ms N`, N ms after the exec. Faults are replayed in time order, so
-//! every fault before the closing one belongs to start-up. Child processes and
-//! other programs are not part of the program's start-up.
+//! Every exec opens a window for the program it loads, in every process: a
+//! wrapper (`env`, `sh -c`, a pyenv shim, `make`, a compiler driver) and each
+//! program it runs get one each, and a process that execs several programs
+//! gets one per program. A window closes at the uprobe on `main` where it
+//! fired (`record` places it on the first program only), else at the first
+//! fault of the process whose stack holds `main`, libc's
+//! `__libc_start_call_main` (the frame that calls `main`; constructors run
+//! from `__libc_start_main` before it) or the exit path (`exit`, `_dl_fini`);
+//! at the process's next exec (a wrapper that execs without reaching `main`);
+//! or, with `--until-ms N`, N ms after its exec. Faults are replayed in time
+//! order, so every fault of the process before the closing one belongs to the
+//! window. A forked child that has not exec'd is in no window.
 
 use std::ops::Range;
 use std::path::Path;
@@ -31,7 +36,7 @@ const MAIN_MARKERS: [&str; 6] = [
     "_exit",
 ];
 
-/// How the window ended.
+/// How a window ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cut {
     /// Still open (the recording ended before `main` was seen).
@@ -40,34 +45,79 @@ pub enum Cut {
     Main(u64),
     /// `--until-ms` elapsed at this time.
     UntilMs(u64),
+    /// The process exec'd another program at this time, before `main`.
+    Exec(u64),
 }
 
-/// Tracks the start-up window during replay.
+impl Cut {
+    /// `main`, `until-ms`, `exec` or `end`, as the reports name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Cut::Main(_) => "main",
+            Cut::UntilMs(_) => "until-ms",
+            Cut::Exec(_) => "exec",
+            Cut::Open => "end",
+        }
+    }
+}
+
+/// One program's start-up: from an exec to its `main`.
+#[derive(Debug, Clone)]
+pub struct Window {
+    /// The process.
+    pub pid: i32,
+    /// `comm` at the exec (the program's name when no file was mapped).
+    pub comm: String,
+    /// Time of the exec.
+    pub exec_time: u64,
+    /// How (and when) it closed.
+    pub cut: Cut,
+    /// Modules in the order the program mapped them (load order); the first
+    /// is the program itself.
+    pub load_order: Vec<ModuleId>,
+    /// Faults in the window.
+    pub faults: ClassCounts,
+}
+
+impl Window {
+    /// Milliseconds from exec to the cut (or to `last_time` when still open).
+    pub fn window_ms(&self, last_time: Option<u64>) -> Option<f64> {
+        let end = match self.cut {
+            Cut::Main(t) | Cut::UntilMs(t) | Cut::Exec(t) => t,
+            Cut::Open => last_time?,
+        };
+        Some(end.saturating_sub(self.exec_time) as f64 / 1e6)
+    }
+}
+
+/// Tracks the start-up windows during replay.
 pub struct StartupTracker {
     until_ns: Option<u64>,
-    /// The program's process: the first one that execs.
-    pub root_pid: Option<i32>,
-    /// Time of its exec.
-    pub exec_time: Option<u64>,
-    /// How (and when) the window closed.
-    pub cut: Cut,
-    /// Modules in the order the program mapped them (load order).
-    pub load_order: Vec<ModuleId>,
+    /// Every window, in exec order.
+    pub windows: Vec<Window>,
+    /// Each process's open window.
+    open: FxHashMap<i32, usize>,
+    /// An exec record was seen (a perf recording may have none).
+    saw_exec: bool,
     markers: FxHashMap<ModuleId, Vec<Range<u64>>>,
     disabled: bool,
+    /// The program (path, file name or pid) whose window the report shows
+    /// in full (`--startup-of`); by default the one with the most faults.
+    pub startup_of: Option<String>,
 }
 
 impl StartupTracker {
-    /// A tracker; `until_ms` replaces `main` detection.
-    pub fn new(until_ms: Option<f64>) -> Self {
+    /// A tracker; `until_ms` replaces `main` detection; `startup_of` chooses
+    /// the window shown in full.
+    pub fn new(until_ms: Option<f64>, startup_of: Option<String>) -> Self {
         StartupTracker {
             until_ns: until_ms.map(|ms| (ms * 1e6) as u64),
-            root_pid: None,
-            exec_time: None,
-            cut: Cut::Open,
-            load_order: Vec::new(),
+            windows: Vec::new(),
+            open: FxHashMap::default(),
+            saw_exec: false,
             markers: FxHashMap::default(),
             disabled: false,
+            startup_of,
         }
     }
 
@@ -76,95 +126,231 @@ impl StartupTracker {
         self.disabled = true;
     }
 
-    /// An exec: the first one names the program.
-    pub fn on_exec(&mut self, pid: i32, time: u64) {
-        if self.root_pid.is_none() && !self.disabled {
-            self.root_pid = Some(pid);
-            self.exec_time = Some(time);
-        }
+    /// Time of the first exec.
+    pub fn first_exec(&self) -> Option<u64> {
+        self.windows.first().map(|w| w.exec_time)
     }
 
-    /// The uprobe on `main` fired in `pid`: start-up ends here, exactly.
+    fn open_window(&mut self, pid: i32, comm: &str, time: u64) {
+        self.open.insert(pid, self.windows.len());
+        self.windows.push(Window {
+            pid,
+            comm: comm.to_string(),
+            exec_time: time,
+            cut: Cut::Open,
+            load_order: Vec::new(),
+            faults: ClassCounts::default(),
+        });
+    }
+
+    /// An exec by `pid`: the window of the program it ran before (if still
+    /// open) closes, a new one opens.
+    pub fn on_exec(&mut self, pid: i32, comm: &str, time: u64) {
+        if self.disabled {
+            return;
+        }
+        self.saw_exec = true;
+        if let Some(i) = self.open.remove(&pid) {
+            self.windows[i].cut = Cut::Exec(time);
+        }
+        self.open_window(pid, comm, time);
+    }
+
+    /// A new process `pid` (a fork): a window still open under that pid was
+    /// an earlier process's, which died before `main`; it takes no more
+    /// faults.
+    pub fn on_new_process(&mut self, pid: i32) {
+        self.open.remove(&pid);
+    }
+
+    /// The uprobe on `main` fired in `pid`: its start-up ends here, exactly.
     pub fn on_main(&mut self, pid: i32, time: u64) {
-        if self.root_pid == Some(pid) && matches!(self.cut, Cut::Open) {
-            self.cut = Cut::Main(time);
+        if let Some(i) = self.open.remove(&pid) {
+            self.windows[i].cut = Cut::Main(time);
         }
     }
 
     /// A module mapped by `pid`.
     pub fn on_module(&mut self, pid: i32, module: ModuleId) {
-        if self.root_pid == Some(pid)
-            && matches!(self.cut, Cut::Open)
-            && !self.load_order.contains(&module)
-        {
-            self.load_order.push(module);
+        if let Some(&i) = self.open.get(&pid) {
+            let order = &mut self.windows[i].load_order;
+            if !order.contains(&module) {
+                order.push(module);
+            }
         }
     }
 
     /// Decides whether a fault of `pid` at `time` with `frames` (leaf first)
-    /// belongs to start-up, closing the window when it should.
+    /// belongs to a start-up window, closing the window when it should, and
+    /// counts it there. Returns the window's index.
+    #[allow(clippy::too_many_arguments)]
     pub fn is_startup(
         &mut self,
         pid: i32,
         time: u64,
         frames: &[FrameKey],
+        class: FaultClass,
+        weight: u64,
         modules: &Modules,
         symbolizer: &mut Symbolizer,
-    ) -> bool {
+    ) -> Option<u32> {
         if self.disabled {
-            return false;
+            return None;
         }
-        if self.root_pid.is_none() {
+        if !self.saw_exec && self.windows.is_empty() {
             // A perf recording without exec records: the first faulting process.
-            self.root_pid = Some(pid);
-            self.exec_time = Some(time);
+            self.open_window(pid, "", time);
         }
-        if self.root_pid != Some(pid) || !matches!(self.cut, Cut::Open) {
-            return false;
-        }
-        if let (Some(until), Some(exec)) = (self.until_ns, self.exec_time) {
-            if time.saturating_sub(exec) >= until {
-                self.cut = Cut::UntilMs(time);
-                return false;
+        let i = *self.open.get(&pid)?;
+        let window = &mut self.windows[i];
+        let closed = if let Some(until) = self.until_ns {
+            let over = time.saturating_sub(window.exec_time) >= until;
+            if over {
+                window.cut = Cut::UntilMs(time);
             }
-            return true;
-        }
-        for frame in frames {
-            let FrameKey::Code {
-                module,
-                lookup_file_offset,
-            } = *frame
-            else {
-                continue;
-            };
-            let ranges = self.markers.entry(module).or_insert_with(|| {
-                let m = modules.get(module);
-                if !m.path.starts_with('/') {
-                    return Vec::new();
+            over
+        } else {
+            let mut main = false;
+            for frame in frames {
+                let FrameKey::Code {
+                    module,
+                    lookup_file_offset,
+                } = *frame
+                else {
+                    continue;
+                };
+                let ranges = self.markers.entry(module).or_insert_with(|| {
+                    let m = modules.get(module);
+                    if !m.path.starts_with('/') {
+                        return Vec::new();
+                    }
+                    symbolizer
+                        .function_ranges(Path::new(&m.path), m.build_id.as_deref(), &MAIN_MARKERS)
+                        .into_iter()
+                        .map(|(_, range)| range)
+                        .collect()
+                });
+                if ranges.iter().any(|r| r.contains(&lookup_file_offset)) {
+                    main = true;
+                    break;
                 }
-                symbolizer
-                    .function_ranges(Path::new(&m.path), m.build_id.as_deref(), &MAIN_MARKERS)
-                    .into_iter()
-                    .map(|(_, range)| range)
-                    .collect()
-            });
-            if ranges.iter().any(|r| r.contains(&lookup_file_offset)) {
-                self.cut = Cut::Main(time);
-                return false;
             }
+            if main {
+                window.cut = Cut::Main(time);
+            }
+            main
+        };
+        if closed {
+            self.open.remove(&pid);
+            return None;
         }
-        true
+        window.faults.add(class, weight);
+        u32::try_from(i).ok()
     }
 
-    /// Milliseconds from exec to the cut (or to `last_time` when still open).
-    pub fn window_ms(&self, last_time: Option<u64>) -> Option<f64> {
-        let exec = self.exec_time?;
-        let end = match self.cut {
-            Cut::Main(t) | Cut::UntilMs(t) => t,
-            Cut::Open => last_time?,
+    /// The window a report shows in full: the one of the program named `of`
+    /// (its path, file name, the name it was exec'd by, or pid) with the most faults, else (no `of`)
+    /// the one with the most faults; the earliest on a tie. `name` gives a
+    /// window's program path.
+    pub fn choose(&self, of: Option<&str>, name: impl Fn(&Window) -> String) -> Option<usize> {
+        let matches = |w: &Window| match of {
+            None => true,
+            Some(of) => {
+                let path = name(w);
+                // The name it was exec'd by (`sh` for /usr/bin/dash) too.
+                path == of
+                    || path.rsplit('/').next() == Some(of)
+                    || w.comm == of
+                    || w.pid.to_string() == of
+            }
         };
-        Some(end.saturating_sub(exec) as f64 / 1e6)
+        self.windows
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| matches(w))
+            .max_by_key(|(i, w)| (w.faults.total(), std::cmp::Reverse(*i)))
+            .map(|(i, _)| i)
     }
+}
+
+/// One start-up window, compactly (report.json `startups`).
+#[derive(Debug, Clone, Serialize)]
+pub struct StartupWindow {
+    /// The program's path (its `comm` when no file was mapped).
+    pub program: String,
+    /// The process.
+    pub pid: i32,
+    /// Exec time, ms after the first exec of the recording.
+    pub exec_ms: f64,
+    /// End of the window, ms after the first exec (the recording's end when
+    /// `main` was not seen).
+    pub end_ms: Option<f64>,
+    /// What ended it: `main`, `exec` (the process exec'd another program
+    /// first), `until-ms`, or `end`.
+    pub until: String,
+    /// Faults in the window.
+    pub faults: ClassCounts,
+}
+
+/// The compact list of the start-up windows other than `shown`, by faults,
+/// at most `top` lines (and a line that sums the rest).
+pub fn others_text(windows: &[StartupWindow], shown: Option<usize>, top: usize) -> String {
+    use std::fmt::Write as _;
+    let mut others: Vec<&StartupWindow> = windows
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != shown)
+        .map(|(_, w)| w)
+        .collect();
+    let mut s = String::new();
+    if others.is_empty() {
+        return s;
+    }
+    others.sort_by_key(|w| std::cmp::Reverse(w.faults.total()));
+    let _ = writeln!(
+        s,
+        "\nOther start-up windows ({}, by faults; --startup-of NAME|PID shows one):",
+        thousands(others.len() as u64)
+    );
+    let _ = writeln!(
+        s,
+        "{:<30}{:>9}{:>9}{:>8}{:>9}{:>12}  until",
+        "program", "pid", "minor", "major", "cow", "window"
+    );
+    for w in others.iter().take(top) {
+        let window = match w.end_ms {
+            Some(end) => format!("{:.1} ms", (end - w.exec_ms).max(0.0)),
+            None => "-".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<30}{:>9}{:>9}{:>8}{:>9}{:>12}  {}",
+            crate::text::truncate(short(&w.program), 30),
+            w.pid,
+            thousands(w.faults.minor),
+            thousands(w.faults.major),
+            thousands(w.faults.cow),
+            window,
+            w.until
+        );
+    }
+    if others.len() > top {
+        let mut rest = ClassCounts::default();
+        for w in &others[top..] {
+            rest.minor += w.faults.minor;
+            rest.major += w.faults.major;
+            rest.cow += w.faults.cow;
+        }
+        let _ = writeln!(
+            s,
+            "{:<39}{:>9}{:>8}{:>9}",
+            format!("and {} more", thousands((others.len() - top) as u64)),
+            thousands(rest.minor),
+            thousands(rest.major),
+            thousands(rest.cow)
+        );
+    }
+    s
 }
 
 // ---------------------------------------------------------------------------
@@ -190,7 +376,8 @@ pub struct ClassCounts {
 }
 
 impl ClassCounts {
-    fn add(&mut self, class: FaultClass, n: u64) {
+    /// Adds `n` faults of `class`.
+    pub fn add(&mut self, class: FaultClass, n: u64) {
         match class {
             FaultClass::Minor => self.minor += n,
             FaultClass::Major => self.major += n,
@@ -275,7 +462,14 @@ pub struct Hint {
 /// The start-up section of the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct StartupReport {
-    /// What ended the window: `main`, `until-ms`, or `end` (main never seen).
+    /// The program (path) whose start-up this is.
+    pub program: Option<String>,
+    /// Its process.
+    pub pid: Option<i32>,
+    /// Its index in report.json's `startups`.
+    pub window: Option<usize>,
+    /// What ended the window: `main`, `until-ms`, `exec` (the process exec'd
+    /// another program before `main`), or `end` (main never seen).
     pub until: String,
     /// Length of the window in ms.
     pub until_ms: Option<f64>,
@@ -338,7 +532,8 @@ fn short(object: &str) -> &str {
 
 /// Builds the start-up report from the symbolized start-up faults.
 pub fn build(
-    tracker: &StartupTracker,
+    window: &Window,
+    program: String,
     last_time: Option<u64>,
     rows: &[StartupFault],
     first_touchers: &BTreeMap<(String, String, String), String>,
@@ -453,13 +648,11 @@ pub fn build(
     });
     let hints = hints(&out_objects, &out_symbols);
     StartupReport {
-        until: match tracker.cut {
-            Cut::Main(_) => "main",
-            Cut::UntilMs(_) => "until-ms",
-            Cut::Open => "end",
-        }
-        .to_string(),
-        until_ms: tracker.window_ms(last_time),
+        program: Some(program),
+        pid: Some(window.pid),
+        window: None,
+        until: window.cut.name().to_string(),
+        until_ms: window.window_ms(last_time),
         faults: total,
         objects: out_objects,
         symbols: out_symbols,
@@ -570,13 +763,23 @@ impl StartupReport {
         let window = match (self.until.as_str(), self.until_ms) {
             ("main", Some(ms)) => format!("exec → main entered after {ms:.1} ms"),
             ("until-ms", Some(ms)) => format!("exec → +{ms:.1} ms (--until-ms)"),
+            ("exec", Some(ms)) => format!("exec → next exec after {ms:.1} ms, before main"),
             (_, Some(ms)) => format!("exec → end of recording ({ms:.1} ms; main was not seen)"),
             _ => "exec → main".to_string(),
         };
         let f = &self.faults;
+        let of = match (&self.program, self.pid) {
+            (Some(program), Some(pid)) => {
+                format!(
+                    " of {} [pid {pid}]",
+                    crate::text::truncate(short(program), 30)
+                )
+            }
+            _ => String::new(),
+        };
         let _ = writeln!(
             s,
-            "Start-up ({window}): {} faults (minor {}, major {}, cow {})",
+            "Start-up{of} ({window}):\n{} faults (minor {}, major {}, cow {})",
             thousands(f.total()),
             thousands(f.minor),
             thousands(f.major),
@@ -682,4 +885,232 @@ fn wrap(out: &mut String, first: &str, rest: &str, text: &str) {
     }
     out.push_str(&line);
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfprof_symbolize::Options;
+
+    /// One step of a replay: what happened, and (for a fault) the window the
+    /// tracker must put it in.
+    enum Step {
+        Exec(i32, &'static str, u64),
+        Main(i32, u64),
+        Fork(i32),
+        Module(i32, &'static str),
+        Fault(i32, u64, FaultClass, Option<u32>),
+    }
+    use Step::*;
+
+    fn replay(tracker: &mut StartupTracker, steps: &[Step]) -> Modules {
+        let mut modules = Modules::default();
+        let mut symbolizer = Symbolizer::new(Options::default());
+        for (i, step) in steps.iter().enumerate() {
+            match *step {
+                Exec(pid, comm, t) => tracker.on_exec(pid, comm, t),
+                Main(pid, t) => tracker.on_main(pid, t),
+                Fork(pid) => tracker.on_new_process(pid),
+                Module(pid, path) => {
+                    let id = modules.intern(path, None);
+                    tracker.on_module(pid, id);
+                }
+                Fault(pid, t, class, want) => {
+                    let got = tracker.is_startup(pid, t, &[], class, 1, &modules, &mut symbolizer);
+                    assert_eq!(got, want, "step {i}");
+                }
+            }
+        }
+        modules
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_window_per_exec_in_every_process() {
+        use FaultClass::{Cow, Minor};
+        let mut t = StartupTracker::new(None, None);
+        let modules = replay(
+            &mut t,
+            &[
+                // sh: exec, faults, main (the uprobe), no more start-up.
+                Exec(1, "sh", MS),
+                Module(1, "/usr/bin/dash"),
+                Module(1, "/usr/lib/ld.so"),
+                Module(1, "/usr/bin/dash"),
+                Fault(1, 2 * MS, Minor, Some(0)),
+                Fault(1, 3 * MS, Cow, Some(0)),
+                Main(1, 4 * MS),
+                Fault(1, 5 * MS, Minor, None),
+                // Its forked child: no window until it execs.
+                Fault(2, 6 * MS, Cow, None),
+                Exec(2, "env", 7 * MS),
+                Module(2, "/usr/bin/env"),
+                Fault(2, 8 * MS, Minor, Some(1)),
+                // env execs the program before main: its window closes there.
+                Exec(2, "app", 9 * MS),
+                Module(2, "/opt/app"),
+                Fault(2, 10 * MS, Minor, Some(2)),
+                Fault(2, 11 * MS, Minor, Some(2)),
+                // Another process's main does not close it.
+                Main(1, 12 * MS),
+                Fault(2, 13 * MS, Cow, Some(2)),
+                // pid 2 reused by a new process: the old window takes no more.
+                Fork(2),
+                Fault(2, 14 * MS, Cow, None),
+            ],
+        );
+        let w = &t.windows;
+        assert_eq!(w.len(), 3);
+        let pids: Vec<i32> = w.iter().map(|w| w.pid).collect();
+        assert_eq!(pids, [1, 2, 2]);
+        let cuts: Vec<&Cut> = w.iter().map(|w| &w.cut).collect();
+        assert_eq!(cuts, [&Cut::Main(4 * MS), &Cut::Exec(9 * MS), &Cut::Open]);
+        let counts: Vec<(u64, u64)> = w.iter().map(|w| (w.faults.minor, w.faults.cow)).collect();
+        assert_eq!(counts, [(1, 1), (1, 0), (2, 1)]);
+        let load: Vec<Vec<&str>> = w
+            .iter()
+            .map(|w| {
+                w.load_order
+                    .iter()
+                    .map(|m| modules.get(*m).path.as_str())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            load,
+            [
+                vec!["/usr/bin/dash", "/usr/lib/ld.so"],
+                vec!["/usr/bin/env"],
+                vec!["/opt/app"]
+            ]
+        );
+        assert_eq!(w[1].window_ms(None), Some(2.0));
+        assert_eq!(w[2].window_ms(Some(20 * MS)), Some(11.0));
+        assert_eq!(w[2].window_ms(None), None);
+        assert_eq!(t.first_exec(), Some(MS));
+    }
+
+    #[test]
+    fn until_ms_closes_each_window_after_its_exec() {
+        use FaultClass::Minor;
+        let mut t = StartupTracker::new(Some(2.0), None);
+        replay(
+            &mut t,
+            &[
+                Exec(1, "a", 0),
+                Fault(1, MS, Minor, Some(0)),
+                Exec(2, "b", 2 * MS),
+                Fault(1, 2 * MS, Minor, None),
+                Fault(1, MS, Minor, None),
+                Fault(2, 3 * MS, Minor, Some(1)),
+                Fault(2, 4 * MS, Minor, None),
+            ],
+        );
+        let cuts: Vec<&Cut> = t.windows.iter().map(|w| &w.cut).collect();
+        assert_eq!(cuts, [&Cut::UntilMs(2 * MS), &Cut::UntilMs(4 * MS)]);
+    }
+
+    #[test]
+    fn without_exec_records_the_first_faulting_process() {
+        use FaultClass::Minor;
+        let mut t = StartupTracker::new(None, None);
+        replay(
+            &mut t,
+            &[
+                Fault(7, 5, Minor, Some(0)),
+                Fault(8, 6, Minor, None),
+                Fault(7, 7, Minor, Some(0)),
+            ],
+        );
+        assert_eq!(t.windows.len(), 1);
+        assert_eq!(t.windows[0].exec_time, 5);
+
+        let mut off = StartupTracker::new(None, None);
+        off.disable();
+        replay(
+            &mut off,
+            &[
+                Exec(1, "a", 0),
+                Fault(1, 1, Minor, None),
+                Fault(2, 2, Minor, None),
+            ],
+        );
+        assert!(off.windows.is_empty());
+    }
+
+    #[test]
+    fn choose_by_faults_name_or_pid() {
+        use FaultClass::Minor;
+        let mut t = StartupTracker::new(None, None);
+        replay(
+            &mut t,
+            &[
+                Exec(1, "sh", 0),
+                Fault(1, 1, Minor, Some(0)),
+                Fault(1, 2, Minor, Some(0)),
+                Exec(2, "app", 3),
+                Fault(2, 4, Minor, Some(1)),
+                Fault(2, 5, Minor, Some(1)),
+                Fault(2, 6, Minor, Some(1)),
+                Exec(3, "app", 7),
+                Fault(3, 8, Minor, Some(2)),
+                Exec(4, "cc1", 9),
+                Fault(4, 10, Minor, Some(3)),
+                Fault(4, 11, Minor, Some(3)),
+                Fault(4, 12, Minor, Some(3)),
+            ],
+        );
+        let path = |w: &Window| match w.comm.as_str() {
+            "sh" => "/usr/bin/dash".to_string(),
+            c => format!("/opt/{c}"),
+        };
+        for (of, want) in [
+            // The most faults; the earliest of a tie.
+            (None, Some(1)),
+            (Some("sh"), Some(0)),
+            (Some("dash"), Some(0)),
+            (Some("/usr/bin/dash"), Some(0)),
+            (Some("app"), Some(1)),
+            (Some("/opt/cc1"), Some(3)),
+            (Some("3"), Some(2)),
+            (Some("opt/app"), None),
+            (Some("ls"), None),
+        ] {
+            assert_eq!(t.choose(of, path), want, "{of:?}");
+        }
+    }
+
+    #[test]
+    fn others_are_listed_by_faults_up_to_top() {
+        let window = |program: &str, minor| StartupWindow {
+            program: program.to_string(),
+            pid: 10,
+            exec_ms: 1.0,
+            end_ms: Some(3.5),
+            until: "main".to_string(),
+            faults: ClassCounts {
+                minor,
+                major: 0,
+                cow: 1,
+            },
+        };
+        let all = vec![
+            window("/bin/a", 5),
+            window("/bin/b", 50),
+            window("/bin/c", 500),
+            window("/bin/d", 7),
+        ];
+        let text = others_text(&all, Some(2), 2);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 6, "{text}");
+        assert!(lines[1].starts_with("Other start-up windows (3,"), "{text}");
+        assert!(lines[3].starts_with("b ") && lines[3].contains("2.5 ms  main"));
+        assert!(lines[4].starts_with("d "));
+        assert!(
+            lines[5].starts_with("and 1 more") && lines[5].contains(" 5 "),
+            "{text}"
+        );
+        assert_eq!(others_text(&all[..1], Some(0), 10), "");
+    }
 }

@@ -28,6 +28,9 @@ pub struct Model {
     pub timeline: Vec<TimePoint>,
     /// Where the timeline's clock starts: the exec, else the first record.
     pub timeline_origin: u64,
+    /// Whose start-up the rows marked `startup` are: every program's
+    /// (`every program, N windows`) or, under `--startup-of`, one's.
+    pub startup_scope: String,
 }
 
 /// Faults counted under one (process, class, access, stack, target).
@@ -49,7 +52,8 @@ pub struct SampleRow {
     pub faults: u64,
     /// Their summed latency, ns (0 without the entry tracepoints).
     pub latency_ns: u64,
-    /// In the program's start-up (exec to `main`).
+    /// In a program's start-up (exec to `main`): any window's, or under
+    /// `--startup-of` the chosen one's.
     pub startup: bool,
 }
 

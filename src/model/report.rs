@@ -78,6 +78,10 @@ pub struct ProcessRow {
     pub cow: u64,
     /// Threads seen.
     pub threads: u32,
+    /// The programs the process ran, in order, when it ran more than one
+    /// (a wrapper that exec'd the next: `env` then `app`).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub execs: Vec<String>,
 }
 
 /// A fault target.
@@ -241,6 +245,8 @@ pub struct Report {
     pub stack_frames: usize,
     /// Start-up analysis of the profiled program (exec until `main`).
     pub startup: Option<crate::analysis::startup::StartupReport>,
+    /// Every start-up window (one per exec'd program, in exec order).
+    pub startups: Vec<crate::analysis::startup::StartupWindow>,
     /// Time in the kernel per fault, by class (from the entry tracepoint).
     pub latency: BTreeMap<String, crate::analysis::latency::LatencyStats>,
 }
@@ -760,6 +766,7 @@ pub(crate) mod tests {
                 major: 67,
                 cow: 210,
                 threads: 3,
+                execs: vec!["/usr/bin/env".into(), "/opt/app/bin/app".into()],
             }],
             stacks: (1..=leaves.len() as u32).map(|n| vec![0, n]).collect(),
             frames,
@@ -836,6 +843,7 @@ pub(crate) mod tests {
             records: 525_000,
             stack_frames: 120,
             startup: Some(sample_startup()),
+            startups: sample_startups(),
             latency: [
                 (
                     "minor".to_string(),
@@ -859,6 +867,37 @@ pub(crate) mod tests {
         }
     }
 
+    /// A wrapper (`env`) that exec'd the program: two windows in one pid.
+    fn sample_startups() -> Vec<crate::analysis::startup::StartupWindow> {
+        use crate::analysis::startup::{ClassCounts, StartupWindow};
+        vec![
+            StartupWindow {
+                program: "/usr/bin/env".into(),
+                pid: 4242,
+                exec_ms: 0.0,
+                end_ms: Some(0.95),
+                until: "main".into(),
+                faults: ClassCounts {
+                    minor: 35,
+                    major: 0,
+                    cow: 14,
+                },
+            },
+            StartupWindow {
+                program: "/opt/app/bin/app".into(),
+                pid: 4242,
+                exec_ms: 1.05,
+                end_ms: Some(2.3),
+                until: "main".into(),
+                faults: ClassCounts {
+                    minor: 520,
+                    major: 0,
+                    cow: 17,
+                },
+            },
+        ]
+    }
+
     fn sample_startup() -> crate::analysis::startup::StartupReport {
         use crate::analysis::startup::{
             ClassCounts, Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
@@ -872,6 +911,9 @@ pub(crate) mod tests {
             pages_total: total,
         };
         StartupReport {
+            program: Some("/opt/app/bin/app".into()),
+            pid: Some(4242),
+            window: Some(1),
             until: "main".into(),
             until_ms: Some(1.25),
             faults: ClassCounts { minor: 520, major: 0, cow: 17 },

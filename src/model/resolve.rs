@@ -295,6 +295,33 @@ pub fn resolve(profile: &mut Profile) -> Model {
     type SiteKey = (FaultClass, Access, Option<Named>, TargetRow);
     let mut sites: BTreeMap<SiteKey, SiteAcc> = BTreeMap::new();
     let mut startup_rows: Vec<StartupFault> = Vec::new();
+    // Start-up windows: one per exec'd program; one is shown in full.
+    let program_of = |w: &startup::Window| match w.load_order.first() {
+        Some(&module) => path_of(module),
+        None => safe(&w.comm),
+    };
+    let chosen_index = profile
+        .startup
+        .choose(profile.startup.startup_of.as_deref(), program_of);
+    let chosen = chosen_index.and_then(|i| u32::try_from(i).ok());
+    let startups: Vec<startup::StartupWindow> = {
+        let origin = profile.startup.first_exec().unwrap_or(0);
+        let ms = |t: u64| t.saturating_sub(origin) as f64 / 1e6;
+        let last = profile.decode.last_time;
+        profile
+            .startup
+            .windows
+            .iter()
+            .map(|w| startup::StartupWindow {
+                program: program_of(w),
+                pid: w.pid,
+                exec_ms: ms(w.exec_time),
+                end_ms: w.window_ms(last).map(|d| ms(w.exec_time) + d),
+                until: w.cut.name().to_string(),
+                faults: w.faults,
+            })
+            .collect()
+    };
     let mut targets: BTreeMap<(FaultClass, String, String, Option<String>), u64> = BTreeMap::new();
     let comm_of = |pid: i32| -> String {
         profile
@@ -332,7 +359,9 @@ pub fn resolve(profile: &mut Profile) -> Model {
             target: target.clone(),
             faults: count,
             latency_ns: tally.latency_ns,
-            startup: key.startup,
+            // startup.svg: every window, or the chosen one's.
+            startup: key.startup.is_some()
+                && (profile.startup.startup_of.is_none() || key.startup == chosen),
         });
         let leaf = names.last().cloned();
         let acc = sites
@@ -350,7 +379,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
             ))
             .or_default() += count;
 
-        if key.startup {
+        if key.startup.is_some() && key.startup == chosen {
             let (page, section) = match key.target {
                 TargetKey::Module {
                     module,
@@ -379,71 +408,75 @@ pub fn resolve(profile: &mut Profile) -> Model {
         }
     }
 
-    let startup_report = (!startup_rows.is_empty()).then(|| {
-        // The first code to touch each start-up data symbol.
-        let mut first: BTreeMap<(String, String, String), (u64, String)> = BTreeMap::new();
-        for (target, &(time, stack)) in &profile.first_touch {
-            let row = target_row(*target);
-            let (Some(section), Some(symbol)) = (row.section, row.symbol) else {
-                continue;
-            };
-            // The innermost real (not inlined) function: `_dl_relocate_object`
-            // rather than its inlined `elf_machine_rela_relative`.
-            let toucher = expand(&profile.stacks, stack)
-                .iter()
-                .rev()
-                .find(|n| !n.inlined)
-                .map(|n| n.function.clone());
-            let entry = first
-                .entry((row.object, section, symbol))
-                .or_insert((u64::MAX, String::new()));
-            if time < entry.0 {
-                *entry = (time, toucher.unwrap_or_default());
-            }
-        }
-        let first_touchers = first
-            .into_iter()
-            .filter(|(_, (_, f))| !f.is_empty())
-            .map(|(k, (_, f))| (k, f))
-            .collect();
-        let mut facts: BTreeMap<String, startup::ObjectFacts> = BTreeMap::new();
-        for (id, m) in modules.iter() {
-            let shown = safe(&m.path);
-            if !m.path.starts_with('/')
-                || stale.contains(&id)
-                || !startup_rows.iter().any(|r| r.object == shown)
-            {
-                continue;
-            }
-            let path = Path::new(&m.path);
-            let mut f = startup::ObjectFacts::default();
-            if let Ok(info) = symbolizer.module_info(path, m.build_id.as_deref()) {
-                for s in &info.sections {
-                    if s.size > 0 {
-                        let pages = (s.svma + s.size - 1) / 4096 - s.svma / 4096 + 1;
-                        f.section_pages.insert(s.name.clone(), pages);
-                    }
+    let startup_report = (!startup_rows.is_empty())
+        .then(|| {
+            // The first code to touch each start-up data symbol.
+            let mut first: BTreeMap<(String, String, String), (u64, String)> = BTreeMap::new();
+            for (&(window, ref target), &(time, stack)) in &profile.first_touch {
+                if Some(window) != chosen {
+                    continue;
+                }
+                let row = target_row(*target);
+                let (Some(section), Some(symbol)) = (row.section, row.symbol) else {
+                    continue;
+                };
+                // The innermost real (not inlined) function: `_dl_relocate_object`
+                // rather than its inlined `elf_machine_rela_relative`.
+                let toucher = expand(&profile.stacks, stack)
+                    .iter()
+                    .rev()
+                    .find(|n| !n.inlined)
+                    .map(|n| n.function.clone());
+                let entry = first
+                    .entry((row.object, section, symbol))
+                    .or_insert((u64::MAX, String::new()));
+                if time < entry.0 {
+                    *entry = (time, toucher.unwrap_or_default());
                 }
             }
-            f.relocations = symbolizer.relocations(path, m.build_id.as_deref()).ok();
-            let _ = id;
-            facts.insert(shown, f);
-        }
-        let load_order: Vec<String> = profile
-            .startup
-            .load_order
-            .iter()
-            .map(|m| path_of(*m))
-            .collect();
-        startup::build(
-            &profile.startup,
-            profile.decode.last_time,
-            &startup_rows,
-            &first_touchers,
-            &facts,
-            &load_order,
-        )
-    });
+            let first_touchers = first
+                .into_iter()
+                .filter(|(_, (_, f))| !f.is_empty())
+                .map(|(k, (_, f))| (k, f))
+                .collect();
+            let mut facts: BTreeMap<String, startup::ObjectFacts> = BTreeMap::new();
+            for (id, m) in modules.iter() {
+                let shown = safe(&m.path);
+                if !m.path.starts_with('/')
+                    || stale.contains(&id)
+                    || !startup_rows.iter().any(|r| r.object == shown)
+                {
+                    continue;
+                }
+                let path = Path::new(&m.path);
+                let mut f = startup::ObjectFacts::default();
+                if let Ok(info) = symbolizer.module_info(path, m.build_id.as_deref()) {
+                    for s in &info.sections {
+                        if s.size > 0 {
+                            let pages = (s.svma + s.size - 1) / 4096 - s.svma / 4096 + 1;
+                            f.section_pages.insert(s.name.clone(), pages);
+                        }
+                    }
+                }
+                f.relocations = symbolizer.relocations(path, m.build_id.as_deref()).ok();
+                let _ = id;
+                facts.insert(shown, f);
+            }
+            let window = &profile.startup.windows[chosen_index?];
+            let load_order: Vec<String> = window.load_order.iter().map(|m| path_of(*m)).collect();
+            let mut report = startup::build(
+                window,
+                program_of(window),
+                profile.decode.last_time,
+                &startup_rows,
+                &first_touchers,
+                &facts,
+                &load_order,
+            );
+            report.window = chosen_index;
+            Some(report)
+        })
+        .flatten();
 
     let mut site_rows: Vec<(SiteRow, Vec<Named>)> = sites
         .into_iter()
@@ -571,6 +604,11 @@ pub fn resolve(profile: &mut Profile) -> Model {
                 major: c.major,
                 cow: c.cow,
                 threads: p.threads,
+                execs: if p.execs.len() > 1 {
+                    p.execs.iter().map(|m| path_of(*m)).collect()
+                } else {
+                    Vec::new()
+                },
             }
         })
         .collect();
@@ -693,6 +731,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
         records: profile.decode.records,
         stack_frames: profile.stacks.len(),
         startup: startup_report,
+        startups,
         latency: FaultClass::ALL
             .iter()
             .map(|c| {
@@ -729,10 +768,25 @@ pub fn resolve(profile: &mut Profile) -> Model {
         .collect();
     let timeline_origin = profile
         .startup
-        .exec_time
+        .first_exec()
         .or(profile.decode.first_time)
         .unwrap_or(0);
+    let startup_scope = match (&profile.startup.startup_of, &report.startup) {
+        (Some(_), Some(s)) => format!(
+            "{} [pid {}]",
+            s.program.as_deref().unwrap_or("?"),
+            s.pid.unwrap_or(0)
+        ),
+        _ => match report.startups.len() {
+            1 => "the program".to_string(),
+            n => format!(
+                "every program, {} windows",
+                crate::text::thousands(n as u64)
+            ),
+        },
+    };
     Model {
+        startup_scope,
         report,
         samples,
         stacks,

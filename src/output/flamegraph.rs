@@ -206,14 +206,19 @@ pub fn write_flamegraph(
     )
 }
 
-/// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`,
-/// class as the root frame.
-pub fn write_startup(dir: &OutDir, startup: &Folded, subtitle: &str) -> io::Result<()> {
+/// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`
+/// of `scope` (every program's windows, or one), class as the root frame.
+pub fn write_startup(
+    dir: &OutDir,
+    startup: &Folded,
+    scope: &str,
+    subtitle: &str,
+) -> io::Result<()> {
     let lines: Vec<String> = startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect();
-    let title = "Start-up page faults (exec to main)".to_string();
+    let title = format!("Start-up page faults (exec to main) of {scope}");
     write_folded_and_svg_counting(
         dir,
         "startup",

@@ -30,7 +30,7 @@ pub fn write_pictures(dir: &OutDir, model: &Model) -> io::Result<()> {
     ] {
         flamegraph::write_flamegraph(dir, &folded.by_class, selection, &subtitle)?;
     }
-    flamegraph::write_startup(dir, &folded.startup, &subtitle)?;
+    flamegraph::write_startup(dir, &folded.startup, &model.startup_scope, &subtitle)?;
     flamegraph::write_latency(dir, &folded.latency, &subtitle)?;
     dir.write("timeline.svg", timeline::render(model).as_bytes())
 }

@@ -171,6 +171,12 @@ pub fn report_txt(report: &Report, top: usize) -> String {
         let _ = writeln!(s);
         s.push_str(&startup.to_text(top));
     }
+    let shown = report.startup.as_ref().and_then(|s| s.window);
+    s.push_str(&crate::analysis::startup::others_text(
+        &report.startups,
+        shown,
+        top,
+    ));
     let majors: Vec<&FileRow> = report
         .files
         .iter()
@@ -226,6 +232,15 @@ pub fn report_txt(report: &Report, top: usize) -> String {
             thousands(p.cow),
             p.threads
         );
+        if !p.execs.is_empty() {
+            // One pid ran several programs (a wrapper that exec'd the next).
+            let names: Vec<&str> = p
+                .execs
+                .iter()
+                .map(|e| e.rsplit('/').next().unwrap_or(e))
+                .collect();
+            let _ = writeln!(s, "{:>19}exec'd {}", "", truncate(&names.join(" → "), 74));
+        }
     }
     if faulting.len() > top {
         let rest = &faulting[top..];

@@ -338,3 +338,140 @@ fn bss_hint_fix_reduces_startup_faults() {
         "{row}"
     );
 }
+
+/// The window of `program` (path suffix) in report.json's `startups`.
+fn window_of<'a>(report: &'a Value, suffix: &str) -> &'a Value {
+    report["startups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["program"].as_str().unwrap().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no start-up window of {suffix}: {}", report["startups"]))
+}
+
+/// The .bss fixture behind a wrapper (`sh -c 'FIXTURE; true'`, `env
+/// FIXTURE`): its own start-up window holds its 512 .bss faults, it is the
+/// one shown (the most start-up faults), the wrapper has a window too, and
+/// `--startup-of` chooses either.
+#[test]
+fn startup_through_wrappers() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("st_wrappers");
+    let exe = compile_c(&dir, "bss_init.c", &[]);
+    let sh = std::fs::canonicalize("/bin/sh").unwrap();
+    let env = std::fs::canonicalize("/usr/bin/env").unwrap();
+    let script = format!("{}; true", exe.display());
+    for (name, program, args, wrapper) in [
+        ("sh", Path::new("/bin/sh"), vec!["-c", script.as_str()], &sh),
+        (
+            "env",
+            Path::new("/usr/bin/env"),
+            vec![exe.to_str().unwrap()],
+            &env,
+        ),
+    ] {
+        let run_dir = dir.join(name);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let (out, report) = record(&run_dir, program, &args);
+        assert!(out.status.success(), "{name}");
+        // Shown by default: the fixture, with its exact known faults.
+        assert_consistent(&report);
+        let st = &report["startup"];
+        assert!(
+            st["program"].as_str().unwrap().ends_with("/bss_init"),
+            "{name}: {}",
+            st["program"]
+        );
+        let tables = st["symbols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["symbol"] == "tables")
+            .unwrap_or_else(|| panic!("{name}: {}", st["symbols"]));
+        assert_eq!(tables["faults"], 512, "{name}");
+        assert_eq!(tables["first_toucher"], "init_tables", "{name}");
+        let exe_obj = startup_object(&report, "/bss_init");
+        assert_eq!(section(exe_obj, ".bss").unwrap()["minor"], 512, "{name}");
+        // Its entry in `startups` is the one shown and carries its counts.
+        let mine = window_of(&report, "/bss_init");
+        let index = st["window"].as_u64().unwrap() as usize;
+        assert_eq!(&report["startups"][index], mine, "{name}");
+        assert_eq!(mine["faults"], st["faults"], "{name}");
+        assert_eq!(mine["until"], "main", "{name}");
+        // The wrapper's own window, before it, ended at main (it exec'd or
+        // forked after main) with fewer faults.
+        let theirs = window_of(&report, wrapper.to_str().unwrap());
+        assert_eq!(theirs["until"], "main", "{name}: {theirs}");
+        let total = |w: &Value| -> u64 {
+            ["minor", "major", "cow"]
+                .iter()
+                .map(|c| w["faults"][c].as_u64().unwrap())
+                .sum()
+        };
+        assert!(total(theirs) > 0 && total(theirs) < total(mine), "{name}");
+        assert!(
+            theirs["exec_ms"].as_f64().unwrap() < mine["exec_ms"].as_f64().unwrap(),
+            "{name}"
+        );
+        // env execs the fixture in its own pid; sh forks a child for it.
+        let processes = report["processes"].as_array().unwrap();
+        let row = processes.iter().find(|p| p["pid"] == mine["pid"]).unwrap();
+        if name == "env" {
+            assert_eq!(mine["pid"], theirs["pid"]);
+            let execs: Vec<&str> = row["execs"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{row}"))
+                .iter()
+                .map(|e| e.as_str().unwrap())
+                .collect();
+            assert_eq!(execs.len(), 2, "{row}");
+            assert_eq!(execs[0], env.to_str().unwrap());
+            assert!(execs[1].ends_with("/bss_init"), "{row}");
+        } else {
+            assert_ne!(mine["pid"], theirs["pid"]);
+            assert!(row.get("execs").is_none(), "{row}");
+        }
+
+        // --startup-of chooses the wrapper's window, by the name it was
+        // exec'd by, and the text lists the other one.
+        let out_dir = run_dir.join("out");
+        let json = run(pfprof()
+            .args([
+                "report",
+                "--startup",
+                "--format",
+                "json",
+                "--startup-of",
+                name,
+                "-i",
+            ])
+            .arg(&out_dir));
+        assert!(
+            json.status.success(),
+            "{}",
+            String::from_utf8_lossy(&json.stderr)
+        );
+        let chosen: Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(chosen["startup"]["program"], theirs["program"], "{name}");
+        assert_eq!(chosen["startup"]["faults"], theirs["faults"], "{name}");
+        assert_eq!(chosen["startups"], report["startups"]);
+        let text = run(pfprof()
+            .args(["report", "--startup", "--startup-of", "bss_init", "-i"])
+            .arg(&out_dir));
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.starts_with("Start-up of bss_init [pid "), "{text}");
+        assert!(text.contains("\nOther start-up windows ("), "{text}");
+        // A name without a window is an error that lists the windows.
+        let none = run(pfprof()
+            .args(["report", "--startup-of", "no-such-program", "-i"])
+            .arg(&out_dir));
+        assert_eq!(none.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&none.stderr);
+        assert!(
+            err.contains("no-such-program") && err.contains("bss_init [pid"),
+            "{err}"
+        );
+    }
+}
