@@ -5,7 +5,7 @@
 //! `decode` (perf.data records) → `process` (address spaces over time) →
 //! `classify` → `stacks` (interned raw stacks) → `resolve` (symbolize each
 //! unique address once) → `render` (folded, SVG, text, JSON), `pprof`
-//! (`profile.pb.gz`). `report` and
+//! (`profile.pb.gz`), `html` (`index.html`, over the report and the SVGs). `report` and
 //! `flamegraph` replay a recording through the same path that `record` uses.
 
 pub mod analyze;
@@ -16,6 +16,7 @@ pub mod diff;
 pub mod error;
 pub mod foreign;
 pub mod fuzzing;
+pub mod html;
 pub mod latency;
 pub mod outdir;
 pub mod perf_compressed;

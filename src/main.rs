@@ -11,7 +11,7 @@ use pfprof::analyze::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::perf_data::Exit;
-use pfprof::{diff, error, pprof, record, render, report, resolve};
+use pfprof::{diff, error, html, pprof, record, render, report, resolve};
 
 /// `-i` takes a directory or the data file itself. A directory without a
 /// recording is named as such (not as a missing `DIR/pfprof.data`).
@@ -179,7 +179,7 @@ fn run(cli: Cli) -> Result<u8> {
                 eprint!("{}", report.to_text(args.analysis.top));
             }
             eprintln!(
-                "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
+                "pfprof: wrote {}/{{index.html,report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
                 args.output.display()
             );
             if let Some(why) = &recorded.write_error {
@@ -252,20 +252,33 @@ fn run(cli: Cli) -> Result<u8> {
             let command = resolved.report.command_line();
             let subtitle = resolved.report.subtitle();
             let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
+            let mut svgs = Vec::new();
             for selection in selections {
-                render::write_flamegraph(
-                    &out_dir,
-                    &resolved.folded,
-                    selection,
-                    &command,
-                    &subtitle,
-                )
-                .with_context(context)?;
+                svgs.push(
+                    render::write_flamegraph(
+                        &out_dir,
+                        &resolved.folded,
+                        selection,
+                        &command,
+                        &subtitle,
+                    )
+                    .with_context(context)?,
+                );
             }
             if args.class.is_none() {
-                render::write_startup(&out_dir, &resolved.startup_folded, &command, &subtitle)
-                    .with_context(context)?;
+                svgs.push(
+                    render::write_startup(&out_dir, &resolved.startup_folded, &command, &subtitle)
+                        .with_context(context)?,
+                );
             }
+            html::write(
+                &out_dir,
+                &resolved.report,
+                &svgs,
+                Some(&resolved.timeline_svg),
+                args.analysis.top,
+            )
+            .with_context(context)?;
             let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
             pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
                 format!(
@@ -275,7 +288,8 @@ fn run(cli: Cli) -> Result<u8> {
                 )
             })?;
             eprintln!(
-                "pfprof: wrote flame graphs and {} in {}",
+                "pfprof: wrote {}, flame graphs and {} in {}",
+                html::FILE_NAME,
                 pprof::FILE_NAME,
                 out_dir.path().display()
             );

@@ -76,20 +76,28 @@ pub fn xml_text(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn write_empty_svg(dir: &OutDir, name: &str, title: &str, subtitle: &str) -> io::Result<()> {
-    dir.write(
-        name,
-        format!(
-            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"140\" \
-             xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
-             <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{}</text>\
-             <text x=\"600\" y=\"66\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"12\">{}</text>\
-             <text x=\"600\" y=\"100\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n",
-            xml_text(title),
-            xml_text(subtitle)
-        )
-        .as_bytes(),
+fn empty_svg(title: &str, subtitle: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"140\" \
+         xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
+         <text x=\"600\" y=\"40\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{}</text>\
+         <text x=\"600\" y=\"66\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"12\">{}</text>\
+         <text x=\"600\" y=\"100\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">no faults</text></svg>\n",
+        xml_text(title),
+        xml_text(subtitle)
     )
+}
+
+/// A flame graph as written: `<name>.svg` and its text, for the outputs
+/// that embed it (index.html).
+#[derive(Debug, Clone)]
+pub struct Svg {
+    /// File name without `.svg`: `all`, `minor`, `startup`, `cow-latency`.
+    pub name: String,
+    /// The SVG document.
+    pub text: String,
+    /// Whether it has no faults (a placeholder saying so).
+    pub empty: bool,
 }
 
 /// Writes `<base>.folded` and `<base>.svg` from folded lines.
@@ -100,7 +108,7 @@ fn write_folded_and_svg(
     title: String,
     subtitle: &str,
     colors: Palette,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     write_folded_and_svg_counting(dir, base, lines, title, subtitle, colors, "faults")
 }
 
@@ -112,7 +120,7 @@ fn write_folded_and_svg_counting(
     subtitle: &str,
     colors: Palette,
     count_name: &str,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     dir.write_with(&format!("{base}.folded"), |out| {
         for line in lines {
             writeln!(out, "{line}")?;
@@ -120,8 +128,15 @@ fn write_folded_and_svg_counting(
         Ok(())
     })?;
     let svg_name = format!("{base}.svg");
+    let svg = |text: String| Svg {
+        name: base.to_string(),
+        text,
+        empty: lines.is_empty(),
+    };
     if lines.is_empty() {
-        return write_empty_svg(dir, &svg_name, &title, subtitle);
+        let text = empty_svg(&title, subtitle);
+        dir.write(&svg_name, text.as_bytes())?;
+        return Ok(svg(text));
     }
     let mut options = Options::default();
     // inferno escapes <>&" itself; control characters it passes through.
@@ -131,9 +146,11 @@ fn write_folded_and_svg_counting(
     options.colors = colors;
     options.hash = true;
     options.deterministic = true;
-    dir.write_with(&svg_name, |out| {
-        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
-    })
+    let mut text = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
+    dir.write(&svg_name, &text)?;
+    // inferno writes UTF-8 (names came in as &str).
+    Ok(svg(String::from_utf8_lossy(&text).into_owned()))
 }
 
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
@@ -143,7 +160,7 @@ pub fn write_flamegraph(
     selection: ClassSelection,
     command: &str,
     subtitle: &str,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     let base = name(selection);
     let title = match selection {
         ClassSelection::All => format!("Page faults (all classes): {command}"),
@@ -166,7 +183,7 @@ pub fn write_startup(
     startup: &Folded,
     command: &str,
     subtitle: &str,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     let lines: Vec<String> = startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
@@ -189,7 +206,8 @@ pub fn write_latency(
     folded_latency: &[Folded; 3],
     command: &str,
     subtitle: &str,
-) -> io::Result<()> {
+) -> io::Result<Vec<Svg>> {
+    let mut svgs = Vec::new();
     for class in FaultClass::ALL {
         let lines: Vec<String> = folded_latency[class as usize]
             .iter()
@@ -205,7 +223,7 @@ pub fn write_latency(
             FaultClass::Major => ClassSelection::Major,
             FaultClass::Cow => ClassSelection::Cow,
         };
-        write_folded_and_svg_counting(
+        svgs.push(write_folded_and_svg_counting(
             dir,
             &base,
             &lines,
@@ -213,9 +231,9 @@ pub fn write_latency(
             subtitle,
             palette(selection),
             "ns",
-        )?;
+        )?);
     }
-    Ok(())
+    Ok(svgs)
 }
 
 /// Writes `diff.folded` and `diff.svg`, a differential flame graph of two
@@ -226,7 +244,7 @@ pub fn write_diff(
     after: &[String],
     title: String,
     subtitle: &str,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     let mut diff = Vec::new();
     inferno::differential::from_readers(
         inferno::differential::Options::default(),
@@ -251,20 +269,38 @@ pub fn write_all(dir: &OutDir, resolved: &Resolved, top: usize) -> io::Result<()
     let report = &resolved.report;
     let command = report.command_line();
     let subtitle = report.subtitle();
+    let mut svgs = Vec::new();
     for selection in [
         ClassSelection::Minor,
         ClassSelection::Major,
         ClassSelection::Cow,
         ClassSelection::All,
     ] {
-        write_flamegraph(dir, &resolved.folded, selection, &command, &subtitle)?;
+        svgs.push(write_flamegraph(
+            dir,
+            &resolved.folded,
+            selection,
+            &command,
+            &subtitle,
+        )?);
     }
-    write_startup(dir, &resolved.startup_folded, &command, &subtitle)?;
-    write_latency(dir, &resolved.folded_latency, &command, &subtitle)?;
+    svgs.push(write_startup(
+        dir,
+        &resolved.startup_folded,
+        &command,
+        &subtitle,
+    )?);
+    svgs.extend(write_latency(
+        dir,
+        &resolved.folded_latency,
+        &command,
+        &subtitle,
+    )?);
     dir.write("timeline.svg", resolved.timeline_svg.as_bytes())?;
     dir.write("report.txt", report.to_text(top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    dir.write("report.json", &json)
+    dir.write("report.json", &json)?;
+    crate::html::write(dir, report, &svgs, Some(&resolved.timeline_svg), top)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 mod cli;
 mod dwarf;
 mod hostile;
+mod html;
 mod live;
 mod loud;
 mod names;
