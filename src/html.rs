@@ -127,21 +127,32 @@ const SCRIPT: &str = r#"
     var w = active(), m = w && w.document.getElementById('matched');
     matched.textContent = m && w.searching ? m.textContent : '';
   }
+  // The root of a flame graph is at its bottom: start there, once shown
+  // (a hidden frame is not laid out). Its text is fitted again to its width.
+  function fit(frame) {
+    var w = frame.contentWindow;
+    if (!w || !w.document.documentElement) return;
+    w.dispatchEvent(new Event('resize'));
+    if (!frame.dataset.shown) {
+      frame.dataset.shown = '1';
+      w.scrollTo(0, w.document.documentElement.scrollHeight);
+    }
+  }
   function show(i) {
     for (var j = 0; j < tabs.length; j++) {
       tabs[j].setAttribute('aria-selected', i === j ? 'true' : 'false');
       panels[j].classList.toggle('active', i === j);
     }
+    var f = panels[i].querySelector('iframe');
+    if (f) fit(f);
     showMatched();
   }
   for (var i = 0; i < tabs.length; i++) {
     tabs[i].addEventListener('click', show.bind(null, i));
   }
-  // The root of a flame graph is at its bottom: start there.
   for (var k = 0; k < frames.length; k++) {
     frames[k].addEventListener('load', function (e) {
-      var w = e.target.contentWindow;
-      w.scrollTo(0, w.document.documentElement.scrollHeight);
+      if (e.target.parentNode.classList.contains('active')) fit(e.target);
     });
   }
   document.getElementById('search').addEventListener('submit', function (e) {
@@ -377,7 +388,7 @@ fn summary(s: &mut String, report: &Report) {
     }
     let _ = writeln!(s, "</table>");
 
-    if !report.latency.is_empty() {
+    if report.latency.values().any(|l| l.count > 0) {
         let _ = writeln!(
             s,
             "<table><tr><th>time in the kernel</th><th class=\"n\">faults</th>\
