@@ -13,7 +13,7 @@ use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::format::perf_data::Exit;
 use pfprof::model::resolve;
-use pfprof::output::{diff, diff_svg, flamegraph, pprof};
+use pfprof::output::{diff, diff_svg, flamegraph, html, pprof};
 use pfprof::{error, record, text};
 
 /// `-i` takes a directory or the data file itself. A directory without a
@@ -240,7 +240,7 @@ fn run(cli: Cli) -> Result<u8> {
                 eprint!("{}", pfprof::output::text::report_txt(report, args.top));
             }
             eprintln!(
-                "pfprof: wrote {}/{{report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
+                "pfprof: wrote {}/{{index.html,report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
                 args.output.display()
             );
             if let Some(why) = &recorded.write_error {
@@ -323,8 +323,10 @@ fn run(cli: Cli) -> Result<u8> {
                     &pfprof::output::folded::fold(&resolved).by_class,
                     class,
                     &pfprof::output::picture::subtitle(&resolved.report),
-                ),
-                None => pfprof::output::write_pictures(&out_dir, &resolved),
+                )
+                .map(drop),
+                // index.html's tables show as many rows as report.txt's default.
+                None => pfprof::output::write_pictures(&out_dir, &resolved, 10),
             }
             .with_context(context)?;
             let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
@@ -335,8 +337,12 @@ fn run(cli: Cli) -> Result<u8> {
                     out_dir.path().display()
                 )
             })?;
+            let page = match args.class {
+                Some(_) => String::new(),
+                None => format!("{}, ", html::FILE_NAME),
+            };
             eprintln!(
-                "pfprof: wrote flame graphs and {} in {}",
+                "pfprof: wrote {page}flame graphs and {} in {}",
                 pprof::FILE_NAME,
                 out_dir.path().display()
             );

@@ -55,6 +55,7 @@ pub const OUTPUT_NAMES: &[&str] = &[
     "diff.folded",
     "diff.svg",
     "profile.pb.gz",
+    "index.html",
 ];
 
 /// Suffix of the directory a recording is written into.

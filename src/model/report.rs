@@ -266,6 +266,18 @@ impl Report {
         self.command.iter().map(quote).collect::<Vec<_>>().join(" ")
     }
 
+    /// The frames of `site`'s stack, root first.
+    pub fn site_frames<'a>(
+        &'a self,
+        site: &SiteRow,
+    ) -> impl DoubleEndedIterator<Item = &'a FrameRow> {
+        self.stacks
+            .get(site.stack_id as usize)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.frames.get(i as usize))
+    }
+
     /// Total faults recorded.
     pub fn captured(&self) -> u64 {
         self.totals.minor + self.totals.major + self.totals.cow

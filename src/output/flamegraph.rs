@@ -75,21 +75,16 @@ pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<Stri
     }
 }
 
-/// Writes `<base>.folded` and `<base>.svg` from folded lines.
-fn write_folded_and_svg(
-    dir: &OutDir,
-    base: &str,
-    lines: &[String],
-    title: String,
-    subtitle: &str,
-    colors: Palette,
-) -> io::Result<()> {
-    let look = Look {
-        colors,
-        count_name: "faults",
-        by_class: false,
-    };
-    write_folded_and_svg_counting(dir, base, lines, title, subtitle, look)
+/// A flame graph as written: `<name>.svg` and its text, for the outputs
+/// that embed it (index.html).
+#[derive(Debug, Clone)]
+pub struct Svg {
+    /// File name without `.svg`: `all`, `minor`, `startup`, `cow-latency`.
+    pub name: String,
+    /// The SVG document.
+    pub text: String,
+    /// Whether it has no faults (a placeholder saying so).
+    pub empty: bool,
 }
 
 /// How a flame graph is drawn.
@@ -141,6 +136,7 @@ fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]>
     Ok(maps)
 }
 
+/// Writes `<base>.folded` and `<base>.svg` from folded lines.
 fn write_folded_and_svg_counting(
     dir: &OutDir,
     base: &str,
@@ -148,7 +144,7 @@ fn write_folded_and_svg_counting(
     title: String,
     subtitle: &str,
     look: Look<'_>,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     let Look {
         colors,
         count_name,
@@ -161,23 +157,33 @@ fn write_folded_and_svg_counting(
         Ok(())
     })?;
     let svg_name = format!("{base}.svg");
+    let svg = |text: String| Svg {
+        name: base.to_string(),
+        text,
+        empty: lines.is_empty(),
+    };
     if lines.is_empty() {
-        return dir.write(&svg_name, picture::empty_svg(&title, subtitle).as_bytes());
+        let text = picture::empty_svg(&title, subtitle);
+        dir.write(&svg_name, text.as_bytes())?;
+        return Ok(svg(text));
     }
     let mut map = picture::palette_map(lines);
     let mut options = options(&title, subtitle, colors, count_name);
-    if !by_class {
+    let mut text = Vec::new();
+    let text = if by_class {
+        let maps = class_maps(lines, count_name)?;
+        options.bgcolors = Some(BackgroundColor::Grey);
+        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
+        let text = String::from_utf8(text).map_err(io::Error::other)?;
+        picture::recolor_by_class(&text, &maps)
+    } else {
         options.palette_map = Some(&mut map);
-        return dir.write_with(&svg_name, |out| {
-            flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
-        });
-    }
-    let maps = class_maps(lines, count_name)?;
-    options.bgcolors = Some(BackgroundColor::Grey);
-    let mut svg = Vec::new();
-    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
-    let svg = String::from_utf8(svg).map_err(io::Error::other)?;
-    dir.write(&svg_name, picture::recolor_by_class(&svg, &maps).as_bytes())
+        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
+        // inferno writes UTF-8 (names came in as &str).
+        String::from_utf8(text).map_err(io::Error::other)?
+    };
+    dir.write(&svg_name, text.as_bytes())?;
+    Ok(svg(text))
 }
 
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
@@ -186,7 +192,7 @@ pub fn write_flamegraph(
     folded: &[Folded; 3],
     selection: ClassSelection,
     subtitle: &str,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     let base = name(selection);
     let title = match selection {
         ClassSelection::All => "Page faults by class: minor, major, cow".to_string(),
@@ -213,7 +219,7 @@ pub fn write_startup(
     startup: &Folded,
     scope: &str,
     subtitle: &str,
-) -> io::Result<()> {
+) -> io::Result<Svg> {
     let lines: Vec<String> = startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
@@ -235,7 +241,12 @@ pub fn write_startup(
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
-pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], subtitle: &str) -> io::Result<()> {
+pub fn write_latency(
+    dir: &OutDir,
+    folded_latency: &[Folded; 3],
+    subtitle: &str,
+) -> io::Result<Vec<Svg>> {
+    let mut svgs = Vec::new();
     for class in FaultClass::ALL {
         let lines: Vec<String> = folded_latency[class as usize]
             .iter()
@@ -246,7 +257,7 @@ pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], subtitle: &str)
             "{} page-fault latency (ns in the kernel)",
             class.name().to_uppercase()
         );
-        write_folded_and_svg_counting(
+        svgs.push(write_folded_and_svg_counting(
             dir,
             &base,
             &lines,
@@ -257,37 +268,9 @@ pub fn write_latency(dir: &OutDir, folded_latency: &[Folded; 3], subtitle: &str)
                 count_name: "ns",
                 by_class: false,
             },
-        )?;
+        )?);
     }
-    Ok(())
-}
-
-/// Writes `diff.folded` and `diff.svg`, a differential flame graph of two
-/// runs' folded stacks (red: more faults in the second run, blue: fewer).
-pub fn write_diff(
-    dir: &OutDir,
-    before: &[String],
-    after: &[String],
-    title: String,
-    subtitle: &str,
-) -> io::Result<()> {
-    let mut diff = Vec::new();
-    inferno::differential::from_readers(
-        inferno::differential::Options::default(),
-        before.join("\n").as_bytes(),
-        after.join("\n").as_bytes(),
-        &mut diff,
-    )?;
-    let text = String::from_utf8_lossy(&diff);
-    let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    write_folded_and_svg(
-        dir,
-        "diff",
-        &lines,
-        title,
-        subtitle,
-        palette(ClassSelection::All),
-    )
+    Ok(svgs)
 }
 
 #[cfg(test)]

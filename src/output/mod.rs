@@ -10,6 +10,7 @@ pub mod diff;
 pub mod diff_svg;
 pub mod flamegraph;
 pub mod folded;
+pub mod html;
 pub mod picture;
 pub mod pprof;
 pub mod stream;
@@ -18,27 +19,41 @@ pub mod timeline;
 
 /// Writes every picture of a recording (`record` and `flamegraph` both
 /// call this, so they write the same set): the flame graphs of each class
-/// and of all, start-up, latency, and the timeline.
-pub fn write_pictures(dir: &OutDir, model: &Model) -> io::Result<()> {
+/// and of all, start-up, latency, the timeline, and `index.html` that shows
+/// them with the report.
+pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     let subtitle = picture::subtitle(&model.report);
     let folded = fold(model);
+    let mut svgs = Vec::new();
     for selection in [
         flamegraph::ClassSelection::Minor,
         flamegraph::ClassSelection::Major,
         flamegraph::ClassSelection::Cow,
         flamegraph::ClassSelection::All,
     ] {
-        flamegraph::write_flamegraph(dir, &folded.by_class, selection, &subtitle)?;
+        svgs.push(flamegraph::write_flamegraph(
+            dir,
+            &folded.by_class,
+            selection,
+            &subtitle,
+        )?);
     }
-    flamegraph::write_startup(dir, &folded.startup, &model.startup_scope, &subtitle)?;
-    flamegraph::write_latency(dir, &folded.latency, &subtitle)?;
-    dir.write("timeline.svg", timeline::render(model).as_bytes())
+    svgs.push(flamegraph::write_startup(
+        dir,
+        &folded.startup,
+        &model.startup_scope,
+        &subtitle,
+    )?);
+    svgs.extend(flamegraph::write_latency(dir, &folded.latency, &subtitle)?);
+    let timeline = timeline::render(model);
+    dir.write("timeline.svg", timeline.as_bytes())?;
+    html::write(dir, &model.report, &svgs, Some(&timeline), top)
 }
 
 /// Writes every output of a recording directory.
 pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     let report = &model.report;
-    write_pictures(dir, model)?;
+    write_pictures(dir, model, top)?;
     dir.write("report.txt", text::report_txt(report, top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     dir.write("report.json", &json)

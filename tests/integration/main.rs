@@ -6,6 +6,7 @@ mod cli;
 mod diff;
 mod dwarf;
 mod hostile;
+mod html;
 mod layout;
 mod live;
 mod loud;

@@ -1,0 +1,919 @@
+//! `index.html`: the page a user opens first. One self-contained file (no
+//! network: no external script, style, font or image) with the summary, the
+//! flame graphs as tabs, the timeline, the start-up analysis and the top
+//! sites and targets, read from the report model and the SVGs as rendered.
+//!
+//! Each flame graph lives in its own `<iframe srcdoc>`: inferno's SVG
+//! carries a script that looks its elements up by id (`frames`, `matched`,
+//! ...), so several inline in one document would find each other's. In its
+//! own document each keeps its search and zoom, and the page, of the same
+//! origin, calls them from its toolbar.
+//!
+//! Everything from the profiled world (names, paths, arguments) is escaped:
+//! text and attribute values through [`esc`], the SVG documents once more as
+//! the `srcdoc` attribute's value, so the page's only script is its own.
+
+use std::fmt::Write as _;
+use std::io;
+
+use crate::analysis::classify::FaultClass;
+use crate::analysis::latency::human_ns;
+use crate::format::outdir::OutDir;
+use crate::format::perf_data::Exit;
+use crate::model::report::{Report, SiteRow};
+use crate::output::flamegraph::Svg;
+use crate::text::{display_safe, thousands};
+
+/// The page's file name.
+pub const FILE_NAME: &str = "index.html";
+
+/// Writes `index.html` into `dir`.
+pub fn write(
+    dir: &OutDir,
+    report: &Report,
+    svgs: &[Svg],
+    timeline: Option<&str>,
+    top: usize,
+) -> io::Result<()> {
+    dir.write(FILE_NAME, page(report, svgs, timeline, top).as_bytes())
+}
+
+/// Text or an attribute value (in double or single quotes) for HTML: the
+/// visible escapes of [`display_safe`] for control characters, then `&<>"'`.
+pub fn esc(s: &str) -> String {
+    markup_escaped(&display_safe(s))
+}
+
+/// Lines of text, each through [`esc`] (a newline stays a newline).
+fn esc_lines(s: &str) -> String {
+    s.lines().map(esc).collect::<Vec<_>>().join("\n")
+}
+
+/// `&<>"'` escaped, nothing else: for a document already made safe (an SVG
+/// as the value of `srcdoc`).
+fn markup_escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The last path component (`[heap]` and the like stay whole).
+fn short(path: &str) -> &str {
+    if path.starts_with('[') {
+        path
+    } else {
+        path.rsplit('/').next().unwrap_or(path)
+    }
+}
+
+const STYLE: &str = "
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0 auto; padding: 0 16px 40px; max-width: 1500px; color: #222; }
+h1 { font-size: 20px; margin: 16px 0 4px; word-break: break-all; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ccc; }
+code, pre, .mono { font-family: ui-monospace, monospace; font-size: 13px; }
+pre { white-space: pre-wrap; margin: 4px 0; }
+.meta { color: #555; margin: 0; }
+.complete { color: #1a6b1a; font-weight: 600; }
+.incomplete { color: #b00; font-weight: 600; }
+ul.warnings { background: #fff4e5; border-left: 4px solid #e69500; padding: 8px 8px 8px 28px; }
+table { border-collapse: collapse; margin: 4px 0 8px; }
+th, td { padding: 2px 10px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+tr:nth-child(even) td { background: #fafafa; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+.cards { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+[role=tablist] { display: flex; flex-wrap: wrap; gap: 4px; border-bottom: 1px solid #999; }
+[role=tab] { font: inherit; padding: 5px 12px; border: 1px solid #999; border-bottom: none; background: #eee; cursor: pointer; border-radius: 4px 4px 0 0; }
+[role=tab][aria-selected=true] { background: #fff; font-weight: 600; position: relative; top: 1px; }
+[role=tab].empty { color: #888; }
+.toolbar { display: flex; gap: 8px; align-items: center; margin: 8px 0; }
+.toolbar input { font: inherit; width: 22em; }
+#matched { color: #a0a; font-weight: 600; }
+[role=tabpanel] { height: 0; overflow: hidden; visibility: hidden; }
+[role=tabpanel].active { height: auto; overflow: visible; visibility: visible; }
+iframe { width: 100%; border: 1px solid #ccc; display: block; }
+.empty-graph { padding: 24px; color: #555; background: #f6f6f6; }
+.timeline svg { max-width: 100%; height: auto; display: block; }
+details summary { cursor: pointer; }
+tr.sec td { color: #555; font-size: 13px; padding-top: 0; padding-bottom: 0; }
+nav { margin: 6px 0; }
+nav a { margin-right: 12px; }
+ol.stack { margin: 4px 0; padding-left: 24px; }
+.hint { margin: 4px 0; }
+";
+
+/// The tabs, the toolbar's search (every graph at once) and reset zoom.
+/// The flame graphs' own functions (`search`, `unzoom`, `search_prompt`)
+/// are inferno's.
+const SCRIPT: &str = r#"
+(function () {
+  var tabs = document.querySelectorAll('[role=tab]');
+  var panels = document.querySelectorAll('[role=tabpanel]');
+  var matched = document.getElementById('matched');
+  var frames = document.querySelectorAll('[role=tabpanel] iframe');
+  function active() {
+    var f = document.querySelector('[role=tabpanel].active iframe');
+    return f && f.contentWindow;
+  }
+  function showMatched() {
+    var w = active(), m = w && w.document.getElementById('matched');
+    matched.textContent = m && w.searching ? m.textContent : '';
+  }
+  // The root of a flame graph is at its bottom: start there, once shown
+  // (a hidden frame is not laid out). Its text is fitted again to its width.
+  function fit(frame) {
+    var w = frame.contentWindow;
+    if (!w || !w.document.documentElement) return;
+    w.dispatchEvent(new Event('resize'));
+    if (!frame.dataset.shown) {
+      frame.dataset.shown = '1';
+      w.scrollTo(0, w.document.documentElement.scrollHeight);
+    }
+  }
+  function show(i) {
+    for (var j = 0; j < tabs.length; j++) {
+      tabs[j].setAttribute('aria-selected', i === j ? 'true' : 'false');
+      panels[j].classList.toggle('active', i === j);
+    }
+    var f = panels[i].querySelector('iframe');
+    if (f) fit(f);
+    showMatched();
+  }
+  for (var i = 0; i < tabs.length; i++) {
+    tabs[i].addEventListener('click', show.bind(null, i));
+  }
+  for (var k = 0; k < frames.length; k++) {
+    frames[k].addEventListener('load', function (e) {
+      if (e.target.parentNode.classList.contains('active')) fit(e.target);
+    });
+  }
+  document.getElementById('search').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var term = document.getElementById('term').value;
+    for (var k = 0; k < frames.length; k++) {
+      var w = frames[k].contentWindow;
+      if (!w || !w.search) continue;
+      if (w.searching) w.search_prompt(); // inferno's toggle: resets the search
+      if (term) {
+        try { w.search(term); } catch (err) { matched.textContent = String(err); return; }
+      }
+    }
+    showMatched();
+    if (term && !matched.textContent) matched.textContent = 'no match';
+  });
+  document.getElementById('unzoom').addEventListener('click', function () {
+    var w = active();
+    if (w && w.unzoom) w.unzoom();
+  });
+})();
+"#;
+
+/// The flame graph's document for `srcdoc`: HTML around the SVG (without
+/// its XML prologue and comments, which only name inferno's web pages).
+fn frame_document(svg: &str) -> String {
+    let body = &svg[svg.find("<svg").unwrap_or(0)..];
+    let mut stripped = String::with_capacity(body.len());
+    let mut rest = body;
+    while let Some(start) = rest.find("<!--") {
+        stripped.push_str(&rest[..start]);
+        rest = match rest[start..].find("-->") {
+            Some(end) => &rest[start + end + 3..],
+            None => "",
+        };
+    }
+    stripped.push_str(rest);
+    // inferno keeps its search and zoom in the URL (history.replaceState),
+    // which about:srcdoc cannot take: that would throw halfway through.
+    format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0}}\
+         svg{{display:block;width:100%}}</style><script>history.replaceState=function(){{}};\
+         </script></head><body>{stripped}</body></html>"
+    )
+}
+
+/// The `height` of the SVG's root element, in pixels.
+fn svg_height(svg: &str) -> u64 {
+    let Some(root) = svg.find("<svg").map(|i| &svg[i..]) else {
+        return 400;
+    };
+    let root = &root[..root.find('>').unwrap_or(root.len())];
+    root.split_once(" height=\"")
+        .and_then(|(_, h)| h.split('"').next())
+        .and_then(|h| h.parse::<f64>().ok())
+        .map_or(400, |h| h.max(0.0) as u64)
+}
+
+/// The tab's label and, for an empty graph, what to say instead.
+fn label(report: &Report, name: &str) -> (String, String) {
+    let t = &report.totals;
+    let count = |n: u64| format!(" · {}", thousands(n));
+    match name {
+        "all" => (
+            format!("All classes{}", count(report.captured())),
+            "No faults in this recording.".into(),
+        ),
+        "minor" => (
+            format!("Minor{}", count(t.minor)),
+            "No minor faults in this recording.".into(),
+        ),
+        "major" => (
+            format!("Major{}", count(t.major)),
+            "No major faults in this recording.".into(),
+        ),
+        "cow" if !t.cow_available => (
+            "COW · unavailable".into(),
+            "Copy-on-write faults cannot be told apart in this recording (it was made without \
+             the page-fault tracepoints); they count as minor."
+                .into(),
+        ),
+        "cow" => (
+            format!("COW{}", count(t.cow)),
+            "No copy-on-write faults in this recording.".into(),
+        ),
+        "startup" => (
+            format!(
+                "Start-up{}",
+                count(report.startup.as_ref().map_or(0, |s| s.faults.total()))
+            ),
+            "No start-up faults in this recording.".into(),
+        ),
+        other => match other.strip_suffix("-latency") {
+            Some(class) => (
+                format!("{} latency", capitalized(class)),
+                format!("No latency measured for {class} faults (it needs the tracepoints)."),
+            ),
+            None => (other.to_string(), "No faults.".into()),
+        },
+    }
+}
+
+fn capitalized(s: &str) -> String {
+    if s == "cow" {
+        return "COW".into();
+    }
+    let mut c = s.chars();
+    c.next()
+        .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+}
+
+/// A number cell whose figure a test can find: `data-figure="NAME"`.
+fn figure(name: &str, n: u64) -> String {
+    format!(
+        "<td class=\"n\" data-figure=\"{name}\">{}</td>",
+        thousands(n)
+    )
+}
+
+fn opt_figure(name: &str, n: Option<u64>) -> String {
+    match n {
+        Some(n) => figure(name, n),
+        None => format!("<td class=\"n\" data-figure=\"{name}\">n/a</td>"),
+    }
+}
+
+fn summary(s: &mut String, report: &Report) {
+    let t = &report.totals;
+    let _ = writeln!(s, "<h2 id=\"summary\">Summary</h2>\n<div class=\"cards\">");
+    let _ = writeln!(
+        s,
+        "<table><tr><th>class</th><th class=\"n\">captured</th><th class=\"n\">kernel count</th>\
+         <th class=\"n\">read</th><th class=\"n\">write</th><th class=\"n\">exec</th>\
+         <th class=\"n\">unknown</th></tr>"
+    );
+    for class in FaultClass::ALL {
+        let name = class.name();
+        let captured = match class {
+            FaultClass::Minor => t.minor,
+            FaultClass::Major => t.major,
+            FaultClass::Cow => t.cow,
+        };
+        let kernel = match class {
+            FaultClass::Minor => opt_figure("kernel-minor", t.kernel_minor),
+            FaultClass::Major => opt_figure("kernel-major", t.kernel_major),
+            // The kernel counts COW faults as minor ones.
+            FaultClass::Cow => "<td class=\"n\">(in minor)</td>".into(),
+        };
+        let captured = if class == FaultClass::Cow && !t.cow_available {
+            "<td class=\"n\" data-figure=\"captured-cow\">unavailable</td>".into()
+        } else {
+            figure(&format!("captured-{name}"), captured)
+        };
+        let _ = write!(s, "<tr><td>{name}</td>{captured}{kernel}");
+        for access in ["read", "write", "exec", "unknown"] {
+            let n = report
+                .by_access
+                .get(name)
+                .and_then(|row| row.get(access))
+                .copied()
+                .unwrap_or(0);
+            let _ = write!(s, "{}", figure(&format!("{name}-{access}"), n));
+        }
+        let _ = writeln!(s, "</tr>");
+    }
+    let _ = writeln!(
+        s,
+        "<tr><th>total</th>{}{}<td colspan=\"4\"></td></tr></table>",
+        figure("captured-total", report.captured()),
+        opt_figure("kernel-total", kernel_total(report))
+    );
+
+    let _ = writeln!(s, "<table>");
+    let row = |s: &mut String, what: &str, cell: String| {
+        let _ = writeln!(s, "<tr><td>{}</td>{cell}</tr>", esc(what));
+    };
+    let l = &t.lost_by_class;
+    row(s, "lost records", figure("lost", t.lost));
+    if t.lost > 0 {
+        row(
+            s,
+            "… minor / major / entries / unattributed",
+            format!(
+                "<td class=\"n\">{} / {} / {} / {}</td>",
+                thousands(l.minor),
+                thousands(l.major),
+                thousands(l.entries),
+                thousands(l.unattributed)
+            ),
+        );
+    }
+    row(
+        s,
+        "truncated stacks",
+        figure("truncated", t.truncated_stacks),
+    );
+    row(s, "major on files", figure("major-file", t.major_file));
+    row(s, "major on swap", figure("major-swap", t.major_swap));
+    row(
+        s,
+        "taken in kernel mode",
+        figure("kernel-mode", t.kernel_mode),
+    );
+    if t.pfprof_faults > 0 {
+        row(
+            s,
+            "pfprof's own (left out)",
+            figure("pfprof", t.pfprof_faults),
+        );
+    }
+    if t.unpaired + t.bad_records + t.no_callchain > 0 {
+        row(s, "without error code", figure("unpaired", t.unpaired));
+        row(s, "bad records", figure("bad-records", t.bad_records));
+        row(
+            s,
+            "without call chain",
+            figure("no-callchain", t.no_callchain),
+        );
+    }
+    if let Some(ns) = report.wall_ns {
+        row(
+            s,
+            "wall time",
+            format!("<td class=\"n\">{}</td>", human_ns(ns)),
+        );
+    }
+    if report.period > 1 {
+        row(
+            s,
+            "sampled",
+            format!("<td class=\"n\">1 in {}</td>", thousands(report.period)),
+        );
+    }
+    let _ = writeln!(s, "</table>");
+
+    if report.latency.values().any(|l| l.count > 0) {
+        let _ = writeln!(
+            s,
+            "<table><tr><th>time in the kernel</th><th class=\"n\">faults</th>\
+             <th class=\"n\">p50</th><th class=\"n\">p90</th><th class=\"n\">p99</th>\
+             <th class=\"n\">max</th></tr>"
+        );
+        for class in FaultClass::ALL {
+            let Some(l) = report.latency.get(class.name()).filter(|l| l.count > 0) else {
+                continue;
+            };
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                class.name(),
+                thousands(l.count),
+                human_ns(l.p50_ns),
+                human_ns(l.p90_ns),
+                human_ns(l.p99_ns),
+                human_ns(l.max_ns)
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+    let _ = writeln!(s, "</div>");
+    if let Some(line) = report.stacks_line() {
+        let _ = writeln!(s, "<pre>{}</pre>", esc_lines(&line));
+    }
+}
+
+/// The kernel's count of the sampled classes, as the completeness line has it.
+fn kernel_total(report: &Report) -> Option<u64> {
+    let t = &report.totals;
+    let (minor, major) = (t.kernel_minor?, t.kernel_major?);
+    Some(match report.sampled_class {
+        crate::format::perf_data::RecordClass::Major => major,
+        crate::format::perf_data::RecordClass::Minor => minor,
+        // --class cow samples both events.
+        _ => minor + major,
+    })
+}
+
+fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
+    if svgs.is_empty() {
+        return;
+    }
+    // `all` first: the overview.
+    let mut order: Vec<&Svg> = svgs.iter().filter(|g| g.name == "all").collect();
+    order.extend(svgs.iter().filter(|g| g.name != "all"));
+    let _ = writeln!(
+        s,
+        "<h2 id=\"flamegraphs\">Flame graphs</h2>\n<p class=\"meta\">Click a frame to zoom, \
+         Ctrl-F or the search box to highlight frames by regular expression (every graph at \
+         once). The same graphs are the <code>*.svg</code> files beside this page.</p>"
+    );
+    let _ = writeln!(s, "<div role=\"tablist\">");
+    for (i, svg) in order.iter().enumerate() {
+        let (label, _) = label(report, &svg.name);
+        let _ = writeln!(
+            s,
+            "<button role=\"tab\" id=\"tab-{name}\" data-graph=\"{name}\" aria-selected=\"{sel}\"{class}>{label}</button>",
+            name = esc(&svg.name),
+            sel = i == 0,
+            class = if svg.empty { " class=\"empty\"" } else { "" },
+            label = esc(&label)
+        );
+    }
+    let _ = writeln!(s, "</div>");
+    let _ = writeln!(
+        s,
+        "<form class=\"toolbar\" id=\"search\"><input id=\"term\" type=\"search\" \
+         placeholder=\"regular expression, e.g. ^_dl_ or \\.data\">\
+         <button type=\"submit\">Search</button><button type=\"button\" id=\"unzoom\">Reset zoom\
+         </button><span id=\"matched\"></span></form>"
+    );
+    for (i, svg) in order.iter().enumerate() {
+        let (label, empty_text) = label(report, &svg.name);
+        let active = if i == 0 { " active" } else { "" };
+        let _ = write!(
+            s,
+            "<div role=\"tabpanel\" class=\"panel{active}\" id=\"graph-{}\">",
+            esc(&svg.name)
+        );
+        if svg.empty {
+            let _ = write!(s, "<p class=\"empty-graph\">{}</p>", esc(&empty_text));
+        } else {
+            let height = svg_height(&svg.text) + 4;
+            let _ = write!(
+                s,
+                "<iframe title=\"{}\" style=\"height:min({height}px,80vh)\" srcdoc=\"{}\"></iframe>",
+                esc(&label),
+                markup_escaped(&frame_document(&svg.text))
+            );
+        }
+        let _ = writeln!(s, "</div>");
+    }
+}
+
+fn timeline(s: &mut String, svg: &str) {
+    let Some(start) = svg.find("<svg") else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "<h2 id=\"timeline\">Timeline</h2>\n<div class=\"timeline\">{}</div>",
+        &svg[start..]
+    );
+}
+
+fn startup(s: &mut String, report: &Report, top: usize) {
+    let Some(st) = &report.startup else {
+        return;
+    };
+    let window = match (st.until.as_str(), st.until_ms) {
+        ("main", Some(ms)) => format!("exec → main entered after {ms:.1} ms"),
+        ("until-ms", Some(ms)) => format!("exec → +{ms:.1} ms (--until-ms)"),
+        (_, Some(ms)) => format!("exec → end of recording ({ms:.1} ms; main was not seen)"),
+        _ => "exec → main".to_string(),
+    };
+    let f = &st.faults;
+    let _ = writeln!(
+        s,
+        "<h2 id=\"startup\">Start-up</h2>\n<p>{}: {} faults (minor {}, major {}, cow {})</p>",
+        esc(&window),
+        thousands(f.total()),
+        thousands(f.minor),
+        thousands(f.major),
+        thousands(f.cow)
+    );
+    if !st.hints.is_empty() {
+        let _ = writeln!(s, "<h3>Hints</h3><ul>");
+        for h in &st.hints {
+            // The text names the object.
+            let _ = writeln!(s, "<li class=\"hint\">{}</li>", esc(&h.text));
+        }
+        let _ = writeln!(s, "</ul>");
+    }
+    let _ = writeln!(
+        s,
+        "<table><tr><th>object / section</th><th class=\"n\">minor</th><th class=\"n\">major</th>\
+         <th class=\"n\">cow</th><th class=\"n\">pages touched</th><th class=\"n\">of</th>\
+         <th class=\"n\">share</th><th>relocations</th></tr>"
+    );
+    let opt = |v: Option<u64>| v.map(thousands).unwrap_or_default();
+    for o in &st.objects {
+        let relocations = if o.relocations.is_empty() && o.relr == 0 {
+            String::new()
+        } else {
+            let mut types: Vec<String> = o
+                .relocations
+                .iter()
+                .map(|(t, n)| format!("{t} {}", thousands(*n)))
+                .collect();
+            if o.uses_relr {
+                types.push(format!("RELR {}", thousands(o.relr)));
+            }
+            let yes = |b: bool| if b { "yes" } else { "no" };
+            format!(
+                "{} on {} pages; BIND_NOW {}, RELRO {}; loader faults: cow {}, minor {}",
+                types.join(", "),
+                thousands(o.relocation_pages),
+                yes(o.bind_now),
+                yes(o.relro),
+                thousands(o.loader.cow),
+                thousands(o.loader.minor)
+            )
+        };
+        let _ = writeln!(
+            s,
+            "<tr><td title=\"{}\"><b>{}</b></td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td></td><td></td><td class=\"n\">{:.1}%</td><td>{}</td></tr>",
+            esc(&o.object),
+            esc(short(&o.object)),
+            thousands(o.faults.minor),
+            thousands(o.faults.major),
+            thousands(o.faults.cow),
+            o.share,
+            esc(&relocations)
+        );
+        for sec in &o.sections {
+            let _ = writeln!(
+                s,
+                "<tr class=\"sec\"><td>&nbsp;&nbsp;{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td></td>\
+                 <td></td></tr>",
+                esc(&sec.section),
+                thousands(sec.minor),
+                thousands(sec.major),
+                thousands(sec.cow),
+                opt(sec.pages_touched),
+                opt(sec.pages_total)
+            );
+        }
+    }
+    let _ = writeln!(s, "</table>");
+    if !st.symbols.is_empty() {
+        let _ = writeln!(
+            s,
+            "<h3>Start-up data symbols</h3><table><tr><th class=\"n\">faults</th><th>object</th>\
+             <th>section</th><th>symbol</th><th>first touched by</th></tr>"
+        );
+        for sym in st.symbols.iter().take(top) {
+            let _ = writeln!(
+                s,
+                "<tr><td class=\"n\">{}</td><td title=\"{}\">{}</td><td>{}</td>\
+                 <td class=\"mono\">{}</td><td class=\"mono\">{}</td></tr>",
+                thousands(sym.faults),
+                esc(&sym.object),
+                esc(short(&sym.object)),
+                esc(&sym.section),
+                esc(&sym.symbol),
+                esc(sym.first_toucher.as_deref().unwrap_or("-"))
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+}
+
+fn target_text(r: &SiteRow) -> String {
+    let mut target = short(&r.target.object).to_string();
+    for part in [&r.target.section, &r.target.symbol].into_iter().flatten() {
+        target.push(' ');
+        target.push_str(part);
+    }
+    target
+}
+
+fn sites(s: &mut String, report: &Report, top: usize) {
+    if report.sites.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "<h2 id=\"sites\">Top code sites</h2>\n<p class=\"meta\">Where the faults were taken \
+         (innermost function) and where they landed (object, section, symbol); a row opens to \
+         its most common stack.</p>"
+    );
+    for class in FaultClass::ALL {
+        let rows: Vec<&SiteRow> = report
+            .sites
+            .iter()
+            .filter(|r| r.class == class)
+            .take(top)
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "<h3>{} faults</h3><table class=\"sites\"><tr><th class=\"n\">faults</th><th>access</th>\
+             <th>function (file:line)</th><th>target</th><th>process</th></tr>",
+            capitalized(class.name())
+        );
+        for r in rows {
+            let place = match (&r.file, r.line) {
+                (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
+                _ => r.function.clone(),
+            };
+            let mut stack = String::new();
+            // Innermost first, as a debugger shows it.
+            for frame in report.site_frames(r).rev() {
+                let at = match (&frame.file, frame.line) {
+                    (Some(f), Some(l)) => format!(" {}:{l}", short(f)),
+                    _ => String::new(),
+                };
+                let inlined = if frame.inlined { " (inlined)" } else { "" };
+                let _ = write!(
+                    stack,
+                    "<li>{}{}{}</li>",
+                    esc(&frame.function),
+                    esc(&at),
+                    inlined
+                );
+            }
+            let function = if stack.is_empty() {
+                format!("<span class=\"mono\">{}</span>", esc(&place))
+            } else {
+                format!(
+                    "<details><summary class=\"mono\">{}</summary><ol class=\"stack mono\">{stack}</ol></details>",
+                    esc(&place)
+                )
+            };
+            let _ = writeln!(
+                s,
+                "<tr><td class=\"n\">{}</td><td>{}</td><td>{function}</td>\
+                 <td class=\"mono\" title=\"{}\">{}</td><td>{}</td></tr>",
+                thousands(r.count),
+                r.access.name(),
+                esc(&r.target.object),
+                esc(&target_text(r)),
+                esc(&r.comm)
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+}
+
+fn targets(s: &mut String, report: &Report, top: usize) {
+    if report.targets.is_empty() && report.files.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "<h2 id=\"targets\">Top targets</h2>\n<div class=\"cards\">"
+    );
+    if !report.targets.is_empty() {
+        let _ = writeln!(
+            s,
+            "<table><tr><th class=\"n\">faults</th><th>class</th><th>object</th><th>region</th>\
+             <th>section</th></tr>"
+        );
+        for t in report.targets.iter().take(top) {
+            let _ = writeln!(
+                s,
+                "<tr><td class=\"n\">{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td>\
+                 <td>{}</td></tr>",
+                thousands(t.count),
+                t.class.name(),
+                esc(&t.object),
+                esc(short(&t.object)),
+                esc(&t.region),
+                esc(t.section.as_deref().unwrap_or("-"))
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+    if !report.files.is_empty() {
+        let _ = writeln!(
+            s,
+            "<table><tr><th>file or region</th><th class=\"n\">major</th><th class=\"n\">swap-ins</th>\
+             <th class=\"n\">minor</th><th class=\"n\">cow</th></tr>"
+        );
+        for f in report.files.iter().take(top) {
+            let _ = writeln!(
+                s,
+                "<tr><td title=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(&f.path),
+                esc(short(&f.path)),
+                thousands(f.major),
+                thousands(f.swap),
+                thousands(f.minor),
+                thousands(f.cow)
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+    let _ = writeln!(s, "</div>");
+}
+
+fn processes(s: &mut String, report: &Report, top: usize) {
+    if report.processes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "<h2 id=\"processes\">Processes</h2>\n<table><tr><th class=\"n\">pid</th>\
+         <th class=\"n\">ppid</th><th>comm</th><th>executable</th><th class=\"n\">minor</th>\
+         <th class=\"n\">major</th><th class=\"n\">cow</th><th class=\"n\">threads</th></tr>"
+    );
+    let mut rows: Vec<_> = report.processes.iter().collect();
+    rows.sort_by_key(|p| std::cmp::Reverse(p.minor + p.major + p.cow));
+    for p in rows.iter().take(top) {
+        let _ = writeln!(
+            s,
+            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td></tr>",
+            p.pid,
+            p.ppid,
+            esc(&p.comm),
+            esc(p.exe.as_deref().unwrap_or("-")),
+            thousands(p.minor),
+            thousands(p.major),
+            thousands(p.cow),
+            p.threads
+        );
+    }
+    if rows.len() > top {
+        let _ = writeln!(
+            s,
+            "<tr><td colspan=\"8\">… {} more in report.json</td></tr>",
+            rows.len() - top
+        );
+    }
+    let _ = writeln!(s, "</table>");
+}
+
+/// The whole page.
+pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usize) -> String {
+    let mut s = String::with_capacity(svgs.iter().map(|g| g.text.len() * 5 / 4).sum::<usize>());
+    let command = report.command_line();
+    let _ = writeln!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>pfprof: {}</title><style>{STYLE}</style></head><body>",
+        esc(&command)
+    );
+    let _ = writeln!(s, "<h1>Page faults of <code>{}</code></h1>", esc(&command));
+    let exit = match report.exit {
+        Some(Exit::Code(c)) => format!("; exit status {c}"),
+        Some(Exit::Signal(sig)) => format!("; killed by signal {sig}"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "<p class=\"meta\">pfprof {}{}. Also in this directory: report.txt, report.json, the \
+         flame graphs as SVG and folded stacks, profile.pb.gz (for <code>go tool pprof</code>).</p>",
+        esc(&report.pfprof_version),
+        esc(&exit)
+    );
+    let class = if report.incomplete() {
+        "incomplete"
+    } else {
+        "complete"
+    };
+    let _ = writeln!(
+        s,
+        "<p class=\"{class}\" id=\"completeness\">{}</p>",
+        esc(&report.completeness_line())
+    );
+    let mut warnings = report.completeness_warnings();
+    for w in &report.warnings {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
+    if !warnings.is_empty() {
+        let _ = writeln!(s, "<ul class=\"warnings\" id=\"warnings\">");
+        for w in &warnings {
+            let _ = writeln!(s, "<li>{}</li>", esc(w));
+        }
+        let _ = writeln!(s, "</ul>");
+    }
+    let mut nav = vec![("summary", "Summary")];
+    if !svgs.is_empty() {
+        nav.push(("flamegraphs", "Flame graphs"));
+    }
+    if timeline_svg.is_some() {
+        nav.push(("timeline", "Timeline"));
+    }
+    if report.startup.is_some() {
+        nav.push(("startup", "Start-up"));
+    }
+    if !report.sites.is_empty() {
+        nav.push(("sites", "Code sites"));
+    }
+    if !report.targets.is_empty() || !report.files.is_empty() {
+        nav.push(("targets", "Targets"));
+    }
+    if !report.processes.is_empty() {
+        nav.push(("processes", "Processes"));
+    }
+    s.push_str("<nav>");
+    for (id, title) in nav {
+        let _ = write!(s, "<a href=\"#{id}\">{title}</a>");
+    }
+    s.push_str("</nav>\n");
+    summary(&mut s, report);
+    graphs(&mut s, report, svgs);
+    if let Some(svg) = timeline_svg {
+        timeline(&mut s, svg);
+    }
+    startup(&mut s, report, top);
+    sites(&mut s, report, top);
+    targets(&mut s, report, top);
+    processes(&mut s, report, top);
+    let _ = writeln!(s, "<script>{SCRIPT}</script>\n</body></html>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Markup, quotes and control characters never reach the page raw.
+    #[test]
+    fn escaping() {
+        for (name, shown) in [
+            ("main", "main"),
+            (
+                "</script><script>alert(1)",
+                "&lt;/script&gt;&lt;script&gt;alert(1)",
+            ),
+            ("a\"b'c&d", "a&quot;b&#39;c&amp;d"),
+            ("x\ny\x1b[31m", "x\\ny\\x1b[31m"),
+            ("\u{202e}evil", "\\u{202e}evil"),
+        ] {
+            assert_eq!(esc(name), shown, "{name:?}");
+        }
+        assert_eq!(esc_lines("a<b\n  c"), "a&lt;b\n  c");
+    }
+
+    /// The root element's height, and a fallback without one.
+    #[test]
+    fn svg_heights() {
+        for (svg, height) in [
+            (
+                "<?xml version=\"1.0\"?><svg version=\"1.1\" width=\"1200\" height=\"1582\">",
+                1582,
+            ),
+            ("<svg height=\"140\"><rect height=\"9\"/></svg>", 140),
+            ("<svg width=\"1\"><rect height=\"9\"/></svg>", 400),
+            ("not svg", 400),
+        ] {
+            assert_eq!(svg_height(svg), height, "{svg}");
+        }
+    }
+
+    /// The frame's document: the SVG without prologue and comments, after
+    /// the replaceState shim.
+    #[test]
+    fn frame_documents() {
+        let doc = frame_document(
+            "<?xml version=\"1.0\"?><!DOCTYPE svg PUBLIC \"x\" \"http://a/b.dtd\"><svg><!--See \
+             https://example.com--><text>a &lt; b</text><!--NOTES: --></svg>",
+        );
+        assert!(doc.starts_with("<!DOCTYPE html>"), "{doc}");
+        assert!(
+            doc.ends_with("</head><body><svg><text>a &lt; b</text></svg></body></html>"),
+            "{doc}"
+        );
+        assert!(!doc.contains("http"), "{doc}");
+        assert!(doc.contains("history.replaceState=function(){};"));
+    }
+}
