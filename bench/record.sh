@@ -7,6 +7,7 @@
 # time from recording to SVG flame graphs.
 #
 # Usage: bash bench/record.sh [RUNS] [MiB]      (as root; installs inferno)
+#        PFPROF=/path/to/pfprof bash bench/record.sh   (another build, e.g. before a change)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
@@ -17,8 +18,8 @@ command -v inferno-flamegraph >/dev/null || cargo install --locked inferno
 command -v bc >/dev/null || { apt-get update -qq && apt-get install -y -qq bc; }
 command -v perf >/dev/null || { echo "perf is required (apt-get install linux-perf)" >&2; exit 1; }
 grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
-cargo build --release --quiet
-pfprof=$PWD/target/release/pfprof
+if [ -z "${PFPROF:-}" ]; then cargo build --release --quiet; fi
+pfprof=${PFPROF:-$PWD/target/release/pfprof}
 
 work=$(mktemp -d /tmp/pfprof-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -790,7 +790,25 @@ impl StartupReport {
             "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>8}",
             "object / section", "minor", "major", "cow", "pages", "of", "share"
         );
-        for o in &self.objects {
+        // The objects with most faults, each with its busiest sections;
+        // the rest summed, so a big program's table stays readable.
+        let mut objects: Vec<&StartupObject> = self.objects.iter().collect();
+        objects.sort_by_key(|o| std::cmp::Reverse(o.faults.total()));
+        let more = |s: &mut String, what: &str, n: usize, c: ClassCounts, indent: usize| {
+            let label = format!(
+                "{}and {} more {what}",
+                " ".repeat(indent),
+                thousands(n as u64)
+            );
+            let _ = writeln!(
+                s,
+                "{label:<38}{:>9}{:>8}{:>9}",
+                thousands(c.minor),
+                thousands(c.major),
+                thousands(c.cow)
+            );
+        };
+        for o in objects.iter().take(top) {
             let _ = writeln!(
                 s,
                 "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>7.1}%",
@@ -802,7 +820,10 @@ impl StartupReport {
                 "",
                 o.share
             );
-            for sec in &o.sections {
+            let mut sections: Vec<&StartupSection> = o.sections.iter().collect();
+            sections.sort_by_key(|sec| std::cmp::Reverse(sec.minor + sec.major + sec.cow));
+            let shown = top.min(sections.len());
+            for sec in &sections[..shown] {
                 let opt = |v: Option<u64>| v.map(thousands).unwrap_or_default();
                 let _ = writeln!(
                     s,
@@ -814,6 +835,17 @@ impl StartupReport {
                     opt(sec.pages_touched),
                     opt(sec.pages_total)
                 );
+            }
+            if sections.len() > shown {
+                let rest = sections[shown..]
+                    .iter()
+                    .fold(ClassCounts::default(), |mut c, sec| {
+                        c.minor += sec.minor;
+                        c.major += sec.major;
+                        c.cow += sec.cow;
+                        c
+                    });
+                more(&mut s, "sections", sections.len() - shown, rest, 2);
             }
             if !o.relocations.is_empty() || o.relr > 0 {
                 let mut types: Vec<String> = o
@@ -840,6 +872,17 @@ impl StartupReport {
                     ),
                 );
             }
+        }
+        if objects.len() > top {
+            let rest = objects[top..]
+                .iter()
+                .fold(ClassCounts::default(), |mut c, o| {
+                    c.minor += o.faults.minor;
+                    c.major += o.faults.major;
+                    c.cow += o.faults.cow;
+                    c
+                });
+            more(&mut s, "objects", objects.len() - top, rest, 0);
         }
         if !self.symbols.is_empty() {
             let _ = writeln!(s, "\nStart-up data symbols:");

@@ -55,9 +55,15 @@ fn report_again(out_dir: &Path) -> Value {
 }
 
 /// `pfprof report` (text): the warnings reach report.txt's reader too.
+/// `report`'s text with its lines joined (warnings wrap at 100 columns),
+/// every line checked to fit.
 fn report_text(out_dir: &Path) -> String {
     let out = run(pfprof().args(["report", "-i"]).arg(out_dir));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text.lines() {
+        assert!(line.chars().count() <= 100, "over 100 columns: {line}");
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The GNU build-id of an ELF file, as readelf prints it.
