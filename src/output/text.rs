@@ -32,7 +32,9 @@ pub fn report_txt(report: &Report, top: usize) -> String {
         }
         None => {}
     }
-    let _ = writeln!(s, "{}", report.completeness_line());
+    for line in wrap(&report.completeness_line(), 100, 2) {
+        let _ = writeln!(s, "{line}");
+    }
     let cow = if t.cow_available {
         thousands(t.cow)
     } else {
