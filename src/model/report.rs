@@ -266,6 +266,24 @@ impl Report {
         self.command.iter().map(quote).collect::<Vec<_>>().join(" ")
     }
 
+    /// The `top` sites of `class` with most faults.
+    pub fn top_sites(&self, class: FaultClass, top: usize) -> Vec<&SiteRow> {
+        self.sites
+            .iter()
+            .filter(|r| r.class == class)
+            .take(top)
+            .collect()
+    }
+
+    /// The `top` targets of `class` with most faults.
+    pub fn top_targets(&self, class: FaultClass, top: usize) -> Vec<&TargetSummaryRow> {
+        self.targets
+            .iter()
+            .filter(|r| r.class == class)
+            .take(top)
+            .collect()
+    }
+
     /// The frames of `site`'s stack, root first.
     pub fn site_frames<'a>(
         &'a self,

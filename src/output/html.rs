@@ -628,12 +628,7 @@ fn sites(s: &mut String, report: &Report, top: usize) {
          its most common stack.</p>"
     );
     for class in FaultClass::ALL {
-        let rows: Vec<&SiteRow> = report
-            .sites
-            .iter()
-            .filter(|r| r.class == class)
-            .take(top)
-            .collect();
+        let rows = report.top_sites(class, top);
         if rows.is_empty() {
             continue;
         }

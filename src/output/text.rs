@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
 use crate::format::perf_data::Exit;
-use crate::model::report::{FileRow, Report, SiteRow, TargetSummaryRow};
+use crate::model::report::{FileRow, Report};
 use crate::text::{short, thousands, truncate, truncate_file_name, wrap};
 
 /// `report.txt`: the summary, then tables of `top` rows.
@@ -84,12 +84,7 @@ pub fn report_txt(report: &Report, top: usize) -> String {
     }
 
     for class in FaultClass::ALL {
-        let rows: Vec<&SiteRow> = report
-            .sites
-            .iter()
-            .filter(|r| r.class == class)
-            .take(top)
-            .collect();
+        let rows = report.top_sites(class, top);
         if rows.is_empty() {
             continue;
         }
@@ -137,12 +132,7 @@ pub fn report_txt(report: &Report, top: usize) -> String {
         }
     }
     for class in FaultClass::ALL {
-        let rows: Vec<&TargetSummaryRow> = report
-            .targets
-            .iter()
-            .filter(|r| r.class == class)
-            .take(top)
-            .collect();
+        let rows = report.top_targets(class, top);
         if rows.is_empty() {
             continue;
         }

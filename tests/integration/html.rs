@@ -437,25 +437,8 @@ fn hostile_names_stay_text_in_index_html() {
         "hostile_names.c",
         &["-Devil_placeholder_name=html_placeholder_function_name_xyz"],
     );
-    let mut binary = std::fs::read(&built).unwrap();
-    for (placeholder, evil) in HOSTILE {
-        assert_eq!(placeholder.len(), evil.len());
-        let at: Vec<usize> = binary
-            .windows(placeholder.len())
-            .enumerate()
-            .filter(|(_, w)| w == &placeholder)
-            .map(|(i, _)| i)
-            .collect();
-        assert!(!at.is_empty(), "{placeholder:?} not in the binary");
-        for i in at {
-            binary[i..i + evil.len()].copy_from_slice(evil);
-        }
-    }
     let exe = dir.join("hostile");
-    std::fs::write(&exe, &binary).unwrap();
-    let mut perms = std::fs::metadata(&exe).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&exe, perms).unwrap();
+    crate::util::write_patched(&built, &HOSTILE, &exe);
     let (output, _) = record(&dir, &exe, &["</script><u>arg"]);
     assert!(
         output.status.success(),

@@ -70,26 +70,9 @@ fn hostile_names_never_break_an_output() {
     }
     let dir = temp_dir("loud_hostile");
     let built = compile_c(&dir, "hostile_names.c", &[]);
-    let mut binary = std::fs::read(&built).unwrap();
-    for (placeholder, evil) in HOSTILE {
-        assert_eq!(placeholder.len(), evil.len());
-        let at: Vec<usize> = binary
-            .windows(placeholder.len())
-            .enumerate()
-            .filter(|(_, w)| w == &placeholder)
-            .map(|(i, _)| i)
-            .collect();
-        assert!(!at.is_empty(), "{placeholder:?} not in the binary");
-        for i in at {
-            binary[i..i + evil.len()].copy_from_slice(evil);
-        }
-    }
     // The file name holds an escape sequence and a newline too.
     let exe = dir.join("hostile\x1b[7m\nbin");
-    std::fs::write(&exe, &binary).unwrap();
-    let mut perms = std::fs::metadata(&exe).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&exe, perms).unwrap();
+    crate::util::write_patched(&built, &HOSTILE, &exe);
 
     let out_dir = dir.join("out");
     let output = run(pfprof()

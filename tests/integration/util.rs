@@ -307,3 +307,26 @@ pub fn signal(pid: u32, sig: &str) -> bool {
     .status
     .success()
 }
+
+/// Writes `built` to `exe` (mode 755) with each placeholder replaced by its
+/// same-length substitute everywhere it occurs (each must occur).
+pub fn write_patched(built: &Path, replacements: &[(&[u8], &[u8])], exe: &Path) {
+    let mut binary = std::fs::read(built).unwrap();
+    for (placeholder, substitute) in replacements {
+        assert_eq!(placeholder.len(), substitute.len());
+        let at: Vec<usize> = binary
+            .windows(placeholder.len())
+            .enumerate()
+            .filter(|(_, w)| w == placeholder)
+            .map(|(i, _)| i)
+            .collect();
+        assert!(!at.is_empty(), "{placeholder:?} not in the binary");
+        for i in at {
+            binary[i..i + substitute.len()].copy_from_slice(substitute);
+        }
+    }
+    std::fs::write(exe, &binary).unwrap();
+    let mut perms = std::fs::metadata(exe).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(exe, perms).unwrap();
+}
