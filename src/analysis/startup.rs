@@ -1156,4 +1156,70 @@ mod tests {
         );
         assert_eq!(others_text(&all[..1], Some(0), 10), "");
     }
+
+    /// `--top` bounds the objects and each object's sections; the rest is
+    /// summed, never dropped.
+    #[test]
+    fn objects_and_sections_are_bounded_by_top() {
+        let counts = |minor, cow| ClassCounts {
+            minor,
+            major: 0,
+            cow,
+        };
+        let object = |name: &str, minor: u64| StartupObject {
+            object: name.into(),
+            faults: counts(minor * 3, 0),
+            share: 0.0,
+            sections: [".data", ".bss", ".text"]
+                .iter()
+                .enumerate()
+                .map(|(i, sec)| StartupSection {
+                    section: sec.to_string(),
+                    minor: minor + i as u64,
+                    major: 0,
+                    cow: 0,
+                    pages_touched: None,
+                    pages_total: None,
+                })
+                .collect(),
+            relocations: BTreeMap::new(),
+            relr: 0,
+            uses_relr: false,
+            bind_now: false,
+            relro: false,
+            relocation_pages: 0,
+            loader: ClassCounts::default(),
+        };
+        let report = StartupReport {
+            program: None,
+            pid: None,
+            window: None,
+            until: "main".into(),
+            until_ms: Some(1.0),
+            faults: counts(66, 0),
+            objects: vec![
+                object("/lib/a.so", 1),
+                object("/lib/b.so", 10),
+                object("/lib/c.so", 11),
+            ],
+            symbols: Vec::new(),
+            hints: Vec::new(),
+        };
+        let text = report.to_text(2);
+        let lines: Vec<&str> = text.lines().collect();
+        // The two busiest objects, each with its two busiest sections.
+        let c = lines.iter().position(|l| l.starts_with("c.so")).unwrap();
+        let b = lines.iter().position(|l| l.starts_with("b.so")).unwrap();
+        assert!(c < b, "{text}");
+        assert!(lines[c + 1].trim_start().starts_with(".text"), "{text}");
+        assert!(lines[c + 2].trim_start().starts_with(".bss"), "{text}");
+        assert!(lines[c + 3].contains("and 1 more sections"), "{text}");
+        assert!(lines[c + 3].split_whitespace().any(|w| w == "11"), "{text}");
+        assert!(!text.contains("a.so"), "{text}");
+        let more = lines
+            .iter()
+            .find(|l| l.starts_with("and 1 more objects"))
+            .unwrap();
+        assert!(more.split_whitespace().any(|w| w == "3"), "{text}");
+    }
 }
