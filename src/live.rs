@@ -40,7 +40,7 @@ impl Live {
 impl Tap for Live {
     fn start(&mut self, events: &[EventDesc]) -> Result<()> {
         self.running = Some(Running {
-            decoder: LiveDecoder::new(events).context("the events cannot be decoded")?,
+            decoder: LiveDecoder::new(events).context("an event attribute did not parse")?,
             analyzer: LiveAnalyzer::new(self.kernel_callchains),
             streamer: Streamer::spawn(self.kind, self.fixed_ts, crate::sys::monotonic_ns()),
         });
