@@ -435,6 +435,35 @@ pub struct StartupObject {
     pub loader: ClassCounts,
 }
 
+impl StartupObject {
+    /// Its relocations in one line (types, pages, BIND_NOW, RELRO, the
+    /// loader's faults), as report.txt and index.html show them; None when
+    /// it has none.
+    pub fn relocation_summary(&self) -> Option<String> {
+        if self.relocations.is_empty() && self.relr == 0 {
+            return None;
+        }
+        let mut types: Vec<String> = self
+            .relocations
+            .iter()
+            .map(|(t, n)| format!("{t} {}", thousands(*n)))
+            .collect();
+        if self.uses_relr {
+            types.push(format!("RELR {}", thousands(self.relr)));
+        }
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        Some(format!(
+            "{} on {} pages; BIND_NOW {}, RELRO {}; loader faults: cow {}, minor {}",
+            types.join(", "),
+            thousands(self.relocation_pages),
+            yes(self.bind_now),
+            yes(self.relro),
+            thousands(self.loader.cow),
+            thousands(self.loader.minor)
+        ))
+    }
+}
+
 /// A data symbol whose pages fault at start-up.
 #[derive(Debug, Clone, Serialize)]
 pub struct StartupSymbol {
@@ -847,30 +876,8 @@ impl StartupReport {
                     });
                 more(&mut s, "sections", sections.len() - shown, rest, 2);
             }
-            if !o.relocations.is_empty() || o.relr > 0 {
-                let mut types: Vec<String> = o
-                    .relocations
-                    .iter()
-                    .map(|(t, n)| format!("{t} {}", thousands(*n)))
-                    .collect();
-                if o.uses_relr {
-                    types.push(format!("RELR {}", thousands(o.relr)));
-                }
-                let yes = |b: bool| if b { "yes" } else { "no" };
-                wrap(
-                    &mut s,
-                    "  relocations:",
-                    "    ",
-                    &format!(
-                        "{} on {} pages; BIND_NOW {}, RELRO {}; loader faults: cow {}, minor {}",
-                        types.join(", "),
-                        thousands(o.relocation_pages),
-                        yes(o.bind_now),
-                        yes(o.relro),
-                        thousands(o.loader.cow),
-                        thousands(o.loader.minor)
-                    ),
-                );
+            if let Some(summary) = o.relocation_summary() {
+                wrap(&mut s, "  relocations:", "    ", &summary);
             }
         }
         if objects.len() > top {

@@ -535,28 +535,7 @@ fn startup(s: &mut String, report: &Report, top: usize) {
     );
     let opt = |v: Option<u64>| v.map(thousands).unwrap_or_default();
     for o in &st.objects {
-        let relocations = if o.relocations.is_empty() && o.relr == 0 {
-            String::new()
-        } else {
-            let mut types: Vec<String> = o
-                .relocations
-                .iter()
-                .map(|(t, n)| format!("{t} {}", thousands(*n)))
-                .collect();
-            if o.uses_relr {
-                types.push(format!("RELR {}", thousands(o.relr)));
-            }
-            let yes = |b: bool| if b { "yes" } else { "no" };
-            format!(
-                "{} on {} pages; BIND_NOW {}, RELRO {}; loader faults: cow {}, minor {}",
-                types.join(", "),
-                thousands(o.relocation_pages),
-                yes(o.bind_now),
-                yes(o.relro),
-                thousands(o.loader.cow),
-                thousands(o.loader.minor)
-            )
-        };
+        let relocations = o.relocation_summary().unwrap_or_default();
         let _ = writeln!(
             s,
             "<tr><td title=\"{}\"><b>{}</b></td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
