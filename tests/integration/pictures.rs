@@ -26,6 +26,16 @@ struct El {
 }
 
 impl El {
+    /// The box of a `rect` (x, y, width, height).
+    fn rect(&self) -> Box2 {
+        Box2 {
+            x0: self.num("x"),
+            y0: self.num("y"),
+            x1: self.num("x") + self.num("width"),
+            y1: self.num("y") + self.num("height"),
+        }
+    }
+
     fn get(&self, key: &str) -> &str {
         self.attrs.get(key).map_or("", String::as_str)
     }
@@ -246,21 +256,11 @@ fn empty_class_looks_like_the_others() {
 fn check_timeline(svg: &str) -> Vec<String> {
     let els = elements(svg);
     let frame = els.iter().find(|e| e.get("class") == "frame").unwrap();
-    let plot = Box2 {
-        x0: frame.num("x"),
-        y0: frame.num("y"),
-        x1: frame.num("x") + frame.num("width"),
-        y1: frame.num("y") + frame.num("height"),
-    };
+    let plot = frame.rect();
     let bars: Vec<Box2> = els
         .iter()
         .filter(|e| e.get("class") == "bar")
-        .map(|e| Box2 {
-            x0: e.num("x"),
-            y0: e.num("y"),
-            x1: e.num("x") + e.num("width"),
-            y1: e.num("y") + e.num("height"),
-        })
+        .map(El::rect)
         .collect();
     assert!(!bars.is_empty());
     for b in &bars {
@@ -298,12 +298,7 @@ fn check_timeline(svg: &str) -> Vec<String> {
     let marks: Vec<Box2> = els
         .iter()
         .filter(|e| e.get("class") == "latency")
-        .map(|e| Box2 {
-            x0: e.num("x"),
-            y0: e.num("y"),
-            x1: e.num("x") + e.num("width"),
-            y1: e.num("y") + e.num("height"),
-        })
+        .map(El::rect)
         .collect();
     for e in els.iter().filter(|e| e.get("class") == "slowest") {
         let b = label_box(e.num("x"), e.num("y"), e.text.chars().count());
