@@ -11,19 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10}
-export PATH="$HOME/.cargo/bin:$PATH"
-grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
-cargo build --release --quiet
-pfprof=$PWD/target/release/pfprof
-work=$(mktemp -d /tmp/pfprof-loss.XXXXXX)
-spinner=
-cleanup() {
-  [ -n "$spinner" ] && kill "$spinner" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cc -g -O1 -fno-omit-frame-pointer -pthread -o "$work/fork_storm" fixtures/fork_storm.c
-cc -g -O1 -fno-omit-frame-pointer -o "$work/touch" fixtures/touch.c
+. bench/common.sh
+bench_setup loss
 
 declare -A cmd=(
   [storm]="$work/fork_storm"

@@ -27,7 +27,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export PATH="$HOME/.cargo/bin:$PATH"
 need=()
 command -v perf >/dev/null || need+=(linux-perf)
 command -v gcc >/dev/null || need+=(gcc)
@@ -41,20 +40,9 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
-cargo build --release --quiet
-pfprof=$PWD/target/release/pfprof
+. bench/common.sh
+bench_setup stacks
 repo=$PWD
-
-work=$(mktemp -d /tmp/pfprof-stacks.XXXXXX)
-spinner=
-cleanup() {
-  [ -n "$spinner" ] && kill "$spinner" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cc -g -O1 -fno-omit-frame-pointer -pthread -o "$work/fork_storm" fixtures/fork_storm.c
-cc -g -O1 -fno-omit-frame-pointer -o "$work/touch" fixtures/touch.c
 printf 'int main(void) { return 0; }\n' >"$work/small.c"
 mkdir -p "$work/home"
 

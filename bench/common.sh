@@ -1,0 +1,21 @@
+# bench/common.sh: the set-up bench/loss.sh and bench/stacks.sh share
+# (sourced from the repository root): tracefs, a release build in $pfprof,
+# a work directory $work removed on exit (with the busy-CPU $spinner, if
+# one was started), and the fork storm and 1 GiB touch fixtures built there.
+# Usage: bench_setup NAME
+bench_setup() {
+  export PATH="$HOME/.cargo/bin:$PATH"
+  grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
+  cargo build --release --quiet
+  pfprof=$PWD/target/release/pfprof
+  work=$(mktemp -d "/tmp/pfprof-$1.XXXXXX")
+  spinner=
+  trap bench_cleanup EXIT
+  cc -g -O1 -fno-omit-frame-pointer -pthread -o "$work/fork_storm" fixtures/fork_storm.c
+  cc -g -O1 -fno-omit-frame-pointer -o "$work/touch" fixtures/touch.c
+}
+
+bench_cleanup() {
+  [ -n "$spinner" ] && kill "$spinner" 2>/dev/null
+  rm -rf "$work"
+}
