@@ -86,10 +86,10 @@ pub struct RecordArgs {
     pub period: u64,
     /// Data pages (4 KiB) per CPU ring buffer, 1..=262144, rounded up to a
     /// power of two; mapped as asked or refused. Default: 4096 (16 MiB); with
-    /// `--call-graph dwarf`, 256 MiB per CPU within 2 GiB in all and 1/16 of
-    /// the available memory, at least 16 MiB (every sample reserves its stack
-    /// copy until pfprof unwinds it), shrunk with a warning when the
-    /// locked-memory limits do not allow it.
+    /// `--call-graph dwarf`, 64 MiB through the BPF collector, else 256 MiB
+    /// per CPU within 2 GiB in all and 1/16 of the available memory, at least
+    /// 16 MiB (every perf sample reserves its stack copy until pfprof unwinds
+    /// it); shrunk with a warning when the locked-memory limits do not allow it.
     #[arg(long, value_name = "N", value_parser = crate::record::parse_mmap_pages)]
     pub mmap_pages: Option<usize>,
     /// How user call chains are collected: `dwarf[,STACK_BYTES]` copies
@@ -99,6 +99,11 @@ pub struct RecordArgs {
     /// loses callers of code without them); `none` records no user stacks.
     #[arg(long, value_name = "MODE", default_value = "dwarf", value_parser = crate::record::CallGraph::parse)]
     pub call_graph: crate::record::CallGraph,
+    /// Record `--call-graph dwarf` stacks with perf's own stack copies
+    /// instead of pfprof's BPF collector (which writes only the stack bytes
+    /// there are: ten to a hundred times less ring space per fault).
+    #[arg(long)]
+    pub no_bpf: bool,
     /// Record minor/major faults only, without the fault-entry tracepoints
     /// (no COW or access types; about half the recording size; refused with
     /// `--class cow`).

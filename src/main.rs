@@ -151,6 +151,13 @@ fn run(cli: Cli) -> Result<u8> {
                 )
                 .into());
             }
+            if args.no_bpf && !matches!(args.call_graph, record::CallGraph::Dwarf { .. }) {
+                return Err(error::CodedError::new(
+                    2,
+                    "--no-bpf chooses how --call-graph dwarf copies stacks; other modes use no BPF",
+                )
+                .into());
+            }
             if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
                 return Err(error::CodedError::new(
                     2,
@@ -173,6 +180,7 @@ fn run(cli: Cli) -> Result<u8> {
                 tracepoints: !args.no_tracepoints,
                 class: args.class,
                 run_as_root: args.run_as_root,
+                bpf: !args.no_bpf,
             };
             let mut live = args
                 .stream

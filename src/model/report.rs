@@ -53,6 +53,9 @@ pub struct Totals {
     /// How call chains were recorded: `dwarf,BYTES`, `fp` or `none`
     /// (unknown for recordings pfprof did not finish).
     pub call_graph: Option<String>,
+    /// Who copied the user stacks in dwarf mode: `bpf` (pfprof's collector)
+    /// or `perf`.
+    pub collector: Option<String>,
     /// Call chains whose unwinding stopped early (they end in `[unknown]`).
     pub truncated_stacks: u64,
     /// Why chains stopped early, counted while recording (dwarf mode).
@@ -317,8 +320,12 @@ impl Report {
                         }
                     },
                 );
+                let copies = match t.collector.as_deref() {
+                    Some("bpf") => format!("stack copies of up to {stack_bytes} bytes by BPF"),
+                    _ => format!("{stack_bytes}-byte stack copies"),
+                };
                 let mut line = format!(
-                    "call stacks: dwarf ({stack_bytes}-byte stack copies, unwound while recording{needed})\n\
+                    "call stacks: dwarf ({copies}, unwound while recording{needed})\n\
                      truncated stacks: {} of {}",
                     thousands(t.truncated_stacks),
                     thousands(self.captured())
@@ -777,6 +784,7 @@ pub(crate) mod tests {
                 bad_records: 0,
                 no_callchain: 0,
                 call_graph: Some("dwarf,8192".into()),
+                collector: None,
                 truncated_stacks: 3,
                 unwind: Some(crate::unwind::UnwindStats {
                     samples: 1000,

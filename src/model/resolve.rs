@@ -644,6 +644,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
         bad_records: profile.decode.bad_records,
         no_callchain: t.no_callchain,
         call_graph: meta.map(|m| m.call_graph.clone()),
+        collector: meta.and_then(|m| m.collector.clone()),
         truncated_stacks: t.truncated_stacks,
         unwind: meta
             .and_then(|m| m.unwind.clone())

@@ -22,6 +22,7 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use rustc_hash::FxHashMap;
 
+use super::bpf::Fault;
 use super::ring::Ring;
 use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs};
 
@@ -31,6 +32,7 @@ const PERF_RECORD_FORK: u32 = 7;
 const PERF_RECORD_EXIT: u32 = 4;
 const PERF_RECORD_SAMPLE: u32 = 9;
 const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
 
 /// Records read ahead at a time by [`touch_ahead`].
 const TOUCH_AHEAD: usize = 32;
@@ -98,12 +100,42 @@ fn record_at<'a>(
 /// Records handled between two releases of ring space.
 const MERGE_CHUNK: usize = 256;
 
+/// `PERF_RECORD_MISC_KERNEL`, `PERF_RECORD_MISC_USER`.
+const MISC_KERNEL: u16 = 1;
+const MISC_USER: u16 = 2;
+
+/// The `data_src` the kernel writes in a fault sample (`PERF_MEM_NA`: op,
+/// level, snoop, lock, TLB and level number "not available").
+const DATA_SRC_NA: u64 = 0x1 | (0x1 << 5) | (0x1 << 19) | (0x1 << 24) | (0x1 << 26) | (0xf << 33);
+
+/// What the rewriter does with an event's samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// Passes them on as they are (tracepoints, the uprobe).
+    Pass,
+    /// Unwinds their registers and stack copy into a call chain.
+    Unwind,
+    /// They are the BPF collector's records (see [`super::bpf`]): each
+    /// becomes the sample of `minor` or `major` (those events' ids in the
+    /// recording) with its unwound chain.
+    Collector {
+        /// An id of `minor-faults`.
+        minor: u64,
+        /// An id of `major-faults`.
+        major: u64,
+    },
+}
+
 /// Rewrites drained records, unwinding fault samples.
 pub struct StackRewriter {
     unwinder: StackUnwinder,
     infos: Vec<RecordParseInfo>,
-    /// Per attr: its samples carry registers and a stack copy to unwind.
-    unwinds: Vec<bool>,
+    /// Per attr: what to do with its samples.
+    handling: Vec<Handling>,
+    /// The recording's first event's id: the collector's records that are
+    /// not samples (`PERF_RECORD_LOST` written for it) are given it, since
+    /// the recording does not describe the collector's own event.
+    leader_id: u64,
     attr_of_id: FxHashMap<u64, usize>,
     /// The start of a record cut by the end of a drained slice.
     carry: Vec<u8>,
@@ -114,33 +146,40 @@ pub struct StackRewriter {
     deferred: Vec<(u64, Vec<u8>)>,
     /// A record that straddles a ring's wrap, copied whole.
     wrapped: Vec<u8>,
+    /// pfprof's own process in a system-wide recording: its samples are
+    /// only counted, so they are written without unwinding.
+    own_pid: Option<i32>,
 }
 
 impl StackRewriter {
     /// From the attrs the events were opened with (raw bytes, ids) and
-    /// which of them are the fault events to unwind.
-    pub fn new(attrs: &[(&[u8], &[u64], bool)]) -> Option<StackRewriter> {
+    /// what to do with each one's samples; the first is the recording's
+    /// leader.
+    pub fn new(attrs: &[(&[u8], &[u64], Handling)]) -> Option<StackRewriter> {
         let mut infos = Vec::new();
-        let mut unwinds = Vec::new();
+        let mut handling = Vec::new();
         let mut attr_of_id = FxHashMap::default();
-        for (index, &(bytes, ids, unwind)) in attrs.iter().enumerate() {
+        for (index, &(bytes, ids, how)) in attrs.iter().enumerate() {
             let (attr, _) = PerfEventAttr::parse::<_, LittleEndian>(bytes).ok()?;
             infos.push(RecordParseInfo::new(&attr, Endianness::LittleEndian));
-            unwinds.push(unwind);
+            handling.push(how);
             for &id in ids {
                 attr_of_id.insert(id, index);
             }
         }
+        let leader_id = *attrs.first()?.1.first()?;
         Some(StackRewriter {
             unwinder: StackUnwinder::new(),
             infos,
-            unwinds,
+            handling,
+            leader_id,
             attr_of_id,
             carry: Vec::new(),
             out: Vec::with_capacity(1 << 20),
             chain: Vec::with_capacity(256),
             deferred: Vec::new(),
             wrapped: Vec::new(),
+            own_pid: None,
         })
     }
 
@@ -148,6 +187,14 @@ impl StackRewriter {
     /// offset): see [`StackUnwinder::set_main_probe`].
     pub fn set_main_probe(&mut self, path: &[u8], file_offset: u64) {
         self.unwinder.set_main_probe(path, file_offset);
+    }
+
+    /// pfprof's own process, whose samples are written without unwinding
+    /// (a system-wide recording leaves them out but counts them): unwinding
+    /// them took pfprof's own faults, which made more of them, and held
+    /// back those whose mappings pfprof made after it started, copying each.
+    pub fn set_own_pid(&mut self, pid: i32) {
+        self.own_pid = Some(pid);
     }
 
     /// The bytes of user stack each sample asks for.
@@ -376,13 +423,14 @@ impl StackRewriter {
         };
         // Only the samples to unwind and the records that change address
         // spaces are parsed; the rest (tracepoints, ...) pass as they are.
+        let how = self.handling[attr];
         let wanted = match record_type {
-            PERF_RECORD_SAMPLE => self.unwinds[attr],
+            PERF_RECORD_SAMPLE => how != Handling::Pass,
             PERF_RECORD_MMAP2 | PERF_RECORD_COMM | PERF_RECORD_FORK | PERF_RECORD_EXIT => true,
             _ => false,
         };
         if !wanted {
-            self.out.extend_from_slice(record);
+            self.pass_on(record, how);
             return true;
         }
         let info = self.infos[attr];
@@ -401,6 +449,9 @@ impl StackRewriter {
             return true;
         };
         match parsed {
+            EventRecord::Sample(s) if matches!(how, Handling::Collector { .. }) => {
+                return self.collector_sample(&s, how, time, record, settle);
+            }
             EventRecord::Sample(s) => {
                 let (Some(ip), Some(pid), Some(tid), Some(addr), Some(cpu)) =
                     (s.ip, s.pid, s.tid, s.addr, s.cpu)
@@ -414,24 +465,14 @@ impl StackRewriter {
                     self.chain
                         .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
                 }
+                let own = self.own_pid == Some(pid);
                 match s.user_regs.as_ref().and_then(UserRegs::from_sample) {
+                    Some(_) if own => {}
                     Some(regs) => {
                         let stack = copied_stack(&s.user_stack);
-                        let kernel_len = self.chain.len();
-                        self.chain.push(PERF_CONTEXT_USER);
                         let kernel_mode = s.cpu_mode == CpuMode::Kernel;
-                        let outcome = self.unwinder.unwind(
-                            pid,
-                            time,
-                            kernel_mode,
-                            regs,
-                            stack,
-                            settle,
-                            &mut self.chain,
-                        );
-                        if outcome == Outcome::Unknown {
-                            self.chain.truncate(kernel_len);
-                            self.deferred.push((time, record.to_vec()));
+                        let at = (pid, time, kernel_mode);
+                        if !self.unwind_or_defer(at, regs, stack, settle, record) {
                             return false;
                         }
                     }
@@ -445,26 +486,17 @@ impl StackRewriter {
                     .contains(SampleFormat::DATA_SRC)
                     .then(|| record.get(record.len().saturating_sub(8)..))
                     .flatten();
-                let size = 8 + 7 * 8 + 8 * self.chain.len() + data_src.map_or(0, <[u8]>::len);
-                let out = &mut self.out;
-                out.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
-                out.extend_from_slice(&misc.to_le_bytes());
-                out.extend_from_slice(&(size as u16).to_le_bytes());
-                for value in [id, ip] {
-                    out.extend_from_slice(&value.to_le_bytes());
-                }
-                out.extend_from_slice(&pid.to_le_bytes());
-                out.extend_from_slice(&tid.to_le_bytes());
-                for value in [time, addr] {
-                    out.extend_from_slice(&value.to_le_bytes());
-                }
-                out.extend_from_slice(&cpu.to_le_bytes());
-                out.extend_from_slice(&0u32.to_le_bytes());
-                out.extend_from_slice(&(self.chain.len() as u64).to_le_bytes());
-                for &frame in &self.chain {
-                    out.extend_from_slice(&frame.to_le_bytes());
-                }
-                out.extend_from_slice(data_src.unwrap_or_default());
+                let sample = Written {
+                    id,
+                    misc,
+                    ip,
+                    pid,
+                    tid,
+                    time,
+                    addr,
+                    cpu,
+                };
+                self.write_sample(sample, data_src);
                 return true;
             }
             EventRecord::Mmap2(m) if record_type == PERF_RECORD_MMAP2 => {
@@ -495,9 +527,143 @@ impl StackRewriter {
             }
             _ => {}
         }
-        self.out.extend_from_slice(record);
+        self.pass_on(record, how);
         true
     }
+
+    /// A record handed on unchanged, except that the collector's event,
+    /// which the recording does not describe, is named by the leader's id
+    /// (its records other than samples: `PERF_RECORD_LOST`, written with the
+    /// id of the event whose output found the ring full).
+    fn pass_on(&mut self, record: &[u8], how: Handling) {
+        self.out.extend_from_slice(record);
+        if matches!(how, Handling::Collector { .. }) && record.len() >= 16 {
+            // sample_id_all puts PERF_SAMPLE_IDENTIFIER last.
+            let end = self.out.len();
+            self.out[end - 8..end].copy_from_slice(&self.leader_id.to_le_bytes());
+        }
+    }
+
+    /// Appends the user frames of `regs` and `stack` to the chain; false
+    /// (the record held back, the chain as it was) while the process's
+    /// mappings are not known yet and this is not the last attempt.
+    fn unwind_or_defer(
+        &mut self,
+        (pid, time, kernel_mode): (i32, u64, bool),
+        regs: UserRegs,
+        stack: &[u8],
+        settle: bool,
+        record: &[u8],
+    ) -> bool {
+        let kernel_len = self.chain.len();
+        self.chain.push(PERF_CONTEXT_USER);
+        let outcome =
+            (self.unwinder).unwind(pid, time, kernel_mode, regs, stack, settle, &mut self.chain);
+        if outcome == Outcome::Unknown {
+            self.chain.truncate(kernel_len);
+            self.deferred.push((time, record.to_vec()));
+            return false;
+        }
+        true
+    }
+
+    /// A record of the BPF collector: unwound, and written as the sample of
+    /// the fault event it stands for, in the recording's layout for fault
+    /// samples. False when held back (see [`StackRewriter::record`]).
+    fn collector_sample(
+        &mut self,
+        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+        how: Handling,
+        time: u64,
+        record: &[u8],
+        settle: bool,
+    ) -> bool {
+        let Handling::Collector { minor, major } = how else {
+            return true;
+        };
+        let fault = match (&s.raw, s.pid, s.tid, s.cpu) {
+            (Some(RawData::Single(raw)), Some(pid), Some(tid), Some(cpu)) => {
+                Fault::parse(raw).map(|f| (f, pid, tid, cpu))
+            }
+            _ => None,
+        };
+        let Some((fault, pid, tid, cpu)) = fault else {
+            self.unwinder.stats.bad_records += 1;
+            return true;
+        };
+
+        self.chain.clear();
+        if !fault.kernel_ips.is_empty() {
+            self.chain.push(PERF_CONTEXT_KERNEL);
+            self.chain.extend(
+                fault
+                    .kernel_ips
+                    .chunks_exact(8)
+                    .map(|ip| u64::from_le_bytes(ip.try_into().unwrap())),
+            );
+        }
+        if self.own_pid != Some(pid) {
+            let at = (pid, time, fault.kernel_mode);
+            if !self.unwind_or_defer(at, fault.regs, fault.stack, settle, record) {
+                return false;
+            }
+        }
+        let sample = Written {
+            id: if fault.major { major } else { minor },
+            misc: if fault.kernel_mode {
+                MISC_KERNEL
+            } else {
+                MISC_USER
+            },
+            ip: fault.ip,
+            pid,
+            tid,
+            time,
+            addr: fault.addr,
+            cpu,
+        };
+        self.write_sample(sample, Some(&DATA_SRC_NA.to_le_bytes()));
+        true
+    }
+
+    /// Appends a fault sample with `self.chain` as its call chain: the
+    /// layout of the recording's fault events (IDENTIFIER, IP, TID, TIME,
+    /// ADDR, CPU, CALLCHAIN, then DATA_SRC when they have it).
+    fn write_sample(&mut self, w: Written, data_src: Option<&[u8]>) {
+        let size = 8 + 7 * 8 + 8 * self.chain.len() + data_src.map_or(0, <[u8]>::len);
+        let out = &mut self.out;
+        out.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
+        out.extend_from_slice(&w.misc.to_le_bytes());
+        out.extend_from_slice(&(size as u16).to_le_bytes());
+        for value in [w.id, w.ip] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        out.extend_from_slice(&w.pid.to_le_bytes());
+        out.extend_from_slice(&w.tid.to_le_bytes());
+        for value in [w.time, w.addr] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        out.extend_from_slice(&w.cpu.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&(self.chain.len() as u64).to_le_bytes());
+        for &frame in &self.chain {
+            out.extend_from_slice(&frame.to_le_bytes());
+        }
+        out.extend_from_slice(data_src.unwrap_or_default());
+    }
+}
+
+/// The fields of a fault sample as written (its chain is the rewriter's).
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    id: u64,
+    misc: u16,
+    ip: u64,
+    pid: i32,
+    tid: i32,
+    time: u64,
+    addr: u64,
+    cpu: u32,
 }
 
 #[cfg(test)]
@@ -627,7 +793,7 @@ mod tests {
             ("sample first", vec![]),
             ("no mmap", vec![]),
         ] {
-            let mut rewriter = StackRewriter::new(&[(&attr, &[ID], true)]).unwrap();
+            let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
             let bytes = match order {
                 "mmap first" => [&mmap[..], &sample[..]].concat(),
                 "sample first" => [&sample[..], &mmap[..]].concat(),
@@ -675,7 +841,7 @@ mod tests {
         let mut attr = kernel_attr();
         let sample_type = u64::from_le_bytes(attr[24..32].try_into().unwrap());
         attr[24..32].copy_from_slice(&(sample_type | b::PERF_SAMPLE_DATA_SRC as u64).to_le_bytes());
-        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], true)]).unwrap();
+        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
         let mut out = Vec::new();
         let mut sink = |b: &[u8]| {
             out.extend_from_slice(b);

@@ -7,6 +7,7 @@
 //! Every `unsafe` block of the binary lives here or in `ring.rs`, each with a
 //! `// SAFETY:` comment. Callers get safe functions returning `io::Result`.
 
+pub mod bpf;
 pub mod maps;
 pub mod vdso;
 

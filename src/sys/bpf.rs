@@ -1,0 +1,177 @@
+//! The `bpf()` system call, as far as pfprof's collector needs it: create a
+//! map, update an element, load a program, and attach it to a perf event.
+//! The argument structs are prefixes of the kernel's `union bpf_attr`: the
+//! kernel zero-fills what a shorter struct leaves out.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// `BPF_MAP_CREATE`, `BPF_MAP_UPDATE_ELEM`, `BPF_PROG_LOAD`.
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_PROG_LOAD: libc::c_long = 5;
+
+/// `BPF_PROG_TYPE_PERF_EVENT`.
+pub const PROG_TYPE_PERF_EVENT: u32 = 7;
+
+#[repr(C)]
+#[derive(Default)]
+struct MapCreate {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapUpdate {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct ProgLoad {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+}
+
+/// The kernel's object name: up to 15 bytes of `name`.
+fn object_name(name: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (slot, byte) in out.iter_mut().zip(name.bytes().take(15)) {
+        *slot = byte;
+    }
+    out
+}
+
+/// One `bpf()` call with `attr` (a prefix of `union bpf_attr`).
+fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live, initialised #[repr(C)] prefix of
+    // `union bpf_attr` and its size is passed with it: the kernel reads (and
+    // for some commands writes) at most that many bytes. Pointers inside it
+    // point at buffers the caller keeps alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            (attr as *mut T).cast::<libc::c_void>(),
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A fd the kernel just returned, owned by the caller.
+fn owned(fd: libc::c_long) -> io::Result<OwnedFd> {
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("bpf() returned no fd"))?;
+    // SAFETY: the kernel just returned this fd to us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Creates a map.
+pub fn map_create(
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    name: &str,
+) -> io::Result<OwnedFd> {
+    let mut attr = MapCreate {
+        map_type,
+        key_size,
+        value_size,
+        max_entries,
+        map_name: object_name(name),
+        ..MapCreate::default()
+    };
+    owned(bpf(BPF_MAP_CREATE, &mut attr)?)
+}
+
+/// Sets `map[key] = value` (the sizes must be the map's).
+pub fn map_update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
+    let mut attr = MapUpdate {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        ..MapUpdate::default()
+    };
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
+/// Loads a program of `prog_type` (instructions as 8-byte little-endian
+/// words). On failure the error carries the verifier's last log lines.
+pub fn prog_load(prog_type: u32, insns: &[u64], license: &str, name: &str) -> io::Result<OwnedFd> {
+    let license = std::ffi::CString::new(license).map_err(io::Error::other)?;
+    let load = |log: &mut [u8], level: u32| {
+        let mut attr = ProgLoad {
+            prog_type,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level: level,
+            log_size: log.len() as u32,
+            log_buf: if log.is_empty() {
+                0
+            } else {
+                log.as_mut_ptr() as u64
+            },
+            prog_name: object_name(name),
+            ..ProgLoad::default()
+        };
+        bpf(BPF_PROG_LOAD, &mut attr)
+    };
+    match load(&mut [], 0) {
+        Ok(fd) => owned(fd),
+        Err(e) => {
+            // Again with the verifier's log, to say why.
+            let mut log = vec![0u8; 1 << 20];
+            let _ = load(&mut log, 1);
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..end]);
+            let tail: Vec<&str> = text.lines().rev().take(3).collect();
+            if tail.is_empty() {
+                Err(e)
+            } else {
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                Err(io::Error::new(
+                    e.kind(),
+                    format!("{e}; verifier: {}", tail.join(" / ")),
+                ))
+            }
+        }
+    }
+}
+
+/// Runs `prog` at each sample of the perf event `event`
+/// (`PERF_EVENT_IOC_SET_BPF`).
+pub fn attach_to_event(event: &OwnedFd, prog: &OwnedFd) -> io::Result<()> {
+    // SAFETY: plain ioctl on two fds we own; no memory is passed.
+    let r =
+        unsafe { perf_event_open_sys::ioctls::SET_BPF(event.as_raw_fd(), prog.as_raw_fd() as u32) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
