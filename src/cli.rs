@@ -148,6 +148,21 @@ pub struct RecordArgs {
     /// Stop after this many seconds (attach and system-wide; a command gets SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
+    /// With -a or -p: run until stopped, writing one profile per interval of
+    /// SECS (at least 1) into a subdirectory of -o DIR named by its start
+    /// (UTC): profile.pb.gz, the folded stacks per class, report.json and
+    /// report.txt. Records are aggregated as they arrive; no recording is
+    /// kept unless --keep-recording.
+    #[arg(long, value_name = "SECS")]
+    pub interval: Option<f64>,
+    /// With --interval: keep the newest N interval directories, deleting
+    /// older ones this run wrote.
+    #[arg(long, value_name = "N", requires = "interval", value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep: Option<u64>,
+    /// With --interval: also keep the whole recording, DIR/pfprof.data (it
+    /// grows with every fault).
+    #[arg(long, requires = "interval")]
+    pub keep_recording: bool,
     /// The command to profile, after `--`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND", required_unless_present_any = ["pids", "all_cpus"])]
     pub command: Vec<String>,

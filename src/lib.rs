@@ -18,7 +18,8 @@
 //!    symbolized profile every output reads.
 //! 7. [`output`]: one small module per output (folded stacks, flame graphs,
 //!    timeline, report.txt, report.json, pprof, stream, diff).
-//! 8. [`live`], [`cli`]: the face, which wires stages together; `report`
+//! 8. [`live`], [`continuous`], [`cli`]: the face, which wires stages
+//!    together (the live stream, the intervals of `record --interval`); `report`
 //!    and `flamegraph` replay a recording through the same path `record`
 //!    takes after recording.
 
@@ -40,5 +41,6 @@ pub mod model;
 pub mod output;
 
 pub mod cli;
+pub mod continuous;
 pub mod fuzzing;
 pub mod live;

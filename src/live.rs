@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 
 use crate::analysis::LiveAnalyzer;
 use crate::format::decode::LiveDecoder;
-use crate::format::perf_data::EventDesc;
+use crate::format::perf_data::{EventDesc, RecordingMeta};
 use crate::output::stream::{StreamKind, Streamer};
 use crate::record::Tap;
 
@@ -38,7 +38,7 @@ impl Live {
 }
 
 impl Tap for Live {
-    fn start(&mut self, events: &[EventDesc]) -> Result<()> {
+    fn start(&mut self, events: &[EventDesc], _meta: &RecordingMeta) -> Result<()> {
         self.running = Some(Running {
             decoder: LiveDecoder::new(events).context("an event attribute did not parse")?,
             analyzer: LiveAnalyzer::new(self.kernel_callchains),

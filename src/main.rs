@@ -134,6 +134,88 @@ fn kept_in(e: anyhow::Error, partial: &str) -> anyhow::Error {
     .into()
 }
 
+/// What `record` is asked to do.
+fn record_config(
+    args: &pfprof::cli::RecordArgs,
+    target: record::Target,
+    data_path: Option<PathBuf>,
+) -> record::RecordConfig {
+    record::RecordConfig {
+        target,
+        duration: args.duration.map(std::time::Duration::from_secs_f64),
+        data_path,
+        period: args.period,
+        mmap_pages: args.mmap_pages,
+        kernel_callchains: args.analysis.kernel,
+        call_graph: args.call_graph,
+        tracepoints: !args.no_tracepoints,
+        class: args.class,
+        run_as_root: args.run_as_root,
+        bpf: !args.no_bpf,
+    }
+}
+
+/// `record --interval`: a profile per interval, written as the records
+/// arrive, until Ctrl-C, SIGTERM or `--duration`.
+fn record_intervals(
+    args: &pfprof::cli::RecordArgs,
+    target: record::Target,
+    secs: f64,
+) -> Result<u8> {
+    if matches!(target, record::Target::Command(_)) {
+        return Err(error::CodedError::new(
+            2,
+            "--interval profiles running processes: use it with -a or -p PID (a command's one profile is `pfprof record -- COMMAND`)",
+        )
+        .into());
+    }
+    if !(secs >= 1.0 && secs.is_finite()) {
+        return Err(error::CodedError::new(2, "--interval must be at least 1 second").into());
+    }
+    if args.stream.is_some() {
+        return Err(error::CodedError::new(2, "--interval and --stream cannot be combined").into());
+    }
+    pfprof::continuous::prepare_dir(&args.output)?;
+    let data_path = args.keep_recording.then(|| args.output.join(DATA_FILE));
+    let config = record_config(args, target, data_path);
+    let mut tap = pfprof::continuous::Continuous::new(pfprof::continuous::Settings {
+        dir: args.output.clone(),
+        interval: std::time::Duration::from_secs_f64(secs),
+        keep: args.keep.map(|n| n as usize),
+        options: AnalyzeOptions {
+            kernel: args.analysis.kernel,
+            symfs: args.analysis.symfs.clone(),
+            ..AnalyzeOptions::default()
+        },
+        top: args.top,
+        verbose: !args.quiet,
+    });
+    let recorded = record::record(&config, Some(&mut tap))?;
+    let summary = tap.summary()?;
+    let missing = if summary.lost > 0 {
+        format!(", {} records lost", text::thousands(summary.lost))
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "pfprof: wrote {} intervals into {} ({} faults{missing}; {} older intervals deleted)",
+        summary.written,
+        args.output.display(),
+        text::thousands(summary.faults),
+        summary.deleted
+    );
+    if let Some(why) = &recorded.write_error {
+        eprintln!("pfprof: warning: the recording is partial: {why}");
+    }
+    if summary.lost > 0 {
+        eprintln!(
+            "pfprof: warning: {} records were lost (each interval's report counts its own)",
+            text::thousands(summary.lost)
+        );
+    }
+    Ok(0)
+}
+
 fn run(cli: Cli) -> Result<u8> {
     match cli.action {
         Action::Record(args) => {
@@ -165,23 +247,15 @@ fn run(cli: Cli) -> Result<u8> {
                 )
                 .into());
             }
+            if let Some(secs) = args.interval {
+                return record_intervals(&args, target, secs);
+            }
             // Refuses, before the command starts, to replace what is not
             // pfprof's; everything is written into DIR.partial first.
             let staging = Staging::begin(&args.output)?;
             let partial = staging.out_dir().path().display().to_string();
-            let config = record::RecordConfig {
-                target,
-                duration: args.duration.map(std::time::Duration::from_secs_f64),
-                data_path: staging.out_dir().path().join(DATA_FILE),
-                period: args.period,
-                mmap_pages: args.mmap_pages,
-                kernel_callchains: args.analysis.kernel,
-                call_graph: args.call_graph,
-                tracepoints: !args.no_tracepoints,
-                class: args.class,
-                run_as_root: args.run_as_root,
-                bpf: !args.no_bpf,
-            };
+            let data_file = staging.out_dir().path().join(DATA_FILE);
+            let config = record_config(&args, target, Some(data_file.clone()));
             let mut live = args
                 .stream
                 .map(|kind| pfprof::live::Live::new(kind, args.fixed_ts, args.analysis.kernel));
@@ -213,17 +287,15 @@ fn run(cli: Cli) -> Result<u8> {
                 }
             }
             let stopped = recorded.write_error.is_some();
-            let outputs = analyze_and_resolve(&config.data_path, &args.analysis, stopped).and_then(
-                |resolved| {
-                    let start_ns =
-                        pprof::recording_start_ns(&config.data_path, resolved.report.wall_ns);
+            let outputs =
+                analyze_and_resolve(&data_file, &args.analysis, stopped).and_then(|resolved| {
+                    let start_ns = pprof::recording_start_ns(&data_file, resolved.report.wall_ns);
                     pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
                         .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
                         .with_context(|| format!("cannot write the outputs in {partial}"))?;
                     staging.commit()?;
                     Ok(resolved)
-                },
-            );
+                });
             let resolved = match outputs {
                 Ok(resolved) => {
                     // The outputs are written; a wrong name only warns here.

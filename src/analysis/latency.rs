@@ -1,6 +1,11 @@
 //! Fault latency: the time a fault spent in the kernel, from its entry
 //! tracepoint to the event that completes it (same thread). Percentiles and
 //! a log2 histogram per class, as bpftrace's `hist()` prints them.
+//!
+//! Latencies are counted per distinct value ([`Latencies`]), not kept per
+//! fault: exact while there are at most [`EXACT_DISTINCT`] distinct values
+//! (in practice always: faults take from a few hundred ns to a few ms),
+//! then rounded to 12 significant bits (0.025%), which bounds the table.
 
 use std::fmt::Write as _;
 
@@ -36,7 +41,84 @@ pub struct LatencyStats {
     pub log2_hist: Vec<Bucket>,
 }
 
+/// Distinct latencies kept exactly; past this, values are rounded.
+pub const EXACT_DISTINCT: usize = 1 << 18;
+
+/// Significant bits kept once values are rounded.
+const ROUNDED_BITS: u32 = 12;
+
+/// The latencies of one class: how many faults took each (distinct) time.
+#[derive(Debug, Clone, Default)]
+pub struct Latencies {
+    counts: rustc_hash::FxHashMap<u64, u64>,
+    rounded: bool,
+}
+
+/// `ns` with the bits below its 12 most significant cleared.
+fn round(ns: u64) -> u64 {
+    let low = (64 - ns.leading_zeros()).saturating_sub(ROUNDED_BITS);
+    ns >> low << low
+}
+
+impl Latencies {
+    /// Counts `count` faults that took `ns`.
+    pub fn add(&mut self, ns: u64, count: u64) {
+        let ns = if self.rounded { round(ns) } else { ns };
+        *self.counts.entry(ns).or_default() += count;
+        if !self.rounded && self.counts.len() > EXACT_DISTINCT {
+            self.rounded = true;
+            let exact = std::mem::take(&mut self.counts);
+            for (ns, n) in exact {
+                *self.counts.entry(round(ns)).or_default() += n;
+            }
+        }
+    }
+
+    /// Faults counted.
+    pub fn len(&self) -> u64 {
+        self.counts.values().sum()
+    }
+
+    /// Whether none was counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Distinct values held.
+    pub fn distinct(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether values were rounded (more than [`EXACT_DISTINCT`] distinct).
+    pub fn rounded(&self) -> bool {
+        self.rounded
+    }
+
+    /// Forgets every latency.
+    pub fn clear(&mut self) {
+        *self = Latencies::default();
+    }
+}
+
+/// Nearest-rank percentile of (value, count) pairs sorted by value, of
+/// `total` values in all.
+fn percentile_of_counts(sorted: &[(u64, u64)], total: u64, p: f64) -> u64 {
+    if total == 0 {
+        return 0;
+    }
+    let rank = (((p / 100.0) * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for &(ns, n) in sorted {
+        seen += n;
+        if seen >= rank {
+            return ns;
+        }
+    }
+    sorted.last().map_or(0, |&(ns, _)| ns)
+}
+
 /// Nearest-rank percentile of sorted values.
+#[cfg(test)]
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -46,13 +128,25 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 impl LatencyStats {
-    /// Statistics of `latencies_ns` (sorted in place).
-    pub fn from_values(latencies_ns: &mut [u64]) -> LatencyStats {
-        latencies_ns.sort_unstable();
+    /// Statistics of `latencies_ns`.
+    pub fn from_values(latencies_ns: &[u64]) -> LatencyStats {
+        let mut counted = Latencies::default();
+        for &ns in latencies_ns {
+            counted.add(ns, 1);
+        }
+        LatencyStats::from_counts(&counted)
+    }
+
+    /// Statistics of counted latencies.
+    pub fn from_counts(latencies: &Latencies) -> LatencyStats {
+        let mut sorted: Vec<(u64, u64)> =
+            latencies.counts.iter().map(|(&ns, &n)| (ns, n)).collect();
+        sorted.sort_unstable();
+        let total: u64 = sorted.iter().map(|&(_, n)| n).sum();
         let mut counts = [0u64; 65];
-        for &ns in latencies_ns.iter() {
+        for &(ns, n) in &sorted {
             // bucket k holds [2^(k-1), 2^k); bucket 0 holds 0.
-            counts[(64 - ns.leading_zeros()) as usize] += 1;
+            counts[(64 - ns.leading_zeros()) as usize] += n;
         }
         let first = counts.iter().position(|&c| c > 0);
         let last = counts.iter().rposition(|&c| c > 0);
@@ -73,11 +167,11 @@ impl LatencyStats {
             _ => Vec::new(),
         };
         LatencyStats {
-            count: latencies_ns.len() as u64,
-            p50_ns: percentile(latencies_ns, 50.0),
-            p90_ns: percentile(latencies_ns, 90.0),
-            p99_ns: percentile(latencies_ns, 99.0),
-            max_ns: latencies_ns.last().copied().unwrap_or(0),
+            count: total,
+            p50_ns: percentile_of_counts(&sorted, total, 50.0),
+            p90_ns: percentile_of_counts(&sorted, total, 90.0),
+            p99_ns: percentile_of_counts(&sorted, total, 99.0),
+            max_ns: sorted.last().map_or(0, |&(ns, _)| ns),
             log2_hist,
         }
     }
@@ -144,8 +238,8 @@ mod tests {
     /// Percentiles (nearest rank), max, and log2 buckets from first to last non-empty.
     #[test]
     fn stats() {
-        let mut values: Vec<u64> = (1..=100).map(|i| i * 100).collect();
-        let s = LatencyStats::from_values(&mut values);
+        let values: Vec<u64> = (1..=100).map(|i| i * 100).collect();
+        let s = LatencyStats::from_values(&values);
         assert_eq!(
             (s.count, s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns),
             (100, 5000, 9000, 9900, 10000)
@@ -167,8 +261,8 @@ mod tests {
             }
         );
         assert_eq!(s.log2_hist.iter().map(|b| b.count).sum::<u64>(), 100);
-        assert_eq!(LatencyStats::from_values(&mut []), LatencyStats::default());
-        let zero = LatencyStats::from_values(&mut [0, 0, 1]);
+        assert_eq!(LatencyStats::from_values(&[]), LatencyStats::default());
+        let zero = LatencyStats::from_values(&[0, 0, 1]);
         assert_eq!(
             zero.log2_hist,
             [
@@ -184,6 +278,40 @@ mod tests {
                 }
             ]
         );
+    }
+
+    /// Counting distinct values gives the percentiles of the values; past
+    /// the exact limit the table stays bounded and the values close.
+    #[test]
+    fn counted_latencies_are_bounded() {
+        let mut values: Vec<u64> = (0..200_000u64)
+            .map(|i| (i * 7919) % 100_003 + 300)
+            .collect();
+        let mut counted = Latencies::default();
+        for &v in &values {
+            counted.add(v, 1);
+        }
+        assert!(!counted.rounded());
+        values.sort_unstable();
+        let stats = LatencyStats::from_counts(&counted);
+        assert_eq!(stats.count, 200_000);
+        assert_eq!(stats.p90_ns, percentile(&values, 90.0));
+        assert_eq!(stats.p99_ns, percentile(&values, 99.0));
+        assert_eq!(stats.max_ns, *values.last().unwrap());
+
+        let mut wide = Latencies::default();
+        for i in 0..(EXACT_DISTINCT as u64 * 4) {
+            wide.add(1_000_000 + i * 3, 1);
+        }
+        assert!(wide.rounded());
+        assert!(wide.distinct() <= EXACT_DISTINCT);
+        assert_eq!(wide.len(), EXACT_DISTINCT as u64 * 4);
+        let p50 = LatencyStats::from_counts(&wide).p50_ns as f64;
+        let exact = (1_000_000 + EXACT_DISTINCT as u64 * 6) as f64;
+        assert!((p50 - exact).abs() / exact < 1e-3, "{p50} vs {exact}");
+        assert_eq!(round(0), 0);
+        assert_eq!(round(4095), 4095);
+        assert_eq!(round(4097), 4096);
     }
 
     /// Human-readable durations and bucket bounds.

@@ -12,6 +12,7 @@ pub mod latency;
 pub mod process;
 pub mod stacks;
 pub mod startup;
+pub mod timeline;
 
 use std::path::Path;
 
@@ -166,10 +167,10 @@ pub struct Profile {
     pub stacks: StackTable,
     /// Fault counts.
     pub counts: FxHashMap<SampleKey, Tally>,
-    /// Latency of every paired fault, ns, per class.
-    pub latencies: [Vec<u64>; 3],
-    /// Every fault in time order, for the timeline.
-    pub timeline: Vec<TimelineFault>,
+    /// Latencies of the paired faults, per class.
+    pub latencies: [latency::Latencies; 3],
+    /// Faults per time bucket, for the timeline.
+    pub timeline: timeline::Timeline,
     /// Totals.
     pub totals: Totals,
     /// Whether the recording has fault-entry tracepoints.
@@ -276,6 +277,54 @@ impl LiveAnalyzer {
     }
 }
 
+/// The analysis fed as records arrive, one interval at a time (`record
+/// --interval`): each interval's counts are taken with [`Aggregator::take`],
+/// while what outlives an interval (address spaces, the stack table, the
+/// symbolizer's open modules) stays. Memory is bounded by what is distinct:
+/// nothing here is kept per fault.
+pub struct Aggregator(Analyzer);
+
+impl Aggregator {
+    /// An analyzer for a recording described by `meta` (its mode, call
+    /// graph and pfprof's pid); `has_entries` when the fault-entry
+    /// tracepoints are recorded.
+    pub fn new(options: AnalyzeOptions, meta: RecordingMeta, has_entries: bool) -> Aggregator {
+        let mut analyzer = Analyzer::new(options);
+        analyzer.begin(&meta);
+        analyzer.profile.meta = Some(meta);
+        analyzer.profile.has_entries = has_entries;
+        Aggregator(analyzer)
+    }
+
+    /// Feeds one event (in time order).
+    pub fn feed(&mut self, event: Event<'_>) {
+        self.0.on_event(event);
+    }
+
+    /// The interval's profile so far, to resolve; [`Aggregator::reset`]
+    /// starts the next one.
+    pub fn profile(&mut self) -> &mut Profile {
+        let profile = &mut self.0.profile;
+        if !profile.has_entries {
+            profile.totals.unpaired = 0;
+        }
+        profile
+    }
+
+    /// Forgets the counts of the interval (keeping address spaces, stacks
+    /// and the symbolizer).
+    pub fn reset(&mut self) {
+        let p = &mut self.0.profile;
+        p.process_counts.clear();
+        p.counts.clear();
+        p.latencies = Default::default();
+        p.timeline.clear();
+        p.totals = Totals::default();
+        p.decode = DecodeStats::default();
+        p.first_touch.clear();
+    }
+}
+
 fn target_key(place: Place) -> TargetKey {
     match place {
         Place::Module {
@@ -310,7 +359,7 @@ impl Analyzer {
                 stacks: StackTable::default(),
                 counts: FxHashMap::default(),
                 latencies: Default::default(),
-                timeline: Vec::new(),
+                timeline: timeline::Timeline::default(),
                 totals: Totals::default(),
                 has_entries: false,
                 decode: DecodeStats::default(),
@@ -376,6 +425,16 @@ impl Analyzer {
         self.unwound_bytes = bytes;
     }
 
+    /// What the recording's metadata says about how to read it.
+    fn begin(&mut self, meta: &RecordingMeta) {
+        self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
+        self.fp_max_stack =
+            (meta.call_graph == "fp").then(|| meta.max_stack.map_or(MAX_FRAMES, |n| n as usize));
+        if meta.mode != RecordMode::Command {
+            self.profile.startup.disable();
+        }
+    }
+
     fn on_event(&mut self, event: Event<'_>) {
         if matches!(
             event,
@@ -385,8 +444,6 @@ impl Analyzer {
         }
         match event {
             Event::Begin(header) => {
-                // About half the records are completed faults.
-                self.profile.timeline.reserve(header.records / 2);
                 self.profile.sampling = header.sampling;
                 self.profile.any_fault_event = header.any_fault_event;
                 if header.user_stacks {
@@ -394,12 +451,7 @@ impl Analyzer {
                     self.unwinder = Some(StackUnwinder::offline(options));
                 }
                 if let Some(meta) = &header.meta {
-                    self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
-                    self.fp_max_stack = (meta.call_graph == "fp")
-                        .then(|| meta.max_stack.map_or(MAX_FRAMES, |n| n as usize));
-                    if meta.mode != RecordMode::Command {
-                        self.profile.startup.disable();
-                    }
+                    self.begin(meta);
                 }
             }
             Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {
@@ -644,13 +696,13 @@ impl Analyzer {
             }
         }
 
-        profile.timeline.push(TimelineFault {
-            time: sample.time,
-            stack,
+        profile.timeline.add(
+            sample.time,
             class,
-            pid: sample.pid,
-            latency_ns: latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
-        });
+            sample.pid,
+            stack,
+            latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
+        );
         if self.live {
             self.last = Some(Classified {
                 time: sample.time,
@@ -684,24 +736,9 @@ impl Analyzer {
         tally.faults += weight;
         if let Some(ns) = latency_ns {
             tally.latency_ns += ns.saturating_mul(weight);
-            profile.latencies[class_index].push(ns);
+            profile.latencies[class_index].add(ns, 1);
         }
     }
-}
-
-/// One fault on the timeline.
-#[derive(Debug, Clone, Copy)]
-pub struct TimelineFault {
-    /// When it completed (ns, the recording's clock).
-    pub time: u64,
-    /// Its stack.
-    pub stack: StackId,
-    /// Its class.
-    pub class: FaultClass,
-    /// Its process.
-    pub pid: i32,
-    /// Time in the kernel (ns, at most u32::MAX), when its entry was seen.
-    pub latency_ns: Option<u32>,
 }
 
 /// The symbolizer's settings for this analysis.

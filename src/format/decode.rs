@@ -24,6 +24,7 @@ use thiserror::Error;
 
 use crate::format::perf_data::{
     read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta,
+    PERF_RECORD_FINISHED_ROUND,
 };
 use crate::sys::MappedFile;
 use crate::unwind::UserRegs;
@@ -259,8 +260,6 @@ pub struct Header {
     pub kinds: Vec<EventKind>,
     /// Command line from the perf header.
     pub cmdline: Option<Vec<String>>,
-    /// Kernel records in the recording (to size buffers up front).
-    pub records: usize,
     /// How perf sampled the faults, when not every one (perf's `-c N`,
     /// `-F`): counts are then scaled by the period.
     pub sampling: Option<Sampling>,
@@ -582,7 +581,6 @@ fn replay_layout(
         meta,
         kinds: kinds.clone(),
         cmdline: layout.cmdline,
-        records: 0,
         sampling,
         any_fault_event,
         kernel_build_id: build_ids.get(&b"[kernel.kallsyms]"[..]).cloned(),
@@ -626,7 +624,27 @@ fn replay_layout(
     } else {
         data
     };
-    let mut index: Vec<(u64, u64)> = Vec::with_capacity(data.len() / 96);
+    // Records are handed out round by round, as perf reads them: at each
+    // FINISHED_ROUND, everything up to the newest time of the round before
+    // is in the file, so it is sorted and handed out. The index then holds
+    // about two drain passes, not the whole recording. (A file without
+    // rounds is sorted whole at the end.)
+    on_event(Event::Begin(&header));
+    let mut out = Emitter {
+        data,
+        parse_infos: &parse_infos,
+        kinds: &kinds,
+        weights: &weights,
+        build_ids: &build_ids,
+        stats: &mut stats,
+        decoded: 0,
+        faults: 0,
+        bad_faults: 0,
+        lost: [0; 2],
+    };
+    let mut index: Vec<(u64, u64)> = Vec::new();
+    let mut indexed = 0u64;
+    let (mut newest, mut flush_limit) = (0u64, None::<u64>);
     let mut offset = 0usize;
     while offset < data.len() {
         let Some(head) = data.get(offset..offset + 8) else {
@@ -635,14 +653,14 @@ fn replay_layout(
                 data.len() - offset
             );
             if partial {
-                stats.truncated = Some(format!("after {} records: {why}", index.len()));
+                out.stats.truncated = Some(format!("after {indexed} records: {why}"));
                 break;
             }
             return Err(DecodeError::Truncated {
                 path: display,
                 offset: (data_start + offset) as u64,
                 record: String::new(),
-                records: index.len() as u64,
+                records: indexed,
                 what: why,
             });
         };
@@ -656,9 +674,8 @@ fn replay_layout(
                 record_type_name(record_type)
             );
             if partial {
-                stats.truncated = Some(format!(
-                    "after {} records: at byte {at}{record}: {why}",
-                    index.len()
+                out.stats.truncated = Some(format!(
+                    "after {indexed} records: at byte {at}{record}: {why}"
                 ));
                 break;
             }
@@ -666,13 +683,23 @@ fn replay_layout(
                 path: display,
                 offset: at as u64,
                 record,
-                records: index.len() as u64,
+                records: indexed,
                 what: why,
             });
         }
         let body = RawData::Single(&data[offset + 8..offset + size]);
         let this = offset;
         offset += size;
+        if record_type == PERF_RECORD_FINISHED_ROUND {
+            if let Some(limit) = flush_limit {
+                index.sort_unstable();
+                let ready = index.partition_point(|&(time, _)| time <= limit);
+                out.emit(&index[..ready], &mut on_event);
+                index.drain(..ready);
+            }
+            flush_limit = Some(newest);
+            continue;
+        }
         if record_type >= USER_RECORD_TYPE_START {
             continue;
         }
@@ -704,7 +731,7 @@ fn replay_layout(
             }) {
                 Some(&index) => index,
                 None => {
-                    stats.bad_records += 1;
+                    out.stats.bad_records += 1;
                     continue;
                 }
             }
@@ -715,62 +742,19 @@ fn replay_layout(
             &parse_infos[attr_index],
         )
         .unwrap_or(0);
+        newest = newest.max(time);
+        indexed += 1;
         index.push((time, this as u64 | (attr_index as u64) << 48));
     }
     index.sort_unstable();
-    let header = Header {
-        records: index.len(),
-        ..header
-    };
-    on_event(Event::Begin(&header));
-    stats.first_time = index.first().map(|r| r.0);
-    stats.last_time = index.last().map(|r| r.0);
-
-    let (mut decoded, mut faults, mut bad_faults) = (0u64, 0u64, 0u64);
-    // Records lost by the ring (PERF_RECORD_LOST), samples lost by event
-    // (PERF_RECORD_LOST_SAMPLES): perf writes both for the same loss.
-    let mut lost = [0u64; 2];
-    for &(time, key) in &index {
-        let offset = (key & ((1 << 48) - 1)) as usize;
-        let attr_index = (key >> 48) as usize;
-        let head = &data[offset..offset + 8];
-        let record_type = RecordType(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-        let misc = u16::from_le_bytes([head[4], head[5]]);
-        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
-        let record = RawEventRecord::new(
-            record_type,
-            misc,
-            RawData::Single(&data[offset + 8..offset + size]),
-            parse_infos[attr_index],
-        );
-        stats.records += 1;
-        let fault_kind = matches!(kinds[attr_index], EventKind::Minor | EventKind::Major);
-        match to_event(&record, kinds[attr_index], weights[attr_index], time) {
-            Ok(Some(mut event)) => {
-                // perf's mmaps carry inodes; its header has the build-ids.
-                if let Event::Mmap {
-                    build_id: build_id @ None,
-                    path,
-                    ..
-                } = &mut event
-                {
-                    *build_id = build_ids.get(&path.as_slice()[..]).cloned();
-                }
-                decoded += 1;
-                faults += u64::from(matches!(event, Event::Fault(_)));
-                if let Event::Lost { count, kind } = event {
-                    let slot = &mut lost[usize::from(kind.is_some())];
-                    *slot = slot.saturating_add(count);
-                }
-                on_event(event)
-            }
-            Ok(None) => decoded += 1,
-            Err(BadRecord) => {
-                stats.bad_records += 1;
-                bad_faults += u64::from(fault_kind && record_type.0 == RECORD_SAMPLE);
-            }
-        }
-    }
+    out.emit(&index, &mut on_event);
+    let Emitter {
+        decoded,
+        faults,
+        bad_faults,
+        lost,
+        ..
+    } = out;
     // Never an empty profile passed off as a result: a recording whose
     // records, or whose fault samples, all failed to decode is an error.
     let what = if decoded == 0 && stats.bad_records > 0 {
@@ -808,6 +792,73 @@ fn replay_layout(
         });
     }
     Ok((header, stats))
+}
+
+/// Hands out indexed records in the order given, and counts them.
+struct Emitter<'a> {
+    data: &'a [u8],
+    parse_infos: &'a [RecordParseInfo],
+    kinds: &'a [EventKind],
+    weights: &'a [Weight],
+    build_ids: &'a FxHashMap<Vec<u8>, Vec<u8>>,
+    stats: &'a mut DecodeStats,
+    decoded: u64,
+    faults: u64,
+    bad_faults: u64,
+    /// Records lost by the ring (PERF_RECORD_LOST), samples lost by event
+    /// (PERF_RECORD_LOST_SAMPLES): perf writes both for the same loss.
+    lost: [u64; 2],
+}
+
+impl Emitter<'_> {
+    fn emit(&mut self, sorted: &[(u64, u64)], on_event: &mut impl FnMut(Event<'_>)) {
+        let data = self.data;
+        for &(time, key) in sorted {
+            let offset = (key & ((1 << 48) - 1)) as usize;
+            let attr_index = (key >> 48) as usize;
+            let head = &data[offset..offset + 8];
+            let record_type = RecordType(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+            let misc = u16::from_le_bytes([head[4], head[5]]);
+            let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+            let record = RawEventRecord::new(
+                record_type,
+                misc,
+                RawData::Single(&data[offset + 8..offset + size]),
+                self.parse_infos[attr_index],
+            );
+            let stats = &mut *self.stats;
+            stats.records += 1;
+            stats.first_time = Some(stats.first_time.map_or(time, |t| t.min(time)));
+            stats.last_time = Some(stats.last_time.map_or(time, |t| t.max(time)));
+            let kind = self.kinds[attr_index];
+            let fault_kind = matches!(kind, EventKind::Minor | EventKind::Major);
+            match to_event(&record, kind, self.weights[attr_index], time) {
+                Ok(Some(mut event)) => {
+                    // perf's mmaps carry inodes; its header has the build-ids.
+                    if let Event::Mmap {
+                        build_id: build_id @ None,
+                        path,
+                        ..
+                    } = &mut event
+                    {
+                        *build_id = self.build_ids.get(&path.as_slice()[..]).cloned();
+                    }
+                    self.decoded += 1;
+                    self.faults += u64::from(matches!(event, Event::Fault(_)));
+                    if let Event::Lost { count, kind } = event {
+                        let slot = &mut self.lost[usize::from(kind.is_some())];
+                        *slot = slot.saturating_add(count);
+                    }
+                    on_event(event)
+                }
+                Ok(None) => self.decoded += 1,
+                Err(BadRecord) => {
+                    stats.bad_records += 1;
+                    self.bad_faults += u64::from(fault_kind && record_type.0 == RECORD_SAMPLE);
+                }
+            }
+        }
+    }
 }
 
 /// Where a record's event id is.
@@ -1028,6 +1079,11 @@ impl LiveDecoder {
             index: Vec::new(),
             bad_records: 0,
         })
+    }
+
+    /// Whether the fault-entry tracepoints are among the events.
+    pub fn has_entries(&self) -> bool {
+        (self.kinds.iter()).any(|k| matches!(k, EventKind::EntryUser | EventKind::EntryKernel))
     }
 
     /// Appends drained bytes and indexes the records they complete.

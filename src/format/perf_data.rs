@@ -59,7 +59,7 @@ const HEADER_CMDLINE: u32 = 11;
 const HEADER_EVENT_DESC: u32 = 12;
 /// `PERF_RECORD_FINISHED_ROUND`: all records before it may be sorted with
 /// those of the next round only.
-const PERF_RECORD_FINISHED_ROUND: u32 = 68;
+pub(crate) const PERF_RECORD_FINISHED_ROUND: u32 = 68;
 const HEADER_SIZE: u64 = 104;
 
 /// One event of the recording: its attr, name and the ids the kernel gave
@@ -354,6 +354,8 @@ pub struct PerfDataWriter {
     events: Vec<EventDesc>,
     /// Feature sections added by [`add_feature`](Self::add_feature).
     extra: Vec<(u32, Vec<u8>)>,
+    /// Writing to `/dev/null` ([`discarding`](Self::discarding)).
+    discard: bool,
 }
 
 fn put_u32(buf: &mut Vec<u8>, v: u32) {
@@ -375,12 +377,22 @@ impl PerfDataWriter {
     /// The file must not exist (`O_EXCL`, a link there is not followed); it
     /// is readable by its owner only (mode 0600, as `perf.data`: it holds
     /// command lines, paths and addresses), the invoking user under `sudo`.
-    pub fn create(path: &Path, mut events: Vec<EventDesc>) -> io::Result<Self> {
+    pub fn create(path: &Path, events: Vec<EventDesc>) -> io::Result<Self> {
+        Self::on_file(crate::user::create_new_file(path, 0o600)?, events, false)
+    }
+
+    /// A writer that keeps nothing (`record --interval` without
+    /// `--keep-recording`): the same records go through it, to `/dev/null`.
+    pub fn discarding(events: Vec<EventDesc>) -> io::Result<Self> {
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+        Self::on_file(null, events, true)
+    }
+
+    fn on_file(file: File, mut events: Vec<EventDesc>, discard: bool) -> io::Result<Self> {
         for e in &mut events {
             e.attr = file_attr(&e.attr);
         }
         let attr_len = events.iter().map(|e| e.attr.len()).max().unwrap_or(0) as u64;
-        let file = crate::user::create_new_file(path, 0o600)?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         out.write_all(&[0u8; HEADER_SIZE as usize])?;
         // Id arrays first, so that each attr entry can point at its ids.
@@ -415,6 +427,7 @@ impl PerfDataWriter {
             data_size: 0,
             events,
             extra: Vec::new(),
+            discard,
         };
         w.checkpoint()?;
         Ok(w)
@@ -583,6 +596,9 @@ impl PerfDataWriter {
             file.write_all(&tail)?;
             file.seek(SeekFrom::Start(0))?;
             file.write_all(&self.header(features))?;
+            if self.discard {
+                return Ok(());
+            }
             file.sync_all()
         });
         if result.is_err() {

@@ -24,7 +24,7 @@ pub struct Model {
     /// The functions of each frame in `stacks`, innermost (inlined) first,
     /// the real function last; never empty.
     pub frames: FxHashMap<FrameKey, Vec<FrameRow>>,
-    /// Each sampled fault's time and stack, in time order.
+    /// The faults per time bucket, class, process and stack, in time order.
     pub timeline: Vec<TimePoint>,
     /// Where the timeline's clock starts: the exec, else the first record.
     pub timeline_origin: u64,
@@ -60,7 +60,7 @@ pub struct SampleRow {
 /// One fault in time.
 #[derive(Debug, Clone, Copy)]
 pub struct TimePoint {
-    /// Sample time, ns.
+    /// The time its bucket stands for, ns.
     pub time: u64,
     /// Its class.
     pub class: FaultClass,
@@ -68,8 +68,11 @@ pub struct TimePoint {
     pub stack: StackId,
     /// Its process.
     pub pid: i32,
-    /// Time in the kernel (ns, at most u32::MAX), when its entry was seen.
-    pub latency_ns: Option<u32>,
+    /// Faults (samples) in the bucket.
+    pub faults: u64,
+    /// The slowest of them whose entry was seen: time in the kernel (ns, at
+    /// most u32::MAX) and when it completed.
+    pub slowest: Option<(u32, u64)>,
 }
 
 impl Model {

@@ -54,7 +54,8 @@ pub struct Totals {
     /// (unknown for recordings pfprof did not finish).
     pub call_graph: Option<String>,
     /// Who copied the user stacks in dwarf mode: `bpf` (pfprof's collector)
-    /// or `perf`.
+    /// or `perf`; absent in recordings made before the collector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collector: Option<String>,
     /// Call chains whose unwinding stopped early (they end in `[unknown]`).
     pub truncated_stacks: u64,
@@ -321,7 +322,7 @@ impl Report {
                     },
                 );
                 let copies = match t.collector.as_deref() {
-                    Some("bpf") => format!("stack copies of up to {stack_bytes} bytes by BPF"),
+                    Some("bpf") => format!("BPF copies ≤ {stack_bytes} bytes"),
                     _ => format!("{stack_bytes}-byte stack copies"),
                 };
                 let mut line = format!(
@@ -885,13 +886,13 @@ pub(crate) mod tests {
             latency: [
                 (
                     "minor".to_string(),
-                    crate::analysis::latency::LatencyStats::from_values(&mut [
+                    crate::analysis::latency::LatencyStats::from_values(&[
                         900, 1100, 1200, 1300, 2500, 40_000,
                     ]),
                 ),
                 (
                     "major".to_string(),
-                    crate::analysis::latency::LatencyStats::from_values(&mut [
+                    crate::analysis::latency::LatencyStats::from_values(&[
                         120_000, 250_000, 3_100_000,
                     ]),
                 ),

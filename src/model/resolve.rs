@@ -738,7 +738,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
             .map(|c| {
                 (
                     c.name().to_string(),
-                    LatencyStats::from_values(&mut profile.latencies[*c as usize].clone()),
+                    LatencyStats::from_counts(&profile.latencies[*c as usize]),
                 )
             })
             .collect(),
@@ -753,20 +753,22 @@ pub fn resolve(profile: &mut Profile) -> Model {
     }
     warnings.append(&mut report.warnings);
     report.warnings = warnings;
-    let timeline = profile
+    let mut timeline: Vec<TimePoint> = profile
         .timeline
-        .iter()
-        .map(|f| {
-            keep_stack(f.stack);
+        .cells()
+        .map(|(time, cell, tally)| {
+            keep_stack(cell.stack);
             TimePoint {
-                time: f.time,
-                class: f.class,
-                stack: f.stack,
-                pid: f.pid,
-                latency_ns: f.latency_ns,
+                time,
+                class: cell.class,
+                stack: cell.stack,
+                pid: cell.pid,
+                faults: tally.faults,
+                slowest: tally.slowest,
             }
         })
         .collect();
+    timeline.sort_unstable_by_key(|p| (p.time, p.class, p.pid, p.stack));
     let timeline_origin = profile
         .startup
         .first_exec()

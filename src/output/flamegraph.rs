@@ -43,7 +43,7 @@ fn palette_of(class: FaultClass) -> Palette {
     })
 }
 
-fn name(selection: ClassSelection) -> &'static str {
+pub fn name(selection: ClassSelection) -> &'static str {
     match selection {
         ClassSelection::Minor => "minor",
         ClassSelection::Major => "major",
@@ -136,6 +136,16 @@ fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]>
     Ok(maps)
 }
 
+/// Writes `<base>.folded`: one stack and its count per line.
+pub fn write_folded(dir: &OutDir, base: &str, lines: &[String]) -> io::Result<()> {
+    dir.write_with(&format!("{base}.folded"), |out| {
+        for line in lines {
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    })
+}
+
 /// Writes `<base>.folded` and `<base>.svg` from folded lines.
 fn write_folded_and_svg_counting(
     dir: &OutDir,
@@ -150,12 +160,7 @@ fn write_folded_and_svg_counting(
         count_name,
         by_class,
     } = look;
-    dir.write_with(&format!("{base}.folded"), |out| {
-        for line in lines {
-            writeln!(out, "{line}")?;
-        }
-        Ok(())
-    })?;
+    write_folded(dir, base, lines)?;
     let svg_name = format!("{base}.svg");
     let svg = |text: String| Svg {
         name: base.to_string(),

@@ -58,3 +58,26 @@ pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
     dir.write("report.json", &json)
 }
+
+/// Writes what an interval of `record --interval` keeps: the folded stacks
+/// of each class and of all, `report.json`, `report.txt` and
+/// `profile.pb.gz` (stamped with the interval's start, `time_ns` since the
+/// epoch, and its length), without the pictures, which a fleet profiler
+/// draws from the pprof.
+pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> io::Result<()> {
+    let folded = fold(model);
+    for selection in [
+        flamegraph::ClassSelection::Minor,
+        flamegraph::ClassSelection::Major,
+        flamegraph::ClassSelection::Cow,
+        flamegraph::ClassSelection::All,
+    ] {
+        let lines = flamegraph::folded_lines(&folded.by_class, selection);
+        flamegraph::write_folded(dir, flamegraph::name(selection), &lines)?;
+    }
+    let report = &model.report;
+    dir.write("report.txt", text::report_txt(report, top).as_bytes())?;
+    let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+    dir.write("report.json", &json)?;
+    pprof::write(dir, model, time_ns)
+}

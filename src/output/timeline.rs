@@ -37,10 +37,9 @@ const PROCESS_COLORS: [&str; PROCESS_LANES + 1] = [
     "#4c72b0", "#55a868", "#8172b2", "#c44e52", "#937860", "#da8bc3", "#8c8c8c",
 ];
 
-/// One fault: time (ns), class, process, latency and the name of its leaf
-/// code site.
+/// Faults of one class, process and leaf code site at one time (ns).
 pub struct Point<'a> {
-    /// Time the fault completed (ns, the recording's clock).
+    /// When they completed (ns, the recording's clock).
     pub time: u64,
     /// Class.
     pub class: FaultClass,
@@ -48,8 +47,11 @@ pub struct Point<'a> {
     pub site: &'a str,
     /// Process.
     pub pid: i32,
-    /// Time in the kernel, when measured.
-    pub latency_ns: Option<u32>,
+    /// How many.
+    pub faults: u64,
+    /// The slowest whose latency was measured: (ns in the kernel, the time
+    /// it completed).
+    pub slowest: Option<(u32, u64)>,
 }
 
 use crate::text::xml_text as escape;
@@ -75,7 +77,8 @@ pub fn render(model: &Model) -> String {
             class: p.class,
             site: model.leaf_function(p.stack).unwrap_or("[no stack]"),
             pid: p.pid,
-            latency_ns: p.latency_ns,
+            faults: p.faults,
+            slowest: p.slowest,
         })
         .collect();
     let processes: Vec<(i32, String)> = model
@@ -222,13 +225,13 @@ pub fn svg(
     let mut per_pid: std::collections::BTreeMap<i32, u64> = Default::default();
     for p in points {
         let bin = bin_of(p.time);
-        bins[bin][p.class as usize] += 1;
-        *sites[bin].entry(p.site).or_default() += 1;
-        *per_pid.entry(p.pid).or_default() += 1;
-        if let Some(ns) = p.latency_ns {
+        bins[bin][p.class as usize] += p.faults;
+        *sites[bin].entry(p.site).or_default() += p.faults;
+        *per_pid.entry(p.pid).or_default() += p.faults;
+        if let Some((ns, end)) = p.slowest {
             let slot = &mut slowest[bin][p.class as usize];
             if slot.map_or(true, |(old, _, _)| ns > old) {
-                *slot = Some((ns, p.time, p.pid));
+                *slot = Some((ns, end, p.pid));
             }
         }
     }
@@ -480,7 +483,7 @@ pub fn svg(
             .collect();
         let mut counts = vec![vec![0u64; BINS]; lanes];
         for p in points {
-            counts[lane_of[&p.pid]][bin_of(p.time)] += 1;
+            counts[lane_of[&p.pid]][bin_of(p.time)] += p.faults;
         }
         for (lane, row) in counts.iter().enumerate() {
             let y = process_top + lane as f64 * (PROCESS_LANE_H + 3.0);
@@ -675,7 +678,8 @@ mod tests {
                 class: FaultClass::Minor,
                 site: "touch_pages",
                 pid: 1,
-                latency_ns: None,
+                faults: 1,
+                slowest: None,
             });
         }
         for i in 0..10u64 {
@@ -684,7 +688,8 @@ mod tests {
                 class: FaultClass::Major,
                 site: "read_<file>",
                 pid: 1,
-                latency_ns: None,
+                faults: 1,
+                slowest: None,
             });
         }
         let svg = svg(

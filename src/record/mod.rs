@@ -54,8 +54,9 @@ pub struct RecordConfig {
     /// Stop after this long (attach and system-wide modes; a command is
     /// signalled with SIGTERM when it runs longer).
     pub duration: Option<Duration>,
-    /// Where `pfprof.data` goes.
-    pub data_path: PathBuf,
+    /// Where `pfprof.data` goes; None: nowhere (`record --interval`, whose
+    /// [`Tap`] analyses the records as they come).
+    pub data_path: Option<PathBuf>,
     /// Record one fault in N (1 = every fault).
     pub period: u64,
     /// Data pages of each CPU's ring buffer (power of two), as asked with
@@ -876,8 +877,9 @@ fn load_collector(cfg: &RecordConfig) -> (Option<FaultCollector>, Option<String>
 /// before any record; `settled(t)` says every record older than `t` has
 /// been handed over (`u64::MAX`: all of them); `finish` ends it.
 pub trait Tap {
-    /// The events opened, before the first record.
-    fn start(&mut self, events: &[EventDesc]) -> Result<()>;
+    /// The events opened, before the first record, and what is known of
+    /// the recording then (its metadata but for the outcome).
+    fn start(&mut self, events: &[EventDesc], meta: &RecordingMeta) -> Result<()>;
     /// One drained record, as the kernel wrote it.
     fn record(&mut self, bytes: &[u8]);
     /// Every record older than `cutoff` has been given to [`Tap::record`].
@@ -937,6 +939,33 @@ fn drain_all(
         writer.finish_round()?;
     }
     Ok(total)
+}
+
+/// The metadata of what is followed: the mode, the command (or the
+/// attached processes, or `system-wide`) and the pids asked for.
+fn target_meta(target: &Target, existing: &[Existing]) -> RecordingMeta {
+    let (mode, command, pids) = match target {
+        Target::Command(command) => (RecordMode::Command, command.clone(), Vec::new()),
+        Target::Pids(pids) => (
+            RecordMode::Attach,
+            existing
+                .iter()
+                .map(|p| format!("{} ({})", p.comm, p.pid))
+                .collect(),
+            pids.clone(),
+        ),
+        Target::System => (
+            RecordMode::System,
+            vec!["system-wide".to_string()],
+            Vec::new(),
+        ),
+    };
+    RecordingMeta {
+        command,
+        mode,
+        pids,
+        ..RecordingMeta::default()
+    }
 }
 
 fn hostname() -> String {
@@ -1277,15 +1306,37 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         .unwrap_or_default();
         rewriter.set_main_probe(path.as_os_str().as_bytes(), probe.file_offset);
     }
+    // What is known of the recording before it starts, for the tap.
+    let known = RecordingMeta {
+        pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        tracepoints: tracepoints.is_some(),
+        tracepoints_note,
+        period: cfg.period,
+        call_graph: cfg.call_graph.describe(),
+        kernel_callchains: cfg.kernel_callchains,
+        pfprof_pid: Some(std::process::id() as i32),
+        class: cfg.class,
+        ring_bytes_per_cpu: Some(pages as u64 * 4096),
+        collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. })
+            .then(|| if collector.is_some() { "bpf" } else { "perf" }.to_string()),
+        max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
+        ..target_meta(&cfg.target, &existing)
+    };
     let mut live = tap;
     if let Some(live) = live.as_deref_mut() {
-        live.start(&descs)
+        live.start(&descs, &known)
             .context("cannot decode the events live")?;
     }
     let leader_id = descs[0].ids[0];
     let mut files = MappedFiles::default();
-    let mut writer = PerfDataWriter::create(&cfg.data_path, descs)
-        .with_context(|| format!("cannot create {}", cfg.data_path.display()))?;
+    let data_path = cfg.data_path.as_deref().unwrap_or(Path::new("/dev/null"));
+    let mut writer = match &cfg.data_path {
+        Some(path) => PerfDataWriter::create(path, descs),
+        None => PerfDataWriter::discarding(descs),
+    }
+    .with_context(|| format!("cannot create {}", data_path.display()))?;
     // The kernel's text first, as perf writes it (pfprof's reader skips it).
     let kernel_text = std::fs::read_to_string("/proc/kallsyms")
         .ok()
@@ -1293,7 +1344,7 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
     if let Some((start, end)) = kernel_text {
         writer
             .write_records(&synth::kernel_mmap(start, end, leader_id))
-            .with_context(|| format!("cannot write {}", cfg.data_path.display()))?;
+            .with_context(|| format!("cannot write {}", data_path.display()))?;
     }
 
     let start = Instant::now();
@@ -1376,7 +1427,7 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         "the processes keep running, untouched"
     };
     let stop = |writer: &mut PerfDataWriter, error: &io::Error, what: &str| {
-        stop_on_write_error(writer, &fds, error, &cfg.data_path, start, what)
+        stop_on_write_error(writer, &fds, error, data_path, start, what)
     };
     let exit = loop {
         if write_error.is_some() {
@@ -1468,22 +1519,6 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         ExitStatus::Signaled(sig) => Exit::Signal(sig),
     });
     let (sig, count) = sys::pending_signal();
-    let (mode, command, pids) = match &cfg.target {
-        Target::Command(command) => (RecordMode::Command, command.clone(), Vec::new()),
-        Target::Pids(pids) => (
-            RecordMode::Attach,
-            existing
-                .iter()
-                .map(|p| format!("{} ({})", p.comm, p.pid))
-                .collect(),
-            pids.clone(),
-        ),
-        Target::System => (
-            RecordMode::System,
-            vec!["system-wide".to_string()],
-            Vec::new(),
-        ),
-    };
     // What perf needs to read the file: the tracepoints' formats, and the
     // build-ids of the files (and kernel) the samples may fall in.
     if let (Some(_), Some(formats)) = (tracepoints, &tracing_data) {
@@ -1530,33 +1565,17 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         crate::format::perf_compat::arch_section(),
     );
     let meta = RecordingMeta {
-        pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        command,
         exit: exit.clone(),
         kernel_minor: sum(&fds[0]),
         kernel_major: sum(&fds[1]),
-        tracepoints: tracepoints.is_some(),
-        tracepoints_note,
-        period: cfg.period,
-        call_graph: cfg.call_graph.describe(),
         unwind: rewriter.as_ref().map(|r| r.stats().clone()),
-        kernel_callchains: cfg.kernel_callchains,
         interrupted_by: (count > 0).then_some(sig).or(stopped_by),
         data_bytes: writer.data_size(),
         wall_ns,
         root_pid: child.as_ref().map(|c| c.pid),
-        pfprof_pid: Some(std::process::id() as i32),
-        mode,
-        pids,
-        class: cfg.class,
-        ring_bytes_per_cpu: Some(pages as u64 * 4096),
         recorder_priority: Some(recorder_priority.to_string()),
-        collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. })
-            .then(|| if collector.is_some() { "bpf" } else { "perf" }.to_string()),
-        max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
-            .ok()
-            .and_then(|s| s.trim().parse().ok()),
         files: files.into_stamps(),
+        ..known
     };
     drop(rings);
     if let Some(live) = live {

@@ -391,7 +391,7 @@ fn collector_and_perf_stack_copies_agree() {
     let exe = exe.to_str().unwrap();
     let mut folded = Vec::new();
     for (options, collector, words) in [
-        (&[][..], "bpf", "stack copies of up to 32768 bytes by BPF"),
+        (&[][..], "bpf", "BPF copies ≤ 32768 bytes"),
         (&["--no-bpf"][..], "perf", "32768-byte stack copies"),
     ] {
         let sub = dir.join(collector);

@@ -16,7 +16,10 @@ const STAGES: &[(&str, &[&str])] = &[
     ("analysis", &["analysis"]),
     ("model", &["model"]),
     ("output", &["output"]),
-    ("face", &["live", "cli", "fuzzing", "main", "lib"]),
+    (
+        "face",
+        &["live", "continuous", "cli", "fuzzing", "main", "lib"],
+    ),
 ];
 
 fn stage_of(first_segment: &str) -> Option<usize> {

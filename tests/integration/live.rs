@@ -397,3 +397,115 @@ fn stream_with_sites() {
         )
     );
 }
+
+/// `record -p PID --interval 1 --keep 2`: one directory per interval, named
+/// by its start (UTC), each with the folded stacks, report.json and a pprof
+/// stamped with its time and length; the newest two kept; the faults of the
+/// attached process counted exactly in the interval they happened in, the
+/// partial last one written when the process exits.
+#[test]
+fn intervals_of_an_attached_process() {
+    if !can_record() {
+        return;
+    }
+    let _shared = crate::util::shared();
+    let dir = temp_dir("live_intervals");
+    let exe = compile_c(&dir, "wait_signal.c", &[]);
+    let mut waiter = start_waiter(&exe);
+    let out_dir = dir.join("out");
+    let pid = waiter.id().to_string();
+    let args = [
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--interval",
+        "1",
+        "--keep",
+        "2",
+    ];
+    let recorder = start_pfprof(&[&args[..], &["-p", &pid]].concat());
+    // Past the first interval, so that one is written empty and deleted.
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(waiter.id(), "USR1");
+    assert!(waiter.wait().unwrap().success());
+    let status = recorder.wait_with_output().unwrap().status;
+    assert_eq!(status.code(), Some(0));
+
+    let mut names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "the newest two intervals: {names:?}");
+    for name in &names {
+        assert!(pfprof::continuous::is_interval_name(name), "{name}");
+    }
+    let mut faults = 0;
+    let mut starts = Vec::new();
+    for name in &names {
+        let interval = out_dir.join(name);
+        for file in [
+            "minor.folded",
+            "major.folded",
+            "cow.folded",
+            "all.folded",
+            "report.txt",
+        ] {
+            assert!(interval.join(file).is_file(), "{name}/{file}");
+        }
+        let report = report(&interval);
+        assert_eq!(report["totals"]["lost"], 0);
+        faults += total(&function_sites(&report, "touch_after_signal"));
+        let pb = std::fs::read(interval.join("profile.pb.gz")).unwrap();
+        let profile = pfprof::output::pprof::decode(&pb).unwrap();
+        assert!(profile.duration_nanos > 0, "{name}: no duration");
+        assert!(
+            profile.duration_nanos <= 1_100_000_000,
+            "{name}: {}",
+            profile.duration_nanos
+        );
+        // The name is the start, to the second.
+        assert_eq!(
+            pfprof::continuous::interval_name(profile.time_nanos),
+            *name,
+            "{name}: time_nanos {}",
+            profile.time_nanos
+        );
+        starts.push(profile.time_nanos);
+    }
+    assert_eq!(faults, 64, "every fault, once, in the kept intervals");
+    assert!(starts[0] < starts[1]);
+}
+
+/// `--interval` needs processes that run already, a second or more, and a
+/// directory that holds nothing but intervals: one line, exit 2.
+#[test]
+fn interval_refusals() {
+    let dir = temp_dir("live_interval_refusals");
+    let foreign = dir.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let foreign = foreign.to_str().unwrap();
+    for (args, says) in [
+        (
+            &["--interval", "1", "-o", out, "--", "true"][..],
+            "with -a or -p",
+        ),
+        (
+            &["--interval", "0.5", "-o", out, "-a"][..],
+            "at least 1 second",
+        ),
+        (&["--interval", "1", "-o", foreign, "-a"][..], "notes.txt"),
+    ] {
+        let output = run(pfprof().arg("record").args(args));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("foreign/notes.txt")).unwrap(),
+        "mine"
+    );
+}

@@ -331,7 +331,8 @@ fn timeline_labels_lanes_and_long_faults() {
                 },
                 site: name,
                 pid: 100 + (i as i32 % 3),
-                latency_ns: Some(800 + k as u32),
+                faults: 1,
+                slowest: Some((800 + k as u32, 1_000_000 * (i as u64 + 1) + k)),
             });
         }
     }
@@ -340,7 +341,8 @@ fn timeline_labels_lanes_and_long_faults() {
         class: FaultClass::Major,
         site: "_dl_relocate_object",
         pid: 100,
-        latency_ns: Some(11_400_000),
+        faults: 1,
+        slowest: Some((11_400_000, 20_000_000)),
     });
     for k in 0..900 {
         points.push(Point {
@@ -348,7 +350,8 @@ fn timeline_labels_lanes_and_long_faults() {
             class: FaultClass::Minor,
             site: "last",
             pid: 101,
-            latency_ns: None,
+            faults: 1,
+            slowest: None,
         });
     }
     points.sort_by_key(|p| p.time);
@@ -384,7 +387,7 @@ fn timeline_labels_lanes_and_long_faults() {
         .iter()
         .map(|p| Point {
             pid: 1,
-            latency_ns: None,
+            slowest: None,
             ..*p
         })
         .collect();
