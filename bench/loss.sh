@@ -4,8 +4,10 @@
 # 200 processes x 8 threads x 64 pages), the 1 GiB touch (fixtures/touch.c,
 # 262,144 faults) and python (/usr/bin/python3 -c 'import json, sqlite3,
 # asyncio'), first with the machine idle, then with a spinning loop keeping
-# one CPU busy. Prints each run's lost records and truncated stacks, and per
-# program and condition the runs with zero loss.
+# one CPU busy; and chromium's headless start-up (16 processes, ~50,000
+# faults in ~2 s) when chromium is installed. Prints each run's lost records
+# and truncated stacks, and per program and condition the runs with zero
+# loss. PROGRAMS="storm chromium" picks some; CONDITIONS="busy" one condition.
 #
 # Usage: bash bench/loss.sh [RUNS]        (as root; default 10)
 set -euo pipefail
@@ -18,13 +20,16 @@ declare -A cmd=(
   [storm]="$work/fork_storm"
   [touch]="$work/touch"
   [python]="/usr/bin/python3 -c 'import json, sqlite3, asyncio'"
+  [chromium]="env HOME=$work/chome chromium --headless --no-sandbox --disable-gpu --disable-background-networking --dump-dom about:blank"
 )
-for condition in idle busy; do
+programs=${PROGRAMS:-storm touch python chromium}
+command -v chromium >/dev/null || programs=${programs//chromium/}
+for condition in ${CONDITIONS:-idle busy}; do
   if [ "$condition" = busy ]; then
     (while :; do :; done) &
     spinner=$!
   fi
-  for p in storm touch python; do
+  for p in $programs; do
     clean=0
     line=""
     for ((i = 1; i <= runs; i++)); do

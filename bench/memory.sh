@@ -42,7 +42,7 @@ for s in "$secs" $((4 * secs)); do
   printf '%-22s %12d %14.1f %14.1f %12.1f\n' "pfprof report ${s}s" "$faults" \
     "$(echo "$anon / 1024" | bc -l)" "$(echo "$hwm / 1024" | bc -l)" "$(echo "$anon * 1024 / $faults" | bc -l)"
   rm -f "$work/perf.data"
-  perf record -q -a -g -e minor-faults,major-faults -d -o "$work/perf.data" -- sleep "$s" >/dev/null 2>&1
+  perf record -q -a -g -c 1 -e minor-faults,major-faults -d -o "$work/perf.data" -- sleep "$s" >/dev/null 2>&1
   read -r anon hwm < <(peak_of perf report -i "$work/perf.data" --stdio --no-children)
   printf '%-22s %12s %14.1f %14.1f\n' "perf report ${s}s" "" \
     "$(echo "$anon / 1024" | bc -l)" "$(echo "$hwm / 1024" | bc -l)"
