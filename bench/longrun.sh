@@ -37,15 +37,19 @@ measure() {
   local load=$!
   perf stat -a -x, -e minor-faults,major-faults -o "$work/stat" -- sleep "$secs" &
   local stat=$!
+  local tool=
   if [ $# -gt 0 ]; then
-    /usr/bin/time -f '%M %U %S' -o "$work/time" "$@" >/dev/null 2>"$work/err" || true
+    /usr/bin/time -f '%M %U %S' -o "$work/time" "$@" >/dev/null 2>"$work/err" &
+    tool=$!
   else
-    sleep "$secs"
     echo '0 0 0' >"$work/time"
   fi
   wait "$stat" || true
-  kill "$load" 2>/dev/null; wait "$load" 2>/dev/null || true
+  # The loops done while profiled: not those done while a tool writes its
+  # outputs after the recording stopped.
   loops=$(wc -l <"$work/loops")
+  [ -n "$tool" ] && { wait "$tool" || true; }
+  kill "$load" 2>/dev/null; wait "$load" 2>/dev/null || true
   local kernel
   kernel=$(awk -F, '/faults/ {s += $1} END {print s + 0}' "$work/stat")
   read -r kb user sys <"$work/time"
@@ -66,8 +70,10 @@ pfprof_all() {
   python3 -c "import json; t = json.load(open('$work/all/report.json'))['totals']; print(t['minor'] + t['major'] + t['cow'], t['lost'], '')"
 }
 perf_counts() {
+  # The first block is the aggregate; per-event blocks follow it.
   perf report -i "$work/perf.data" --stats 2>/dev/null | awk '
-    {gsub(",", "")} /SAMPLE events:/ {s = $3} /LOST events:/ {l += $3} /LOST_SAMPLES events:/ {l += $3}
+    {gsub(",", "")} /stats:/ && !/Aggregated/ {done = 1} done {next}
+    /SAMPLE events:/ {s = $3} /LOST events:/ {l += $3} /LOST_SAMPLES events:/ {l += $3}
     END {print s + 0, l + 0, ""}'
 }
 

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -44,6 +45,9 @@ pub struct Settings {
 pub struct Continuous {
     settings: Settings,
     chunk: Vec<u8>,
+    backlog: Arc<Backlog>,
+    /// Chunks the worker is done with, to fill again.
+    spare: Option<Receiver<Vec<u8>>>,
     worker: Option<(Sender<Message>, JoinHandle<Result<Summary>>)>,
     /// Set when the worker failed: its error, reported at the end.
     summary: Option<Result<Summary>>,
@@ -77,6 +81,8 @@ impl Continuous {
         Continuous {
             settings,
             chunk: Vec::new(),
+            backlog: Arc::new(Backlog::default()),
+            spare: None,
             worker: None,
             summary: None,
         }
@@ -98,6 +104,9 @@ impl Tap for Continuous {
         let meta = meta.clone();
         let clock = Clock::now();
         let (tx, rx) = channel();
+        let (spare_tx, spare_rx) = channel();
+        self.spare = Some(spare_rx);
+        let backlog = Arc::clone(&self.backlog);
         let settings = self.settings.clone();
         let handle = std::thread::Builder::new()
             .name("pfprof-intervals".into())
@@ -116,7 +125,7 @@ impl Tap for Continuous {
                     written: Vec::new(),
                     summary: Summary::default(),
                 };
-                worker.run(rx)
+                worker.run(rx, &backlog, spare_tx)
             })
             .context("cannot start the interval thread")?;
         self.worker = Some((tx, handle));
@@ -129,9 +138,13 @@ impl Tap for Continuous {
 
     fn settled(&mut self, cutoff: u64) {
         if let Some((tx, _)) = &self.worker {
-            let chunk = std::mem::take(&mut self.chunk);
+            let spare = self.spare.as_ref().and_then(|r| r.try_recv().ok());
+            let chunk = std::mem::replace(&mut self.chunk, spare.unwrap_or_default());
+            self.backlog.add(chunk.len());
             // A worker that stopped has its error waiting in `finish`.
-            let _ = tx.send(Message::Records(chunk, cutoff));
+            if tx.send(Message::Records(chunk, cutoff)).is_ok() {
+                self.backlog.wait_below(MAX_BACKLOG);
+            }
         }
     }
 
@@ -147,6 +160,48 @@ impl Tap for Continuous {
                 .join()
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the interval thread panicked"))),
         );
+    }
+}
+
+/// Bytes of records handed to the worker and not yet decoded. When the
+/// worker falls behind (a starved CPU), the drain waits for it rather than
+/// let the backlog grow without bound: the kernel's rings hold what comes
+/// meanwhile, and what does not fit is lost and counted as such.
+#[derive(Default)]
+struct Backlog {
+    bytes: Mutex<usize>,
+    drained: Condvar,
+}
+
+/// What the worker may have to catch up on.
+const MAX_BACKLOG: usize = 64 << 20;
+
+impl Backlog {
+    fn add(&self, n: usize) {
+        *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) += n;
+    }
+
+    fn done(&self, n: usize) {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        *bytes = bytes.saturating_sub(n);
+        self.drained.notify_all();
+    }
+
+    /// Waits until the backlog is under `limit` bytes; a worker that
+    /// stopped (its error reported at the end) does not hold the drain up
+    /// for longer than a second at a time.
+    fn wait_below(&self, limit: usize) {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        while *bytes >= limit {
+            let (b, timeout) = self
+                .drained
+                .wait_timeout(bytes, Duration::from_secs(1))
+                .unwrap_or_else(|e| e.into_inner());
+            bytes = b;
+            if timeout.timed_out() {
+                break;
+            }
+        }
     }
 }
 
@@ -190,11 +245,16 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(mut self, rx: Receiver<Message>) -> Result<Summary> {
+    fn run(
+        mut self,
+        rx: Receiver<Message>,
+        backlog: &Backlog,
+        spare: Sender<Vec<u8>>,
+    ) -> Result<Summary> {
         let interval_ns = self.settings.interval.as_nanos() as u64;
         for message in rx {
             match message {
-                Message::Records(bytes, cutoff) => {
+                Message::Records(mut bytes, cutoff) => {
                     self.bytes += bytes.len() as u64;
                     self.decoder.push(&bytes);
                     // u64::MAX: everything was drained; `Finish` follows.
@@ -206,6 +266,9 @@ impl Worker {
                         self.end_ns = end + interval_ns;
                     }
                     self.feed_before(cutoff);
+                    backlog.done(bytes.len());
+                    bytes.clear();
+                    let _ = spare.send(bytes);
                 }
                 Message::Finish => {
                     self.feed_before(u64::MAX);

@@ -232,6 +232,11 @@ struct Analyzer {
     /// The unwound chain, as the kernel would have written it.
     unwound: Vec<u64>,
     unwound_bytes: Vec<u8>,
+    /// Forget exited processes between intervals (`record --interval`,
+    /// where a busy host starts thousands of processes an hour).
+    prune_exited: bool,
+    /// Processes that exited since the last [`Aggregator::reset`].
+    exited: Vec<i32>,
 }
 
 /// One classified fault, as the live stream shows it.
@@ -290,6 +295,7 @@ impl Aggregator {
     /// tracepoints are recorded.
     pub fn new(options: AnalyzeOptions, meta: RecordingMeta, has_entries: bool) -> Aggregator {
         let mut analyzer = Analyzer::new(options);
+        analyzer.prune_exited = true;
         analyzer.begin(&meta);
         analyzer.profile.meta = Some(meta);
         analyzer.profile.has_entries = has_entries;
@@ -311,9 +317,16 @@ impl Aggregator {
         profile
     }
 
-    /// Forgets the counts of the interval (keeping address spaces, stacks
-    /// and the symbolizer).
+    /// Forgets the counts of the interval and the processes that exited in
+    /// it (keeping the live address spaces, stacks and the symbolizer).
     pub fn reset(&mut self) {
+        for pid in self.0.exited.drain(..) {
+            self.0.profile.processes.by_pid.remove(&pid);
+            self.0.pending.remove(&pid);
+            if let Some(unwinder) = &mut self.0.unwinder {
+                unwinder.forget(pid);
+            }
+        }
         let p = &mut self.0.profile;
         p.process_counts.clear();
         p.counts.clear();
@@ -385,6 +398,8 @@ impl Analyzer {
             unwinder: None,
             unwound: Vec::new(),
             unwound_bytes: Vec::new(),
+            prune_exited: false,
+            exited: Vec::new(),
         }
     }
 
@@ -517,13 +532,19 @@ impl Analyzer {
             Event::Fork { pid, ppid, tid } => {
                 if pid == tid && pid != ppid {
                     self.profile.startup.on_new_process(pid);
+                    // The pid is reused: the new process must stay.
+                    self.exited.retain(|&p| p != pid);
                 }
                 if let Some(unwinder) = &mut self.unwinder {
                     unwinder.on_fork(pid, ppid);
                 }
                 self.profile.processes.on_fork(pid, ppid, tid)
             }
-            Event::Exit => {}
+            Event::Exit { pid, tid } => {
+                if self.prune_exited && pid == tid {
+                    self.exited.push(pid);
+                }
+            }
             Event::Lost { count, kind } => {
                 let totals = &mut self.profile.totals;
                 totals.lost = totals.lost.saturating_add(count);
@@ -811,6 +832,41 @@ mod tests {
     use crate::record::synth;
     use crate::sys::alloc_counter;
     use crate::sys::maps::MapsLine;
+
+    #[test]
+    fn intervals_forget_exited_processes_but_not_a_reused_pid() {
+        let mut aggregator =
+            Aggregator::new(AnalyzeOptions::default(), RecordingMeta::default(), false);
+        let fork = |pid| Event::Fork {
+            pid,
+            ppid: 1,
+            tid: pid,
+        };
+        let exit = |pid, tid| Event::Exit { pid, tid };
+        aggregator.feed(fork(10));
+        aggregator.feed(fork(11));
+        aggregator.feed(fork(12));
+        // A thread's exit is not its process's.
+        aggregator.feed(Event::Fork {
+            pid: 10,
+            ppid: 10,
+            tid: 13,
+        });
+        aggregator.feed(exit(10, 13));
+        aggregator.feed(exit(11, 11));
+        // 12 exits and its pid is reused within the interval.
+        aggregator.feed(exit(12, 12));
+        aggregator.feed(fork(12));
+        let pids = |a: &mut Aggregator| {
+            let mut pids: Vec<i32> = a.profile().processes.by_pid.keys().copied().collect();
+            pids.sort();
+            pids
+        };
+        // The interval that saw 11 exit still names it.
+        assert_eq!(pids(&mut aggregator), [10, 11, 12]);
+        aggregator.reset();
+        assert_eq!(pids(&mut aggregator), [10, 12]);
+    }
 
     /// A recording of `n` faults with the same three-frame stack in one
     /// mapped file, on fresh anonymous pages.

@@ -217,8 +217,13 @@ pub enum Event<'a> {
         /// New thread.
         tid: i32,
     },
-    /// Thread exit.
-    Exit,
+    /// Thread exit (the process's when `pid == tid`).
+    Exit {
+        /// Process.
+        pid: i32,
+        /// Thread.
+        tid: i32,
+    },
     /// A thread entered the program's `main`.
     MainEntry {
         /// Process.
@@ -1013,7 +1018,10 @@ fn to_event<'a>(
             ppid: f.ppid,
             tid: f.tid,
         },
-        EventRecord::Exit(_) => Event::Exit,
+        EventRecord::Exit(e) => Event::Exit {
+            pid: e.pid,
+            tid: e.tid,
+        },
         EventRecord::Lost(l) => Event::Lost {
             count: l.count,
             kind: None,

@@ -637,6 +637,11 @@ impl StackUnwinder {
         self.exited.push((time, pid));
     }
 
+    /// Forgets process `pid` now (its samples are all in).
+    pub fn forget(&mut self, pid: i32) {
+        self.spaces.remove(&pid);
+    }
+
     /// Forgets processes that exited before `time` (no sample of theirs can
     /// still be on its way).
     pub fn forget_exited(&mut self, time: u64) {
