@@ -34,7 +34,10 @@
 //!    the ELF `.symtab`/`.dynsym` (of the debug file too when the main file
 //!    is stripped) name the function when DWARF has none, e.g. assembly.
 //!    Names are demangled (Rust legacy and v0, C++) unless
-//!    [`Options::demangle`] is off.
+//!    [`Options::demangle`] is off. An address no symbol covers in an
+//!    x86_64 PLT section (`.plt`, `.plt.sec`, `.plt.got`) is named
+//!    `name@plt` after the GOT slot its entry jumps through, as `objdump -d`
+//!    and perf name it (see `plt.rs`).
 //! 5. **Data** ([`Symbolizer::data`]): the SHF_ALLOC section holding the svma
 //!    (main file's section headers; the debug file's only if the main file
 //!    has none) and the innermost STT_OBJECT / STT_TLS / STT_NOTYPE symbol
@@ -78,6 +81,7 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod kernel;
+mod plt;
 mod reloc;
 mod unwind;
 
@@ -449,6 +453,9 @@ pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
 struct Module {
     info: ModuleInfo,
     symbols: SymbolTable,
+    /// Synthetic `name@plt` symbols of the PLT entries (raw names, without
+    /// the suffix), used where no real symbol covers an address.
+    plt: SymbolTable,
     /// File offsets of the ELF header and of the program header table.
     header_ranges: [std::ops::Range<u64>; 2],
     /// Lazily built DWARF context (None inside: no usable DWARF).
@@ -731,6 +738,7 @@ impl Symbolizer {
         }
         syms.extend(entry_symbol(file, &syms, &sections, headers.entry));
         let symbols = SymbolTable::new(syms);
+        let plt = SymbolTable::new(plt::symbols(file));
         let header_ranges = [headers.elf_header, headers.program_headers];
         let info = ModuleInfo {
             path: path.to_path_buf(),
@@ -745,6 +753,7 @@ impl Symbolizer {
         Ok(Module {
             info,
             symbols,
+            plt,
             header_ranges,
             dwarf: None,
             dwarf_path,
@@ -803,7 +812,8 @@ impl Symbolizer {
                     return hit.clone();
                 }
                 let dwarf = module.dwarf.as_ref().and_then(Option::as_ref);
-                let result = code_site(dwarf, &module.symbols, svma, demangle);
+                let tables = [&module.symbols, &module.plt];
+                let result = code_site(dwarf, tables, svma, demangle);
                 module.code_cache.insert(svma, result.clone());
                 result
             })
@@ -1005,7 +1015,7 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
                 .info
                 .file_offset_to_svma(file_offset)
                 .ok_or(Reason::NotInSegment)?;
-            code_site(dwarf.as_ref(), &module.symbols, svma, true)
+            code_site(dwarf.as_ref(), [&module.symbols, &module.plt], svma, true)
         })
         .collect();
     let data_targets = file_offsets
@@ -1106,18 +1116,25 @@ fn maybe_demangle(name: &str, demangle: bool) -> String {
     }
 }
 
-/// Builds the frames of one code address.
+/// The function symbol naming `svma`: a real one of `symbols`, else the
+/// PLT entry of `plt` as `name@plt`.
+fn function_symbol([symbols, plt]: [&SymbolTable; 2], svma: u64, demangle: bool) -> Option<String> {
+    if let Some(sym) = symbols.lookup(svma, SymKind::Function) {
+        return Some(maybe_demangle(&sym.name, demangle));
+    }
+    let entry = plt.lookup(svma, SymKind::Function)?;
+    Some(format!("{}@plt", maybe_demangle(&entry.name, demangle)))
+}
+
+/// Builds the frames of one code address from DWARF and the symbol tables
+/// (real symbols, then PLT entries).
 fn code_site(
     dwarf: Option<&dwarf::Dwarf>,
-    symbols: &SymbolTable,
+    tables: [&SymbolTable; 2],
     svma: u64,
     demangle: bool,
 ) -> Result<CodeSite, Reason> {
-    let symbol = || {
-        symbols
-            .lookup(svma, SymKind::Function)
-            .map(|s| maybe_demangle(&s.name, demangle))
-    };
+    let symbol = || function_symbol(tables, svma, demangle);
     let raw = dwarf.map(|d| d.frames(svma, demangle)).unwrap_or_default();
     let mut frames: Vec<Frame> = Vec::with_capacity(raw.len().max(1));
     let count = raw.len();
