@@ -96,11 +96,10 @@ pub fn resolve(profile: &mut Profile) -> Model {
     let mut code_names: FxHashMap<FrameKey, Vec<Named>> = FxHashMap::default();
     // `[vdso]` frames are named from pfprof's own vDSO when the recording
     // says which one it was: the symbolizer checks the build-id.
-    let vdso = Path::new(vdso::PATH);
     let own_vdso = by_module
         .keys()
         .any(|id| modules.get(*id).path == vdso::PATH && modules.get(*id).build_id.is_some())
-        && vdso::own_image().is_some_and(|image| symbolizer.add_image(vdso, &image).is_ok());
+        && vdso::add_own_image(&mut symbolizer);
     for (module, offsets) in &by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();

@@ -449,6 +449,18 @@ pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
     elf::build_id(&file)
 }
 
+/// Where a module's bytes come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// A file: separate debug files are searched.
+    File,
+    /// An image in memory, the vDSO ([`Symbolizer::add_image`]): read
+    /// alone, and a weak alias yields to the non-weak function at its
+    /// address, as perf names them (the vDSO exports `time` weak and
+    /// `__vdso_time` global at one address).
+    Image,
+}
+
 /// One parsed module.
 struct Module {
     info: ModuleInfo,
@@ -515,12 +527,14 @@ impl Symbolizer {
     /// Makes the ELF image `data` answer for `name` (e.g. `[vdso]`, read
     /// from memory) in every lookup by that name, checked against the
     /// expected build-id like a file. Its DWARF and relocations are not
-    /// read (symbol tables only); no separate debug file is searched.
+    /// read (symbol tables only); no separate debug file is searched. A
+    /// weak alias yields to the non-weak function at the same address
+    /// (`__vdso_time` over `time`), as perf shows vDSO frames.
     /// Errors: [`Reason::NotElf`].
     pub fn add_image(&mut self, name: &Path, data: &[u8]) -> Result<(), Reason> {
         let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
         let build_id = elf::build_id(&file);
-        let mut module = self.parse_with(name, &file, build_id, false)?;
+        let mut module = self.parse_with(name, &file, build_id, Origin::Image)?;
         module.dwarf = Some(None);
         module.relocations = Some(Err(Reason::Unsupported));
         self.images
@@ -635,17 +649,16 @@ impl Symbolizer {
         file: &object::File<'_>,
         build_id: Option<Vec<u8>>,
     ) -> Result<Module, Reason> {
-        self.parse_with(path, file, build_id, true)
+        self.parse_with(path, file, build_id, Origin::File)
     }
 
-    /// [`Self::parse`]; `search_debug` off reads the file alone (no
-    /// separate debug file), for images in memory.
+    /// [`Self::parse`] of a file or of an image in memory (see [`Origin`]).
     fn parse_with(
         &self,
         path: &Path,
         file: &object::File<'_>,
         build_id: Option<Vec<u8>>,
-        search_debug: bool,
+        origin: Origin,
     ) -> Result<Module, Reason> {
         use object::Object;
         let headers = elf::program_headers(file);
@@ -653,12 +666,15 @@ impl Symbolizer {
         let main_has_dwarf = dwarf::has_debug_info(file);
         let main_has_symtab = file.symbol_table().is_some();
         let mut syms = elf::symbols(file, true, true);
+        if origin == Origin::Image {
+            syms = elf::without_weak_aliases(file, syms);
+        }
 
         // Separate debug file: only needed when something is missing.
         let mut debug_file = None;
         let mut rejected_debug_files = Vec::new();
         let mut dwarf_path = main_has_dwarf.then(|| path.to_path_buf());
-        if search_debug && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
+        if origin == Origin::File && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
             let debuglink = file.gnu_debuglink().ok().flatten();
             let candidates = elf::debug_file_candidates(
                 path,
@@ -1002,7 +1018,7 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
     .map(|c| c.path)
     .collect();
     let symbolizer = Symbolizer::new(Options::default());
-    let module = symbolizer.parse_with(path, &file, build_id, false)?;
+    let module = symbolizer.parse_with(path, &file, build_id, Origin::Image)?;
     let dwarf = module
         .info
         .has_dwarf
