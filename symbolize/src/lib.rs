@@ -50,6 +50,10 @@
 //!    `DT_JMPREL`, `DT_RELR`) and the pages they write
 //!    ([`RelocationInfo`], x86_64 only).
 //!
+//! 7. **JIT code** ([`PerfMap`]): perf's `/tmp/perf-PID.map` files name
+//!    code generated in anonymous memory; the last line covering an
+//!    address names it.
+//!
 //! Return addresses: the *caller* subtracts 1 before lookup; this crate
 //! looks up exactly the offset it is given.
 //!
@@ -81,6 +85,7 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod kernel;
+mod perfmap;
 mod plt;
 mod reloc;
 mod unwind;
@@ -92,6 +97,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 pub use kernel::KernelSymbols;
+pub use perfmap::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
 
 use crate::elf::{SymKind, SymbolTable};
 pub use crate::unwind::{read_unwind_sections, unwind_sections, SectionBytes, UnwindSections};
