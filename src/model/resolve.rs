@@ -169,8 +169,8 @@ pub fn resolve(profile: &mut Profile) -> Model {
                 inlined: false,
                 object: None,
             }],
-            FrameKey::Jit { avma } => vec![Named {
-                function: format!("[jit {avma:#x}]"),
+            FrameKey::Jit { pid, avma } => vec![Named {
+                function: jit_name(profile, pid, avma),
                 file: None,
                 line: None,
                 inlined: false,
@@ -701,6 +701,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
     }
     warnings.extend(crate::analysis::foreign::warnings(profile));
     warnings.extend(kernel_mismatch);
+    warnings.extend(profile.jit_warnings.iter().cloned());
     // Problems quote file names and the recording's own notes.
     let warnings: Vec<String> = warnings.iter().map(|w| safe(w)).collect();
     let command: Vec<String> = meta
@@ -795,6 +796,15 @@ pub fn resolve(profile: &mut Profile) -> Model {
         frames,
         timeline,
         timeline_origin,
+    }
+}
+
+/// A JIT frame's name: the perf map's line covering it (made safe to
+/// show), else `[jit 0x…]`.
+fn jit_name(profile: &Profile, pid: i32, avma: u64) -> String {
+    match profile.jit_maps.get(&pid).and_then(|map| map.lookup(avma)) {
+        Some(name) => safe(name),
+        None => format!("[jit {avma:#x}]"),
     }
 }
 

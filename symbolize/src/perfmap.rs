@@ -203,8 +203,14 @@ mod tests {
         assert_eq!(map.malformed_lines(), 0);
         let cases: &[(u64, Option<&str>)] = &[
             (0x7f4b_8b74_5b7f, None),
-            (0x7f4b_8b74_5b80, Some("JS:*touchPagesInJs /x/touch.js:2:24")),
-            (0x7f4b_8b74_5def, Some("JS:*touchPagesInJs /x/touch.js:2:24")),
+            (
+                0x7f4b_8b74_5b80,
+                Some("JS:*touchPagesInJs /x/touch.js:2:24"),
+            ),
+            (
+                0x7f4b_8b74_5def,
+                Some("JS:*touchPagesInJs /x/touch.js:2:24"),
+            ),
             (0x7f4b_8b74_5df0, None),
             (0x7f4b_8b74_600f, Some("Builtin:ArgumentsAdaptorTrampoline")),
             (0x7f4b_8b74_6010, None),

@@ -3,6 +3,8 @@
 //! (`__vdso_time`, not its weak alias `time`) in the report and in the
 //! live stream alike.
 
+use std::process::Command;
+
 use crate::util::{
     can_record, compile_c, fault_line, pfprof, read_report, run, show, sites, temp_dir,
 };
@@ -77,4 +79,142 @@ fn plt_and_vdso_frames_are_named() {
     assert_eq!(count(".plt", "getppid@plt"), PLT_CALLS, "{text}");
     assert_eq!(count(".bss", "__vdso_time"), VDSO_PAGES, "{text}");
     assert!(!text.contains("[vdso]+0x"), "{text}");
+}
+
+/// Faults of `touchPagesInJs` in `fixtures/jit_touch.js`.
+const JS_PAGES: u64 = 400;
+
+/// node, which the JIT test runs; under CI it must be there (.ci/run
+/// installs it where it is missing).
+fn have_node() -> bool {
+    let ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "node is unavailable under CI (.ci/run installs nodejs)"
+        );
+        eprintln!("SKIPPED: node unavailable here; the JIT perf map test skips");
+    }
+    ok
+}
+
+/// The faults of folded lines whose function frame (the one before the
+/// target frame) contains `name`.
+fn folded_faults(folded: &str, name: &str) -> u64 {
+    folded
+        .lines()
+        .filter_map(|line| {
+            let (stack, count) = line.rsplit_once(' ')?;
+            let frames: Vec<&str> = stack.split(';').collect();
+            let function = frames.get(frames.len().checked_sub(2)?)?;
+            function.contains(name).then(|| count.parse::<u64>().ok())?
+        })
+        .sum()
+}
+
+/// The faults an SVG's frame titles give `name` (`NAME (399 faults, ...)`),
+/// summed over its frames.
+fn svg_faults(svg: &str, name: &str) -> u64 {
+    svg.split("<title>")
+        .skip(1)
+        .filter_map(|rest| {
+            let title = rest.split("</title>").next()?;
+            let (function, numbers) = title.rsplit_once(" (")?;
+            function.contains(name).then_some(())?;
+            numbers
+                .split(' ')
+                .next()?
+                .replace(",", "")
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The faults of profile.pb.gz's samples whose leaf function contains `name`.
+fn pprof_faults(path: &std::path::Path, name: &str) -> u64 {
+    let profile = pfprof::output::pprof::decode(&std::fs::read(path).unwrap()).unwrap();
+    let string = |i: i64| profile.string_table[i as usize].as_str();
+    profile
+        .sample
+        .iter()
+        .filter(|s| {
+            let Some(&leaf) = s.location_id.first() else {
+                return false;
+            };
+            let location = &profile.location[leaf as usize - 1];
+            location.line.iter().any(|line| {
+                let function = &profile.function[line.function_id as usize - 1];
+                string(function.name).contains(name)
+            })
+        })
+        .map(|s| s.value[0] as u64)
+        .sum()
+}
+
+/// `record -- node --perf-basic-prof jit_touch.js`: at least 90% of
+/// touchPagesInJs's 400 faults are named after it (V8's perf map line
+/// `JS:*touchPagesInJs .../jit_touch.js:11:24`) in report.json, the folded
+/// stacks, the flame graph and pprof; the map is kept in the recording,
+/// and `report` names them from it with `/tmp`'s copy gone.
+#[test]
+fn jit_frames_are_named_from_perf_maps() {
+    if !can_record() || !have_node() {
+        return;
+    }
+    let dir = temp_dir("symnames_jit");
+    let out_dir = dir.join("out");
+    let script = crate::util::fixtures().join("jit_touch.js");
+    let out = run(pfprof()
+        .args(["record", "-q", "-o"])
+        .arg(&out_dir)
+        .args(["--", "node", "--perf-basic-prof", "--allow-natives-syntax"])
+        .arg(&script));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let name = "touchPagesInJs";
+    let at_least = JS_PAGES * 9 / 10;
+    let report = read_report(&out_dir.join("report.json"));
+    let named = sites(&report, |s| s["function"].as_str().unwrap().contains(name));
+    let in_json = crate::util::total(&named);
+    assert!(
+        (at_least..=JS_PAGES).contains(&in_json),
+        "{in_json} faults named {name}:\n{}",
+        show(&named)
+    );
+    assert!(named
+        .iter()
+        .all(|s| s["function"].as_str().unwrap().starts_with("JS:")));
+
+    let folded = std::fs::read_to_string(out_dir.join("all.folded")).unwrap();
+    assert_eq!(folded_faults(&folded, name), in_json, "all.folded");
+    let svg = std::fs::read_to_string(out_dir.join("all.svg")).unwrap();
+    assert_eq!(svg_faults(&svg, name), in_json, "all.svg");
+    assert_eq!(
+        pprof_faults(&out_dir.join("profile.pb.gz"), name),
+        in_json,
+        "profile.pb.gz"
+    );
+
+    // The map is kept with the recording; `report` needs nothing in /tmp.
+    let kept: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("perf-") && n.ends_with(".map"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let _ = std::fs::remove_file(std::path::Path::new("/tmp").join(&kept[0]));
+    let again = run(pfprof()
+        .args(["report", "--format", "json", "-i"])
+        .arg(&out_dir));
+    assert!(again.status.success());
+    let again = crate::util::parse_report(&again.stdout);
+    let named_again = sites(&again, |s| s["function"].as_str().unwrap().contains(name));
+    assert_eq!(crate::util::total(&named_again), in_json);
 }
