@@ -58,10 +58,51 @@ fn startup_of_known(report: &pfprof::model::report::Report, of: Option<&str>) ->
     )
 }
 
+/// Names the JIT frames of `profile` from the perf maps of the recording
+/// at `path` (or `/tmp`'s, for perf's recordings); with `keep_in`
+/// (`record`), the maps in `/tmp` are first copied there. `started` is
+/// when the analysis began, to tell a launched command's maps from older
+/// ones.
+fn name_jit_frames(
+    profile: &mut analysis::Profile,
+    path: &Path,
+    keep_in: Option<&OutDir>,
+    started: std::time::Instant,
+) {
+    use pfprof::format::jitmaps;
+    let pids = profile.jit_pids();
+    if pids.is_empty() {
+        return;
+    }
+    let mut warnings = Vec::new();
+    if let Some(out_dir) = keep_in {
+        // A launched command's processes started with the recording; a map
+        // older than that (less a second for the command's start) is an
+        // earlier process's.
+        let since = profile
+            .meta
+            .as_ref()
+            .filter(|m| m.mode == pfprof::format::perf_data::RecordMode::Command)
+            .and_then(|m| {
+                let ago = std::time::Duration::from_nanos(m.wall_ns)
+                    + started.elapsed()
+                    + std::time::Duration::from_secs(1);
+                std::time::SystemTime::now().checked_sub(ago)
+            });
+        warnings = jitmaps::keep(out_dir, &pids, since);
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let (maps, more) = jitmaps::load(dir, &pids, profile.meta.is_none());
+    warnings.extend(more);
+    profile.jit_maps = maps;
+    profile.jit_warnings = warnings;
+}
+
 fn analyze_and_resolve(
     path: &Path,
     analysis: &AnalysisArgs,
     partial: bool,
+    keep_jit_in: Option<&OutDir>,
 ) -> Result<pfprof::model::Model> {
     // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
     let timing = std::env::var_os("PFPROF_TIMING").is_some();
@@ -88,6 +129,7 @@ fn analyze_and_resolve(
         )
         .into());
     }
+    name_jit_frames(&mut profile, path, keep_jit_in, start);
     let analyzed = start.elapsed();
     let resolved = resolve::resolve(&mut profile);
     if timing {
@@ -288,14 +330,16 @@ fn run(cli: Cli) -> Result<u8> {
             }
             let stopped = recorded.write_error.is_some();
             let outputs =
-                analyze_and_resolve(&data_file, &args.analysis, stopped).and_then(|resolved| {
-                    let start_ns = pprof::recording_start_ns(&data_file, resolved.report.wall_ns);
-                    pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
-                        .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
-                        .with_context(|| format!("cannot write the outputs in {partial}"))?;
-                    staging.commit()?;
-                    Ok(resolved)
-                });
+                analyze_and_resolve(&data_file, &args.analysis, stopped, Some(staging.out_dir()))
+                    .and_then(|resolved| {
+                        let start_ns =
+                            pprof::recording_start_ns(&data_file, resolved.report.wall_ns);
+                        pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
+                            .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
+                            .with_context(|| format!("cannot write the outputs in {partial}"))?;
+                        staging.commit()?;
+                        Ok(resolved)
+                    });
             let resolved = match outputs {
                 Ok(resolved) => {
                     // The outputs are written; a wrong name only warns here.
@@ -345,7 +389,7 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Action::Report(args) => {
             let resolved =
-                analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial)?;
+                analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial, None)?;
             startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
             let report = &resolved.report;
             let mut stdout = std::io::stdout().lock();
@@ -387,7 +431,7 @@ fn run(cli: Cli) -> Result<u8> {
                 .into());
             }
             let input = data_path(&args.input)?;
-            let resolved = analyze_and_resolve(&input, &args.analysis, args.partial)?;
+            let resolved = analyze_and_resolve(&input, &args.analysis, args.partial, None)?;
             startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
             let out_dir = OutDir::open_or_create(
                 &args
@@ -437,8 +481,9 @@ fn run(cli: Cli) -> Result<u8> {
                 .into());
             }
             // Decode errors name the file; no context needed.
-            let before = analyze_and_resolve(&data_path(&args.before)?, &args.analysis, false)?;
-            let after = analyze_and_resolve(&data_path(&args.after)?, &args.analysis, false)?;
+            let before =
+                analyze_and_resolve(&data_path(&args.before)?, &args.analysis, false, None)?;
+            let after = analyze_and_resolve(&data_path(&args.after)?, &args.analysis, false, None)?;
             for model in [&before, &after] {
                 startup_of_known(&model.report, args.analysis.startup_of.as_deref())?;
             }

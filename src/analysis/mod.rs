@@ -191,6 +191,26 @@ pub struct Profile {
     pub unwind: Option<crate::unwind::UnwindStats>,
     /// The recorded kernel's build-id, when the recording says.
     pub kernel_build_id: Option<Vec<u8>>,
+    /// The perf maps (`perf-PID.map`) naming JIT frames, by pid; filled
+    /// after the replay by whoever knows where they are.
+    pub jit_maps: FxHashMap<i32, pfprof_symbolize::PerfMap>,
+    /// Why perf maps of processes with JIT frames were not used.
+    pub jit_warnings: Vec<String>,
+}
+
+impl Profile {
+    /// The processes with JIT frames (code in anonymous memory), sorted.
+    pub fn jit_pids(&self) -> Vec<i32> {
+        let pids: std::collections::BTreeSet<i32> = self
+            .stacks
+            .unique_frames()
+            .filter_map(|frame| match frame {
+                FrameKey::Jit { pid, .. } => Some(pid),
+                _ => None,
+            })
+            .collect();
+        pids.into_iter().collect()
+    }
 }
 
 /// Options of the analysis.
@@ -383,6 +403,8 @@ impl Analyzer {
                 any_fault_event: false,
                 unwind: None,
                 kernel_build_id: None,
+                jit_maps: FxHashMap::default(),
+                jit_warnings: Vec::new(),
             },
             options,
             pending: FxHashMap::default(),
@@ -675,7 +697,10 @@ impl Analyzer {
                             Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
                                 if avma != TRUNCATED_FRAME =>
                             {
-                                FrameKey::Jit { avma: lookup_avma }
+                                FrameKey::Jit {
+                                    pid: sample.pid,
+                                    avma: lookup_avma,
+                                }
                             }
                             _ => FrameKey::Unknown,
                         },

@@ -23,8 +23,11 @@ pub enum FrameKey {
         /// Kernel address.
         avma: u64,
     },
-    /// Code in anonymous memory: JIT-compiled code, named by its address.
+    /// Code in anonymous memory: JIT-compiled code, named from the
+    /// process's perf map when it wrote one, else by its address.
     Jit {
+        /// The process (its perf map is `perf-PID.map`).
+        pid: i32,
         /// The address (avma, the instruction itself).
         avma: u64,
     },

@@ -4,6 +4,7 @@
 
 pub mod compressed;
 pub mod decode;
+pub mod jitmaps;
 pub mod outdir;
 pub mod perf_compat;
 pub mod perf_data;

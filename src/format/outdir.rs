@@ -28,7 +28,8 @@ use crate::user;
 /// The recording in an output directory.
 pub const DATA_FILE: &str = "pfprof.data";
 
-/// Every name pfprof writes in an output directory. A directory holding
+/// Every name pfprof writes in an output directory, besides the JIT perf
+/// maps it keeps (`perf-PID.map`, see `jitmaps`). A directory holding
 /// anything else is not (only) pfprof's, and pfprof neither moves nor
 /// deletes it.
 pub const OUTPUT_NAMES: &[&str] = &[
@@ -81,7 +82,8 @@ fn temp_target(name: &str) -> Option<&str> {
 }
 
 fn is_output_name(name: &str) -> bool {
-    OUTPUT_NAMES.contains(&name) || temp_target(name).is_some_and(|t| OUTPUT_NAMES.contains(&t))
+    let known = |name: &str| OUTPUT_NAMES.contains(&name) || super::jitmaps::is_map_name(name);
+    known(name) || temp_target(name).is_some_and(known)
 }
 
 /// Creates the missing ancestors of `path`, owned like the outputs.
@@ -144,7 +146,8 @@ impl OutDir {
         &self.path
     }
 
-    /// Writes the output `name` (one of [`OUTPUT_NAMES`]) through `write`
+    /// Writes the output `name` (one of [`OUTPUT_NAMES`], or a kept perf
+    /// map) through `write`
     /// into a new temporary file, then renames it over `name`: a reader sees
     /// the old file or the whole new one, and a link planted at `name` is
     /// replaced, not followed.
@@ -153,7 +156,7 @@ impl OutDir {
         name: &str,
         write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
     ) -> io::Result<()> {
-        if !OUTPUT_NAMES.contains(&name) {
+        if !(OUTPUT_NAMES.contains(&name) || super::jitmaps::is_map_name(name)) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{name} is not one of pfprof's output names"),

@@ -96,11 +96,10 @@ pub fn resolve(profile: &mut Profile) -> Model {
     let mut code_names: FxHashMap<FrameKey, Vec<Named>> = FxHashMap::default();
     // `[vdso]` frames are named from pfprof's own vDSO when the recording
     // says which one it was: the symbolizer checks the build-id.
-    let vdso = Path::new(vdso::PATH);
     let own_vdso = by_module
         .keys()
         .any(|id| modules.get(*id).path == vdso::PATH && modules.get(*id).build_id.is_some())
-        && vdso::own_image().is_some_and(|image| symbolizer.add_image(vdso, &image).is_ok());
+        && vdso::add_own_image(&mut symbolizer);
     for (module, offsets) in &by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
@@ -170,8 +169,8 @@ pub fn resolve(profile: &mut Profile) -> Model {
                 inlined: false,
                 object: None,
             }],
-            FrameKey::Jit { avma } => vec![Named {
-                function: format!("[jit {avma:#x}]"),
+            FrameKey::Jit { pid, avma } => vec![Named {
+                function: jit_name(profile, pid, avma),
                 file: None,
                 line: None,
                 inlined: false,
@@ -702,6 +701,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
     }
     warnings.extend(crate::analysis::foreign::warnings(profile));
     warnings.extend(kernel_mismatch);
+    warnings.extend(profile.jit_warnings.iter().cloned());
     // Problems quote file names and the recording's own notes.
     let warnings: Vec<String> = warnings.iter().map(|w| safe(w)).collect();
     let command: Vec<String> = meta
@@ -796,6 +796,15 @@ pub fn resolve(profile: &mut Profile) -> Model {
         frames,
         timeline,
         timeline_origin,
+    }
+}
+
+/// A JIT frame's name: the perf map's line covering it (made safe to
+/// show), else `[jit 0x…]`.
+fn jit_name(profile: &Profile, pid: i32, avma: u64) -> String {
+    match profile.jit_maps.get(&pid).and_then(|map| map.lookup(avma)) {
+        Some(name) => safe(name),
+        None => format!("[jit {avma:#x}]"),
     }
 }
 

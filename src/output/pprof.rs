@@ -233,7 +233,7 @@ impl Builder<'_> {
             ),
             LocationKey::Frame(FrameKey::Kernel { avma }) => (self.mapping_id(None, avma), avma),
             // JIT code: its address, in no mapping.
-            LocationKey::Frame(FrameKey::Jit { avma }) => (0, avma),
+            LocationKey::Frame(FrameKey::Jit { avma, .. }) => (0, avma),
             LocationKey::Frame(FrameKey::Unknown | FrameKey::Exec) | LocationKey::NoStack => (0, 0),
         };
         // Innermost (inlined) function first, the real function last, as

@@ -22,6 +22,7 @@ use crate::analysis::classify::FaultClass;
 use crate::analysis::latency::human_ns;
 use crate::analysis::stacks::FrameKey;
 use crate::analysis::{Classified, LiveAnalyzer, TargetKey};
+use crate::sys::vdso;
 use crate::text::display_safe;
 
 /// What each line shows.
@@ -77,6 +78,9 @@ fn stamp(seq: Option<u64>, since_start_ns: u64) -> String {
 
 fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
     let mut symbolizer = Symbolizer::new(Options::default());
+    // `[vdso]` frames are named from pfprof's own vDSO, as the report
+    // names them: the recording is of this kernel.
+    vdso::add_own_image(&mut symbolizer);
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut seq = 0u64;
     let mut first = true;

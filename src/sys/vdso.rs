@@ -22,6 +22,17 @@ pub fn own_image() -> Option<Vec<u8>> {
     Some(image)
 }
 
+/// Makes this process's vDSO answer for [`PATH`] in `symbolizer` (checked
+/// against each module's recorded build-id like a file); false without
+/// one.
+pub fn add_own_image(symbolizer: &mut pfprof_symbolize::Symbolizer) -> bool {
+    own_image().is_some_and(|image| {
+        symbolizer
+            .add_image(std::path::Path::new(PATH), &image)
+            .is_ok()
+    })
+}
+
 /// The build-id of this process's vDSO (the running kernel's).
 pub fn own_build_id() -> Option<Vec<u8>> {
     pfprof_symbolize::image_build_id(&own_image()?)
@@ -32,11 +43,12 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    /// Our own vDSO, registered as `[vdso]`, names the code of
-    /// `__vdso_clock_gettime` (readelf gives its offset); another build-id
-    /// gets no names.
+    /// Our own vDSO, registered as `[vdso]`, names the code of each
+    /// exported `__vdso_*` function (readelf gives their offsets) by that
+    /// name, never by its weak alias (`clock_gettime`, `time`), as perf
+    /// does; another build-id gets no names.
     #[test]
-    fn own_vdso_names_clock_gettime() {
+    fn own_vdso_names_exported_functions() {
         let image = own_image().expect("a [vdso] mapping");
         let id = own_build_id().expect("a build-id");
         let dir = std::env::temp_dir().join(format!("pfprof-vdso-{}", std::process::id()));
@@ -50,35 +62,38 @@ mod tests {
             .expect("readelf");
         std::fs::remove_dir_all(&dir).unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        let (value, size) = text
+        // (value, size, name) of the global `__vdso_*` functions.
+        let exported: Vec<(u64, u64, String)> = text
             .lines()
-            .find_map(|line| {
+            .filter_map(|line| {
                 let f: Vec<&str> = line.split_whitespace().collect();
                 let name = f.get(7)?.split('@').next()?;
-                (name == "__vdso_clock_gettime" && f[3] == "FUNC").then(|| {
+                (name.starts_with("__vdso_") && f[3] == "FUNC" && f[4] == "GLOBAL").then(|| {
                     (
                         u64::from_str_radix(f[1], 16).unwrap(),
                         f[2].parse::<u64>().unwrap(),
+                        name.to_string(),
                     )
                 })
             })
-            .expect("__vdso_clock_gettime in the vDSO's symbols");
-        assert!(size > 4, "{size}");
+            .collect();
+        let names: Vec<&str> = exported.iter().map(|e| e.2.as_str()).collect();
+        assert!(names.contains(&"__vdso_clock_gettime"), "{names:?}");
+        assert!(names.contains(&"__vdso_time"), "{names:?}");
 
         let mut symbolizer =
             pfprof_symbolize::Symbolizer::new(pfprof_symbolize::Options::default());
         symbolizer.add_image(Path::new(PATH), &image).unwrap();
-        // The vDSO's PT_LOAD maps offset 0 at svma 0: offsets are svmas.
-        let offsets = [value, value + size / 2, value + size - 1];
-        for site in symbolizer.code(Path::new(PATH), Some(&id), &offsets) {
-            let site = site.expect("named");
-            // `clock_gettime` is its weak alias, at the same address.
-            let name = &site.frames.last().unwrap().function;
-            assert!(
-                name == "__vdso_clock_gettime" || name == "clock_gettime",
-                "{name}"
-            );
+        for (value, size, name) in &exported {
+            assert!(*size > 4, "{name} {size}");
+            // The vDSO's PT_LOAD maps offset 0 at svma 0: offsets are svmas.
+            let offsets = [*value, value + size / 2, value + size - 1];
+            for site in symbolizer.code(Path::new(PATH), Some(&id), &offsets) {
+                let site = site.expect("named");
+                assert_eq!(&site.frames.last().unwrap().function, name);
+            }
         }
+        let offsets = [exported[0].0];
         let other = vec![0xee; id.len()];
         assert!(matches!(
             &symbolizer.code(Path::new(PATH), Some(&other), &offsets)[0],

@@ -210,6 +210,30 @@ pub(crate) fn symbols(file: &object::File<'_>, symtab: bool, dynsym: bool) -> Ve
     out
 }
 
+/// `syms` without the function symbols that are weak aliases of a
+/// non-weak function symbol of `file` at the same address (the vDSO's
+/// `time` beside `__vdso_time`).
+pub(crate) fn without_weak_aliases(file: &object::File<'_>, syms: Vec<Sym>) -> Vec<Sym> {
+    let mut weak = std::collections::HashSet::new();
+    let mut strong = std::collections::HashSet::new();
+    let all = file.symbols().chain(file.dynamic_symbols());
+    for sym in all.filter(|s| s.kind() == SymbolKind::Text) {
+        let Ok(name) = sym.name() else { continue };
+        if sym.is_weak() {
+            weak.insert((sym.address(), name.to_string()));
+        } else if sym.is_global() {
+            strong.insert(sym.address());
+        }
+    }
+    syms.into_iter()
+        .filter(|s| {
+            s.kind != SymKind::Function
+                || !strong.contains(&s.svma)
+                || !weak.contains(&(s.svma, s.name.clone()))
+        })
+        .collect()
+}
+
 /// Sorted symbol lookup table.
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable {

@@ -34,7 +34,10 @@
 //!    the ELF `.symtab`/`.dynsym` (of the debug file too when the main file
 //!    is stripped) name the function when DWARF has none, e.g. assembly.
 //!    Names are demangled (Rust legacy and v0, C++) unless
-//!    [`Options::demangle`] is off.
+//!    [`Options::demangle`] is off. An address no symbol covers in an
+//!    x86_64 PLT section (`.plt`, `.plt.sec`, `.plt.got`) is named
+//!    `name@plt` after the GOT slot its entry jumps through, as `objdump -d`
+//!    and perf name it (see `plt.rs`).
 //! 5. **Data** ([`Symbolizer::data`]): the SHF_ALLOC section holding the svma
 //!    (main file's section headers; the debug file's only if the main file
 //!    has none) and the innermost STT_OBJECT / STT_TLS / STT_NOTYPE symbol
@@ -46,6 +49,10 @@
 //!    relocations ld.so applies at start-up (`DT_RELA`, `DT_REL`,
 //!    `DT_JMPREL`, `DT_RELR`) and the pages they write
 //!    ([`RelocationInfo`], x86_64 only).
+//!
+//! 7. **JIT code** ([`PerfMap`]): perf's `/tmp/perf-PID.map` files name
+//!    code generated in anonymous memory; the last line covering an
+//!    address names it.
 //!
 //! Return addresses: the *caller* subtracts 1 before lookup; this crate
 //! looks up exactly the offset it is given.
@@ -78,6 +85,8 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod kernel;
+mod perfmap;
+mod plt;
 mod reloc;
 mod unwind;
 
@@ -88,6 +97,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 pub use kernel::KernelSymbols;
+pub use perfmap::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
 
 use crate::elf::{SymKind, SymbolTable};
 pub use crate::unwind::{read_unwind_sections, unwind_sections, SectionBytes, UnwindSections};
@@ -445,10 +455,25 @@ pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
     elf::build_id(&file)
 }
 
+/// Where a module's bytes come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// A file: separate debug files are searched.
+    File,
+    /// An image in memory, the vDSO ([`Symbolizer::add_image`]): read
+    /// alone, and a weak alias yields to the non-weak function at its
+    /// address, as perf names them (the vDSO exports `time` weak and
+    /// `__vdso_time` global at one address).
+    Image,
+}
+
 /// One parsed module.
 struct Module {
     info: ModuleInfo,
     symbols: SymbolTable,
+    /// Synthetic `name@plt` symbols of the PLT entries (raw names, without
+    /// the suffix), used where no real symbol covers an address.
+    plt: SymbolTable,
     /// File offsets of the ELF header and of the program header table.
     header_ranges: [std::ops::Range<u64>; 2],
     /// Lazily built DWARF context (None inside: no usable DWARF).
@@ -508,12 +533,14 @@ impl Symbolizer {
     /// Makes the ELF image `data` answer for `name` (e.g. `[vdso]`, read
     /// from memory) in every lookup by that name, checked against the
     /// expected build-id like a file. Its DWARF and relocations are not
-    /// read (symbol tables only); no separate debug file is searched.
+    /// read (symbol tables only); no separate debug file is searched. A
+    /// weak alias yields to the non-weak function at the same address
+    /// (`__vdso_time` over `time`), as perf shows vDSO frames.
     /// Errors: [`Reason::NotElf`].
     pub fn add_image(&mut self, name: &Path, data: &[u8]) -> Result<(), Reason> {
         let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
         let build_id = elf::build_id(&file);
-        let mut module = self.parse_with(name, &file, build_id, false)?;
+        let mut module = self.parse_with(name, &file, build_id, Origin::Image)?;
         module.dwarf = Some(None);
         module.relocations = Some(Err(Reason::Unsupported));
         self.images
@@ -628,17 +655,16 @@ impl Symbolizer {
         file: &object::File<'_>,
         build_id: Option<Vec<u8>>,
     ) -> Result<Module, Reason> {
-        self.parse_with(path, file, build_id, true)
+        self.parse_with(path, file, build_id, Origin::File)
     }
 
-    /// [`Self::parse`]; `search_debug` off reads the file alone (no
-    /// separate debug file), for images in memory.
+    /// [`Self::parse`] of a file or of an image in memory (see [`Origin`]).
     fn parse_with(
         &self,
         path: &Path,
         file: &object::File<'_>,
         build_id: Option<Vec<u8>>,
-        search_debug: bool,
+        origin: Origin,
     ) -> Result<Module, Reason> {
         use object::Object;
         let headers = elf::program_headers(file);
@@ -646,12 +672,15 @@ impl Symbolizer {
         let main_has_dwarf = dwarf::has_debug_info(file);
         let main_has_symtab = file.symbol_table().is_some();
         let mut syms = elf::symbols(file, true, true);
+        if origin == Origin::Image {
+            syms = elf::without_weak_aliases(file, syms);
+        }
 
         // Separate debug file: only needed when something is missing.
         let mut debug_file = None;
         let mut rejected_debug_files = Vec::new();
         let mut dwarf_path = main_has_dwarf.then(|| path.to_path_buf());
-        if search_debug && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
+        if origin == Origin::File && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
             let debuglink = file.gnu_debuglink().ok().flatten();
             let candidates = elf::debug_file_candidates(
                 path,
@@ -731,6 +760,7 @@ impl Symbolizer {
         }
         syms.extend(entry_symbol(file, &syms, &sections, headers.entry));
         let symbols = SymbolTable::new(syms);
+        let plt = SymbolTable::new(plt::symbols(file));
         let header_ranges = [headers.elf_header, headers.program_headers];
         let info = ModuleInfo {
             path: path.to_path_buf(),
@@ -745,6 +775,7 @@ impl Symbolizer {
         Ok(Module {
             info,
             symbols,
+            plt,
             header_ranges,
             dwarf: None,
             dwarf_path,
@@ -803,7 +834,8 @@ impl Symbolizer {
                     return hit.clone();
                 }
                 let dwarf = module.dwarf.as_ref().and_then(Option::as_ref);
-                let result = code_site(dwarf, &module.symbols, svma, demangle);
+                let tables = [&module.symbols, &module.plt];
+                let result = code_site(dwarf, tables, svma, demangle);
                 module.code_cache.insert(svma, result.clone());
                 result
             })
@@ -992,7 +1024,7 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
     .map(|c| c.path)
     .collect();
     let symbolizer = Symbolizer::new(Options::default());
-    let module = symbolizer.parse_with(path, &file, build_id, false)?;
+    let module = symbolizer.parse_with(path, &file, build_id, Origin::Image)?;
     let dwarf = module
         .info
         .has_dwarf
@@ -1005,7 +1037,7 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
                 .info
                 .file_offset_to_svma(file_offset)
                 .ok_or(Reason::NotInSegment)?;
-            code_site(dwarf.as_ref(), &module.symbols, svma, true)
+            code_site(dwarf.as_ref(), [&module.symbols, &module.plt], svma, true)
         })
         .collect();
     let data_targets = file_offsets
@@ -1106,18 +1138,25 @@ fn maybe_demangle(name: &str, demangle: bool) -> String {
     }
 }
 
-/// Builds the frames of one code address.
+/// The function symbol naming `svma`: a real one of `symbols`, else the
+/// PLT entry of `plt` as `name@plt`.
+fn function_symbol([symbols, plt]: [&SymbolTable; 2], svma: u64, demangle: bool) -> Option<String> {
+    if let Some(sym) = symbols.lookup(svma, SymKind::Function) {
+        return Some(maybe_demangle(&sym.name, demangle));
+    }
+    let entry = plt.lookup(svma, SymKind::Function)?;
+    Some(format!("{}@plt", maybe_demangle(&entry.name, demangle)))
+}
+
+/// Builds the frames of one code address from DWARF and the symbol tables
+/// (real symbols, then PLT entries).
 fn code_site(
     dwarf: Option<&dwarf::Dwarf>,
-    symbols: &SymbolTable,
+    tables: [&SymbolTable; 2],
     svma: u64,
     demangle: bool,
 ) -> Result<CodeSite, Reason> {
-    let symbol = || {
-        symbols
-            .lookup(svma, SymKind::Function)
-            .map(|s| maybe_demangle(&s.name, demangle))
-    };
+    let symbol = || function_symbol(tables, svma, demangle);
     let raw = dwarf.map(|d| d.frames(svma, demangle)).unwrap_or_default();
     let mut frames: Vec<Frame> = Vec::with_capacity(raw.len().max(1));
     let count = raw.len();

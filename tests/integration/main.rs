@@ -20,4 +20,5 @@ mod record;
 mod safety;
 mod startup;
 mod symbols;
+mod symnames;
 mod util;

@@ -1,0 +1,179 @@
+//! JIT perf maps kept with a recording. A JIT (node `--perf-basic-prof`,
+//! the JVM's perf-map-agent, .NET, Python `-X perf`) names its generated
+//! code in `/tmp/perf-PID.map`, which grows while the process runs and may
+//! be overwritten by a later process with the same pid. `record` copies the
+//! map of each process with JIT frames, once the recording has stopped,
+//! into the output directory under the same name (`DIR/perf-PID.map`), so
+//! that `report` later reads the recording's copy and needs nothing in
+//! `/tmp`. Only perf's own recordings (`report -i perf.data`) are named
+//! from `/tmp`, as `perf report` does.
+//!
+//! A map is read only when it is a regular file reached without a link,
+//! at most [`MAX_BYTES`], owned by root, pfprof's user or the user who ran
+//! `sudo pfprof` (perf reads only maps owned by the user or root: anyone
+//! may write `/tmp`); a launched command's map must also have been written
+//! since the recording started (an older one belongs to an earlier process
+//! with the same pid).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use pfprof_symbolize::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
+use rustc_hash::FxHashMap;
+
+use crate::format::outdir::OutDir;
+
+/// The largest perf map read or kept, in bytes (a large JVM's map is tens
+/// of megabytes).
+pub const MAX_BYTES: u64 = 256 << 20;
+
+/// Where a process writes its perf map.
+const TMP_DIR: &str = "/tmp";
+
+/// The name of a process's perf map, in `/tmp` and in a recording.
+pub fn file_name(pid: i32) -> String {
+    format!("perf-{pid}.map")
+}
+
+/// Whether `name` is a perf map's name (`perf-PID.map`).
+pub fn is_map_name(name: &str) -> bool {
+    name.strip_prefix("perf-")
+        .and_then(|rest| rest.strip_suffix(".map"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The limits of [`read_perf_map_file`]: [`MAX_BYTES`], and the owners
+/// pfprof trusts besides root.
+fn limits() -> PerfMapLimits {
+    let mut owners = vec![crate::sys::euid()];
+    owners.extend(crate::user::invoking_user().map(|u| u.uid));
+    PerfMapLimits {
+        max_bytes: MAX_BYTES,
+        owners,
+    }
+}
+
+/// One sentence on why `pid`'s map at `path` was not used.
+fn refused(path: &Path, error: &PerfMapError) -> String {
+    format!("{}: not used to name JIT frames: {error}", path.display())
+}
+
+/// Copies the `/tmp` perf map of each of `pids` into `out_dir`; with
+/// `since` (a launched command), only maps modified since then. Returns
+/// why maps that exist were not kept.
+pub fn keep(out_dir: &OutDir, pids: &[i32], since: Option<SystemTime>) -> Vec<String> {
+    let limits = limits();
+    let mut warnings = Vec::new();
+    for &pid in pids {
+        let source = Path::new(TMP_DIR).join(file_name(pid));
+        match read_fresh(&source, &limits, since) {
+            Ok(Some(bytes)) => {
+                if let Err(e) = out_dir.write(&file_name(pid), &bytes) {
+                    warnings.push(format!(
+                        "{}: cannot keep it with the recording: {e}",
+                        source.display()
+                    ));
+                }
+            }
+            Ok(None) | Err(PerfMapError::Missing) => {}
+            Err(e) => warnings.push(refused(&source, &e)),
+        }
+    }
+    warnings
+}
+
+/// The bytes of the map at `path`, `None` when it was last written before
+/// `since`.
+fn read_fresh(
+    path: &Path,
+    limits: &PerfMapLimits,
+    since: Option<SystemTime>,
+) -> Result<Option<Vec<u8>>, PerfMapError> {
+    let bytes = read_perf_map_file(path, limits)?;
+    if let Some(since) = since {
+        let meta = std::fs::symlink_metadata(path)?;
+        let written = SystemTime::UNIX_EPOCH
+            + std::time::Duration::new(meta.mtime().max(0) as u64, meta.mtime_nsec() as u32);
+        if written < since {
+            return Ok(None);
+        }
+    }
+    Ok(Some(bytes))
+}
+
+/// The perf maps of `pids`: the recording directory's copies, or with
+/// `from_tmp` (a recording perf made) the maps in `/tmp`. Returns the maps
+/// and why maps that exist were not used.
+pub fn load(
+    recording_dir: &Path,
+    pids: &[i32],
+    from_tmp: bool,
+) -> (FxHashMap<i32, PerfMap>, Vec<String>) {
+    let limits = limits();
+    let dir: PathBuf = if from_tmp {
+        PathBuf::from(TMP_DIR)
+    } else {
+        recording_dir.to_path_buf()
+    };
+    let mut maps = FxHashMap::default();
+    let mut warnings = Vec::new();
+    for &pid in pids {
+        let path = dir.join(file_name(pid));
+        match read_perf_map_file(&path, &limits) {
+            Ok(bytes) => {
+                let map = PerfMap::parse(&bytes);
+                if map.malformed_lines() > 0 {
+                    warnings.push(format!(
+                        "{}: {} malformed lines skipped",
+                        path.display(),
+                        map.malformed_lines()
+                    ));
+                }
+                maps.insert(pid, map);
+            }
+            Err(PerfMapError::Missing) => {}
+            Err(e) => warnings.push(refused(&path, &e)),
+        }
+    }
+    (maps, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only `perf-<digits>.map` is a map's name.
+    #[test]
+    fn map_names() {
+        for (name, want) in [
+            ("perf-1234.map", true),
+            ("perf-1.map", true),
+            ("perf-.map", false),
+            ("perf-12a.map", false),
+            ("perf-12.map.tmp", false),
+            ("jit-12.dump", false),
+            ("perf--1.map", false),
+        ] {
+            assert_eq!(is_map_name(name), want, "{name}");
+        }
+        assert_eq!(file_name(42), "perf-42.map");
+    }
+
+    /// A map written before `since` belongs to an earlier process.
+    #[test]
+    fn stale_maps_are_not_kept() {
+        let dir = std::env::temp_dir().join(format!("pfprof-jitmaps-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("perf-1.map");
+        std::fs::write(&path, b"1000 10 f\n").unwrap();
+        let limits = limits();
+        let past = SystemTime::now() - std::time::Duration::from_secs(60);
+        let future = SystemTime::now() + std::time::Duration::from_secs(60);
+        assert!(read_fresh(&path, &limits, Some(past)).unwrap().is_some());
+        assert!(read_fresh(&path, &limits, None).unwrap().is_some());
+        assert!(read_fresh(&path, &limits, Some(future)).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
