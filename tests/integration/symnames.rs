@@ -168,7 +168,9 @@ fn jit_frames_are_named_from_perf_maps() {
     let dir = temp_dir("symnames_jit");
     let out_dir = dir.join("out");
     let script = crate::util::fixtures().join("jit_touch.js");
+    // node may write V8 logs (isolate-*.log) into its working directory.
     let out = run(pfprof()
+        .current_dir(&dir)
         .args(["record", "-q", "-o"])
         .arg(&out_dir)
         .args(["--", "node", "--perf-basic-prof", "--allow-natives-syntax"])
