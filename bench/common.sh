@@ -1,13 +1,20 @@
 # bench/common.sh: the set-up bench/loss.sh and bench/stacks.sh share
-# (sourced from the repository root): tracefs, a release build in $pfprof,
+# (sourced from the repository root): tracefs, a release build in $pfprof
+# (or $PFPROF),
 # a work directory $work removed on exit (with the busy-CPU $spinner, if
 # one was started), and the fork storm and 1 GiB touch fixtures built there.
 # Usage: bench_setup NAME
 bench_setup() {
   export PATH="$HOME/.cargo/bin:$PATH"
   grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
-  cargo build --release --quiet
-  pfprof=$PWD/target/release/pfprof
+  # PFPROF=path benchmarks that binary (no build): a build that stays put
+  # while the tree changes.
+  if [ -n "${PFPROF:-}" ]; then
+    pfprof=$PFPROF
+  else
+    cargo build --release --quiet
+    pfprof=$PWD/target/release/pfprof
+  fi
   work=$(mktemp -d "/tmp/pfprof-$1.XXXXXX")
   spinner=
   trap bench_cleanup EXIT

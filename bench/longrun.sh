@@ -9,7 +9,8 @@
 # the records lost, its peak RSS, the bytes it left on disk per minute, the
 # CPU it used (user + sys), and the workload's slowdown (touch loops done,
 # against the bare runs). BUSY=1 keeps the other CPU busy with a spinning
-# loop throughout.
+# loop throughout; IO=1 keeps the disk busy (4 GB written over and over,
+# as a build or a database does), which throttles every writer.
 #
 # perf records every fault (-c 1), as pfprof does.
 #
@@ -26,7 +27,12 @@ if [ "${BUSY:-0}" = 1 ]; then
   (while :; do :; done) &
   busy=$!
 fi
-trap '[ -n "$busy" ] && kill "$busy" 2>/dev/null; bench_cleanup' EXIT
+io=
+if [ "${IO:-0}" = 1 ]; then
+  (while :; do dd if=/dev/zero of="$work/io" bs=1M count=4000 status=none; rm -f "$work/io"; done) &
+  io=$!
+fi
+trap '[ -n "$io" ] && pkill -P "$io"; kill $busy $io 2>/dev/null; bench_cleanup' EXIT
 
 # Runs the touch loop for $secs while "$@" profiles, with perf stat -a
 # counting; prints: loops kernel_faults peak_kb cpu_s
@@ -102,7 +108,8 @@ for ((r = 1; r <= rounds; r++)); do
   done
 done
 
-printf '%s s per run, %s round(s)%s\n' "$secs" "$rounds" "$([ -n "$busy" ] && echo ', other CPU busy')"
+printf '%s s per run, %s round(s)%s%s\n' "$secs" "$rounds" "$([ -n "$busy" ] && echo ', other CPU busy')" \
+  "$([ -n "$io" ] && echo ', disk busy')"
 python3 - "$secs" "${row[bare]}" "${row[interval]}" "${row[record-a]}" "${row[perf-g]}" "${row[perf-dwarf]}" <<'PY'
 import statistics, sys
 secs = float(sys.argv[1])

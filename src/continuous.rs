@@ -73,6 +73,9 @@ pub struct Summary {
     pub lost: u64,
     /// Records that did not decode.
     pub bad_records: u64,
+    /// Intervals whose outputs could not be written (disk full, I/O error);
+    /// the recording goes on and the next interval tries again.
+    pub failed: u64,
 }
 
 impl Continuous {
@@ -261,7 +264,7 @@ impl Worker {
                     while cutoff >= self.end_ns && cutoff != u64::MAX {
                         let end = self.end_ns;
                         self.feed_before(end);
-                        self.close(end)?;
+                        self.close(end);
                         self.start_ns = end;
                         self.end_ns = end + interval_ns;
                     }
@@ -274,7 +277,7 @@ impl Worker {
                     self.feed_before(u64::MAX);
                     // The partial interval, up to now.
                     let now = crate::sys::monotonic_ns().clamp(self.start_ns + 1, self.end_ns);
-                    self.close(now)?;
+                    self.close(now);
                     break;
                 }
             }
@@ -289,42 +292,16 @@ impl Worker {
             .flush_before(cutoff, |event| aggregator.feed(event));
     }
 
-    /// Writes the interval ending at `end_ns` and forgets its counts.
-    fn close(&mut self, end_ns: u64) -> Result<()> {
-        let profile = self.aggregator.profile();
-        if let Some(meta) = profile.meta.as_mut() {
-            meta.wall_ns = end_ns.saturating_sub(self.start_ns);
-            meta.data_bytes = self.bytes;
-        }
-        self.bytes = 0;
-        let model = resolve::resolve(profile);
-        let totals = &model.report.totals;
-        let faults = totals.minor + totals.major + totals.cow;
-        self.summary.faults += faults;
-        self.summary.lost += totals.lost;
-        let start_epoch_ns = self.clock.epoch_of(self.start_ns);
-        let name = interval_name(start_epoch_ns);
-        let path = self.settings.dir.join(&name);
-        crate::user::create_dir(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        let out = OutDir::open_or_create(&path)?;
-        crate::output::write_interval(&out, &model, start_epoch_ns, self.settings.top)
-            .with_context(|| {
-                format!("cannot write the interval's outputs in {}", path.display())
-            })?;
-        if self.settings.verbose {
-            eprintln!(
-                "pfprof: interval {name}: {} faults (minor {}, major {}, cow {}), {} lost",
-                text::thousands(faults),
-                text::thousands(totals.minor),
-                text::thousands(totals.major),
-                text::thousands(totals.cow),
-                text::thousands(totals.lost),
-            );
+    /// Writes the interval ending at `end_ns` and forgets its counts. An
+    /// interval that cannot be written is counted and said, and what it
+    /// wrote removed: a long run outlives a full disk.
+    fn close(&mut self, end_ns: u64) {
+        if let Err(e) = self.write(end_ns) {
+            self.summary.failed += 1;
+            eprintln!("pfprof: error: {}", crate::error::one_line(&e));
         }
         self.aggregator.reset();
-        self.written.push(path);
-        self.summary.written += 1;
+        self.bytes = 0;
         if let Some(keep) = self.settings.keep {
             while self.written.len() > keep {
                 let oldest = self.written.remove(0);
@@ -337,6 +314,49 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Writes the interval ending at `end_ns` into its directory.
+    fn write(&mut self, end_ns: u64) -> Result<()> {
+        let profile = self.aggregator.profile();
+        if let Some(meta) = profile.meta.as_mut() {
+            meta.wall_ns = end_ns.saturating_sub(self.start_ns);
+            meta.data_bytes = self.bytes;
+        }
+        let model = resolve::resolve(profile);
+        let totals = &model.report.totals;
+        let faults = totals.minor + totals.major + totals.cow;
+        self.summary.faults += faults;
+        self.summary.lost += totals.lost;
+        let start_epoch_ns = self.clock.epoch_of(self.start_ns);
+        let name = interval_name(start_epoch_ns);
+        let path = self.settings.dir.join(&name);
+        crate::user::create_dir(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        // From here the directory is this run's: written, or removed.
+        self.written.push(path.clone());
+        let written = OutDir::open_or_create(&path).and_then(|out| {
+            crate::output::write_interval(&out, &model, start_epoch_ns, self.settings.top)
+                .map_err(anyhow::Error::from)
+        });
+        if let Err(e) = written {
+            self.written.pop();
+            let _ = remove_interval(&path);
+            return Err(e).with_context(|| {
+                format!("cannot write the interval's outputs in {}", path.display())
+            });
+        }
+        if self.settings.verbose {
+            eprintln!(
+                "pfprof: interval {name}: {} faults (minor {}, major {}, cow {}), {} lost",
+                text::thousands(faults),
+                text::thousands(totals.minor),
+                text::thousands(totals.major),
+                text::thousands(totals.cow),
+                text::thousands(totals.lost),
+            );
+        }
+        self.summary.written += 1;
         Ok(())
     }
 }

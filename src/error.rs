@@ -28,6 +28,11 @@ impl fmt::Display for CodedError {
 
 impl std::error::Error for CodedError {}
 
+/// `record`'s exit code when the command succeeded but its profile could
+/// not be written, or only in part (disk full, I/O error): a script must
+/// not believe a profile is there. A failing command's status comes first.
+pub const PROFILE_NOT_WRITTEN: u8 = 4;
+
 /// The exit code for an error chain.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
     error

@@ -246,16 +246,34 @@ fn record_intervals(
         text::thousands(summary.faults),
         summary.deleted
     );
-    if let Some(why) = &recorded.write_error {
-        eprintln!("pfprof: warning: the recording is partial: {why}");
-    }
     if summary.lost > 0 {
         eprintln!(
             "pfprof: warning: {} records were lost (each interval's report counts its own)",
             text::thousands(summary.lost)
         );
     }
+    if let Some(why) = &recorded.write_error {
+        eprintln!("pfprof: error: the recording is partial: {why}");
+        return Ok(error::PROFILE_NOT_WRITTEN);
+    }
+    if summary.failed > 0 {
+        eprintln!(
+            "pfprof: error: {} intervals could not be written",
+            text::thousands(summary.failed)
+        );
+        return Ok(error::PROFILE_NOT_WRITTEN);
+    }
     Ok(0)
+}
+
+/// `record`'s exit code when the profile was not written (or only in part):
+/// the command's own failure, else [`error::PROFILE_NOT_WRITTEN`].
+fn not_written(command_status: u8) -> u8 {
+    if command_status != 0 {
+        command_status
+    } else {
+        error::PROFILE_NOT_WRITTEN
+    }
 }
 
 fn run(cli: Cli) -> Result<u8> {
@@ -349,13 +367,12 @@ fn run(cli: Cli) -> Result<u8> {
                     }
                     resolved
                 }
-                Err(e) if stopped => {
-                    // The write error was reported; the command's status
-                    // still passes through.
+                // The command ran: its own failure comes first, else the
+                // profile's.
+                Err(e) => {
                     eprintln!("pfprof: error: {}", error::one_line(&kept_in(e, &partial)));
-                    return Ok(status);
+                    return Ok(not_written(status));
                 }
-                Err(e) => return Err(kept_in(e, &partial)),
             };
             let report = &resolved.report;
             if args.quiet {
@@ -368,11 +385,14 @@ fn run(cli: Cli) -> Result<u8> {
                 args.output.display()
             );
             if let Some(why) = &recorded.write_error {
-                eprintln!("pfprof: warning: the profile is partial: {why}");
+                eprintln!("pfprof: error: the profile is partial: {why}");
             }
             // Loud, also with -q: the last lines a user sees say what is missing.
             for warning in report.completeness_warnings() {
                 eprintln!("pfprof: warning: {warning}");
+            }
+            if recorded.write_error.is_some() {
+                return Ok(not_written(status));
             }
             let (missing, pct) = report.missing();
             match args.max_lost {

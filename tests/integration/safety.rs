@@ -325,8 +325,9 @@ fn read_only_file_system() {
 }
 
 /// A full output file system: the recording stops with a message saying
-/// where, the command runs to its end and its exit status passes through,
-/// and what was written is a readable recording.
+/// where, the command runs to its end and its failing exit status passes
+/// through (a succeeding one becomes 4), and what was written is a readable
+/// recording.
 #[test]
 fn full_file_system() {
     if !can_record() {
@@ -374,4 +375,11 @@ fn full_file_system() {
     }
     // The next run into the same DIR is refused while DIR.partial is there.
     assert_refused(&record_sh(&out_dir, "true"), "out.partial exists");
+
+    // A command that succeeded: not 0, since no whole profile was written.
+    std::fs::remove_dir_all(&partial).unwrap();
+    let out = record_sh(&out_dir, &format!("{} 16", touch.display()));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
 }
