@@ -10,6 +10,7 @@ pub mod classify;
 pub mod foreign;
 pub mod latency;
 pub mod process;
+pub mod relocation_pages;
 pub mod stacks;
 pub mod startup;
 pub mod timeline;

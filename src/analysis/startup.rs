@@ -362,6 +362,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::analysis::classify::FaultClass;
+use crate::analysis::relocation_pages::{credit_pages, Credited, LoaderWrite, RelocationKind};
 use crate::text::thousands;
 
 /// Faults by class.
@@ -486,6 +487,22 @@ pub struct Hint {
     pub object: String,
     /// The suggestion.
     pub text: String,
+    /// For a hint about relocations: what wrote the pages it counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relocations: Option<HintRelocations>,
+}
+
+/// The pages a relocation hint is about, and what is on them.
+#[derive(Debug, Clone, Serialize)]
+pub struct HintRelocations {
+    /// What wrote them.
+    pub kind: RelocationKind,
+    /// Pages (one COW fault each).
+    pub pages: u64,
+    /// Every section among them.
+    pub sections: Vec<String>,
+    /// The relocations on them, by type.
+    pub relocations: BTreeMap<String, u64>,
 }
 
 /// The start-up section of the report.
@@ -526,8 +543,8 @@ pub struct StartupFault {
     pub page: Option<u64>,
     /// Faults.
     pub count: u64,
-    /// Taken by the loader's relocation code.
-    pub loader: bool,
+    /// Taken by the loader's relocation code: which part of it.
+    pub loader: Option<LoaderWrite>,
 }
 
 /// ELF facts about an object, from the symbolizer.
@@ -537,18 +554,6 @@ pub struct ObjectFacts {
     pub section_pages: BTreeMap<String, u64>,
     /// Relocations.
     pub relocations: Option<pfprof_symbolize::RelocationInfo>,
-}
-
-/// Functions of ld.so that apply relocations (inlined ones included).
-pub fn is_loader_relocation(function: &str) -> bool {
-    [
-        "_dl_relocate_object",
-        "elf_dynamic_do_Rel",
-        "elf_machine_rel",
-        "_dl_relocate_static_pie",
-    ]
-    .iter()
-    .any(|f| function.starts_with(f))
 }
 
 fn short(object: &str) -> &str {
@@ -575,6 +580,8 @@ pub fn build(
         faults: ClassCounts,
         loader: ClassCounts,
         sections: BTreeMap<String, (ClassCounts, std::collections::BTreeSet<u64>)>,
+        /// Pages the loader copied, and its code that did.
+        written: BTreeMap<u64, LoaderWrite>,
     }
     let mut objects: BTreeMap<&str, Acc> = BTreeMap::new();
     let mut symbols: BTreeMap<(String, String, String), u64> = BTreeMap::new();
@@ -582,8 +589,15 @@ pub fn build(
         total.add(row.class, row.count);
         let acc = objects.entry(&row.object).or_default();
         acc.faults.add(row.class, row.count);
-        if row.loader {
+        if let Some(write) = row.loader {
             acc.loader.add(row.class, row.count);
+            if let (FaultClass::Cow, Some(page)) = (row.class, row.page) {
+                // A function that tells the kind wins over one that does not.
+                let at = acc.written.entry(page).or_insert(write);
+                if *at == LoaderWrite::Any {
+                    *at = write;
+                }
+            }
         }
         let section = acc.sections.entry(row.section.clone()).or_default();
         section.0.add(row.class, row.count);
@@ -611,9 +625,16 @@ pub fn build(
 
     let no_facts = ObjectFacts::default();
     let mut out_objects = Vec::new();
+    let mut credited = BTreeMap::new();
     for object in order {
         let acc = &objects[object];
         let f = facts.get(object).unwrap_or(&no_facts);
+        if let Some(r) = &f.relocations {
+            credited.insert(
+                object.to_string(),
+                credit_pages(&acc.written, &r.page_writes, r.bind_now),
+            );
+        }
         let mut sections: Vec<StartupSection> = acc
             .sections
             .iter()
@@ -675,7 +696,7 @@ pub fn build(
             .cmp(&a.faults)
             .then_with(|| a.symbol.cmp(&b.symbol))
     });
-    let hints = hints(&out_objects, &out_symbols);
+    let hints = hints(&out_objects, &out_symbols, &credited);
     StartupReport {
         program: Some(program),
         pid: Some(window.pid),
@@ -689,44 +710,17 @@ pub fn build(
     }
 }
 
-/// Hints, each tied to the figures that justify it.
-fn hints(objects: &[StartupObject], symbols: &[StartupSymbol]) -> Vec<Hint> {
+/// Hints, each tied to the figures that justify it; `credited` holds each
+/// object's loader-written pages by the kind of relocation on them.
+fn hints(
+    objects: &[StartupObject],
+    symbols: &[StartupSymbol],
+    credited: &BTreeMap<String, BTreeMap<RelocationKind, Credited>>,
+) -> Vec<Hint> {
     let mut hints = Vec::new();
     for o in objects {
-        let relative = o.relocations.get("R_X86_64_RELATIVE").copied().unwrap_or(0) + o.relr;
-        // The loader's relocation writes: one COW per page, in every process.
-        if o.loader.cow >= 4 && relative > 0 {
-            let sections: Vec<&str> = o
-                .sections
-                .iter()
-                .filter(|s| {
-                    s.cow > 0
-                        && [
-                            ".data.rel.ro",
-                            ".got",
-                            ".data",
-                            ".init_array",
-                            ".fini_array",
-                        ]
-                        .contains(&s.section.as_str())
-                })
-                .map(|s| s.section.as_str())
-                .collect();
-            let mut text = format!(
-                "{}: {} RELATIVE relocations dirty {} pages of {} at start-up, one COW fault per page in every \
-                 process; tables of offsets instead of pointers avoid them",
-                short(&o.object),
-                thousands(relative),
-                thousands(o.loader.cow),
-                if sections.is_empty() { "its data".to_string() } else { sections.join(", ") }
-            );
-            if o.uses_relr {
-                text.push_str(" (DT_RELR already shrinks the table the loader reads, not the pages it writes)");
-            }
-            hints.push(Hint {
-                object: o.object.clone(),
-                text,
-            });
+        if let Some(kinds) = credited.get(&o.object) {
+            hints.extend(relocation_hints(o, kinds));
         }
         let text_major: u64 = o
             .sections
@@ -743,6 +737,7 @@ fn hints(objects: &[StartupObject], symbols: &[StartupSymbol]) -> Vec<Hint> {
                     short(&o.object),
                     thousands(text_major)
                 ),
+                relocations: None,
             });
         }
     }
@@ -764,6 +759,7 @@ fn hints(objects: &[StartupObject], symbols: &[StartupSymbol]) -> Vec<Hint> {
                 thousands(s.faults),
                 s.symbol
             ),
+            relocations: None,
         });
     }
     for s in symbols
@@ -779,9 +775,93 @@ fn hints(objects: &[StartupObject], symbols: &[StartupSymbol]) -> Vec<Hint> {
                 thousands(s.faults),
                 s.symbol
             ),
+            relocations: None,
         });
     }
     hints
+}
+
+/// An object's relocation hints, one per kind of relocation that wrote its
+/// pages, when the loader copied at least 4 of them (every process pays
+/// one COW fault per page); an object with fewer has nothing worth advice.
+fn relocation_hints(o: &StartupObject, kinds: &BTreeMap<RelocationKind, Credited>) -> Vec<Hint> {
+    let pages: usize = kinds.values().map(|c| c.pages.len()).sum();
+    if pages < 4 {
+        return Vec::new();
+    }
+    kinds
+        .iter()
+        .map(|(&kind, c)| {
+            let sections: Vec<String> = c.sections.iter().cloned().collect();
+            let of_kind: u64 = c
+                .by_type
+                .iter()
+                .filter(|(t, _)| crate::analysis::relocation_pages::kind_of(t, o.bind_now) == kind)
+                .map(|(_, n)| n)
+                .sum();
+            let types: Vec<String> = c
+                .by_type
+                .iter()
+                .map(|(t, n)| format!("{} {}", short_type(t), thousands(*n)))
+                .collect();
+            let head = match kind {
+                RelocationKind::Relative => format!("{} RELATIVE relocations", thousands(of_kind)),
+                RelocationKind::LazyBinding => {
+                    format!("lazy binding of {} functions (JUMP_SLOT)", thousands(of_kind))
+                }
+                RelocationKind::Symbol => format!("{} symbol relocations", thousands(of_kind)),
+            };
+            let pages = c.pages.len() as u64;
+            let mut text = format!(
+                "{}: {head} dirty {} {} of {} at start-up ({} on them), one COW fault per page in every process; {}",
+                short(&o.object),
+                thousands(pages),
+                if pages == 1 { "page" } else { "pages" },
+                if sections.is_empty() { "its data".to_string() } else { sections.join(", ") },
+                types.join(", "),
+                advice(kind),
+            );
+            if kind == RelocationKind::Relative && o.uses_relr {
+                text.push_str(" (DT_RELR already shrinks the table the loader reads, not the pages it writes)");
+            }
+            Hint {
+                object: o.object.clone(),
+                text,
+                relocations: Some(HintRelocations {
+                    kind,
+                    pages,
+                    sections,
+                    relocations: c.by_type.clone(),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// `RELATIVE` for `R_X86_64_RELATIVE`; `R_X86_64_64` stays whole.
+fn short_type(r_type: &str) -> &str {
+    match r_type.strip_prefix("R_X86_64_") {
+        Some(rest) if !rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
+        _ => r_type,
+    }
+}
+
+/// What removes the pages a kind of relocation writes.
+fn advice(kind: RelocationKind) -> &'static str {
+    match kind {
+        RelocationKind::Relative => {
+            "they are pointers in data: tables of offsets (or indices) instead of pointers avoid them"
+        }
+        RelocationKind::LazyBinding => {
+            "ld.so rebases each .got.plt slot at start-up and rewrites it at the function's first call; \
+             -z now moves the writes to start-up and makes them read-only (RELRO), -fno-plt or prelinking \
+             remove them"
+        }
+        RelocationKind::Symbol => {
+            "each looks a symbol up: hidden visibility (-fvisibility=hidden), -Bsymbolic or fewer \
+             exported variables avoid them, and -fPIE avoids COPY relocations"
+        }
+    }
 }
 
 impl StartupReport {

@@ -994,6 +994,7 @@ pub(crate) mod tests {
             hints: vec![Hint {
                 object: "/opt/app/lib/libplugin.so".into(),
                 text: "libplugin.so: 8,195 RELATIVE relocations dirty 17 pages of .data.rel.ro, .init_array at start-up, one COW fault per page in every process; tables of offsets instead of pointers avoid them".into(),
+                relocations: None,
             }],
         }
     }

@@ -12,6 +12,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::analysis::classify::{Access, FaultClass};
 use crate::analysis::latency::LatencyStats;
 use crate::analysis::process::ModuleId;
+use crate::analysis::relocation_pages;
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::{self, StartupFault};
 use crate::analysis::{Profile, TargetKey};
@@ -400,9 +401,9 @@ pub fn resolve(profile: &mut Profile) -> Model {
                 class: key.class,
                 page,
                 count,
-                loader: names
-                    .iter()
-                    .any(|n| startup::is_loader_relocation(&n.function)),
+                loader: relocation_pages::loader_write(
+                    names.iter().rev().map(|n| n.function.as_str()),
+                ),
             });
         }
     }

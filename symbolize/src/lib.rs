@@ -355,6 +355,19 @@ pub struct RelocationInfo {
     /// fills `GOT[1]`/`GOT[2]` of `.got.plt`, so these pages are usually
     /// written at start-up too.
     pub lazy_jump_slot_pages: Vec<u64>,
+    /// What the relocations write on each page of [`RelocationInfo::pages`]
+    /// and [`RelocationInfo::lazy_jump_slot_pages`]: so that a page the
+    /// loader copied is credited to the relocations that are really on it.
+    pub page_writes: BTreeMap<u64, PageRelocations>,
+}
+
+/// The relocations whose targets lie on one page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageRelocations {
+    /// By x86_64 type name; RELR addresses count as `R_X86_64_RELATIVE`.
+    pub by_type: BTreeMap<String, u64>,
+    /// The SHF_ALLOC sections holding the targets (`.got.plt`, `.data`, …).
+    pub sections: std::collections::BTreeSet<String>,
 }
 
 /// A separate debug file that was found but does not belong to the module.

@@ -237,8 +237,21 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
         }
     };
     let mut by_type: HashMap<u32, u64> = HashMap::new();
+    // Page → (type → count, the lowest target of each section on it).
+    let mut writes: HashMap<u64, (HashMap<u32, u64>, Vec<u64>)> = HashMap::new();
+    let mut note = |offset: u64, r_type: u32| {
+        let last = offset.saturating_add(TARGET_WIDTH - 1);
+        for page in (offset >> PAGE_SHIFT)..=(last >> PAGE_SHIFT) {
+            let (types, at) = writes.entry(page).or_default();
+            *types.entry(r_type).or_insert(0) += 1;
+            at.push(offset.max(page << PAGE_SHIFT));
+        }
+    };
     for target in &targets {
         *by_type.entry(target.r_type).or_insert(0) += 1;
+        if target.r_type != elf::R_X86_64_NONE.0 {
+            note(target.offset, target.r_type);
+        }
         match elf::RelocationType(target.r_type) {
             elf::R_X86_64_NONE => {}
             elf::R_X86_64_JUMP_SLOT if !out.bind_now => lazy.push(target.offset >> PAGE_SHIFT),
@@ -256,8 +269,26 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
         for offset in decode_relr(words) {
             out.relr += 1;
             touch(offset);
+            note(offset, elf::R_X86_64_RELATIVE.0);
         }
     }
+    out.page_writes = writes
+        .into_iter()
+        .map(|(page, (types, mut at))| {
+            // One section lookup per distinct target, not per relocation.
+            at.sort_unstable();
+            at.dedup();
+            let sections = at
+                .iter()
+                .filter_map(|&svma| Some(info.section_at(svma)?.name.clone()))
+                .collect();
+            let by_type = types
+                .into_iter()
+                .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+                .collect();
+            (page, crate::PageRelocations { by_type, sections })
+        })
+        .collect();
 
     let mut pages: Vec<(u64, u64)> = pages.into_iter().collect();
     pages.sort_unstable();

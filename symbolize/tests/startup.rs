@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use pfprof_symbolize::{read_build_id, Options, Reason, RelocationInfo, Symbolizer};
+use pfprof_symbolize::{
+    read_build_id, Options, PageRelocations, Reason, RelocationInfo, Symbolizer,
+};
 
 /// Entries in the pointer table of the test library.
 const TABLE_LEN: usize = 4096;
@@ -246,6 +248,21 @@ fn expected(path: &Path) -> RelocationInfo {
             .min_by_key(|(_, _, size, tls)| (*tls, *size))
             .map(|(name, ..)| name.clone())
     };
+    // What is on each page: every target but NONE, RELR as RELATIVE.
+    let mut page_writes: BTreeMap<u64, PageRelocations> = BTreeMap::new();
+    let targets = relocs
+        .entries
+        .iter()
+        .filter(|(_, kind)| kind != "R_X86_64_NONE")
+        .map(|(offset, kind)| (*offset, kind.as_str()))
+        .chain(relocs.relr.iter().map(|&a| (a, "R_X86_64_RELATIVE")));
+    for (svma, kind) in targets {
+        for page in (svma >> 12)..=((svma + 7) >> 12) {
+            let on_page = page_writes.entry(page).or_default();
+            *on_page.by_type.entry(kind.to_string()).or_insert(0) += 1;
+            on_page.sections.extend(section_at(svma.max(page << 12)));
+        }
+    }
     RelocationInfo {
         by_type,
         relr: relocs.relr_count,
@@ -258,6 +275,7 @@ fn expected(path: &Path) -> RelocationInfo {
             .filter_map(|(&page, &at)| Some((page, section_at(at)?)))
             .collect(),
         lazy_jump_slot_pages: lazy.into_iter().collect(),
+        page_writes,
     }
 }
 
