@@ -15,6 +15,7 @@ use crate::output::stream::StreamKind;
 #[command(
     after_help = "Exit codes: record returns the command's status (128+N if it died from signal N); \
 3 if the command succeeded but more faults were lost than --max-lost allows (every output is written); \
+4 if the command succeeded but the profile could not be written, or only in part; \
 2 permission or configuration error; 126 command cannot be executed; 127 command not found; 1 other errors."
 )]
 pub struct Cli {
@@ -35,6 +36,39 @@ pub enum Action {
     /// Compare two recordings per object, section and class, and write a
     /// differential flame graph.
     Diff(DiffArgs),
+    /// Live view: which processes, files and code take page faults now
+    /// (system-wide, or -p PID), refreshed every second.
+    Top(TopArgs),
+}
+
+/// `pfprof top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Follow these processes (comma-separated pids) instead of every
+    /// process; ends when they have all exited.
+    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pids: Vec<i32>,
+    /// Seconds between refreshes.
+    #[arg(short, long, value_name = "SECS", default_value_t = 1.0)]
+    pub delay: f64,
+    /// Print a plain-text snapshot per refresh instead of the full-screen
+    /// view (like `top -b`); the default when stdout is not a terminal.
+    #[arg(short, long)]
+    pub batch: bool,
+    /// Stop after N refreshes.
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub iterations: Option<u64>,
+    /// Rows of each table in --batch snapshots.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// How user call chains are collected (see `record --call-graph`): the
+    /// code sites need the innermost frame only, so frame pointers (`fp`),
+    /// the cheapest, are the default.
+    #[arg(long, value_name = "MODE", default_value = "fp", value_parser = crate::record::CallGraph::parse)]
+    pub call_graph: crate::record::CallGraph,
+    /// Data pages (4 KiB) per CPU ring buffer (see `record --mmap-pages`).
+    #[arg(long, value_name = "N", value_parser = crate::record::parse_mmap_pages)]
+    pub mmap_pages: Option<usize>,
 }
 
 /// Analysis options shared by every subcommand.

@@ -24,11 +24,29 @@ use crate::model::resolve;
 use crate::record::Tap;
 use crate::text;
 
+/// Where each interval's profile goes.
+#[derive(Debug, Clone)]
+pub enum Destination {
+    /// `record --interval -o DIR`: a directory per interval.
+    Dir(PathBuf),
+    /// `pfprof top`: the resolved interval, to the screen's thread (which
+    /// may have gone: then it is dropped).
+    Channel(std::sync::mpsc::SyncSender<Interval>),
+}
+
+/// One interval's profile, for [`Destination::Channel`].
+pub struct Interval {
+    /// The profile.
+    pub model: crate::model::Model,
+    /// Its length.
+    pub wall_ns: u64,
+}
+
 /// What `record --interval` was asked for.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// `-o DIR`: the interval directories go here.
-    pub dir: PathBuf,
+    /// Where the intervals go.
+    pub destination: Destination,
     /// Length of an interval.
     pub interval: Duration,
     /// Keep the newest N interval directories (None: all).
@@ -179,6 +197,9 @@ struct Backlog {
 /// What the worker may have to catch up on.
 const MAX_BACKLOG: usize = 64 << 20;
 
+/// The capacity a recycled chunk keeps (a drain pass of a busy host).
+const MAX_SPARE: usize = 4 << 20;
+
 impl Backlog {
     fn add(&self, n: usize) {
         *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) += n;
@@ -271,6 +292,9 @@ impl Worker {
                     self.feed_before(cutoff);
                     backlog.done(bytes.len());
                     bytes.clear();
+                    // A burst's chunk keeps its size when reused: a few of
+                    // them held hundreds of MB that one pass had needed.
+                    bytes.shrink_to(MAX_SPARE);
                     let _ = spare.send(bytes);
                 }
                 Message::Finish => {
@@ -323,14 +347,24 @@ impl Worker {
             meta.wall_ns = end_ns.saturating_sub(self.start_ns);
             meta.data_bytes = self.bytes;
         }
+        let wall_ns = end_ns.saturating_sub(self.start_ns);
         let model = resolve::resolve(profile);
         let totals = &model.report.totals;
         let faults = totals.minor + totals.major + totals.cow;
         self.summary.faults += faults;
         self.summary.lost += totals.lost;
+        let dir = match &self.settings.destination {
+            Destination::Dir(dir) => dir.clone(),
+            Destination::Channel(tx) => {
+                // The screen has gone: the recording stops soon.
+                let _ = tx.send(Interval { model, wall_ns });
+                self.summary.written += 1;
+                return Ok(());
+            }
+        };
         let start_epoch_ns = self.clock.epoch_of(self.start_ns);
         let name = interval_name(start_epoch_ns);
-        let path = self.settings.dir.join(&name);
+        let path = dir.join(&name);
         crate::user::create_dir(&path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         // From here the directory is this run's: written, or removed.

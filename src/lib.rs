@@ -44,3 +44,4 @@ pub mod cli;
 pub mod continuous;
 pub mod fuzzing;
 pub mod live;
+pub mod top;

@@ -141,18 +141,6 @@ fn analyze_and_resolve(
     Ok(resolved)
 }
 
-/// pfprof's own CPU time so far (user, system), from /proc/self/stat
-/// (children not included).
-fn own_cpu_seconds() -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are the
-    // 14th and 15th fields of the line, in clock ticks (USER_HZ = 100).
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
-    Some((ticks(11)? / 100.0, ticks(12)? / 100.0))
-}
-
 /// The directory a recording lives in (`-i` takes the directory or the file).
 fn recording_dir(input: &Path) -> PathBuf {
     if input.is_dir() {
@@ -221,7 +209,7 @@ fn record_intervals(
     let data_path = args.keep_recording.then(|| args.output.join(DATA_FILE));
     let config = record_config(args, target, data_path);
     let mut tap = pfprof::continuous::Continuous::new(pfprof::continuous::Settings {
-        dir: args.output.clone(),
+        destination: pfprof::continuous::Destination::Dir(args.output.clone()),
         interval: std::time::Duration::from_secs_f64(secs),
         keep: args.keep.map(|n| n as usize),
         options: AnalyzeOptions {
@@ -276,8 +264,43 @@ fn not_written(command_status: u8) -> u8 {
     }
 }
 
+/// `pfprof top`: the recording of `record -a` (or `-p`), shown live.
+fn top(args: pfprof::cli::TopArgs) -> Result<u8> {
+    use std::io::IsTerminal as _;
+    if !(args.delay >= 0.1 && args.delay.is_finite()) {
+        return Err(error::CodedError::new(2, "--delay must be at least 0.1 seconds").into());
+    }
+    let target = if args.pids.is_empty() {
+        record::Target::System
+    } else {
+        record::Target::Pids(args.pids.clone())
+    };
+    let record = record::RecordConfig {
+        target,
+        duration: None,
+        data_path: None,
+        period: 1,
+        mmap_pages: args.mmap_pages,
+        kernel_callchains: false,
+        call_graph: args.call_graph,
+        tracepoints: true,
+        class: pfprof::format::perf_data::RecordClass::All,
+        run_as_root: false,
+        bpf: true,
+    };
+    pfprof::top::run(pfprof::top::TopSettings {
+        record,
+        delay: std::time::Duration::from_secs_f64(args.delay),
+        batch: args.batch || !std::io::stdout().is_terminal(),
+        iterations: args.iterations,
+        rows: args.top,
+        options: AnalyzeOptions::default(),
+    })
+}
+
 fn run(cli: Cli) -> Result<u8> {
     match cli.action {
+        Action::Top(args) => top(args),
         Action::Record(args) => {
             let target = if !args.pids.is_empty() {
                 record::Target::Pids(args.pids.clone())
@@ -340,7 +363,7 @@ fn run(cli: Cli) -> Result<u8> {
                 None => 0,
             };
             if std::env::var_os("PFPROF_TIMING").is_some() {
-                if let Some((user, sys)) = own_cpu_seconds() {
+                if let Some((user, sys)) = pfprof::sys::own_cpu_seconds() {
                     eprintln!(
                         "pfprof: timing: recording used {user:.2}s user, {sys:.2}s sys of CPU"
                     );

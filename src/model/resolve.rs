@@ -38,12 +38,20 @@ fn hex_build_id(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Symbolizes the profile and builds the model every output reads.
+/// Symbolizes the profile and builds the model every output reads. The
+/// profile keeps its symbolizer, with every module it opened: the next
+/// interval of `record --interval` or `top` reuses them (a fresh one each
+/// time re-read libc's DWARF every second and fell behind the records).
 pub fn resolve(profile: &mut Profile) -> Model {
     // The symbolizer already opened the modules that start-up detection needed.
     let mut symbolizer =
         std::mem::replace(&mut profile.symbolizer, Symbolizer::new(Options::default()));
-    let profile = &*profile;
+    let model = resolve_with(profile, &mut symbolizer);
+    profile.symbolizer = symbolizer;
+    model
+}
+
+fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
     let modules = &profile.processes.modules;
     // Names from the profiled world enter the model here, made safe to show
     // (report::display_safe); paths stay raw only for opening files.
@@ -100,7 +108,7 @@ pub fn resolve(profile: &mut Profile) -> Model {
     let own_vdso = by_module
         .keys()
         .any(|id| modules.get(*id).path == vdso::PATH && modules.get(*id).build_id.is_some())
-        && vdso::add_own_image(&mut symbolizer);
+        && vdso::add_own_image(symbolizer);
     for (module, offsets) in &by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();

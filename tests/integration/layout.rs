@@ -18,7 +18,7 @@ const STAGES: &[(&str, &[&str])] = &[
     ("output", &["output"]),
     (
         "face",
-        &["live", "continuous", "cli", "fuzzing", "main", "lib"],
+        &["live", "continuous", "top", "cli", "fuzzing", "main", "lib"],
     ),
 ];
 

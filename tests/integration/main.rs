@@ -21,4 +21,5 @@ mod safety;
 mod startup;
 mod symbols;
 mod symnames;
+mod top;
 mod util;
