@@ -117,6 +117,61 @@ pub fn read_counter(fd: &OwnedFd) -> io::Result<u64> {
     Ok(value)
 }
 
+/// What a wait on a terminal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminalInput {
+    /// This many bytes were read.
+    Read(usize),
+    /// Nothing arrived in time (or a signal came first).
+    Nothing,
+    /// The terminal is gone (its emulator closed, `ssh` dropped): reads
+    /// give end of file from now on, whether SIGHUP came or was ignored.
+    HungUp,
+}
+
+/// Waits up to `timeout_ms` for input on the terminal `fd` and reads what
+/// is there into `buf`.
+pub fn read_terminal(fd: RawFd, buf: &mut [u8], timeout_ms: i32) -> io::Result<TerminalInput> {
+    let mut pollfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pollfd` is one live, initialised entry.
+    let r = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::Interrupted => Ok(TerminalInput::Nothing),
+            _ => Err(e),
+        };
+    }
+    if r == 0 {
+        return Ok(TerminalInput::Nothing);
+    }
+    if pollfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        return Ok(TerminalInput::HungUp);
+    }
+    // SAFETY: reads at most `buf.len()` bytes into the live, exclusively
+    // borrowed `buf`.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    match n {
+        0 => Ok(TerminalInput::HungUp),
+        n if n > 0 => Ok(TerminalInput::Read(n as usize)),
+        _ => {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => {
+                    Ok(TerminalInput::Nothing)
+                }
+                // A hung-up terminal's reads can also fail with EIO.
+                _ if e.raw_os_error() == Some(libc::EIO) => Ok(TerminalInput::HungUp),
+                _ => Err(e),
+            }
+        }
+    }
+}
+
 /// Waits until one of `fds` is readable or `timeout_ms` passes. EINTR is not an error.
 pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<()> {
     let mut pollfds: Vec<libc::pollfd> = fds

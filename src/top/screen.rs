@@ -1,13 +1,18 @@
 //! `pfprof top`'s full-screen view: the tables of [`super`] drawn with
 //! ratatui, refreshed as each interval arrives, and the keys. The terminal
-//! is restored on every way out: `q`, Ctrl-C, the end of the recording, an
-//! error or a panic (ratatui's hook).
+//! is restored on every way out: `q`, Ctrl-C, the end of the recording, a
+//! hang-up, an error or a panic (ratatui's hook).
+//!
+//! Keys are read here, not through crossterm's event source: crossterm
+//! 0.29 reads a hung-up terminal's end of file in an endless loop, so a
+//! closed terminal with SIGHUP ignored (`nohup`, some CI runners) left top
+//! spinning forever.
 
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
@@ -16,6 +21,7 @@ use ratatui::{DefaultTerminal, Frame};
 
 use super::{summary_line, table, utc_now, CpuMeter, SortBy, View, Window};
 use crate::continuous::Interval;
+use crate::sys::TerminalInput;
 
 /// The keys, as the last line shows them.
 const KEYS: &str = "1 2 3/Tab view · s sort · w window · space pause · r reset · q quit";
@@ -95,8 +101,11 @@ impl State {
 /// Shows the intervals arriving on `rx` until the user quits (then stops
 /// the recording), the recording ends, or `iterations` refreshes.
 pub fn show(rx: &Receiver<Interval>, iterations: Option<u64>) -> Result<()> {
+    // The terminal crossterm puts in raw mode: standard input if it is
+    // one, else the controlling terminal.
+    let keyboard = Keyboard::open()?;
     let mut terminal = ratatui::try_init().context("cannot set the terminal up")?;
-    let shown = run(&mut terminal, rx, iterations);
+    let shown = run(&mut terminal, rx, iterations, &keyboard);
     // The terminal as it was, before anything else is said.
     let restored = ratatui::try_restore().context("cannot restore the terminal");
     crate::sys::request_stop();
@@ -107,7 +116,9 @@ fn run(
     terminal: &mut DefaultTerminal,
     rx: &Receiver<Interval>,
     iterations: Option<u64>,
+    keyboard: &Keyboard,
 ) -> Result<()> {
+    let mut bytes = [0u8; 256];
     let mut state = State::new();
     let mut cpu = CpuMeter::new();
     let mut drawn_once = false;
@@ -138,14 +149,83 @@ fn run(
         if crate::sys::pending_signal().1 > 0 {
             return Ok(());
         }
-        if event::poll(Duration::from_millis(100))? {
-            if let Event::Key(key) = event::read()? {
-                if key.kind == KeyEventKind::Press && !state.key(key) {
+        match crate::sys::read_terminal(keyboard.fd(), &mut bytes, 100)
+            .context("cannot read the terminal")?
+        {
+            TerminalInput::Read(n) => {
+                if !keys_of(&bytes[..n]).into_iter().all(|key| state.key(key)) {
                     return Ok(());
                 }
             }
+            TerminalInput::Nothing => {}
+            TerminalInput::HungUp => return Ok(()),
         }
     }
+}
+
+/// Where keys are read from.
+enum Keyboard {
+    Stdin,
+    Tty(std::fs::File),
+}
+
+impl Keyboard {
+    fn open() -> Result<Keyboard> {
+        use std::io::IsTerminal as _;
+        if std::io::stdin().is_terminal() {
+            return Ok(Keyboard::Stdin);
+        }
+        let tty = std::fs::File::open("/dev/tty")
+            .context("no terminal to read keys from (use --batch)")?;
+        Ok(Keyboard::Tty(tty))
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            Keyboard::Stdin => std::io::stdin().as_raw_fd(),
+            Keyboard::Tty(file) => file.as_raw_fd(),
+        }
+    }
+}
+
+/// The keys in bytes read from a terminal in raw mode. An escape sequence
+/// (an arrow, a function key) is skipped whole, so that it is not taken
+/// for Esc, which quits; ESC at the end of a read is Esc.
+fn keys_of(bytes: &[u8]) -> Vec<KeyEvent> {
+    let mut keys = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        i += 1;
+        let key = match byte {
+            0x03 => KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+            0x1b if i == bytes.len() => KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE),
+            0x1b => {
+                i = after_escape(bytes, i);
+                continue;
+            }
+            b'\t' => KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE),
+            0x20..=0x7e => KeyEvent::new(KeyCode::Char(char::from(byte)), KeyModifiers::NONE),
+            _ => continue,
+        };
+        keys.push(key);
+    }
+    keys
+}
+
+/// The index after the escape sequence whose ESC precedes `i`: CSI
+/// (`ESC [` parameters, one final byte), SS3 (`ESC O` and one byte), or
+/// ESC and one byte (Alt and a key).
+fn after_escape(bytes: &[u8], i: usize) -> usize {
+    let end = match bytes[i] {
+        b'[' => bytes[i + 1..]
+            .iter()
+            .position(|b| (0x40..=0x7e).contains(b))
+            .map_or(bytes.len(), |p| i + 1 + p + 1),
+        b'O' => i + 2,
+        _ => i + 1,
+    };
+    end.min(bytes.len())
 }
 
 fn draw(frame: &mut Frame, state: &State) {
@@ -248,6 +328,30 @@ mod tests {
 
     fn press(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn keys_from_terminal_bytes() {
+        let codes =
+            |bytes: &[u8]| -> Vec<KeyCode> { keys_of(bytes).into_iter().map(|k| k.code).collect() };
+        assert_eq!(
+            codes(b"2s\t q"),
+            [
+                KeyCode::Char('2'),
+                KeyCode::Char('s'),
+                KeyCode::Tab,
+                KeyCode::Char(' '),
+                KeyCode::Char('q')
+            ]
+        );
+        // Arrows, a function key and Alt-x are not Esc.
+        assert_eq!(codes(b"\x1b[A\x1b[15~\x1bOP\x1bxw"), [KeyCode::Char('w')]);
+        assert_eq!(codes(b"\x1b[1;5"), []);
+        assert_eq!(codes(b"\x1b"), [KeyCode::Esc]);
+        let ctrl_c = keys_of(b"\x03");
+        assert_eq!(ctrl_c[0].code, KeyCode::Char('c'));
+        assert!(ctrl_c[0].modifiers.contains(KeyModifiers::CONTROL));
+        assert_eq!(codes("é".as_bytes()), []);
     }
 
     #[test]

@@ -33,6 +33,27 @@ struct Session {
 }
 
 impl Session {
+    /// The touch loop, and `command` in a 160x40 tmux window named `top`
+    /// on a server of its own.
+    fn start(name: &str, dir: &Path, command: &str) -> Session {
+        let session = Session {
+            socket: format!("pfprof-test-{name}-{}", std::process::id()),
+            load: touch_loop(dir),
+        };
+        session.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            "160",
+            "-y",
+            "40",
+            command,
+        ]);
+        session
+    }
+
     fn tmux(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .args(["-L", &self.socket])
@@ -98,25 +119,11 @@ fn screen_in_tmux() {
     }
     let _shared = crate::util::shared();
     let dir = temp_dir("top_tmux");
-    let session = Session {
-        socket: format!("pfprof-test-{}", std::process::id()),
-        load: touch_loop(&dir),
-    };
     let command = format!(
         "{} top; echo EXITED $?; sleep 60",
         env!("CARGO_BIN_EXE_pfprof")
     );
-    session.tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "160",
-        "-y",
-        "40",
-        &command,
-    ]);
+    let session = Session::start("screen", &dir, &command);
     let title = |screen: &str| screen.lines().next().unwrap_or("").to_string();
     let first = session.wait_for("pf_top_touch row", |s| s.contains("pf_top_touch"));
     assert!(
@@ -146,42 +153,33 @@ fn hangup_ends_top() {
         return;
     }
     let _shared = crate::util::shared();
-    let dir = temp_dir("top_hangup");
-    let session = Session {
-        socket: format!("pfprof-test-hup-{}", std::process::id()),
-        load: touch_loop(&dir),
-    };
-    let pid_file = dir.join("pid");
-    let command = format!(
-        "echo $$ > {}; exec {} top",
-        pid_file.display(),
-        env!("CARGO_BIN_EXE_pfprof")
-    );
-    session.tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "160",
-        "-y",
-        "40",
-        &command,
-    ]);
-    session.wait_for("the view", |s| s.contains("q quit"));
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    session.tmux(&["kill-server"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(
-            Instant::now() < deadline,
-            "pfprof top {pid} outlived its terminal"
+    // SIGHUP caught, and SIGHUP ignored (nohup, some CI runners): then the
+    // terminal's end of file is what tells top.
+    for (name, ignore) in [("hup", ""), ("nohup", "trap '' HUP; ")] {
+        let dir = temp_dir(&format!("top_{name}"));
+        let pid_file = dir.join("pid");
+        let command = format!(
+            "{ignore}echo $$ > {}; exec {} top",
+            pid_file.display(),
+            env!("CARGO_BIN_EXE_pfprof")
         );
-        std::thread::sleep(Duration::from_millis(100));
+        let session = Session::start(name, &dir, &command);
+        session.wait_for("the view", |s| s.contains("q quit"));
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        session.tmux(&["kill-server"]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            if Instant::now() >= deadline {
+                // Not left running (and recording) for the rest of the suite.
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                panic!("pfprof top {pid} outlived its terminal ({name})");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
