@@ -25,11 +25,7 @@ pub(crate) fn map_file(path: &Path) -> std::io::Result<Mmap> {
             "not a regular file",
         ));
     }
-    // SAFETY: the mapping is private and read-only; we never hand out
-    // references that outlive it. If another process truncates the file while
-    // it is mapped, reads past the new end raise SIGBUS: this is the usual
-    // caveat of mapping files and is documented in the crate docs.
-    unsafe { Mmap::map(&file) }
+    crate::sys::map(&file)
 }
 
 /// Parses `data` as an ELF file; anything else (including other object
@@ -288,8 +284,10 @@ impl SymbolTable {
             if sym.kind != kind {
                 continue;
             }
+            // The scan goes backwards, so among equals the one seen last
+            // comes first in the table's order: global before local.
             if sym.size == 0 {
-                if sym.svma == svma && exact_zero.is_none() {
+                if sym.svma == svma {
                     exact_zero = Some(sym);
                 }
                 continue;
@@ -297,7 +295,7 @@ impl SymbolTable {
             if svma - sym.svma < sym.size {
                 let better = match best {
                     None => true,
-                    Some(b) => sym.size < b.size,
+                    Some(b) => sym.size <= b.size,
                 };
                 if better {
                     best = Some(sym);
@@ -346,11 +344,19 @@ impl SymbolTable {
         if kind != SymKind::Function {
             return None;
         }
-        let last = self.syms[..end]
-            .iter()
-            .rev()
-            .find(|s| s.kind == SymKind::Function)?;
-        (last.size == 0 && svma < last.section_end).then_some(last)
+        let functions = || {
+            self.syms[..end]
+                .iter()
+                .rev()
+                .filter(|s| s.kind == SymKind::Function)
+        };
+        let last = functions().next()?;
+        // Of several labels at that address, the first in the table's
+        // order (global before local).
+        let first_there = functions()
+            .take_while(|s| s.svma == last.svma && s.size == 0)
+            .last()?;
+        (last.size == 0 && svma < last.section_end).then_some(first_there)
     }
 }
 
@@ -531,6 +537,23 @@ mod tests {
             text_end(sym(0x2100, 0, Function, "next_label")),
             sym(0x3000, 0x4000, Data, "bss_buf"),
             sym(0x8000, 8, Data, "small"),
+            // A local and a global alias of the same object, and of an
+            // unsized label: the global names them, whatever the order.
+            Sym {
+                global: false,
+                ..sym(0x9000, 8, Data, "a_local")
+            },
+            sym(0x9000, 8, Data, "b_global"),
+            Sym {
+                global: false,
+                ..sym(0x9100, 8, Data, "z_local")
+            },
+            sym(0x9100, 8, Data, "y_global"),
+            Sym {
+                global: false,
+                ..text_end(sym(0x2400, 0, Function, "a_local_label"))
+            },
+            text_end(sym(0x2400, 0, Function, "b_global_label")),
         ]);
         let cases: &[(u64, SymKind, Option<&str>)] = &[
             (0x0fff, Function, None),
@@ -543,8 +566,11 @@ mod tests {
             (0x2001, Function, Some("asm_label")),
             (0x20ff, Function, Some("asm_label")),
             (0x2100, Function, Some("next_label")),
+            (0x2400, Function, Some("b_global_label")),
             // and to the end of their section, no further.
-            (0x27ff, Function, Some("next_label")),
+            (0x27ff, Function, Some("b_global_label")),
+            (0x9004, Data, Some("b_global")),
+            (0x9100, Data, Some("y_global")),
             (0x2800, Function, None),
             (0x3000, Data, Some("bss_buf")),
             (0x6000, Data, Some("bss_buf")),

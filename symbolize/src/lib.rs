@@ -88,6 +88,7 @@ mod kernel;
 mod perfmap;
 mod plt;
 mod reloc;
+mod sys;
 mod unwind;
 
 use std::collections::{BTreeMap, HashMap};
@@ -447,7 +448,7 @@ pub fn demangle(name: &str) -> String {
         return format!("{d:#}");
     }
     if name.starts_with("_Z") {
-        if let Some(d) = demangle::special(name).or_else(|| demangle::ordinary(name)) {
+        if let Some(d) = demangle::cxx(name) {
             return d;
         }
     }
