@@ -1142,12 +1142,6 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
             )
         }
     };
-    let abandon = |child: Option<sys::PausedChild>| {
-        if let Some(child) = child {
-            child.abandon();
-        }
-    };
-
     let tracepoint_ids = if cfg.class == RecordClass::Major {
         Err("not needed for --class major".to_string())
     } else if cfg.tracepoints {
@@ -1179,10 +1173,9 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         cpus.len(),
         tasks.len()
     );
-    if let Err(e) = ensure_open_files((events * cpus.len() * tasks.len()) as u64, &what) {
-        abandon(child);
-        return Err(e);
-    }
+    // On every way out before the release, the paused child is reaped by
+    // its Drop.
+    ensure_open_files((events * cpus.len() * tasks.len()) as u64, &what)?;
     let (mut collector, mut collector_note) = load_collector(cfg);
     let asked_pages = cfg
         .mmap_pages
@@ -1212,14 +1205,12 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
                     pages /= 2;
                     continue;
                 }
-                abandon(child);
                 return Err(ring_error(&e, pages, cpus.len(), cfg.mmap_pages.is_some()));
             }
             Err(OpenFailure::Event(e)) => e,
         };
         match e {
             e if e.raw_os_error() == Some(libc::EMFILE) => {
-                abandon(child);
                 let (soft, hard) = sys::get_limit(sys::Limit::OpenFiles).unwrap_or((0, 0));
                 let needed = (events * cpus.len() * tasks.len()) as u64 + SPARE_FDS;
                 return Err(open_files_error(needed, &what, soft, hard));
@@ -1233,7 +1224,6 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
                     (tracepoints, probe) = (None, None);
                     continue;
                 }
-                abandon(child);
                 return Err(permission_error(&e));
             }
             e if e.raw_os_error() == Some(libc::EINVAL) && build_id => {
@@ -1243,13 +1233,11 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
             // The main-entry probe is a refinement: never fail for it.
             _ if probe.is_some() => probe = None,
             e if e.raw_os_error() == Some(libc::ESRCH) => {
-                abandon(child);
                 return Err(
                     CodedError::new(2, format!("a process to attach to has exited: {e}")).into(),
                 );
             }
             e => {
-                abandon(child);
                 return Err(anyhow::Error::new(e).context("perf_event_open failed"));
             }
         }

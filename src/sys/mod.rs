@@ -438,12 +438,16 @@ impl PausedChild {
             Ok(())
         }
     }
+}
 
-    /// Kills a child that was never released (setup failed): closing the go
-    /// pipe makes it `_exit(127)` without running the command.
-    pub fn abandon(mut self) {
-        self.go.take();
-        let _ = wait(self.pid, false);
+/// A child that was never released (setup failed, on any path out of
+/// `record`) ends here: closing the go pipe makes it `_exit(127)` without
+/// running the command, and it is reaped, not left a zombie.
+impl Drop for PausedChild {
+    fn drop(&mut self) {
+        if self.go.take().is_some() {
+            let _ = wait(self.pid, false);
+        }
     }
 }
 
