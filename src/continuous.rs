@@ -348,6 +348,7 @@ impl Worker {
             meta.data_bytes = self.bytes;
         }
         let wall_ns = end_ns.saturating_sub(self.start_ns);
+        name_jit_frames(profile);
         let model = resolve::resolve(profile);
         let totals = &model.report.totals;
         let faults = totals.minor + totals.major + totals.cow;
@@ -393,6 +394,22 @@ impl Worker {
         self.summary.written += 1;
         Ok(())
     }
+}
+
+/// JIT frames of the interval named from the processes' perf maps in
+/// `/tmp`, read again each interval (they grow while the processes run);
+/// an interval keeps no copy, its outputs are already named.
+fn name_jit_frames(profile: &mut crate::analysis::Profile) {
+    let pids = profile.jit_pids();
+    if pids.is_empty() {
+        profile.jit_maps.clear();
+        profile.jit_warnings.clear();
+        return;
+    }
+    // With `from_tmp` no recording directory is read.
+    let (maps, warnings) = crate::format::jitmaps::load(Path::new("/tmp"), &pids, true);
+    profile.jit_maps = maps;
+    profile.jit_warnings = warnings;
 }
 
 /// `2026-11-24T10-00-00Z` for a time in ns since the epoch: UTC, so the

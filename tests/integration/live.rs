@@ -23,7 +23,7 @@ fn start_waiter(exe: &std::path::Path) -> Child {
 }
 
 /// Starts `pfprof record ARGS` and waits for its "recording ..." line.
-fn start_pfprof(args: &[&str]) -> Child {
+pub(crate) fn start_pfprof(args: &[&str]) -> Child {
     let mut child = pfprof()
         .arg("record")
         .args(args)

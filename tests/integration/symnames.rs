@@ -220,3 +220,58 @@ fn jit_frames_are_named_from_perf_maps() {
     let named_again = sites(&again, |s| s["function"].as_str().unwrap().contains(name));
     assert_eq!(crate::util::total(&named_again), in_json);
 }
+
+/// `record -a --interval 1`: node started while it runs has its JIT frames
+/// named in the intervals, from `/tmp/perf-PID.map` read again at each
+/// interval's end (`pfprof top` shares that path).
+#[test]
+fn jit_frames_are_named_in_intervals() {
+    if !can_record() || !have_node() {
+        return;
+    }
+    let dir = temp_dir("symnames_jit_intervals");
+    let out_dir = dir.join("out");
+    // Not while the 1 GiB touch test floods every CPU.
+    let _alone = crate::util::exclusive();
+    let recorder = crate::live::start_pfprof(&[
+        "-q",
+        "-a",
+        "--interval",
+        "1",
+        "--duration",
+        "5",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    let script = crate::util::fixtures().join("jit_touch.js");
+    let node = Command::new("node")
+        .current_dir(&dir)
+        .args(["--perf-basic-prof", "--allow-natives-syntax"])
+        .arg(&script)
+        .spawn()
+        .unwrap();
+    let node_pid = node.id();
+    let node_ok = node.wait_with_output().unwrap().status.success();
+    let recorded = recorder.wait_with_output().unwrap().status;
+    let _ = std::fs::remove_file(format!("/tmp/perf-{node_pid}.map"));
+    assert!(node_ok);
+    assert_eq!(recorded.code(), Some(0));
+    let name = "touchPagesInJs";
+    let reports: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|entry| read_report(&entry.unwrap().path().join("report.json")))
+        .collect();
+    let all: Vec<_> = reports
+        .iter()
+        .flat_map(|report| sites(report, |s| s["function"].as_str().unwrap().contains(name)))
+        .collect();
+    assert!(all
+        .iter()
+        .all(|s| s["function"].as_str().unwrap().starts_with("JS:")));
+    let named = crate::util::total(&all);
+    assert!(
+        (JS_PAGES * 9 / 10..=JS_PAGES).contains(&named),
+        "{named} faults named {name} in the intervals:\n{}",
+        show(&all)
+    );
+}
