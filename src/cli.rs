@@ -39,6 +39,24 @@ pub enum Action {
     /// Live view: which processes, files and code take page faults now
     /// (system-wide, or -p PID), refreshed every second.
     Top(TopArgs),
+    /// Copy the binaries a recording names into its directory
+    /// (DIR/.build-id), so that the directory, copied elsewhere, reports the
+    /// same names without them.
+    Archive(ArchiveArgs),
+}
+
+/// `pfprof archive`.
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// Recording directory.
+    #[arg(value_name = "DIR", default_value = "pfprof-out")]
+    pub input: PathBuf,
+    /// Read the recorded binaries under DIR first (see `report --symfs`).
+    #[arg(long, value_name = "DIR")]
+    pub symfs: Option<PathBuf>,
+    /// The build-id cache to copy from (default ~/.debug).
+    #[arg(long, value_name = "DIR")]
+    pub buildid_dir: Option<PathBuf>,
 }
 
 /// `pfprof top`.
@@ -94,6 +112,11 @@ pub struct AnalysisArgs {
     /// build-id cache (~/.debug) and /usr/lib/debug/.build-id are searched too.
     #[arg(long, value_name = "DIR")]
     pub symfs: Option<PathBuf>,
+    /// The build-id cache (perf's layout, DIR/.build-id/xx/yyyy/elf) that
+    /// `record` fills with the binaries it saw run and every command reads
+    /// names from. Default: ~/.debug, as perf.
+    #[arg(long, value_name = "DIR")]
+    pub buildid_dir: Option<PathBuf>,
 }
 
 /// A percentage, 0 to 100.
@@ -197,6 +220,15 @@ pub struct RecordArgs {
     /// grows with every fault).
     #[arg(long, requires = "interval")]
     pub keep_recording: bool,
+    /// Do not copy the binaries that ran into the build-id cache (perf's
+    /// --no-buildid-cache): a report after they are rebuilt or deleted, or
+    /// of a process in another mount namespace, then shows addresses.
+    #[arg(long)]
+    pub no_buildid_cache: bool,
+    /// Add no file to the build-id cache once its .build-id holds this many
+    /// MiB (nothing is deleted from it).
+    #[arg(long, value_name = "MIB", default_value_t = 4096)]
+    pub buildid_cache_limit: u64,
     /// The command to profile, after `--`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND", required_unless_present_any = ["pids", "all_cpus"])]
     pub command: Vec<String>,

@@ -18,8 +18,9 @@
 //!    symbolized profile every output reads.
 //! 7. [`output`]: one small module per output (folded stacks, flame graphs,
 //!    timeline, report.txt, report.json, pprof, stream, diff).
-//! 8. [`live`], [`continuous`], [`cli`]: the face, which wires stages
-//!    together (the live stream, the intervals of `record --interval`); `report`
+//! 8. [`live`], [`continuous`], [`archive`], [`cli`]: the face, which wires
+//!    stages together (the live stream, the intervals of `record --interval`,
+//!    the build-id cache and `archive`); `report`
 //!    and `flamegraph` replay a recording through the same path `record`
 //!    takes after recording.
 
@@ -40,6 +41,7 @@ pub mod model;
 
 pub mod output;
 
+pub mod archive;
 pub mod cli;
 pub mod continuous;
 pub mod fuzzing;

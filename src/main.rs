@@ -98,11 +98,67 @@ fn name_jit_frames(
     profile.jit_warnings = warnings;
 }
 
+/// What `record` keeps with its recording: the JIT perf maps (in its
+/// directory) and the binaries with faults or frames (in the build-id
+/// cache, unless `--no-buildid-cache`).
+struct Keep<'a> {
+    out_dir: &'a OutDir,
+    held: Vec<record::HeldFile>,
+    /// The cache and its size limit in bytes.
+    cache: Option<(PathBuf, u64)>,
+}
+
+/// The build-id caches names are read from: the recording directory's own
+/// (`archive`), then `--buildid-dir` or `~/.debug`.
+fn build_id_caches(recording: &Path, buildid_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut caches = vec![recording_dir(recording)];
+    caches.extend(
+        buildid_dir
+            .map(Path::to_path_buf)
+            .or_else(pfprof::format::buildid_cache::default_root),
+    );
+    caches
+}
+
+/// Copies the binaries `profile` names into the build-id cache; says on
+/// stderr what could not be kept.
+fn keep_binaries(
+    profile: &analysis::Profile,
+    held: &[record::HeldFile],
+    root: &Path,
+    limit: u64,
+    symfs: Option<&Path>,
+) {
+    use pfprof::format::buildid_cache::Cache;
+    let needed = pfprof::archive::needed(profile);
+    if needed.is_empty() {
+        return;
+    }
+    let mut cache = match Cache::open(root, limit) {
+        Ok(cache) => cache,
+        Err(e) => {
+            eprintln!(
+                "pfprof: warning: cannot use the build-id cache {}: {e} (--buildid-dir chooses another, --no-buildid-cache none)",
+                root.display()
+            );
+            return;
+        }
+    };
+    let sources = pfprof::archive::Sources {
+        symfs: symfs.map(Path::to_path_buf),
+        caches: Vec::new(),
+    };
+    let kept = pfprof::archive::keep(&mut cache, &needed, held, &sources);
+    for warning in kept.warnings {
+        eprintln!("pfprof: warning: {warning}");
+    }
+}
+
 fn analyze_and_resolve(
     path: &Path,
     analysis: &AnalysisArgs,
     partial: bool,
-    keep_jit_in: Option<&OutDir>,
+    keep: Option<Keep<'_>>,
 ) -> Result<pfprof::model::Model> {
     // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
     let timing = std::env::var_os("PFPROF_TIMING").is_some();
@@ -113,6 +169,7 @@ fn analyze_and_resolve(
         until_ms: analysis.until_ms,
         startup_of: analysis.startup_of.clone(),
         symfs: analysis.symfs.clone(),
+        build_id_caches: build_id_caches(path, analysis.buildid_dir.as_deref()),
     };
     let mut profile = analysis::analyze(path, options)?;
     // --kernel keeps what the recording holds; without kernel chains it
@@ -129,7 +186,15 @@ fn analyze_and_resolve(
         )
         .into());
     }
-    name_jit_frames(&mut profile, path, keep_jit_in, start);
+    name_jit_frames(&mut profile, path, keep.as_ref().map(|k| k.out_dir), start);
+    if let Some(Keep {
+        held,
+        cache: Some((root, limit)),
+        ..
+    }) = &keep
+    {
+        keep_binaries(&profile, held, root, *limit, analysis.symfs.as_deref());
+    }
     let analyzed = start.elapsed();
     let resolved = resolve::resolve(&mut profile);
     if timing {
@@ -182,6 +247,7 @@ fn record_config(
         class: args.class,
         run_as_root: args.run_as_root,
         bpf: !args.no_bpf,
+        hold_files: false,
     }
 }
 
@@ -264,6 +330,56 @@ fn not_written(command_status: u8) -> u8 {
     }
 }
 
+/// `pfprof archive DIR`: the binaries the recording names, copied into
+/// `DIR/.build-id`. Exit 1 when one with a build-id could not be.
+fn archive(args: &pfprof::cli::ArchiveArgs) -> Result<u8> {
+    let data = data_path(&args.input)?;
+    let dir = recording_dir(&args.input);
+    if !pfprof::format::outdir::is_pfprof_recording(&data) {
+        return Err(error::CodedError::new(
+            2,
+            format!(
+                "{} is not a pfprof recording directory (archive writes into the directory `record -o` made)",
+                args.input.display()
+            ),
+        )
+        .into());
+    }
+    let caches = build_id_caches(&data, args.buildid_dir.as_deref());
+    let options = AnalyzeOptions {
+        symfs: args.symfs.clone(),
+        build_id_caches: caches.clone(),
+        ..AnalyzeOptions::default()
+    };
+    let profile = analysis::analyze(&data, options)?;
+    let sources = pfprof::archive::Sources {
+        symfs: args.symfs.clone(),
+        caches: caches.into_iter().skip(1).collect(),
+    };
+    let archive_dir = dir.join(pfprof::format::outdir::ARCHIVE_DIR);
+    let (kept, without_id) = pfprof::archive::archive(&dir, &profile, &sources)
+        .with_context(|| format!("cannot write {}", archive_dir.display()))?;
+    for warning in &kept.warnings {
+        eprintln!("pfprof: warning: {warning}");
+    }
+    if !without_id.is_empty() {
+        eprintln!(
+            "pfprof: warning: {} files have no build-id and are not archived (a report elsewhere reads them by path): {}",
+            without_id.len(),
+            without_id.join(", ")
+        );
+    }
+    eprintln!(
+        "pfprof: archived {} files ({:.1} MB) into {} ({} there already); {} now reports its names without them",
+        kept.added,
+        kept.added_bytes as f64 / 1e6,
+        archive_dir.display(),
+        kept.present,
+        dir.display()
+    );
+    Ok(if kept.warnings.is_empty() { 0 } else { 1 })
+}
+
 /// `pfprof top`: the recording of `record -a` (or `-p`), shown live.
 fn top(args: pfprof::cli::TopArgs) -> Result<u8> {
     use std::io::IsTerminal as _;
@@ -287,6 +403,7 @@ fn top(args: pfprof::cli::TopArgs) -> Result<u8> {
         class: pfprof::format::perf_data::RecordClass::All,
         run_as_root: false,
         bpf: true,
+        hold_files: false,
     };
     pfprof::top::run(pfprof::top::TopSettings {
         record,
@@ -338,12 +455,15 @@ fn run(cli: Cli) -> Result<u8> {
             let staging = Staging::begin(&args.output)?;
             let partial = staging.out_dir().path().display().to_string();
             let data_file = staging.out_dir().path().join(DATA_FILE);
-            let config = record_config(&args, target, Some(data_file.clone()));
+            let config = record::RecordConfig {
+                hold_files: !args.no_buildid_cache,
+                ..record_config(&args, target, Some(data_file.clone()))
+            };
             let mut live = args
                 .stream
                 .map(|kind| pfprof::live::Live::new(kind, args.fixed_ts, args.analysis.kernel));
             let tap = live.as_mut().map(|l| l as &mut dyn record::Tap);
-            let recorded = match record::record(&config, tap) {
+            let mut recorded = match record::record(&config, tap) {
                 Ok(recorded) => recorded,
                 // Before the command ran (not found, permissions): the
                 // previous output stays where it was, and no DIR.partial.
@@ -370,17 +490,27 @@ fn run(cli: Cli) -> Result<u8> {
                 }
             }
             let stopped = recorded.write_error.is_some();
-            let outputs =
-                analyze_and_resolve(&data_file, &args.analysis, stopped, Some(staging.out_dir()))
-                    .and_then(|resolved| {
-                        let start_ns =
-                            pprof::recording_start_ns(&data_file, resolved.report.wall_ns);
-                        pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
-                            .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
-                            .with_context(|| format!("cannot write the outputs in {partial}"))?;
-                        staging.commit()?;
-                        Ok(resolved)
-                    });
+            let cache_root = args
+                .analysis
+                .buildid_dir
+                .clone()
+                .or_else(pfprof::format::buildid_cache::default_root);
+            let keep = Keep {
+                out_dir: staging.out_dir(),
+                held: std::mem::take(&mut recorded.held_files),
+                cache: cache_root
+                    .filter(|_| !args.no_buildid_cache)
+                    .map(|root| (root, args.buildid_cache_limit.saturating_mul(1 << 20))),
+            };
+            let outputs = analyze_and_resolve(&data_file, &args.analysis, stopped, Some(keep))
+                .and_then(|resolved| {
+                    let start_ns = pprof::recording_start_ns(&data_file, resolved.report.wall_ns);
+                    pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
+                        .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
+                        .with_context(|| format!("cannot write the outputs in {partial}"))?;
+                    staging.commit()?;
+                    Ok(resolved)
+                });
             let resolved = match outputs {
                 Ok(resolved) => {
                     // The outputs are written; a wrong name only warns here.
@@ -515,6 +645,7 @@ fn run(cli: Cli) -> Result<u8> {
             );
             Ok(0)
         }
+        Action::Archive(args) => archive(&args),
         Action::Diff(args) => {
             if args.analysis.until_ms.is_some() && !args.startup {
                 return Err(error::CodedError::new(

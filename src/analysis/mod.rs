@@ -212,6 +212,20 @@ impl Profile {
             .collect();
         pids.into_iter().collect()
     }
+
+    /// The modules with faults or frames, each once, in id order.
+    pub fn modules_in_use(&self) -> Vec<ModuleId> {
+        let in_frames = self.stacks.unique_frames().filter_map(|frame| match frame {
+            FrameKey::Code { module, .. } => Some(module),
+            _ => None,
+        });
+        let in_targets = self.counts.keys().filter_map(|key| match key.target {
+            TargetKey::Module { module, .. } | TargetKey::Pseudo(module) => Some(module),
+            _ => None,
+        });
+        let ids: std::collections::BTreeSet<ModuleId> = in_frames.chain(in_targets).collect();
+        ids.into_iter().collect()
+    }
 }
 
 /// Options of the analysis.
@@ -219,6 +233,9 @@ impl Profile {
 pub struct AnalyzeOptions {
     /// Read the recorded files under this directory first (perf's `--symfs`).
     pub symfs: Option<std::path::PathBuf>,
+    /// Build-id caches to read files from, in order (a recording's own
+    /// `.build-id`, `--buildid-dir`); empty: `~/.debug`.
+    pub build_id_caches: Vec<std::path::PathBuf>,
     /// Keep kernel frames.
     pub kernel: bool,
     /// Analyse the intact part of a damaged recording.
@@ -790,9 +807,15 @@ impl Analyzer {
 
 /// The symbolizer's settings for this analysis.
 fn symbolizer_options(options: &AnalyzeOptions) -> SymbolizerOptions {
+    let defaults = SymbolizerOptions::default();
     SymbolizerOptions {
         symfs: options.symfs.clone(),
-        ..SymbolizerOptions::default()
+        build_id_caches: if options.build_id_caches.is_empty() {
+            defaults.build_id_caches.clone()
+        } else {
+            options.build_id_caches.clone()
+        },
+        ..defaults
     }
 }
 

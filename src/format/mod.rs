@@ -2,6 +2,7 @@
 //! container (PERFILE2), so perf reads pfprof's recordings and pfprof reads
 //! perf's; and the output directory a recording lives in.
 
+pub mod buildid_cache;
 pub mod compressed;
 pub mod decode;
 pub mod jitmaps;

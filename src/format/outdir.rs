@@ -59,6 +59,26 @@ pub const OUTPUT_NAMES: &[&str] = &[
     "index.html",
 ];
 
+/// The build-id cache `pfprof archive` writes into a recording directory.
+pub const ARCHIVE_DIR: &str = ".build-id";
+
+/// Whether `dir` (a recording's [`ARCHIVE_DIR`], at `depth` 0) holds only
+/// the build-id cache's layout: `xx/yyyy…/elf`, directories and regular
+/// files, no links.
+fn is_archive_tree(dir: &Path, depth: usize) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.into_iter().all(|entry| {
+        let Ok(entry) = entry else { return false };
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && depth < 2 => is_archive_tree(&entry.path(), depth + 1),
+            Ok(t) if t.is_file() && depth == 2 => true,
+            _ => false,
+        }
+    })
+}
+
 /// Suffix of the directory a recording is written into.
 pub const PARTIAL_SUFFIX: &str = ".partial";
 /// Suffix of the previous output.
@@ -212,6 +232,14 @@ pub fn inspect(path: &Path) -> io::Result<Found> {
     for entry in std::fs::read_dir(path)? {
         let entry = entry?;
         let name = entry.file_name();
+        if name == ARCHIVE_DIR && entry.file_type()?.is_dir() {
+            if !is_archive_tree(&entry.path(), 0) {
+                return Ok(Found::Other(format!(
+                    "holds {ARCHIVE_DIR} with more than the files `pfprof archive` copies"
+                )));
+            }
+            continue;
+        }
         let Some(name) = name.to_str().filter(|n| is_output_name(n)) else {
             return Ok(Found::Other(format!(
                 "holds {}, which pfprof does not write",
@@ -296,7 +324,11 @@ fn remove_output(path: &Path, require_recording: bool) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(path)? {
         let name = entry?.file_name();
         // inspect() checked each name; one that appeared since stays.
-        if name.to_str().is_some_and(is_output_name) {
+        if name == ARCHIVE_DIR {
+            // Checked to hold only directories and regular files; the
+            // removal does not follow links either.
+            std::fs::remove_dir_all(path.join(&name))?;
+        } else if name.to_str().is_some_and(is_output_name) {
             std::fs::remove_file(path.join(&name))?;
         }
     }

@@ -10,6 +10,13 @@
 //! within a poll interval of the mapping (50 ms), so the process and its
 //! mapping normally still exist; a file whose mapping and process are both
 //! gone by then is stat'ed by its path.
+//!
+//! With [`MappedFiles::holding`], the scan also opens the file of each
+//! executable mapping, once per build-id (or per inode without one),
+//! through `/proc/PID/map_files/`, and holds it until the recording ends:
+//! the file the process ran, even when it was deleted or replaced since, or
+//! lived in another mount namespace, for the build-id cache. At most
+//! [`HoldLimit`] files are held; the others are looked up by path later.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -21,6 +28,8 @@ use crate::format::perf_data::FileStamp;
 
 const PERF_RECORD_MMAP2: u32 = 10;
 const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// Offset of the protection in an MMAP2 record.
+const MMAP2_PROT: usize = 64;
 /// Offset of the file name in an MMAP2 record.
 const MMAP2_PATH: usize = 72;
 
@@ -38,9 +47,83 @@ pub struct MappedFiles {
     /// Path → its build-ids (several when different files were mapped
     /// under one path).
     build_ids: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
+    /// The files held for the build-id cache (None: none are).
+    held: Option<Held>,
+}
+
+/// A mapped file opened while its process ran.
+#[derive(Debug)]
+pub struct HeldFile {
+    /// The path in the record (the process's own view).
+    pub path: String,
+    /// The build-id the kernel gave, if it did.
+    pub build_id: Option<Vec<u8>>,
+    /// The file itself.
+    pub file: std::fs::File,
+}
+
+/// How many files [`MappedFiles`] may hold open.
+#[derive(Debug, Clone, Copy)]
+pub struct HoldLimit(pub usize);
+
+#[derive(Debug, Default)]
+struct Held {
+    limit: usize,
+    /// Build-ids and (device, inode) already held or tried.
+    build_ids: FxHashSet<Vec<u8>>,
+    inodes: FxHashSet<(u32, u32, u64)>,
+    files: Vec<HeldFile>,
+    /// Executable mappings not held: the limit was reached.
+    over_limit: usize,
+}
+
+impl Held {
+    /// Opens the file mapped at `start..end` of `pid` (a regular file only:
+    /// opening a device may have side effects).
+    fn open(&mut self, pid: u32, start: u64, len: u64, path: &[u8], build_id: Option<&[u8]>) {
+        if self.files.len() >= self.limit {
+            self.over_limit += 1;
+            return;
+        }
+        let proc_path = format!(
+            "/proc/{pid}/map_files/{start:x}-{:x}",
+            start.wrapping_add(len)
+        );
+        let regular = std::fs::metadata(&proc_path).is_ok_and(|m| m.is_file());
+        if let Some(file) = regular
+            .then(|| std::fs::File::open(&proc_path).ok())
+            .flatten()
+        {
+            self.files.push(HeldFile {
+                path: String::from_utf8_lossy(path).into_owned(),
+                build_id: build_id.map(<[u8]>::to_vec),
+                file,
+            });
+        }
+    }
 }
 
 impl MappedFiles {
+    /// A scan that also holds the files of executable mappings (at most
+    /// `limit` of them).
+    pub fn holding(limit: HoldLimit) -> Self {
+        MappedFiles {
+            held: Some(Held {
+                limit: limit.0,
+                ..Held::default()
+            }),
+            ..MappedFiles::default()
+        }
+    }
+
+    /// The files held, and how many executable mappings were not held for
+    /// the limit.
+    pub fn take_held(&mut self) -> (Vec<HeldFile>, usize) {
+        self.held
+            .take()
+            .map_or((Vec::new(), 0), |h| (h.files, h.over_limit))
+    }
+
     /// Looks at a run of whole records, possibly cut anywhere between two
     /// calls (a ring buffer's two slices).
     pub fn scan(&mut self, mut bytes: &[u8]) {
@@ -86,6 +169,7 @@ impl MappedFiles {
             return;
         }
         let misc = u16::from_le_bytes([record[4], record[5]]);
+        let executable = u32_at(MMAP2_PROT).is_some_and(|p| p & libc::PROT_EXEC as u32 != 0);
         if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
             // The build-id says which file it was: no stamp needed.
             let (Some(&len), Some(tail)) = (record.get(40), record.get(MMAP2_PATH..)) else {
@@ -96,6 +180,17 @@ impl MappedFiles {
                 .get(44..44 + (len as usize).min(20))
                 .unwrap_or_default();
             if path.starts_with(b"/") && !id.is_empty() {
+                if let (true, Some(held), Some(pid), Some(start), Some(len)) = (
+                    executable,
+                    self.held.as_mut(),
+                    u32_at(8),
+                    u64_at(16),
+                    u64_at(24),
+                ) {
+                    if held.build_ids.insert(id.to_vec()) {
+                        held.open(pid, start, len, path, Some(id));
+                    }
+                }
                 match self.build_ids.get_mut(path) {
                     Some(ids) if ids.iter().any(|i| i == id) => {}
                     Some(ids) => ids.push(id.to_vec()),
@@ -122,6 +217,11 @@ impl MappedFiles {
         let path = &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())];
         if !path.starts_with(b"/") || path.starts_with(b"//") || inode == 0 {
             return;
+        }
+        if let (true, Some(held)) = (executable, self.held.as_mut()) {
+            if held.inodes.insert((major, minor, inode)) {
+                held.open(pid, start, len, path, None);
+            }
         }
         if !self.seen.insert((path.to_vec(), major, minor, inode)) {
             return;
@@ -244,5 +344,43 @@ mod tests {
             assert_eq!(stamps[m.path.as_str()], vec![FileStamp::of(&meta)]);
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The file of an executable mapping is held once per build-id, read
+    /// through map_files (the process's own file); past the limit it is
+    /// counted, not held; data mappings are not held.
+    #[test]
+    fn holds_executable_mappings_once() {
+        let maps = crate::sys::maps::parse(&std::fs::read_to_string("/proc/self/maps").unwrap());
+        let text = maps
+            .iter()
+            .find(|m| m.prot & 4 != 0 && m.path.starts_with('/') && m.inode != 0)
+            .expect("an executable file mapping")
+            .clone();
+        let data = MapsLine {
+            prot: 1,
+            ..text.clone()
+        };
+        let pid = std::process::id() as i32;
+        let mut stream = synth::mmap2_with(pid, &text, Some(&[9; 20]), 1, 1);
+        stream.extend(synth::mmap2_with(pid, &text, Some(&[9; 20]), 2, 1));
+        stream.extend(synth::mmap2_with(pid, &data, Some(&[8; 20]), 3, 1));
+        stream.extend(synth::mmap2(pid, &text, 4, 1));
+        let mut files = MappedFiles::holding(HoldLimit(8));
+        files.scan(&stream);
+        let (held, not_held) = files.take_held();
+        // The build-id record and the inode record: the same file twice.
+        assert_eq!(held.len(), 2, "{held:?}");
+        assert_eq!(not_held, 0);
+        assert_eq!(held[0].build_id.as_deref(), Some(&[9u8; 20][..]));
+        assert_eq!(held[1].build_id, None);
+        for h in &held {
+            assert_eq!(h.path, text.path);
+            assert_eq!(h.file.metadata().unwrap().ino(), text.inode);
+        }
+        let mut files = MappedFiles::holding(HoldLimit(1));
+        files.scan(&stream);
+        let (held, not_held) = files.take_held();
+        assert_eq!((held.len(), not_held), (1, 1));
     }
 }

@@ -43,6 +43,7 @@ use crate::sys::{self, ExitStatus, PerfEventAttr};
 use crate::unwind::MAX_STACK_BYTES;
 use bpf::FaultCollector;
 use dwarf::{Handling, StackRewriter};
+pub use files::HeldFile;
 use files::MappedFiles;
 use ring::Ring;
 
@@ -77,6 +78,9 @@ pub struct RecordConfig {
     /// In dwarf mode, record through the BPF collector when the kernel
     /// allows it ([`bpf`]); false: perf's stack copies.
     pub bpf: bool,
+    /// Hold the file of each executable mapping open until the recording
+    /// ends, for the build-id cache ([`Recorded::held_files`]).
+    pub hold_files: bool,
 }
 
 /// Largest `--mmap-pages`: 1 GiB per CPU (the wake-up watermark, a quarter
@@ -238,6 +242,11 @@ pub struct Recorded {
     /// what was written before, readable as a recording pfprof could not
     /// finish).
     pub write_error: Option<String>,
+    /// The files of the executable mappings, opened while their processes
+    /// ran (with [`RecordConfig::hold_files`]).
+    pub held_files: Vec<files::HeldFile>,
+    /// Executable mappings whose file was not held (too many open files).
+    pub not_held: usize,
 }
 
 /// Stops a recording whose file cannot be written (ENOSPC, EIO, EROFS):
@@ -1318,7 +1327,11 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
             .context("cannot decode the events live")?;
     }
     let leader_id = descs[0].ids[0];
-    let mut files = MappedFiles::default();
+    let mut files = if cfg.hold_files {
+        MappedFiles::holding(hold_limit())
+    } else {
+        MappedFiles::default()
+    };
     let data_path = cfg.data_path.as_deref().unwrap_or(Path::new("/dev/null"));
     let mut writer = match &cfg.data_path {
         Some(path) => PerfDataWriter::create(path, descs),
@@ -1552,6 +1565,7 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         crate::format::perf_compat::HEADER_ARCH,
         crate::format::perf_compat::arch_section(),
     );
+    let (held_files, not_held) = files.take_held();
     let meta = RecordingMeta {
         exit: exit.clone(),
         kernel_minor: sum(&fds[0]),
@@ -1575,7 +1589,21 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
             write_error = Some(stop(&mut writer, &e, ended));
         }
     }
-    Ok(Recorded { exit, write_error })
+    Ok(Recorded {
+        exit,
+        write_error,
+        held_files,
+        not_held,
+    })
+}
+
+/// How many mapped files a recording may hold open: a quarter of the file
+/// descriptors left under the soft limit, at most 4,096 (each is one per
+/// build-id; a busy host maps a few hundred).
+fn hold_limit() -> files::HoldLimit {
+    let soft = sys::get_limit(sys::Limit::OpenFiles).map_or(1024, |(soft, _)| soft);
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()) as u64;
+    files::HoldLimit((soft.saturating_sub(open) / 4).min(4096) as usize)
 }
 
 #[cfg(test)]

@@ -116,8 +116,8 @@ pub struct Options {
     /// `/usr/lib/libc.so.6`. Default: none.
     pub symfs: Option<PathBuf>,
     /// perf's build-id caches, searched for `.build-id/xx/yyyy/elf` and
-    /// `<path>/<build-id>/elf` when the file at the recorded path is not the
-    /// build recorded. Default: `$HOME/.debug`.
+    /// `<path>/<build-id>/elf` before the recorded path (see
+    /// [`Options::file_candidates`]). Default: `$HOME/.debug`.
     pub build_id_caches: Vec<PathBuf>,
 }
 
@@ -137,9 +137,10 @@ impl Default for Options {
 
 impl Options {
     /// Where the file recorded at `path` may be read, in search order: under
-    /// [`Options::symfs`], the path itself, then (only with a `build_id` to
-    /// check candidates against) perf's build-id caches and the debug
-    /// directories' `.build-id/xx/yyyy.debug`. A caller that knows the
+    /// [`Options::symfs`], then (only with a `build_id` to check candidates
+    /// against) perf's build-id caches, which hold the recorded build even
+    /// after the path was rebuilt or stripped, the path itself, and the
+    /// debug directories' `.build-id/xx/yyyy.debug`. A caller that knows the
     /// build-id takes the first candidate that has it.
     pub fn file_candidates(&self, path: &Path, build_id: Option<&[u8]>) -> Vec<PathBuf> {
         let mut out = Vec::new();
@@ -147,9 +148,8 @@ impl Options {
         if let Some(symfs) = &self.symfs {
             out.push(symfs.join(relative));
         }
-        out.push(path.to_path_buf());
-        if let Some(id) = build_id.filter(|id| id.len() >= 2) {
-            let hex = hex(id);
+        let id = build_id.filter(|id| id.len() >= 2).map(hex);
+        if let Some(hex) = &id {
             for cache in &self.build_id_caches {
                 out.push(
                     cache
@@ -158,8 +158,11 @@ impl Options {
                         .join(&hex[2..])
                         .join("elf"),
                 );
-                out.push(cache.join(relative).join(&hex).join("elf"));
+                out.push(cache.join(relative).join(hex).join("elf"));
             }
+        }
+        out.push(path.to_path_buf());
+        if let Some(hex) = &id {
             for dir in &self.debug_dirs {
                 out.push(
                     dir.join(".build-id")
@@ -521,6 +524,9 @@ pub struct Symbolizer {
     /// Images in memory ([`Symbolizer::add_image`]) by the name they stand
     /// for, looked up before any file.
     images: HashMap<PathBuf, Rc<std::cell::RefCell<Module>>>,
+    /// A build-id cache entry → the recorded path it stands for: its
+    /// `.gnu_debuglink` is looked for beside that path, as the original's.
+    stands_for: HashMap<PathBuf, PathBuf>,
 }
 
 impl fmt::Debug for Symbolizer {
@@ -541,6 +547,7 @@ impl Symbolizer {
             by_build_id: HashMap::new(),
             infos: HashMap::new(),
             images: HashMap::new(),
+            stands_for: HashMap::new(),
         }
     }
 
@@ -590,6 +597,11 @@ impl Symbolizer {
         // recorded path itself gave (another build, or missing).
         let mut own = None;
         for candidate in self.options.file_candidates(path, expected_build_id) {
+            if candidate != path {
+                self.stands_for
+                    .entry(candidate.clone())
+                    .or_insert_with(|| path.to_path_buf());
+            }
             match self.module_at(&candidate, expected_build_id) {
                 Ok(found) => return Ok(found),
                 Err(reason) if candidate == path => own = Some(reason),
@@ -697,7 +709,7 @@ impl Symbolizer {
         if origin == Origin::File && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
             let debuglink = file.gnu_debuglink().ok().flatten();
             let candidates = elf::debug_file_candidates(
-                path,
+                self.stands_for.get(path).map_or(path, PathBuf::as_path),
                 build_id.as_deref(),
                 debuglink.map(|(name, _)| name),
                 &self.options.debug_dirs,
@@ -1209,8 +1221,8 @@ fn code_site(
 mod tests {
     use super::*;
 
-    /// Where a recorded file is looked for: under --symfs, at its path,
-    /// then (with a build-id to check) perf's caches and the debug dirs.
+    /// Where a recorded file is looked for: under --symfs, (with a build-id
+    /// to check) perf's caches, at its path, then the debug dirs.
     #[test]
     fn file_candidates_in_order() {
         let options = Options {
@@ -1237,9 +1249,9 @@ mod tests {
                 &none,
                 Some(&id),
                 vec![
-                    p("/usr/lib/x.so"),
                     p("/home/u/.debug/.build-id/ab/cdef/elf"),
                     p("/home/u/.debug/usr/lib/x.so/abcdef/elf"),
+                    p("/usr/lib/x.so"),
                     p("/dbg/.build-id/ab/cdef.debug"),
                 ],
             ),

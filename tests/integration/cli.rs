@@ -1,6 +1,7 @@
 //! Bad input: clear one-line errors and documented exit codes, never a panic.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::Command;
 
 use crate::util::{can_record, compile_c, pfprof, record, run, temp_dir};
@@ -363,7 +364,8 @@ fn stripped_binary() {
 }
 
 /// A binary replaced since the recording is detected by its build-id: its
-/// frames are not symbolized with the wrong file, and the report says why.
+/// frames are not symbolized with the wrong file, and the report says why;
+/// the copy `record` kept in the build-id cache names them.
 #[test]
 fn replaced_binary_is_detected() {
     if !can_record() {
@@ -371,16 +373,23 @@ fn replaced_binary_is_detected() {
     }
     let dir = temp_dir("cli_replaced");
     let exe = compile_c(&dir, "bss_write.c", &[]);
-    let (out, _) = record(&dir, &exe, &[]);
+    let cache = dir.join("cache");
+    let (out, _) =
+        crate::util::record_with(&dir, &["--buildid-dir", cache.to_str().unwrap()], &exe, &[]);
     assert!(out.status.success());
     // Same source, different code: a different build-id.
     compile_c(&dir, "bss_write.c", &["-O2"]);
-    let out = run(pfprof()
-        .arg("report")
-        .args(["--format", "json", "-i"])
-        .arg(dir.join("out")));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let report: serde_json::Value = crate::util::parse_report(&out.stdout);
+    let report_with = |cache: &Path| {
+        let out = run(pfprof()
+            .arg("report")
+            .args(["--format", "json", "-i"])
+            .arg(dir.join("out"))
+            .arg("--buildid-dir")
+            .arg(cache));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        crate::util::parse_report(&out.stdout)
+    };
+    let report = report_with(&dir.join("empty"));
     let warnings = report["warnings"].to_string();
     assert!(
         warnings.contains("bss_write") && warnings.to_lowercase().contains("build-id"),
@@ -390,6 +399,8 @@ fn replaced_binary_is_detected() {
         crate::util::function_sites(&report, "touch_bss").is_empty(),
         "symbolized with the replaced file"
     );
+    let report = report_with(&cache);
+    assert!(!crate::util::function_sites(&report, "touch_bss").is_empty());
     // Deleted: also reported, not fatal.
     std::fs::remove_file(&exe).unwrap();
     let out = run(pfprof().arg("report").arg("-i").arg(dir.join("out")));

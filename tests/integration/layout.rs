@@ -18,7 +18,16 @@ const STAGES: &[(&str, &[&str])] = &[
     ("output", &["output"]),
     (
         "face",
-        &["live", "continuous", "top", "cli", "fuzzing", "main", "lib"],
+        &[
+            "live",
+            "continuous",
+            "archive",
+            "top",
+            "cli",
+            "fuzzing",
+            "main",
+            "lib",
+        ],
     ),
 ];
 

@@ -43,9 +43,15 @@ fn warnings(report: &Value) -> Vec<String> {
 
 /// `pfprof report --format json` of a recording, again (after a file changed).
 fn report_again(out_dir: &Path) -> Value {
+    report_with(out_dir, &[])
+}
+
+/// [`report_again`] with options (a `--buildid-dir`).
+fn report_with(out_dir: &Path, options: &[&str]) -> Value {
     let out = run(pfprof()
         .args(["report", "--format", "json", "-i"])
-        .arg(out_dir));
+        .arg(out_dir)
+        .args(options));
     assert!(
         out.status.success(),
         "{}",
@@ -100,16 +106,10 @@ fn wait_ready(child: &mut Child) {
     assert_eq!(line, "ready\n");
 }
 
-/// Attaches to `pid` until it exits after SIGUSR1; returns report.json.
-fn attach_and_signal(target: &mut Child, out_dir: &Path) -> Value {
-    let mut recorder = pfprof()
-        .arg("record")
-        .args(["-q", "-o"])
-        .arg(out_dir)
-        .args(["-p", &target.id().to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// Waits for `recorder`'s "pfprof: recording" line (false, and the
+/// recorder killed, if it never comes); the rest of its stderr is read by
+/// a thread, joined for its text.
+fn until_recording(recorder: &mut Child) -> bool {
     let mut reader = BufReader::new(recorder.stderr.take().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut line = String::new();
@@ -117,11 +117,29 @@ fn attach_and_signal(target: &mut Child, out_dir: &Path) -> Value {
         line.clear();
         if Instant::now() > deadline || reader.read_line(&mut line).unwrap_or(0) == 0 {
             let _ = recorder.kill();
-            let _ = target.kill();
-            panic!("pfprof did not start recording (last line: {line:?})");
+            eprintln!("last line of pfprof: {line:?}");
+            return false;
         }
     }
     std::thread::spawn(move || for _ in reader.lines() {});
+    true
+}
+
+/// Attaches to `pid` until it exits after SIGUSR1; returns report.json.
+fn attach_and_signal(target: &mut Child, out_dir: &Path, options: &[&str]) -> Value {
+    let mut recorder = pfprof()
+        .arg("record")
+        .args(["-q", "-o"])
+        .arg(out_dir)
+        .args(options)
+        .args(["-p", &target.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if !until_recording(&mut recorder) {
+        let _ = target.kill();
+        panic!("pfprof did not start recording");
+    }
     assert!(crate::util::signal(target.id(), "USR1"));
     assert!(target.wait().unwrap().success());
     assert_eq!(recorder.wait().unwrap().code(), Some(0));
@@ -138,8 +156,9 @@ fn assert_recorded_after_signal(report: &Value, pid: u32) {
 
 /// A binary replaced on disk (a new build renamed over its path) after the
 /// process started, then attached to: the recording carries the build-id of
-/// the file the process runs, and the report never names its code with the
-/// new build's functions: addresses plus a warning naming the file.
+/// the file the process runs, whose copy in the build-id cache names its
+/// code, then and in a later report; without the cache, the report never
+/// names it with the new build's functions: addresses plus a warning.
 #[test]
 fn replaced_binary_under_attach() {
     if !can_record() {
@@ -153,12 +172,19 @@ fn replaced_binary_under_attach() {
     wait_ready(&mut target);
     std::fs::rename(&decoy, &real).unwrap();
     let pid = target.id();
-    let report = attach_and_signal(&mut target, &dir.join("out"));
+    let cache = dir.join("cache");
+    let cache_option = ["--buildid-dir", cache.to_str().unwrap()];
+    let report = attach_and_signal(&mut target, &dir.join("out"), &cache_option);
     assert_recorded_after_signal(&report, pid);
-    let names = all_names(&report);
+    assert_named(&report, "touch_after_signal", "decoy_function");
     assert!(
-        !names.iter().any(|n| n.contains("decoy_function")),
-        "the new build's names: {names:?}"
+        cache.join(entry(&real_id)).is_file(),
+        "the process's file is not in the cache"
+    );
+    assert_named(
+        &report_with(&dir.join("out"), &cache_option),
+        "touch_after_signal",
+        "decoy_function",
     );
     // The mapping's build-id, read through /proc/PID/map_files at attach.
     let exe = real.to_str().unwrap();
@@ -169,8 +195,6 @@ fn replaced_binary_under_attach() {
         .find(|m| m["path"].as_str().unwrap().starts_with(exe))
         .unwrap_or_else(|| panic!("no module {exe}: {}", report["modules"]));
     assert_eq!(module["build_id"], real_id.as_str(), "{module}");
-    let w = warnings(&report);
-    assert!(w.iter().any(|w| w.starts_with(exe)), "{w:?}");
     // The unwinder read the mapped file itself: stacks reach main.
     let leaf = sites(&report, move |s| {
         s["pids"][0] == pid && s["access"] == "write"
@@ -184,12 +208,45 @@ fn replaced_binary_under_attach() {
         "{}",
         show(&leaf)
     );
+
+    // Without the cache: addresses and a warning naming the file.
+    let empty = dir.join("empty");
+    let report = report_with(
+        &dir.join("out"),
+        &["--buildid-dir", empty.to_str().unwrap()],
+    );
+    let names = all_names(&report);
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("decoy_function") || n == "touch_after_signal"),
+        "named without the recorded build: {names:?}"
+    );
+    let w = warnings(&report);
+    assert!(w.iter().any(|w| w.starts_with(exe)), "{w:?}");
+}
+
+/// The cache entry of a build-id, in perf's layout.
+fn entry(build_id: &str) -> PathBuf {
+    PathBuf::from(format!(
+        ".build-id/{}/{}/elf",
+        &build_id[..2],
+        &build_id[2..]
+    ))
+}
+
+/// The 64 faults after the signal are at `right`, and `wrong` names nothing.
+fn assert_named(report: &Value, right: &str, wrong: &str) {
+    let rows = function_sites(report, right);
+    assert_eq!(total(&rows), 64, "{}: {:?}", right, all_names(report));
+    let names = all_names(report);
+    assert!(!names.iter().any(|n| n == wrong), "{wrong} in {names:?}");
 }
 
 /// A process in its own mount namespace (`unshare -m`) where a bind mount
 /// puts another build over the path: attached from outside, its code is
-/// named right or shown as addresses with a warning, never with the outside
-/// file's names; the unwinder reads the file the process maps.
+/// named from the file it maps (kept in the build-id cache), never with the
+/// outside file's names, then and later; the unwinder reads that file.
 #[test]
 fn mount_namespace_under_attach() {
     if !can_record() {
@@ -211,12 +268,16 @@ fn mount_namespace_under_attach() {
         .unwrap();
     wait_ready(&mut target);
     let pid = target.id();
-    let report = attach_and_signal(&mut target, &dir.join("out"));
+    let cache = dir.join("cache");
+    let cache_option = ["--buildid-dir", cache.to_str().unwrap()];
+    let report = attach_and_signal(&mut target, &dir.join("out"), &cache_option);
     assert_recorded_after_signal(&report, pid);
-    let names = all_names(&report);
-    assert!(
-        !names.iter().any(|n| n == "touch_after_signal"),
-        "the outside file's names: {names:?}"
+    // Named from the file the process mapped, kept in the cache.
+    assert_named(&report, "decoy_function", "touch_after_signal");
+    assert_named(
+        &report_with(&dir.join("out"), &cache_option),
+        "decoy_function",
+        "touch_after_signal",
     );
     // The build-id of the file the process maps, read through map_files.
     let module = report["modules"]
@@ -226,14 +287,6 @@ fn mount_namespace_under_attach() {
         .find(|m| m["path"] == path)
         .unwrap_or_else(|| panic!("no module {path}: {}", report["modules"]));
     assert_eq!(module["build_id"], build_id(&decoy).as_str(), "{module}");
-    let named_right = names.iter().any(|n| n == "decoy_function");
-    let w = warnings(&report);
-    assert!(
-        named_right
-            || w.iter()
-                .any(|w| w.starts_with(path) && w.contains("was recorded")),
-        "neither right names nor a build-id warning: {names:?} {w:?}"
-    );
     let unreadable = &report["totals"]["unwind"]["unreadable_files"];
     assert!(
         !unreadable
@@ -361,4 +414,197 @@ fn mremap_moved_file_mapping_is_not_misattributed() {
         );
         assert_eq!(r["target"]["region"], "anon", "{}", show(&rows));
     }
+}
+
+/// A shell line that starts `exe` (wait_signal), waits until it is ready
+/// and half a second more (the recorder opens a new mapping's file within
+/// a poll interval), runs `meanwhile`, then signals it and waits: its 64
+/// faults follow the signal.
+fn signal_when_ready(exe: &Path, dir: &Path, meanwhile: &str) -> String {
+    let ready = dir.join(format!("ready-{}", std::process::id()));
+    format!(
+        "rm -f {r}; {exe} > {r} & p=$!; until grep -q ready {r} 2>/dev/null; do sleep 0.05; done; \
+         sleep 0.5; {meanwhile} kill -USR1 $p; wait $p",
+        exe = exe.display(),
+        r = ready.display()
+    )
+}
+
+/// `sh -c LINE` in a private mount namespace where `over` is bind-mounted
+/// on `path` first.
+fn in_namespace(over: &Path, path: &Path, line: &str) -> Vec<String> {
+    vec![
+        "unshare".into(),
+        "-m".into(),
+        "--propagation".into(),
+        "private".into(),
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "mount --bind {} {} && {{ {line}; }}",
+            over.display(),
+            path.display()
+        ),
+    ]
+}
+
+/// A launched command whose binary is another build inside its mount
+/// namespace, and one whose binary is deleted while it runs: both named
+/// from the files they ran, in the recording's report and in a report after
+/// the fact.
+#[test]
+fn launched_namespaced_and_deleted_binaries_are_named() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_launched");
+    let (real, decoy) = wait_signal_and_decoy(&dir);
+    let cache = dir.join("cache");
+    let cache_option = ["--buildid-dir", cache.to_str().unwrap()];
+    let record = |out: &str, command: &[String]| {
+        let output = run(pfprof()
+            .args(["record", "-q", "-o"])
+            .arg(dir.join(out))
+            .args(cache_option)
+            .arg("--")
+            .args(command));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        crate::util::read_report(&dir.join(out).join("report.json"))
+    };
+
+    let line = signal_when_ready(&real, &dir, "");
+    let report = record("mntns", &in_namespace(&decoy, &real, &line));
+    assert_named(&report, "decoy_function", "touch_after_signal");
+
+    let line = signal_when_ready(&real, &dir, &format!("rm {};", real.display()));
+    let report = record("deleted", &["sh".into(), "-c".into(), line]);
+    assert!(!real.exists());
+    assert_named(&report, "touch_after_signal", "decoy_function");
+
+    for (out, right, wrong) in [
+        ("mntns", "decoy_function", "touch_after_signal"),
+        ("deleted", "touch_after_signal", "decoy_function"),
+    ] {
+        assert_named(&report_with(&dir.join(out), &cache_option), right, wrong);
+    }
+}
+
+/// System-wide: a process in another mount namespace and a binary replaced
+/// while it runs are named from the files they ran.
+#[test]
+fn system_wide_namespaced_and_replaced_binaries_are_named() {
+    if !can_record() {
+        return;
+    }
+    let _exclusive = crate::util::exclusive();
+    let dir = temp_dir("names_system_wide");
+    let (real, decoy) = wait_signal_and_decoy(&dir);
+    let second_decoy = dir.join("decoy").join("second");
+    std::fs::copy(&decoy, &second_decoy).unwrap();
+    let cache = dir.join("cache");
+    let mut recorder = pfprof()
+        .args(["record", "-q", "-a", "--duration", "6", "-o"])
+        .arg(dir.join("out"))
+        .args(["--buildid-dir", cache.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        until_recording(&mut recorder),
+        "pfprof did not start recording"
+    );
+    let inside = in_namespace(&decoy, &real, &signal_when_ready(&real, &dir, ""));
+    let out = Command::new(&inside[0])
+        .args(&inside[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replace = format!("mv {} {};", second_decoy.display(), real.display());
+    let out = Command::new("sh")
+        .args(["-c", &signal_when_ready(&real, &dir, &replace)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(recorder.wait().unwrap().success());
+    let report = crate::util::read_report(&dir.join("out").join("report.json"));
+    // Each program's 64 faults, at its own function.
+    for function in ["decoy_function", "touch_after_signal"] {
+        let rows = function_sites(&report, function);
+        assert_eq!(total(&rows), 64, "{function}: {}", show(&rows));
+    }
+}
+
+/// `pfprof archive DIR` copies what the recording names into DIR: a copy
+/// of DIR reports the same names with the binary and the cache gone; a
+/// later `record -o DIR` moves the archived directory aside as usual.
+#[test]
+fn archive_reports_without_the_files() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_archive");
+    let real = compile_c(&dir, "wait_signal.c", &[]);
+    let real_id = build_id(&real);
+    let cache = dir.join("cache");
+    let out_dir = dir.join("out");
+    let line = signal_when_ready(&real, &dir, "");
+    let output = run(pfprof().args(["record", "-q", "-o"]).arg(&out_dir).args([
+        "--buildid-dir",
+        cache.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &line,
+    ]));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let output = run(pfprof()
+        .arg("archive")
+        .arg(&out_dir)
+        .args(["--buildid-dir", cache.to_str().unwrap()]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("pfprof: archived "), "{stderr}");
+    assert!(out_dir.join(entry(&real_id)).is_file(), "{stderr}");
+
+    let copy = dir.join("copy");
+    assert!(run(Command::new("cp").arg("-a").arg(&out_dir).arg(&copy))
+        .status
+        .success());
+    std::fs::rename(&real, dir.join("away")).unwrap();
+    std::fs::rename(&cache, dir.join("cache-away")).unwrap();
+    let empty = dir.join("empty");
+    let report = report_with(&copy, &["--buildid-dir", empty.to_str().unwrap()]);
+    let rows = function_sites(&report, "touch_after_signal");
+    assert_eq!(total(&rows), 64, "{:?}", all_names(&report));
+
+    // The archived directory is pfprof's: moved to .old, then deleted.
+    for _ in 0..2 {
+        let output = run(pfprof()
+            .args(["record", "-q", "--no-buildid-cache", "-o"])
+            .arg(&out_dir)
+            .args(["--", "true"]));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert!(!dir.join("out.old").join(".build-id").exists());
 }

@@ -192,3 +192,41 @@ fn perf_reads_pfprof_recordings() {
         );
     }
 }
+
+/// perf reads pfprof's build-id cache: a binary rebuilt after the recording
+/// is named from the copy `record` kept (`perf --buildid-dir`), not from
+/// the new build at its path.
+#[test]
+fn perf_reads_pfprofs_build_id_cache() {
+    if !can_record() || !perf_available() {
+        return;
+    }
+    let dir = temp_dir("perf_compat_cache");
+    let exe = compile_c(&dir, "bss_write.c", &[]);
+    let cache = dir.join("cache");
+    let (out, _) = record_with(&dir, &["--buildid-dir", cache.to_str().unwrap()], &exe, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = build_id(&exe);
+    assert!(cache
+        .join(format!(".build-id/{}/{}/elf", &id[..2], &id[2..]))
+        .is_file());
+    compile_c(&dir, "bss_write.c", &["-O2", "-Dtouch_bss=decoy_function"]);
+    let data = dir.join("out").join("pfprof.data");
+    let report = perf(
+        &data,
+        &[
+            "--buildid-dir",
+            cache.to_str().unwrap(),
+            "report",
+            "--stdio",
+            "--sort",
+            "sym",
+        ],
+    );
+    assert!(report.contains("touch_bss"), "{report}");
+    assert!(!report.contains("decoy_function"), "{report}");
+}

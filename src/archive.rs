@@ -1,0 +1,196 @@
+//! What a recording needs to name its code later and elsewhere: the ELF
+//! files with faults or frames, copied by build-id into a build-id cache
+//! (`format::buildid_cache`). `record` copies them into `~/.debug` (or
+//! `--buildid-dir`) from the files it held open while the processes ran
+//! (so a deleted or replaced binary, or one seen only in another mount
+//! namespace, is the file the process ran), else from their paths when the
+//! build-id there is the recorded one. `pfprof archive DIR` copies them
+//! from the cache (or the paths) into `DIR/.build-id`, which `report`
+//! reads first.
+
+use std::path::{Path, PathBuf};
+
+use crate::analysis::Profile;
+use crate::format::buildid_cache::{entry_dir, Cache, Stored};
+use crate::record::HeldFile;
+
+/// A file the recording names: its recorded path and build-id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Needed {
+    /// The path in the recording (the process's view).
+    pub path: String,
+    /// The recorded build-id.
+    pub build_id: Vec<u8>,
+}
+
+/// The files with faults or frames that have a build-id, each once (pseudo
+/// files such as `[vdso]` are read from memory, not kept).
+pub fn needed(profile: &Profile) -> Vec<Needed> {
+    let mut out: Vec<Needed> = profile
+        .modules_in_use()
+        .into_iter()
+        .map(|id| profile.processes.modules.get(id))
+        .filter(|m| m.path.starts_with('/'))
+        .filter_map(|m| {
+            Some(Needed {
+                path: m.path.clone(),
+                build_id: m.build_id.clone().filter(|id| id.len() >= 2)?,
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup_by(|a, b| a.build_id == b.build_id);
+    out
+}
+
+/// What [`keep`] did.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// Files copied in, and their bytes.
+    pub added: usize,
+    pub added_bytes: u64,
+    /// Files the cache had already.
+    pub present: usize,
+    /// One line per file that could not be kept (why), for the report's
+    /// reader.
+    pub warnings: Vec<String>,
+}
+
+/// Where the bytes of one needed file come from.
+enum Source<'a> {
+    Held(&'a std::fs::File),
+    Path(PathBuf),
+}
+
+/// The build-id of an open file.
+fn build_id_of(file: &std::fs::File) -> Option<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    pfprof_symbolize::read_build_id(Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())))
+}
+
+/// Where files are read from besides the held ones.
+#[derive(Debug, Default, Clone)]
+pub struct Sources {
+    /// perf's `--symfs`: the recorded path under it first.
+    pub symfs: Option<PathBuf>,
+    /// Build-id caches to copy entries from (`archive`).
+    pub caches: Vec<PathBuf>,
+}
+
+/// Copies each of `needed` into `cache`: from `held` (the file the process
+/// mapped) when one has its build-id, else from the first file of
+/// `sources` (under `--symfs`, the recorded path, other caches) whose
+/// build-id matches.
+pub fn keep(cache: &mut Cache, needed: &[Needed], held: &[HeldFile], sources: &Sources) -> Kept {
+    let mut kept = Kept::default();
+    let missing: Vec<&Needed> = needed
+        .iter()
+        .filter(|n| !cache.contains(&n.build_id))
+        .collect();
+    kept.present = needed.len() - missing.len();
+    if missing.is_empty() {
+        return kept;
+    }
+    // Held files the kernel gave no build-id for are read once here.
+    let held_ids: Vec<Option<Vec<u8>>> = held
+        .iter()
+        .map(|h| h.build_id.clone().or_else(|| build_id_of(&h.file)))
+        .collect();
+    let mut over_limit = 0;
+    for n in missing {
+        let from_held = held
+            .iter()
+            .zip(&held_ids)
+            .find(|(_, id)| id.as_deref() == Some(&n.build_id[..]))
+            .map(|(h, _)| Source::Held(&h.file));
+        let source = from_held.or_else(|| {
+            candidates(&n.path, &n.build_id, sources)
+                .into_iter()
+                .find(|p| pfprof_symbolize::read_build_id(p).as_deref() == Some(&n.build_id[..]))
+                .map(Source::Path)
+        });
+        let result = match source {
+            Some(Source::Held(file)) => cache.store(&n.build_id, file),
+            Some(Source::Path(path)) => {
+                std::fs::File::open(&path).and_then(|file| cache.store(&n.build_id, &file))
+            }
+            None => {
+                kept.warnings.push(format!(
+                    "{}: not kept in the build-id cache: no file with the recorded build-id \
+                     (its process exited before pfprof could open it, and the path holds \
+                     another build or nothing)",
+                    n.path
+                ));
+                continue;
+            }
+        };
+        match result {
+            Ok(Stored::Added(bytes)) => {
+                kept.added += 1;
+                kept.added_bytes += bytes;
+            }
+            Ok(Stored::Present) => kept.present += 1,
+            Ok(Stored::OverLimit) => over_limit += 1,
+            Err(e) => kept
+                .warnings
+                .push(format!("{}: not kept in the build-id cache: {e}", n.path)),
+        }
+    }
+    if over_limit > 0 {
+        kept.warnings.push(format!(
+            "{over_limit} files not kept in the build-id cache {}: it is at its size limit \
+             (--buildid-cache-limit; remove old entries under {})",
+            cache.root().display(),
+            cache.root().join(".build-id").display()
+        ));
+    }
+    kept
+}
+
+/// Where a file recorded at `path` may be read besides a held file.
+fn candidates(path: &str, build_id: &[u8], sources: &Sources) -> Vec<PathBuf> {
+    // The kernel names a deleted file `PATH (deleted)`.
+    let live = path.strip_suffix(" (deleted)").unwrap_or(path);
+    let mut out = Vec::new();
+    if let Some(symfs) = &sources.symfs {
+        out.push(symfs.join(live.trim_start_matches('/')));
+    }
+    out.push(PathBuf::from(live));
+    out.extend(
+        sources
+            .caches
+            .iter()
+            .filter_map(|cache| entry_dir(cache, build_id))
+            .map(|dir| dir.join("elf")),
+    );
+    out
+}
+
+/// `pfprof archive DIR`: copies the files `profile` (DIR's recording) needs
+/// into `DIR/.build-id`. Returns what was done and the recorded paths of
+/// the files with frames or faults that have no build-id (they cannot be
+/// archived by one).
+pub fn archive(
+    dir: &Path,
+    profile: &Profile,
+    sources: &Sources,
+) -> std::io::Result<(Kept, Vec<String>)> {
+    let mut cache = Cache::open(dir, u64::MAX)?;
+    let kept = keep(&mut cache, &needed(profile), &[], sources);
+    // Only code needs its file's names; a data file's faults are named by
+    // its path alone.
+    let mut without_id: Vec<String> = profile
+        .stacks
+        .unique_frames()
+        .filter_map(|frame| match frame {
+            crate::analysis::stacks::FrameKey::Code { module, .. } => Some(module),
+            _ => None,
+        })
+        .map(|id| profile.processes.modules.get(id))
+        .filter(|m| m.path.starts_with('/') && !m.build_id.as_ref().is_some_and(|id| id.len() >= 2))
+        .map(|m| m.path.clone())
+        .collect();
+    without_id.sort();
+    without_id.dedup();
+    Ok((kept, without_id))
+}

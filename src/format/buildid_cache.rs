@@ -1,0 +1,314 @@
+//! The build-id cache: copies of the ELF files a recording names, keyed by
+//! build-id in perf's layout (`ROOT/.build-id/xx/yyyy…/elf`, `ROOT` being
+//! `~/.debug` or `--buildid-dir`), so that `report` names code right after
+//! the file was rebuilt, deleted, or lived in another mount namespace, and
+//! `perf report` finds the same files. `archive` fills a recording
+//! directory's own `.build-id` the same way, so that the directory names
+//! its code on a machine without the files.
+//!
+//! How it writes, as everything pfprof writes: directories are created or
+//! must be real directories (not links) owned by root or the cache's owner;
+//! a file goes in under a temporary name (`O_CREAT|O_EXCL|O_NOFOLLOW`) and
+//! is hard-linked to `elf`, which fails on anything already there: an entry
+//! (perf's link included) is never replaced. Entries pfprof creates belong
+//! to the owner of `ROOT`. New entries stop once the regular files under
+//! `ROOT/.build-id` reach the size limit; nothing is ever deleted.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The default size limit of the cache's `.build-id` tree.
+pub const DEFAULT_LIMIT_BYTES: u64 = 4 << 30;
+
+/// `~/.debug`, perf's default cache (`$HOME` of the user pfprof runs as).
+pub fn default_root() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(|home| PathBuf::from(home).join(".debug"))
+}
+
+fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The directory of `build_id`'s entry (`ROOT/.build-id/xx/yyyy…`); None
+/// for a build-id too short to split.
+pub fn entry_dir(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    (build_id.len() >= 2).then(|| {
+        let hex = hex(build_id);
+        root.join(".build-id").join(&hex[..2]).join(&hex[2..])
+    })
+}
+
+/// What [`Cache::store`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// The file was copied in (its size in bytes).
+    Added(u64),
+    /// The cache had an entry for the build-id already.
+    Present,
+    /// The copy would take the cache past its size limit.
+    OverLimit,
+}
+
+/// A build-id cache pfprof may add to.
+#[derive(Debug)]
+pub struct Cache {
+    root: PathBuf,
+    limit_bytes: u64,
+    /// Bytes of regular files under `.build-id`, counted on first need.
+    used_bytes: Option<u64>,
+    /// Who owns what pfprof creates here: the owner of `root`.
+    owner: (u32, u32),
+}
+
+impl Cache {
+    /// The cache at `root`, created when missing (its parent must exist).
+    /// A link, a file, or a directory owned by someone other than root,
+    /// pfprof's user or the user who ran `sudo` is refused.
+    pub fn open(root: &Path, limit_bytes: u64) -> io::Result<Cache> {
+        if let Err(e) = std::fs::symlink_metadata(root) {
+            if e.kind() != io::ErrorKind::NotFound {
+                return Err(e);
+            }
+            match std::fs::DirBuilder::new().mode(0o755).create(root) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                other => other?,
+            }
+            // Owned like the directory it is in, when that is the user
+            // who ran sudo (`sudo -E`, HOME kept).
+            if let Some(u) = crate::user::invoking_user() {
+                let parent = root.parent().and_then(|p| std::fs::metadata(p).ok());
+                if parent.is_some_and(|p| p.uid() == u.uid) {
+                    std::os::unix::fs::lchown(root, Some(u.uid), Some(u.gid))?;
+                }
+            }
+        }
+        let meta = real_dir(root)?;
+        let trusted = meta.uid() == 0
+            || meta.uid() == crate::sys::euid()
+            || crate::user::invoking_user().is_some_and(|u| u.uid == meta.uid());
+        if !trusted {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} belongs to user {}, not to pfprof's user",
+                    root.display(),
+                    meta.uid()
+                ),
+            ));
+        }
+        Ok(Cache {
+            root: root.to_path_buf(),
+            limit_bytes,
+            used_bytes: None,
+            owner: (meta.uid(), meta.gid()),
+        })
+    }
+
+    /// The cache's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether the cache holds an entry for `build_id` (perf's or pfprof's).
+    pub fn contains(&self, build_id: &[u8]) -> bool {
+        entry_dir(&self.root, build_id).is_some_and(|dir| dir.join("elf").exists())
+    }
+
+    /// Copies `source` (an open ELF file whose build-id the caller checked
+    /// to be `build_id`) into the cache, unless an entry is there already or
+    /// the copy would pass the size limit.
+    pub fn store(&mut self, build_id: &[u8], source: &File) -> io::Result<Stored> {
+        let Some(dir) = entry_dir(&self.root, build_id) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a build-id of fewer than 2 bytes",
+            ));
+        };
+        if self.contains(build_id) {
+            return Ok(Stored::Present);
+        }
+        let size = source.metadata()?.len();
+        let used = match self.used_bytes {
+            Some(used) => used,
+            None => *self
+                .used_bytes
+                .insert(tree_bytes(&self.root.join(".build-id"))),
+        };
+        if used.saturating_add(size) > self.limit_bytes {
+            return Ok(Stored::OverLimit);
+        }
+        let build_id_dir = self.root.join(".build-id");
+        let fan_out = dir.parent().unwrap_or(&build_id_dir).to_path_buf();
+        for d in [&build_id_dir, &fan_out, &dir] {
+            self.ensure_dir(d)?;
+        }
+        let temp = dir.join(format!(".elf.{}.pfprof-tmp", std::process::id()));
+        let copied = self.copy_to(source, &temp, size);
+        let linked = copied.and_then(|()| match std::fs::hard_link(&temp, dir.join("elf")) {
+            Ok(()) => Ok(Stored::Added(size)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Stored::Present),
+            Err(e) => Err(e),
+        });
+        // The temporary name is pfprof's own, created with O_EXCL above.
+        let _ = std::fs::remove_file(&temp);
+        if let Ok(Stored::Added(bytes)) = linked {
+            self.used_bytes = Some(used + bytes);
+        }
+        linked
+    }
+
+    /// Creates `dir`, or checks that it is a real directory pfprof may
+    /// write into.
+    fn ensure_dir(&self, dir: &Path) -> io::Result<()> {
+        match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+            Ok(()) => {
+                return std::os::unix::fs::lchown(dir, Some(self.owner.0), Some(self.owner.1))
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = real_dir(dir)?;
+        if meta.uid() != 0 && meta.uid() != self.owner.0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{} belongs to user {}", dir.display(), meta.uid()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Copies all of `source` into the new file `temp`.
+    fn copy_to(&self, source: &File, temp: &Path, size: u64) -> io::Result<()> {
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(temp)?;
+        std::os::unix::fs::fchown(&out, Some(self.owner.0), Some(self.owner.1))?;
+        // Through a second description, so that the caller's offset stays.
+        let mut from = File::open(format!("/proc/self/fd/{}", fd_of(source)))?;
+        let copied = io::copy(&mut from, &mut out)?;
+        if copied != size {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("copied {copied} of {size} bytes (the file changed)"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn fd_of(file: &File) -> i32 {
+    use std::os::fd::AsRawFd;
+    file.as_raw_fd()
+}
+
+/// The metadata of `path`, which must be a directory reached without a
+/// link.
+fn real_dir(path: &Path) -> io::Result<std::fs::Metadata> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a directory (a link is not followed)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(meta)
+}
+
+/// Bytes of the regular files two levels under `build_id_dir`
+/// (`xx/yyyy…/elf`; links, perf's entries, are not followed).
+fn tree_bytes(build_id_dir: &Path) -> u64 {
+    let entries = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let mut total = 0;
+    for fan_out in entries(build_id_dir) {
+        for entry in entries(&fan_out) {
+            for file in entries(&entry) {
+                if let Ok(meta) = std::fs::symlink_metadata(&file) {
+                    if meta.is_file() {
+                        total += meta.len();
+                    }
+                }
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pfprof-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// perf's layout; a second store is `Present`; the limit stops new
+    /// entries; the temporary file is gone.
+    #[test]
+    fn stores_in_perf_layout_within_the_limit() {
+        let dir = temp("store");
+        let source_path = dir.join("lib.so");
+        std::fs::write(&source_path, vec![7u8; 1000]).unwrap();
+        let source = File::open(&source_path).unwrap();
+        let root = dir.join("cache");
+        let mut cache = Cache::open(&root, 2500).unwrap();
+        let id = [0xab, 0xcd, 0xef];
+        assert_eq!(cache.store(&id, &source).unwrap(), Stored::Added(1000));
+        let elf = root.join(".build-id/ab/cdef/elf");
+        assert_eq!(std::fs::read(&elf).unwrap(), vec![7u8; 1000]);
+        assert_eq!(std::fs::read_dir(elf.parent().unwrap()).unwrap().count(), 1);
+        assert_eq!(cache.store(&id, &source).unwrap(), Stored::Present);
+        assert_eq!(cache.store(&[1, 2], &source).unwrap(), Stored::Added(1000));
+        // A new cache counts what is there: 2000 + 1000 > 2500.
+        let mut again = Cache::open(&root, 2500).unwrap();
+        assert_eq!(again.store(&[3, 4], &source).unwrap(), Stored::OverLimit);
+        assert!(!root.join(".build-id/03").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A link anywhere on the way is not followed: the root, a fan-out
+    /// directory, or the entry's `elf`.
+    #[test]
+    fn links_are_not_followed() {
+        let dir = temp("links");
+        let elsewhere = dir.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let source_path = dir.join("lib.so");
+        std::fs::write(&source_path, b"x").unwrap();
+        let source = File::open(&source_path).unwrap();
+
+        std::os::unix::fs::symlink(&elsewhere, dir.join("linked-root")).unwrap();
+        assert!(Cache::open(&dir.join("linked-root"), 1 << 20).is_err());
+
+        let root = dir.join("cache");
+        let mut cache = Cache::open(&root, 1 << 20).unwrap();
+        std::fs::create_dir(root.join(".build-id")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, root.join(".build-id/ab")).unwrap();
+        assert!(cache.store(&[0xab, 1], &source).is_err());
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+        // A dangling link at `elf` (someone else's entry) is not replaced.
+        std::fs::create_dir_all(root.join(".build-id/cd/02")).unwrap();
+        let target = elsewhere.join("planted");
+        std::os::unix::fs::symlink(&target, root.join(".build-id/cd/02/elf")).unwrap();
+        assert_eq!(cache.store(&[0xcd, 2], &source).unwrap(), Stored::Present);
+        assert!(!target.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
