@@ -341,7 +341,19 @@ fn stripped_binary() {
     let dir = temp_dir("cli_stripped");
     let exe = compile_c(&dir, "bss_write.c", &[]);
     assert!(run(Command::new("strip").arg(&exe)).status.success());
-    let (out, report) = record(&dir, &exe, &[]);
+    // The unstripped build (the same build-id) may be in the test run's
+    // build-id cache, and would name it.
+    let empty = dir.join("empty");
+    let (out, report) = crate::util::record_with(
+        &dir,
+        &[
+            "--no-buildid-cache",
+            "--buildid-dir",
+            empty.to_str().unwrap(),
+        ],
+        &exe,
+        &[],
+    );
     assert!(out.status.success());
     let rows = crate::util::sites(&report, |s| {
         s["target"]["section"] == ".bss" && s["target"]["region"] == "anon" && s["count"] == 256

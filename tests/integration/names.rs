@@ -64,7 +64,12 @@ fn report_with(out_dir: &Path, options: &[&str]) -> Value {
 /// `report`'s text with its lines joined (warnings wrap at 100 columns),
 /// every line checked to fit.
 fn report_text(out_dir: &Path) -> String {
-    let out = run(pfprof().args(["report", "-i"]).arg(out_dir));
+    report_text_with(out_dir, &[])
+}
+
+/// [`report_text`] with options.
+fn report_text_with(out_dir: &Path, options: &[&str]) -> String {
+    let out = run(pfprof().args(["report", "-i"]).arg(out_dir).args(options));
     let text = String::from_utf8_lossy(&out.stdout);
     for line in text.lines() {
         assert!(line.chars().count() <= 100, "over 100 columns: {line}");
@@ -320,7 +325,16 @@ fn debuglink_with_bad_crc_is_rejected() {
         let out = run(Command::new("objcopy").args(&args));
         assert!(out.status.success(), "objcopy {args:?}");
     }
-    let (_, report) = record_with(&dir, &[], &exe, &["4"]);
+    // Other tests' unstripped touch (the same build-id) may be in the test
+    // run's build-id cache, and would name it.
+    let empty = dir.join("empty");
+    let no_cache = ["--buildid-dir", empty.to_str().unwrap()];
+    let (_, report) = record_with(
+        &dir,
+        &[&["--no-buildid-cache"][..], &no_cache].concat(),
+        &exe,
+        &["4"],
+    );
     // With the matching debug file, the names come from it.
     assert_eq!(total(&function_sites(&report, "touch_pages")), 1024);
     let debug_id = build_id(&debug);
@@ -329,7 +343,7 @@ fn debuglink_with_bad_crc_is_rejected() {
     std::fs::write(&debug, bytes).unwrap();
     assert_eq!(build_id(&debug), debug_id, "still the same build-id");
 
-    let report = report_again(&dir.join("out"));
+    let report = report_with(&dir.join("out"), &no_cache);
     assert!(
         function_sites(&report, "touch_pages").is_empty(),
         "{:?}",
@@ -342,7 +356,7 @@ fn debuglink_with_bad_crc_is_rejected() {
             .any(|w| w.starts_with(debug_name) && w.contains("CRC")),
         "{w:?}"
     );
-    assert!(report_text(&dir.join("out")).contains(debug_name));
+    assert!(report_text_with(&dir.join("out"), &no_cache).contains(debug_name));
 }
 
 /// A program linked without a build-id and changed after recording (touch,

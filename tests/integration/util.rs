@@ -7,9 +7,16 @@ use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde_json::Value;
 
-/// The pfprof binary under test.
+/// The pfprof binary under test, with a HOME of its own: its build-id cache
+/// (`~/.debug`) is the test run's, not the machine's. A test that needs
+/// names never to come from a cached copy passes `--no-buildid-cache` and
+/// an empty `--buildid-dir`.
 pub fn pfprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pfprof"))
+    let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pfprof"));
+    command.env("HOME", home);
+    command
 }
 
 /// The repository's fixtures directory.
