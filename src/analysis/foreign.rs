@@ -49,13 +49,9 @@ pub fn kernel_mismatch(profile: &Profile) -> Option<String> {
     }
     Some(format!(
         "kernel frames stay addresses: the recording's kernel (build-id {}) is not the running one ({})",
-        hex(recorded),
-        running.as_deref().map_or_else(|| "unknown".into(), hex)
+        crate::text::hex(recorded),
+        running.as_deref().map_or_else(|| "unknown".into(), crate::text::hex)
     ))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The NT_GNU_BUILD_ID of a sequence of ELF notes (`/sys/kernel/notes`):

@@ -25,14 +25,10 @@ use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
 use crate::format::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample};
 use crate::format::perf_data::{RecordMode, RecordingMeta};
+use crate::format::records as rec;
 use crate::unwind::{StackUnwinder, MAX_FRAMES, TRUNCATED_FRAME};
 use linux_perf_data::linux_perf_event_reader::{RawData, RawDataU64};
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
-
-/// perf call-chain context markers are the top 4095 values of u64.
-const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
-const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
-const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
 
 /// Where a fault landed, before symbolization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -455,10 +451,10 @@ impl Analyzer {
             self.unwound.extend(
                 (0..kernel.len())
                     .map_while(|i| kernel.get(i))
-                    .take_while(|&a| a != PERF_CONTEXT_USER),
+                    .take_while(|&a| a != rec::CONTEXT_USER),
             );
         }
-        self.unwound.push(PERF_CONTEXT_USER);
+        self.unwound.push(rec::CONTEXT_USER);
         unwinder.unwind(
             sample.pid,
             sample.time,
@@ -661,7 +657,7 @@ impl Analyzer {
                 profile.totals.truncated_stacks += 1;
             } else if let Some(max) = self.fp_max_stack.filter(|&max| chain.len() >= max) {
                 let addresses = (0..chain.len())
-                    .filter(|&i| chain.get(i).is_some_and(|a| a < PERF_CONTEXT_MAX))
+                    .filter(|&i| chain.get(i).is_some_and(|a| a < rec::CONTEXT_MAX))
                     .count();
                 if addresses >= max {
                     fp_cut = true;
@@ -677,15 +673,15 @@ impl Analyzer {
                 self.last_chain.clear();
                 self.last_chain
                     .extend((0..chain.len()).map_while(|i| chain.get(i)));
-                let mut context = PERF_CONTEXT_USER;
+                let mut context = rec::CONTEXT_USER;
                 let mut first_user = true;
                 for i in 0..chain.len() {
                     let Some(avma) = chain.get(i) else { break };
-                    if avma >= PERF_CONTEXT_MAX {
+                    if avma >= rec::CONTEXT_MAX {
                         context = avma;
                         continue;
                     }
-                    if context == PERF_CONTEXT_KERNEL {
+                    if context == rec::CONTEXT_KERNEL {
                         if self.options.kernel {
                             self.scratch.push(FrameKey::Kernel { avma });
                         }
@@ -951,7 +947,7 @@ mod tests {
             1,
         ))
         .unwrap();
-        let chain = [PERF_CONTEXT_USER, 0x401010, 0x401120, 0x401230];
+        let chain = [rec::CONTEXT_USER, 0x401010, 0x401120, 0x401230];
         for i in 0..n {
             w.write_records(&sample_with_chain(
                 1,

@@ -26,7 +26,7 @@ pub struct Module {
 impl Module {
     /// The file name, for compact display.
     pub fn short_name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
+        crate::text::short(&self.path)
     }
 }
 

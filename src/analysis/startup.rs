@@ -556,13 +556,7 @@ pub struct ObjectFacts {
     pub relocations: Option<pfprof_symbolize::RelocationInfo>,
 }
 
-fn short(object: &str) -> &str {
-    if object.starts_with('[') {
-        object
-    } else {
-        object.rsplit('/').next().unwrap_or(object)
-    }
-}
+use crate::text::short;
 
 /// Builds the start-up report from the symbolized start-up faults.
 pub fn build(

@@ -29,15 +29,11 @@ pub fn default_root() -> Option<PathBuf> {
         .map(|home| PathBuf::from(home).join(".debug"))
 }
 
-fn hex(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The directory of `build_id`'s entry (`ROOT/.build-id/xx/yyyy…`); None
 /// for a build-id too short to split.
 pub fn entry_dir(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
     (build_id.len() >= 2).then(|| {
-        let hex = hex(build_id);
+        let hex = crate::text::hex(build_id);
         root.join(".build-id").join(&hex[..2]).join(&hex[2..])
     })
 }

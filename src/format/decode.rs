@@ -26,6 +26,7 @@ use crate::format::perf_data::{
     read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta,
     PERF_RECORD_FINISHED_ROUND,
 };
+use crate::format::records as rec;
 use crate::sys::MappedFile;
 use crate::unwind::UserRegs;
 
@@ -458,19 +459,12 @@ pub fn replay_image(
     replay_layout(&image, layout, &path, partial, Some(why), &mut on_event)
 }
 
-/// `PERF_RECORD_SAMPLE`.
-const RECORD_SAMPLE: u32 = 9;
-/// `PERF_RECORD_MMAP2`.
-const RECORD_MMAP2: u32 = 10;
-/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record holds a build-id.
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-
 /// Whether `RawEventRecord::parse` would panic on this record:
 /// linux-perf-event-reader 0.10 asserts on an MMAP2 build-id longer than 20
 /// bytes. Such a record is bad, not fatal.
 pub(crate) fn would_panic(record_type: u32, misc: u16, body: &RawData<'_>) -> bool {
-    record_type == RECORD_MMAP2
-        && misc & MISC_MMAP_BUILD_ID != 0
+    record_type == rec::MMAP2
+        && misc & rec::MISC_MMAP_BUILD_ID != 0
         && body.get(32..33).is_some_and(|len| len.as_slice()[0] > 20)
 }
 
@@ -859,7 +853,7 @@ impl Emitter<'_> {
                 Ok(None) => self.decoded += 1,
                 Err(BadRecord) => {
                     stats.bad_records += 1;
-                    self.bad_faults += u64::from(fault_kind && record_type.0 == RECORD_SAMPLE);
+                    self.bad_faults += u64::from(fault_kind && record_type.0 == rec::SAMPLE);
                 }
             }
         }

@@ -9,3 +9,4 @@ pub mod jitmaps;
 pub mod outdir;
 pub mod perf_compat;
 pub mod perf_data;
+pub mod records;

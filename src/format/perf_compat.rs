@@ -11,6 +11,7 @@
 //! saved command lines (none). pfprof itself never reads it back;
 //! [`TracingData::parse`] checks the layout in tests.
 
+use super::records::{MISC_BUILD_ID_SIZE, MISC_KERNEL, MISC_USER};
 use std::io;
 use std::path::Path;
 
@@ -245,12 +246,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// `PERF_RECORD_MISC_KERNEL`: the kernel image.
-const MISC_KERNEL: u16 = 1;
-/// `PERF_RECORD_MISC_USER`: a user-space file.
-const MISC_USER: u16 = 2;
-/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry says how long its id is.
-const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 /// header (8), pid (4), build-id (20), its size (1), padding (3).
 const BUILD_ID_ENTRY: usize = 36;
 /// perf pads the names in its build-id table to 64 bytes.

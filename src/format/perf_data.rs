@@ -17,6 +17,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use super::records::MISC_BUILD_ID_SIZE;
 use serde::{Deserialize, Serialize};
 
 /// Name of the main-entry event in recordings.
@@ -961,9 +962,6 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
     }
     Ok(layout)
 }
-
-/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry says its build-id's length.
-const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 
 /// The `BUILD_ID` feature: records of u32 type, u16 misc, u16 size, i32
 /// pid, 20 build-id bytes, u8 length (with [`MISC_BUILD_ID_SIZE`]; else 20),

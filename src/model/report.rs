@@ -104,7 +104,7 @@ pub struct TargetRow {
 impl TargetRow {
     /// The leaf frame of folded stacks: `[libfoo.so .data.rel.ro table]`.
     pub fn folded_frame(&self) -> String {
-        let name = self.object.rsplit('/').next().unwrap_or(&self.object);
+        let name = crate::text::short(&self.object);
         let mut s = String::from("[");
         s.push_str(name.trim_matches(|c| c == '[' || c == ']'));
         if let Some(section) = &self.section {

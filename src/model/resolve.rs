@@ -34,10 +34,6 @@ struct Named {
     object: Option<ModuleId>,
 }
 
-fn hex_build_id(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Symbolizes the profile and builds the model every output reads. The
 /// profile keeps its symbolizer, with every module it opened: the next
 /// interval of `record --interval` or `top` reuses them (a fresh one each
@@ -627,7 +623,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         .iter()
         .map(|(id, m)| ModuleRow {
             path: safe(&m.path),
-            build_id: m.build_id.as_deref().map(hex_build_id),
+            build_id: m.build_id.as_deref().map(crate::text::hex),
             problem: module_status.get(&id).map(|p| safe(p)),
         })
         .collect();

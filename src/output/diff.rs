@@ -36,11 +36,7 @@ pub struct DiffRow {
 }
 
 fn short(object: &str) -> String {
-    if object.starts_with('[') {
-        object.to_string()
-    } else {
-        object.rsplit('/').next().unwrap_or(object).to_string()
-    }
+    crate::text::short(object).to_string()
 }
 
 /// Faults per (object, section, class) of one recording.

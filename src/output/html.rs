@@ -66,14 +66,7 @@ fn markup_escaped(s: &str) -> String {
     out
 }
 
-/// The last path component (`[heap]` and the like stay whole).
-fn short(path: &str) -> &str {
-    if path.starts_with('[') {
-        path
-    } else {
-        path.rsplit('/').next().unwrap_or(path)
-    }
-}
+use crate::text::short;
 
 const STYLE: &str = "
 body { font: 14px/1.4 system-ui, sans-serif; margin: 0 auto; padding: 0 16px 40px; max-width: 1500px; color: #222; }

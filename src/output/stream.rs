@@ -63,9 +63,7 @@ pub struct Streamer {
     counts: [u64; 3],
 }
 
-fn short(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
-}
+use crate::text::short;
 
 /// The time field: seconds since start (`000000.012`), or under
 /// `--fixed-ts` the sequence number as milliseconds (`000000.001`).

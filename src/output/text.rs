@@ -226,11 +226,7 @@ pub fn report_txt(report: &Report, top: usize) -> String {
         );
         if !p.execs.is_empty() {
             // One pid ran several programs (a wrapper that exec'd the next).
-            let names: Vec<&str> = p
-                .execs
-                .iter()
-                .map(|e| e.rsplit('/').next().unwrap_or(e))
-                .collect();
+            let names: Vec<&str> = p.execs.iter().map(|e| crate::text::short(e)).collect();
             let _ = writeln!(s, "{:>19}exec'd {}", "", truncate(&names.join(" → "), 74));
         }
     }

@@ -24,15 +24,8 @@ use rustc_hash::FxHashMap;
 
 use super::bpf::Fault;
 use super::ring::Ring;
+use crate::format::records as rec;
 use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs};
-
-const PERF_RECORD_MMAP2: u32 = 10;
-const PERF_RECORD_COMM: u32 = 3;
-const PERF_RECORD_FORK: u32 = 7;
-const PERF_RECORD_EXIT: u32 = 4;
-const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
-const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
 
 /// Records read ahead at a time by [`touch_ahead`].
 const TOUCH_AHEAD: usize = 32;
@@ -99,10 +92,6 @@ fn record_at<'a>(
 
 /// Records handled between two releases of ring space.
 const MERGE_CHUNK: usize = 256;
-
-/// `PERF_RECORD_MISC_KERNEL`, `PERF_RECORD_MISC_USER`.
-const MISC_KERNEL: u16 = 1;
-const MISC_USER: u16 = 2;
 
 /// The `data_src` the kernel writes in a fault sample (`PERF_MEM_NA`: op,
 /// level, snoop, lock, TLB and level number "not available").
@@ -425,8 +414,8 @@ impl StackRewriter {
         // spaces are parsed; the rest (tracepoints, ...) pass as they are.
         let how = self.handling[attr];
         let wanted = match record_type {
-            PERF_RECORD_SAMPLE => how != Handling::Pass,
-            PERF_RECORD_MMAP2 | PERF_RECORD_COMM | PERF_RECORD_FORK | PERF_RECORD_EXIT => true,
+            rec::SAMPLE => how != Handling::Pass,
+            rec::MMAP2 | rec::COMM | rec::FORK | rec::EXIT => true,
             _ => false,
         };
         if !wanted {
@@ -499,7 +488,7 @@ impl StackRewriter {
                 self.write_sample(sample, data_src);
                 return true;
             }
-            EventRecord::Mmap2(m) if record_type == PERF_RECORD_MMAP2 => {
+            EventRecord::Mmap2(m) if record_type == rec::MMAP2 => {
                 let (file_offset, build_id) = match &m.file_id {
                     linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(id) => {
                         (m.page_offset, Some(&id[..]))
@@ -516,13 +505,13 @@ impl StackRewriter {
                     build_id,
                 );
             }
-            EventRecord::Comm(c) if record_type == PERF_RECORD_COMM && c.is_execve => {
+            EventRecord::Comm(c) if record_type == rec::COMM && c.is_execve => {
                 self.unwinder.on_exec(c.pid, time);
             }
-            EventRecord::Fork(f) if record_type == PERF_RECORD_FORK => {
+            EventRecord::Fork(f) if record_type == rec::FORK => {
                 self.unwinder.on_fork(f.pid, f.ppid);
             }
-            EventRecord::Exit(e) if record_type == PERF_RECORD_EXIT && e.pid == e.tid => {
+            EventRecord::Exit(e) if record_type == rec::EXIT && e.pid == e.tid => {
                 self.unwinder.on_exit(e.pid, time);
             }
             _ => {}
@@ -556,7 +545,7 @@ impl StackRewriter {
         record: &[u8],
     ) -> bool {
         let kernel_len = self.chain.len();
-        self.chain.push(PERF_CONTEXT_USER);
+        self.chain.push(rec::CONTEXT_USER);
         let outcome =
             (self.unwinder).unwind(pid, time, kernel_mode, regs, stack, settle, &mut self.chain);
         if outcome == Outcome::Unknown {
@@ -594,7 +583,7 @@ impl StackRewriter {
 
         self.chain.clear();
         if !fault.kernel_ips.is_empty() {
-            self.chain.push(PERF_CONTEXT_KERNEL);
+            self.chain.push(rec::CONTEXT_KERNEL);
             self.chain.extend(
                 fault
                     .kernel_ips
@@ -611,9 +600,9 @@ impl StackRewriter {
         let sample = Written {
             id: if fault.major { major } else { minor },
             misc: if fault.kernel_mode {
-                MISC_KERNEL
+                rec::MISC_KERNEL
             } else {
-                MISC_USER
+                rec::MISC_USER
             },
             ip: fault.ip,
             pid,
@@ -632,7 +621,7 @@ impl StackRewriter {
     fn write_sample(&mut self, w: Written, data_src: Option<&[u8]>) {
         let size = 8 + 7 * 8 + 8 * self.chain.len() + data_src.map_or(0, <[u8]>::len);
         let out = &mut self.out;
-        out.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
+        out.extend_from_slice(&rec::SAMPLE.to_le_bytes());
         out.extend_from_slice(&w.misc.to_le_bytes());
         out.extend_from_slice(&(size as u16).to_le_bytes());
         for value in [w.id, w.ip] {
@@ -719,7 +708,7 @@ mod tests {
     fn kernel_sample(time: u64, addr: u64, regs: UserRegs, stack: &[u8]) -> Vec<u8> {
         let mut r = Vec::new();
         let size = 8 + 6 * 8 + 9 * 8 + 8 + stack.len() + 8;
-        r.extend_from_slice(&PERF_RECORD_SAMPLE.to_le_bytes());
+        r.extend_from_slice(&rec::SAMPLE.to_le_bytes());
         r.extend_from_slice(&2u16.to_le_bytes());
         r.extend_from_slice(&(size as u16).to_le_bytes());
         for v in [ID, 0x401000, (7u64 << 32) | 7, time, addr, 1] {
@@ -761,7 +750,7 @@ mod tests {
     #[test]
     fn rewrites_samples_cut_anywhere() {
         let snap = snapshot();
-        let mut chain = vec![PERF_CONTEXT_USER];
+        let mut chain = vec![rec::CONTEXT_USER];
         unwinder_with_nofp(&snap).unwind(PID, 5, false, snap.regs, &snap.stack, true, &mut chain);
         assert_eq!(chain.last(), Some(&TRUNCATED_FRAME));
         let mut want = sample_with_chain(ID, 1, 5, 0x1234, &chain);
@@ -815,7 +804,7 @@ mod tests {
             rewriter.end_pass(0, true, &mut sink).unwrap();
             if order == "no mmap" {
                 // Written once, with its IP only (a process never seen).
-                let alone = sample_with_chain(ID, 1, 5, 0x1234, &[PERF_CONTEXT_USER, snap.regs.ip]);
+                let alone = sample_with_chain(ID, 1, 5, 0x1234, &[rec::CONTEXT_USER, snap.regs.ip]);
                 assert_eq!(out[32..], alone[32..]);
                 assert_eq!(out.len(), alone.len());
                 assert_eq!(rewriter.stats().no_process, 1);
@@ -849,7 +838,7 @@ mod tests {
         };
         rewriter.feed(&sample, &mut sink).unwrap();
         rewriter.end_pass(0, true, &mut sink).unwrap();
-        let alone = sample_with_chain(ID, 1, 5, 0x1234, &[PERF_CONTEXT_USER, snap.regs.ip]);
+        let alone = sample_with_chain(ID, 1, 5, 0x1234, &[rec::CONTEXT_USER, snap.regs.ip]);
         assert_eq!(out.len(), alone.len() + 8);
         assert_eq!(
             u16::from_le_bytes([out[6], out[7]]) as usize,

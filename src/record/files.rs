@@ -25,9 +25,8 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashSet;
 
 use crate::format::perf_data::FileStamp;
+use crate::format::records as rec;
 
-const PERF_RECORD_MMAP2: u32 = 10;
-const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// Offset of the protection in an MMAP2 record.
 const MMAP2_PROT: usize = 64;
 /// Offset of the file name in an MMAP2 record.
@@ -165,12 +164,12 @@ impl MappedFiles {
                 .get(o..o + 8)
                 .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
         };
-        if record.len() < 8 || u32_at(0) != Some(PERF_RECORD_MMAP2) {
+        if record.len() < 8 || u32_at(0) != Some(rec::MMAP2) {
             return;
         }
         let misc = u16::from_le_bytes([record[4], record[5]]);
         let executable = u32_at(MMAP2_PROT).is_some_and(|p| p & libc::PROT_EXEC as u32 != 0);
-        if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+        if misc & rec::MISC_MMAP_BUILD_ID != 0 {
             // The build-id says which file it was: no stamp needed.
             let (Some(&len), Some(tail)) = (record.get(40), record.get(MMAP2_PATH..)) else {
                 return;

@@ -7,16 +7,9 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use crate::format::records as rec;
 use crate::sys::maps::MapsLine;
 
-const PERF_RECORD_MMAP: u32 = 1;
-const PERF_RECORD_COMM: u32 = 3;
-const PERF_RECORD_FORK: u32 = 7;
-const PERF_RECORD_MMAP2: u32 = 10;
-const PERF_RECORD_MISC_KERNEL: u16 = 1;
-const PERF_RECORD_MISC_USER: u16 = 2;
-const PERF_RECORD_MISC_MMAP_DATA: u16 = 1 << 13;
-const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// Bytes the kernel's MMAP2 record has for a build-id.
 const BUILD_ID_BYTES: usize = 20;
 
@@ -98,7 +91,7 @@ pub fn fork(pid: i32, ppid: i32, time: u64, id: u64) -> Vec<u8> {
         body.extend_from_slice(&v.to_le_bytes());
     }
     body.extend_from_slice(&time.to_le_bytes());
-    record(PERF_RECORD_FORK, 0, &body, pid, pid, time, id)
+    record(rec::FORK, 0, &body, pid, pid, time, id)
 }
 
 /// Thread `tid` of `pid` is called `comm`.
@@ -107,7 +100,7 @@ pub fn comm(pid: i32, tid: i32, comm: &str, time: u64, id: u64) -> Vec<u8> {
     body.extend_from_slice(&pid.to_le_bytes());
     body.extend_from_slice(&tid.to_le_bytes());
     put_string(&mut body, comm);
-    record(PERF_RECORD_COMM, 0, &body, pid, tid, time, id)
+    record(rec::COMM, 0, &body, pid, tid, time, id)
 }
 
 /// Name perf gives the kernel's text mapping.
@@ -125,15 +118,7 @@ pub fn kernel_mmap(start: u64, end: u64, id: u64) -> Vec<u8> {
         body.extend_from_slice(&v.to_le_bytes());
     }
     put_string(&mut body, KERNEL_MMAP_NAME);
-    record(
-        PERF_RECORD_MMAP,
-        PERF_RECORD_MISC_KERNEL,
-        &body,
-        -1,
-        0,
-        0,
-        id,
-    )
+    record(rec::MMAP, rec::MISC_KERNEL, &body, -1, 0, 0, id)
 }
 
 /// A mapping of `pid`, from its maps file, identified by device and inode.
@@ -144,7 +129,7 @@ pub fn mmap2(pid: i32, m: &MapsLine, time: u64, id: u64) -> Vec<u8> {
 
 /// A mapping of `pid`, from its maps file, with the GNU build-id of the
 /// mapped file when it has one (as the kernel writes it with `attr.build_id`:
-/// `PERF_RECORD_MISC_MMAP_BUILD_ID` set, and `u8 size, u8[3] reserved,
+/// `rec::MISC_MMAP_BUILD_ID` set, and `u8 size, u8[3] reserved,
 /// u8[20] build-id` in place of maj/min/ino/ino_generation). A build-id longer
 /// than 20 bytes does not fit: the mapping is then identified by inode.
 pub fn mmap2_with(pid: i32, m: &MapsLine, build_id: Option<&[u8]>, time: u64, id: u64) -> Vec<u8> {
@@ -172,14 +157,14 @@ pub fn mmap2_with(pid: i32, m: &MapsLine, build_id: Option<&[u8]>, time: u64, id
     body.extend_from_slice(&m.prot.to_le_bytes());
     body.extend_from_slice(&m.flags.to_le_bytes());
     put_string(&mut body, &m.path);
-    let mut misc = PERF_RECORD_MISC_USER;
+    let mut misc = rec::MISC_USER;
     if m.prot & libc::PROT_EXEC as u32 == 0 {
-        misc |= PERF_RECORD_MISC_MMAP_DATA;
+        misc |= rec::MISC_MMAP_DATA;
     }
     if build_id.is_some() {
-        misc |= PERF_RECORD_MISC_MMAP_BUILD_ID;
+        misc |= rec::MISC_MMAP_BUILD_ID;
     }
-    record(PERF_RECORD_MMAP2, misc, &body, pid, pid, time, id)
+    record(rec::MMAP2, misc, &body, pid, pid, time, id)
 }
 
 #[cfg(test)]
@@ -229,7 +214,7 @@ mod tests {
             let size = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
             assert_eq!(size, bytes.len());
             let raw = RawEventRecord::new(
-                RecordType(PERF_RECORD_MMAP2),
+                RecordType(rec::MMAP2),
                 u16::from_le_bytes([bytes[4], bytes[5]]),
                 RawData::Single(&bytes[8..]),
                 info,
@@ -255,7 +240,7 @@ mod tests {
             bytes.len()
         );
         let raw = RawEventRecord::new(
-            RecordType(PERF_RECORD_MMAP),
+            RecordType(rec::MMAP),
             u16::from_le_bytes([bytes[4], bytes[5]]),
             RawData::Single(&bytes[8..]),
             info,
@@ -270,7 +255,7 @@ mod tests {
         assert!(got.is_executable);
         assert_eq!(&got.path.as_slice()[..], KERNEL_MMAP_NAME.as_bytes());
         let id = linux_perf_data::linux_perf_event_reader::get_record_identifier::<LittleEndian>(
-            RecordType(PERF_RECORD_MMAP),
+            RecordType(rec::MMAP),
             RawData::Single(&bytes[8..]),
             true,
         );

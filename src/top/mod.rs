@@ -157,13 +157,17 @@ impl Window {
         }
         for site in &report.sites {
             let location = match (&site.file, site.line) {
-                (Some(file), Some(line)) => format!("{}:{line}", basename(file)),
-                (Some(file), None) => basename(file).to_string(),
-                _ => site.object.as_deref().map_or("?", basename).to_string(),
+                (Some(file), Some(line)) => format!("{}:{line}", crate::text::short(file)),
+                (Some(file), None) => crate::text::short(file).to_string(),
+                _ => site
+                    .object
+                    .as_deref()
+                    .map_or("?", crate::text::short)
+                    .to_string(),
             };
             let target = match &site.target.section {
-                Some(section) => format!("{} {section}", basename(&site.target.object)),
-                None => basename(&site.target.object).to_string(),
+                Some(section) => format!("{} {section}", crate::text::short(&site.target.object)),
+                None => crate::text::short(&site.target.object).to_string(),
             };
             let key = SiteKey {
                 function: site.function.clone(),
@@ -212,14 +216,6 @@ fn cap<K: Clone + Eq + std::hash::Hash, V>(table: &mut HashMap<K, V>, total: imp
     let keep = MAX_ROWS / 2;
     let (_, &mut threshold, _) = totals.select_nth_unstable_by(keep, |a, b| b.cmp(a));
     table.retain(|_, v| total(v) > threshold);
-}
-
-fn basename(path: &str) -> &str {
-    if path.starts_with('[') {
-        path
-    } else {
-        path.rsplit('/').next().unwrap_or(path)
-    }
 }
 
 /// What the screen shows.

@@ -406,7 +406,7 @@ pub(crate) fn debug_file_candidates(
 ) -> Vec<DebugCandidate> {
     let mut out = Vec::new();
     if let Some(id) = build_id.filter(|id| id.len() >= 2) {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::hex(id);
         for dir in debug_dirs {
             out.push(
                 dir.join(".build-id")

@@ -200,7 +200,7 @@ pub enum Reason {
     Unsupported,
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -593,9 +593,12 @@ impl Symbolizer {
         if self.options.symfs.is_none() && self.options.build_id_caches.is_empty() {
             return self.module_at(path, expected_build_id);
         }
-        // The first candidate of the recorded build; else the reason the
+        // The first candidate of the recorded build with DWARF (a cached
+        // copy may be stripped where the path holds the same build whole),
+        // else the first of the recorded build; else the reason the
         // recorded path itself gave (another build, or missing).
         let mut own = None;
+        let mut without_dwarf = None;
         for candidate in self.options.file_candidates(path, expected_build_id) {
             if candidate != path {
                 self.stands_for
@@ -603,12 +606,15 @@ impl Symbolizer {
                     .or_insert_with(|| path.to_path_buf());
             }
             match self.module_at(&candidate, expected_build_id) {
-                Ok(found) => return Ok(found),
+                Ok(found) if found.1.borrow().info.has_dwarf => return Ok(found),
+                Ok(found) => {
+                    without_dwarf.get_or_insert(found);
+                }
                 Err(reason) if candidate == path => own = Some(reason),
                 Err(_) => {}
             }
         }
-        Err(own.unwrap_or(Reason::MissingFile))
+        without_dwarf.ok_or(own.unwrap_or(Reason::MissingFile))
     }
 
     /// [`Self::module`] read from exactly `path`.

@@ -622,3 +622,25 @@ fn archive_reports_without_the_files() {
     }
     assert!(!dir.join("out.old").join(".build-id").exists());
 }
+
+/// A stripped build kept in the build-id cache does not hide the same build
+/// with its symbols and DWARF at the path: the richer file names the code.
+#[test]
+fn cached_stripped_copy_yields_to_the_whole_build() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_cached_stripped");
+    let exe = compile_c(&dir, "touch.c", &[]);
+    let whole = dir.join("whole");
+    std::fs::copy(&exe, &whole).unwrap();
+    assert!(run(Command::new("strip").arg(&exe)).status.success());
+    let cache = dir.join("cache");
+    let cache_option = ["--buildid-dir", cache.to_str().unwrap()];
+    let (output, report) = record_with(&dir, &cache_option, &exe, &["4"]);
+    assert!(output.status.success());
+    assert!(function_sites(&report, "touch_pages").is_empty());
+    std::fs::rename(&whole, &exe).unwrap();
+    let report = report_with(&dir.join("out"), &cache_option);
+    assert_eq!(total(&function_sites(&report, "touch_pages")), 1024);
+}
