@@ -205,6 +205,76 @@ pub struct ModuleRow {
     pub problem: Option<String>,
 }
 
+/// Faults of one class by access. The fields are in name order, as the
+/// JSON has always listed them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AccessCounts {
+    pub exec: u64,
+    pub read: u64,
+    pub unknown: u64,
+    pub write: u64,
+}
+
+impl AccessCounts {
+    /// The faults of `access`.
+    pub fn of(&self, access: Access) -> u64 {
+        match access {
+            Access::Read => self.read,
+            Access::Write => self.write,
+            Access::Exec => self.exec,
+            Access::Unknown => self.unknown,
+        }
+    }
+
+    fn of_mut(&mut self, access: Access) -> &mut u64 {
+        match access {
+            Access::Read => &mut self.read,
+            Access::Write => &mut self.write,
+            Access::Exec => &mut self.exec,
+            Access::Unknown => &mut self.unknown,
+        }
+    }
+}
+
+/// Faults by class, then access (`report.json`'s `by_access`; the fields
+/// in name order, as the JSON has always listed them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ByAccess {
+    pub cow: AccessCounts,
+    pub major: AccessCounts,
+    pub minor: AccessCounts,
+}
+
+impl ByAccess {
+    /// From counts indexed `[class][access]` (the analysis's order).
+    pub fn from_counts(counts: &[[u64; 4]; 3]) -> Self {
+        let mut out = ByAccess::default();
+        for class in FaultClass::ALL {
+            for access in Access::ALL {
+                *out.class_mut(class).of_mut(access) = counts[class as usize][access as usize];
+            }
+        }
+        out
+    }
+
+    /// The counts of `class`.
+    pub fn class(&self, class: FaultClass) -> &AccessCounts {
+        match class {
+            FaultClass::Minor => &self.minor,
+            FaultClass::Major => &self.major,
+            FaultClass::Cow => &self.cow,
+        }
+    }
+
+    fn class_mut(&mut self, class: FaultClass) -> &mut AccessCounts {
+        match class {
+            FaultClass::Minor => &mut self.minor,
+            FaultClass::Major => &mut self.major,
+            FaultClass::Cow => &mut self.cow,
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -221,7 +291,7 @@ pub struct Report {
     /// Totals.
     pub totals: Totals,
     /// Faults by class, then access.
-    pub by_access: BTreeMap<String, BTreeMap<String, u64>>,
+    pub by_access: ByAccess,
     /// Processes.
     pub processes: Vec<ProcessRow>,
     /// Sites, most faults first.
@@ -747,20 +817,9 @@ pub(crate) mod tests {
                 .iter()
                 .map(|(f, line)| frame(f, Some("/src/app/main.c"), Some(*line), false)),
         );
-        let mut by_access = BTreeMap::new();
-        for (class, [r, w, x, u]) in [
-            ("minor", [130u64, 262_400, 15, 0]),
-            ("major", [64, 0, 3, 0]),
-            ("cow", [0, 210, 0, 0]),
-        ] {
-            by_access.insert(
-                class.to_string(),
-                [("read", r), ("write", w), ("exec", x), ("unknown", u)]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect(),
-            );
-        }
+        // [class][access]: minor, major, cow × read, write, exec, unknown.
+        let by_access =
+            ByAccess::from_counts(&[[130, 262_400, 15, 0], [64, 0, 3, 0], [0, 210, 0, 0]]);
         Report {
             pfprof_version: "0.0.0-golden".into(),
             command: vec!["./app".into(), "--size".into(), "1G".into()],

@@ -654,17 +654,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
             .and_then(|m| m.unwind.clone())
             .or_else(|| profile.unwind.clone()),
     };
-    let mut by_access = BTreeMap::new();
-    for class in FaultClass::ALL {
-        let mut row = BTreeMap::new();
-        for access in Access::ALL {
-            row.insert(
-                access.name().to_string(),
-                t.by_class_access[class as usize][access as usize],
-            );
-        }
-        by_access.insert(class.name().to_string(), row);
-    }
+    let by_access = crate::model::report::ByAccess::from_counts(&t.by_class_access);
     let mut warnings = Vec::new();
     for row in &module_rows {
         if let Some(problem) = &row.problem {

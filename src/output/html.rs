@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 use std::io;
 
-use crate::analysis::classify::FaultClass;
+use crate::analysis::classify::{Access, FaultClass};
 use crate::analysis::latency::human_ns;
 use crate::format::outdir::OutDir;
 use crate::format::perf_data::Exit;
@@ -301,14 +301,9 @@ fn summary(s: &mut String, report: &Report) {
             figure(&format!("captured-{name}"), captured)
         };
         let _ = write!(s, "<tr><td>{name}</td>{captured}{kernel}");
-        for access in ["read", "write", "exec", "unknown"] {
-            let n = report
-                .by_access
-                .get(name)
-                .and_then(|row| row.get(access))
-                .copied()
-                .unwrap_or(0);
-            let _ = write!(s, "{}", figure(&format!("{name}-{access}"), n));
+        for access in Access::ALL {
+            let n = report.by_access.class(class).of(access);
+            let _ = write!(s, "{}", figure(&format!("{name}-{}", access.name()), n));
         }
         let _ = writeln!(s, "</tr>");
     }

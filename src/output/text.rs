@@ -62,15 +62,15 @@ pub fn report_txt(report: &Report, top: usize) -> String {
         if class == FaultClass::Cow && !t.cow_available {
             continue;
         }
-        let row = &report.by_access[class.name()];
+        let row = report.by_access.class(class);
         let _ = writeln!(
             s,
             "{:<8}{:>12}{:>12}{:>12}{:>12}",
             class.name(),
-            thousands(row["read"]),
-            thousands(row["write"]),
-            thousands(row["exec"]),
-            thousands(row["unknown"])
+            thousands(row.read),
+            thousands(row.write),
+            thousands(row.exec),
+            thousands(row.unknown)
         );
     }
     if t.unpaired > 0 || t.bad_records > 0 || t.no_callchain > 0 {
