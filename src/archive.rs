@@ -91,11 +91,9 @@ pub fn keep(cache: &mut Cache, needed: &[Needed], held: &[HeldFile], sources: &S
     if missing.is_empty() {
         return kept;
     }
-    // Held files the kernel gave no build-id for are read once here.
-    let held_ids: Vec<Option<Vec<u8>>> = held
-        .iter()
-        .map(|h| h.build_id.clone().or_else(|| build_id_of(&h.file)))
-        .collect();
+    // Read from each held file itself, not taken from its mmap record: a
+    // file rewritten in place since (same inode) is not the recorded build.
+    let held_ids: Vec<Option<Vec<u8>>> = held.iter().map(|h| build_id_of(&h.file)).collect();
     let mut over_limit = 0;
     for n in missing {
         let from_held = held
@@ -117,8 +115,8 @@ pub fn keep(cache: &mut Cache, needed: &[Needed], held: &[HeldFile], sources: &S
             None => {
                 kept.warnings.push(format!(
                     "{}: not kept in the build-id cache: no file with the recorded build-id \
-                     (its process exited before pfprof could open it, and the path holds \
-                     another build or nothing)",
+                     (none held while recording: its process had exited; none at its path or \
+                     in the caches)",
                     n.path
                 ));
                 continue;

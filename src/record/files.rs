@@ -55,7 +55,8 @@ pub struct MappedFiles {
 pub struct HeldFile {
     /// The path in the record (the process's own view).
     pub path: String,
-    /// The build-id the kernel gave, if it did.
+    /// The build-id the kernel gave, if it did (the file may have been
+    /// rewritten in place since: the cache reads the id from the file).
     pub build_id: Option<Vec<u8>>,
     /// The file itself.
     pub file: std::fs::File,
