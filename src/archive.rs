@@ -38,8 +38,15 @@ pub fn needed(profile: &Profile) -> Vec<Needed> {
             })
         })
         .collect();
-    out.sort();
+    // One per build-id (a file reached by two paths, e.g. /lib and
+    // /usr/lib, is one file), then in path order.
+    out.sort_by(|a, b| {
+        a.build_id
+            .cmp(&b.build_id)
+            .then_with(|| a.path.cmp(&b.path))
+    });
     out.dedup_by(|a, b| a.build_id == b.build_id);
+    out.sort();
     out
 }
 
@@ -91,9 +98,18 @@ pub fn keep(cache: &mut Cache, needed: &[Needed], held: &[HeldFile], sources: &S
     if missing.is_empty() {
         return kept;
     }
-    // Read from each held file itself, not taken from its mmap record: a
+    // Read from the held file itself, not taken from its mmap record: a
     // file rewritten in place since (same inode) is not the recorded build.
-    let held_ids: Vec<Option<Vec<u8>>> = held.iter().map(|h| build_id_of(&h.file)).collect();
+    // The record's id says which files can be needed: only those are read.
+    let wanted: std::collections::HashSet<&[u8]> =
+        missing.iter().map(|n| &n.build_id[..]).collect();
+    let held_ids: Vec<Option<Vec<u8>>> = held
+        .iter()
+        .map(|h| match &h.build_id {
+            Some(id) if !wanted.contains(&id[..]) => None,
+            _ => build_id_of(&h.file),
+        })
+        .collect();
     let mut over_limit = 0;
     for n in missing {
         let from_held = held

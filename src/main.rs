@@ -104,19 +104,24 @@ fn name_jit_frames(
 struct Keep<'a> {
     out_dir: &'a OutDir,
     held: Vec<record::HeldFile>,
+    /// Executable mappings whose file was not held (the open-file limit).
+    not_held: usize,
     /// The cache and its size limit in bytes.
     cache: Option<(PathBuf, u64)>,
 }
 
+/// The build-id cache: `--buildid-dir`, else `~/.debug`.
+fn cache_root(buildid_dir: Option<&Path>) -> Option<PathBuf> {
+    buildid_dir
+        .map(Path::to_path_buf)
+        .or_else(pfprof::format::buildid_cache::default_root)
+}
+
 /// The build-id caches names are read from: the recording directory's own
-/// (`archive`), then `--buildid-dir` or `~/.debug`.
+/// (`archive`), then [`cache_root`].
 fn build_id_caches(recording: &Path, buildid_dir: Option<&Path>) -> Vec<PathBuf> {
     let mut caches = vec![recording_dir(recording)];
-    caches.extend(
-        buildid_dir
-            .map(Path::to_path_buf)
-            .or_else(pfprof::format::buildid_cache::default_root),
-    );
+    caches.extend(cache_root(buildid_dir));
     caches
 }
 
@@ -189,10 +194,16 @@ fn analyze_and_resolve(
     name_jit_frames(&mut profile, path, keep.as_ref().map(|k| k.out_dir), start);
     if let Some(Keep {
         held,
+        not_held,
         cache: Some((root, limit)),
         ..
     }) = &keep
     {
+        if *not_held > 0 {
+            eprintln!(
+                "pfprof: warning: {not_held} executable mappings were not held open (the open-file limit): their files are looked for by path"
+            );
+        }
         keep_binaries(&profile, held, root, *limit, analysis.symfs.as_deref());
     }
     let analyzed = start.elapsed();
@@ -247,7 +258,8 @@ fn record_config(
         class: args.class,
         run_as_root: args.run_as_root,
         bpf: !args.no_bpf,
-        hold_files: false,
+        // --interval names by path as it goes, and fills no cache.
+        hold_files: args.interval.is_none() && !args.no_buildid_cache,
     }
 }
 
@@ -345,16 +357,17 @@ fn archive(args: &pfprof::cli::ArchiveArgs) -> Result<u8> {
         )
         .into());
     }
-    let caches = build_id_caches(&data, args.buildid_dir.as_deref());
     let options = AnalyzeOptions {
         symfs: args.symfs.clone(),
-        build_id_caches: caches.clone(),
+        build_id_caches: build_id_caches(&data, args.buildid_dir.as_deref()),
         ..AnalyzeOptions::default()
     };
     let profile = analysis::analyze(&data, options)?;
     let sources = pfprof::archive::Sources {
         symfs: args.symfs.clone(),
-        caches: caches.into_iter().skip(1).collect(),
+        caches: cache_root(args.buildid_dir.as_deref())
+            .into_iter()
+            .collect(),
     };
     let archive_dir = dir.join(pfprof::format::outdir::ARCHIVE_DIR);
     let (kept, without_id) = pfprof::archive::archive(&dir, &profile, &sources)
@@ -455,10 +468,7 @@ fn run(cli: Cli) -> Result<u8> {
             let staging = Staging::begin(&args.output)?;
             let partial = staging.out_dir().path().display().to_string();
             let data_file = staging.out_dir().path().join(DATA_FILE);
-            let config = record::RecordConfig {
-                hold_files: !args.no_buildid_cache,
-                ..record_config(&args, target, Some(data_file.clone()))
-            };
+            let config = record_config(&args, target, Some(data_file.clone()));
             let mut live = args
                 .stream
                 .map(|kind| pfprof::live::Live::new(kind, args.fixed_ts, args.analysis.kernel));
@@ -490,15 +500,11 @@ fn run(cli: Cli) -> Result<u8> {
                 }
             }
             let stopped = recorded.write_error.is_some();
-            let cache_root = args
-                .analysis
-                .buildid_dir
-                .clone()
-                .or_else(pfprof::format::buildid_cache::default_root);
             let keep = Keep {
                 out_dir: staging.out_dir(),
                 held: std::mem::take(&mut recorded.held_files),
-                cache: cache_root
+                not_held: recorded.not_held,
+                cache: cache_root(args.analysis.buildid_dir.as_deref())
                     .filter(|_| !args.no_buildid_cache)
                     .map(|root| (root, args.buildid_cache_limit.saturating_mul(1 << 20))),
             };
