@@ -275,6 +275,22 @@ impl ByAccess {
     }
 }
 
+/// Who wrote the recording: the advice for lost records differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recorder {
+    /// `pfprof record`.
+    Pfprof,
+    /// `perf record`.
+    Perf,
+}
+
+impl Recorder {
+    fn is_pfprof(&self) -> bool {
+        *self == Recorder::Pfprof
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -288,6 +304,9 @@ pub struct Report {
     pub period: u64,
     /// Which faults were sampled (`record --class`).
     pub sampled_class: crate::format::perf_data::RecordClass,
+    /// Who wrote the recording (shown only when it was `perf record`).
+    #[serde(skip_serializing_if = "Recorder::is_pfprof")]
+    pub recorder: Recorder,
     /// Totals.
     pub totals: Totals,
     /// Faults by class, then access.
@@ -569,10 +588,15 @@ impl Report {
         let (missing, pct) = self.missing();
         if t.lost > 0 {
             let l = &t.lost_by_class;
+            // perf's recording: perf's buffers were too small, not pfprof's.
+            let option = match self.recorder {
+                Recorder::Pfprof => "--mmap-pages",
+                Recorder::Perf => "perf record -m PAGES",
+            };
             warnings.push(format!(
                 "results incomplete: the kernel dropped {} records (ring buffer full; minor {}, \
                  major {}, fault entries {}, unattributed {}), {} of the faults ({pct:.1}%) are \
-                 missing; give the ring buffers more pages with --mmap-pages",
+                 missing; give the ring buffers more pages with {option}",
                 thousands(t.lost),
                 thousands(l.minor),
                 thousands(l.major),
@@ -826,6 +850,7 @@ pub(crate) mod tests {
             exit: Some(Exit::Code(0)),
             period: 1,
             sampled_class: crate::format::perf_data::RecordClass::All,
+            recorder: Recorder::Pfprof,
             totals: Totals {
                 minor: 262_545,
                 major: 67,

@@ -18,7 +18,8 @@ use crate::analysis::startup::{self, StartupFault};
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
 use crate::model::report::{
-    FileRow, FrameRow, ModuleRow, ProcessRow, Report, SiteRow, TargetRow, TargetSummaryRow, Totals,
+    ByAccess, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Report, SiteRow, TargetRow,
+    TargetSummaryRow, Totals,
 };
 use crate::model::{Model, SampleRow, TimePoint};
 use crate::sys::vdso;
@@ -34,6 +35,19 @@ struct Named {
     object: Option<ModuleId>,
 }
 
+impl Named {
+    /// A frame known by a name only (kernel, JIT, `[unknown]`).
+    fn bare(function: String) -> Named {
+        Named {
+            function,
+            file: None,
+            line: None,
+            inlined: false,
+            object: None,
+        }
+    }
+}
+
 /// Symbolizes the profile and builds the model every output reads. The
 /// profile keeps its symbolizer, with every module it opened: the next
 /// interval of `record --interval` or `top` reuses them (a fresh one each
@@ -47,40 +61,236 @@ pub fn resolve(profile: &mut Profile) -> Model {
     model
 }
 
+/// The model in its steps: names, counts, tables, warnings, start-up,
+/// timeline.
 fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
-    let modules = &profile.processes.modules;
-    // Names from the profiled world enter the model here, made safe to show
-    // (report::display_safe); paths stay raw only for opening files.
-    let path_of = |module: ModuleId| safe(&modules.get(module).path);
-    let frame_row = |n: Named| FrameRow {
-        function: n.function,
-        file: n.file,
-        line: n.line,
-        inlined: n.inlined,
-        object: n.object.map(path_of),
-    };
-    let mut module_status: FxHashMap<ModuleId, String> = FxHashMap::default();
-    // Files without a build-id that are not the file recorded: their
-    // addresses stay unnamed rather than get another build's names.
-    let stale: FxHashSet<ModuleId> = match &profile.meta {
-        Some(meta) => modules
+    let names = Names::resolve(profile, symbolizer);
+    let mut expanded = Expanded::default();
+    let mut kept = KeptStacks::default();
+    let startup = StartupChoice::of(profile, &names);
+    let counted = count(profile, &names, &mut expanded, &mut kept, startup.chosen);
+    let startup_report = startup_report(
+        profile,
+        symbolizer,
+        &names,
+        &mut expanded,
+        &counted.startup_rows,
+        &startup,
+    );
+    let (sites, stacks, frames) = site_tables(&names, counted.sites);
+    let module_rows = module_rows(profile, &names);
+    let warnings = warnings(profile, symbolizer, &names, &module_rows);
+    let mut report = Report {
+        pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: command(profile),
+        exit: profile.meta.as_ref().and_then(|m| m.exit.clone()),
+        period: profile.meta.as_ref().map_or(1, |m| m.period),
+        sampled_class: profile
+            .meta
+            .as_ref()
+            .map_or_else(Default::default, |m| m.class),
+        recorder: if profile.meta.is_some() {
+            Recorder::Pfprof
+        } else {
+            Recorder::Perf
+        },
+        totals: totals(profile),
+        by_access: ByAccess::from_counts(&profile.totals.by_class_access),
+        processes: process_rows(profile, &names),
+        sites,
+        stacks,
+        frames,
+        targets: target_summary_rows(&counted.targets),
+        files: file_rows(&counted.targets),
+        modules: module_rows,
+        warnings,
+        wall_ns: profile.meta.as_ref().map(|m| m.wall_ns),
+        data_bytes: profile.meta.as_ref().map(|m| m.data_bytes),
+        records: profile.decode.records,
+        stack_frames: profile.stacks.len(),
+        startup: startup_report,
+        startups: startup.windows,
+        latency: FaultClass::ALL
             .iter()
-            .filter(|(_, m)| m.build_id.is_none())
-            .filter_map(|(id, m)| Some((id, changed_since(meta.files.get(&m.path)?, &m.path)?)))
-            .map(|(id, why)| {
-                module_status.insert(id, why);
-                id
+            .map(|c| {
+                (
+                    c.name().to_string(),
+                    LatencyStats::from_counts(&profile.latencies[*c as usize]),
+                )
             })
             .collect(),
-        None => FxHashSet::default(),
     };
-    let mut note = |module: ModuleId, reason: &Reason| {
-        module_status
-            .entry(module)
-            .or_insert_with(|| reason.to_string());
-    };
+    // What was lost comes first.
+    let mut warnings = report.completeness_warnings();
+    warnings.append(&mut report.warnings);
+    report.warnings = warnings;
+    let timeline = timeline_points(profile, &names, &mut kept);
+    Model {
+        startup_scope: startup_scope(profile, &report),
+        report,
+        samples: counted.samples,
+        stacks: kept.stacks,
+        frames: kept.frames,
+        timeline,
+        timeline_origin: profile
+            .startup
+            .first_exec()
+            .or(profile.decode.first_time)
+            .unwrap_or(0),
+    }
+}
 
-    // Code frames: group unique offsets by module, one batch each.
+/// A data target's section, symbol and address in the file.
+type DataName = (Option<String>, Option<String>, Option<u64>);
+
+/// Every unique code address and fault target of the profile, named once;
+/// and what went wrong with each module.
+struct Names<'p> {
+    profile: &'p Profile,
+    /// The names of each code frame, innermost (inlined) first.
+    code: FxHashMap<FrameKey, Vec<Named>>,
+    /// The modules with code frames.
+    code_modules: Vec<ModuleId>,
+    data: FxHashMap<(ModuleId, u64), DataName>,
+    kernel: Option<KernelSymbols>,
+    /// Why the kernel's frames stay addresses: another kernel's recording.
+    kernel_mismatch: Option<String>,
+    /// Files without a build-id that are not the file recorded: their
+    /// addresses stay unnamed rather than get another build's names.
+    stale: FxHashSet<ModuleId>,
+    /// The first problem met with each module.
+    module_status: FxHashMap<ModuleId, String>,
+}
+
+impl<'p> Names<'p> {
+    fn resolve(profile: &'p Profile, symbolizer: &mut Symbolizer) -> Names<'p> {
+        let mut module_status = stale_modules(profile);
+        let stale: FxHashSet<ModuleId> = module_status.keys().copied().collect();
+        let (by_module, kernel_needed) = code_offsets(profile);
+        let code = name_code(profile, symbolizer, &by_module, &stale, &mut module_status);
+        let data = name_data(profile, symbolizer, &stale, &mut module_status);
+        // Another kernel's frames stay addresses (a warning says why).
+        let kernel_mismatch = kernel_needed
+            .then(|| crate::analysis::foreign::kernel_mismatch(profile))
+            .flatten();
+        let kernel = if kernel_needed && kernel_mismatch.is_none() {
+            KernelSymbols::load()
+        } else {
+            None
+        };
+        Names {
+            profile,
+            code,
+            code_modules: by_module.into_keys().collect(),
+            data,
+            kernel,
+            kernel_mismatch,
+            stale,
+            module_status,
+        }
+    }
+
+    /// A module's path as shown. Names from the profiled world enter the
+    /// model here, made safe to show (`text::safe`); paths stay raw only for
+    /// opening files.
+    fn path_of(&self, module: ModuleId) -> String {
+        safe(&self.profile.processes.modules.get(module).path)
+    }
+
+    fn frame_row(&self, n: Named) -> FrameRow {
+        FrameRow {
+            function: n.function,
+            file: n.file,
+            line: n.line,
+            inlined: n.inlined,
+            object: n.object.map(|m| self.path_of(m)),
+        }
+    }
+
+    /// The functions of a frame, innermost (inlined) first; never empty.
+    fn frame(&self, frame: FrameKey) -> Vec<Named> {
+        match frame {
+            FrameKey::Code { .. } => self.code.get(&frame).cloned().unwrap_or_default(),
+            FrameKey::Kernel { avma } => vec![Named::bare(
+                match self.kernel.as_ref().and_then(|k| k.lookup(avma)) {
+                    Some((name, _)) => format!("{}_[k]", safe(name)),
+                    None => format!("{avma:#x}_[k]"),
+                },
+            )],
+            FrameKey::Jit { pid, avma } => vec![Named::bare(jit_name(self.profile, pid, avma))],
+            FrameKey::Exec => vec![Named::bare("[execve]".into())],
+            FrameKey::Unknown => vec![Named::bare("[unknown]".into())],
+        }
+    }
+
+    /// A data target's address in its file, when it has one.
+    fn svma(&self, module: ModuleId, file_offset: u64) -> Option<u64> {
+        self.data.get(&(module, file_offset)).and_then(|d| d.2)
+    }
+
+    /// A fault's target: object, region, section, data symbol.
+    fn target(&self, target: TargetKey) -> TargetRow {
+        let (object, region, section, symbol) = match target {
+            TargetKey::Module {
+                module,
+                file_offset,
+                bss_tail,
+            } => {
+                let (section, symbol, svma) = self
+                    .data
+                    .get(&(module, file_offset))
+                    .cloned()
+                    .unwrap_or((None, None, None));
+                match (bss_tail, svma) {
+                    // Anonymous memory that merely follows the object's data
+                    // but lies beyond its last segment: not its .bss.
+                    (true, None) => ("[anon]".into(), "anon", None, None),
+                    (true, Some(_)) => (self.path_of(module), "anon", section, symbol),
+                    (false, _) => (self.path_of(module), "file", section, symbol),
+                }
+            }
+            TargetKey::Pseudo(module) => (self.path_of(module), "special", None, None),
+            TargetKey::Heap => ("[heap]".into(), "heap", None, None),
+            TargetKey::Stack => ("[stack]".into(), "stack", None, None),
+            TargetKey::Anon => ("[anon]".into(), "anon", None, None),
+            TargetKey::Unknown => ("[unknown]".into(), "unknown", None, None),
+        };
+        TargetRow {
+            object,
+            region: region.into(),
+            section,
+            symbol,
+        }
+    }
+
+    /// A process's command name, made safe to show.
+    fn comm_of(&self, pid: i32) -> String {
+        self.profile
+            .processes
+            .by_pid
+            .get(&pid)
+            .map_or_else(|| "?".to_string(), |p| safe(&p.comm))
+    }
+}
+
+/// The modules without a build-id whose file changed since recording, with
+/// why.
+fn stale_modules(profile: &Profile) -> FxHashMap<ModuleId, String> {
+    let Some(meta) = &profile.meta else {
+        return FxHashMap::default();
+    };
+    profile
+        .processes
+        .modules
+        .iter()
+        .filter(|(_, m)| m.build_id.is_none())
+        .filter_map(|(id, m)| Some((id, changed_since(meta.files.get(&m.path)?, &m.path)?)))
+        .collect()
+}
+
+/// The unique code offsets per module (one symbolizer batch each), and
+/// whether any frame is the kernel's.
+fn code_offsets(profile: &Profile) -> (BTreeMap<ModuleId, BTreeSet<u64>>, bool) {
     let mut by_module: BTreeMap<ModuleId, BTreeSet<u64>> = BTreeMap::new();
     let mut kernel_needed = false;
     for frame in profile.stacks.unique_frames() {
@@ -98,14 +308,27 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
             FrameKey::Jit { .. } | FrameKey::Unknown | FrameKey::Exec => {}
         }
     }
-    let mut code_names: FxHashMap<FrameKey, Vec<Named>> = FxHashMap::default();
+    (by_module, kernel_needed)
+}
+
+/// Names each code offset, one batch per module; an offset without a name
+/// is `module+0x…`, and a module's problem is noted once.
+fn name_code(
+    profile: &Profile,
+    symbolizer: &mut Symbolizer,
+    by_module: &BTreeMap<ModuleId, BTreeSet<u64>>,
+    stale: &FxHashSet<ModuleId>,
+    module_status: &mut FxHashMap<ModuleId, String>,
+) -> FxHashMap<FrameKey, Vec<Named>> {
+    let modules = &profile.processes.modules;
+    let mut code_names = FxHashMap::default();
     // `[vdso]` frames are named from pfprof's own vDSO when the recording
     // says which one it was: the symbolizer checks the build-id.
     let own_vdso = by_module
         .keys()
         .any(|id| modules.get(*id).path == vdso::PATH && modules.get(*id).build_id.is_some())
         && vdso::add_own_image(symbolizer);
-    for (module, offsets) in &by_module {
+    for (module, offsets) in by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
         let readable = (m.path.starts_with('/') && !stale.contains(module))
@@ -132,73 +355,32 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
                     if m.path.starts_with('/')
                         && !matches!(reason, Reason::NoSymbol | Reason::NotInSegment)
                     {
-                        note(*module, &reason);
+                        note(module_status, *module, &reason);
                     }
                     vec![Named {
-                        function: safe(&format!("{}+{offset:#x}", m.short_name())),
-                        file: None,
-                        line: None,
-                        inlined: false,
                         object: Some(*module),
+                        ..Named::bare(safe(&format!("{}+{offset:#x}", m.short_name())))
                     }]
                 }
             };
-            code_names.insert(
-                FrameKey::Code {
-                    module: *module,
-                    lookup_file_offset: *offset,
-                },
-                names,
-            );
+            let key = FrameKey::Code {
+                module: *module,
+                lookup_file_offset: *offset,
+            };
+            code_names.insert(key, names);
         }
     }
-    // Another kernel's frames stay addresses (a warning says why).
-    let kernel_mismatch = kernel_needed
-        .then(|| crate::analysis::foreign::kernel_mismatch(profile))
-        .flatten();
-    let kernel_symbols = if kernel_needed && kernel_mismatch.is_none() {
-        KernelSymbols::load()
-    } else {
-        None
-    };
-    let frame_names = |frame: FrameKey| -> Vec<Named> {
-        match frame {
-            FrameKey::Code { .. } => code_names.get(&frame).cloned().unwrap_or_default(),
-            FrameKey::Kernel { avma } => vec![Named {
-                function: match kernel_symbols.as_ref().and_then(|k| k.lookup(avma)) {
-                    Some((name, _)) => format!("{}_[k]", safe(name)),
-                    None => format!("{avma:#x}_[k]"),
-                },
-                file: None,
-                line: None,
-                inlined: false,
-                object: None,
-            }],
-            FrameKey::Jit { pid, avma } => vec![Named {
-                function: jit_name(profile, pid, avma),
-                file: None,
-                line: None,
-                inlined: false,
-                object: None,
-            }],
-            FrameKey::Exec => vec![Named {
-                function: "[execve]".into(),
-                file: None,
-                line: None,
-                inlined: false,
-                object: None,
-            }],
-            FrameKey::Unknown => vec![Named {
-                function: "[unknown]".into(),
-                file: None,
-                line: None,
-                inlined: false,
-                object: None,
-            }],
-        }
-    };
+    code_names
+}
 
-    // Targets: section and data symbol of each unique module offset.
+/// Names each fault target in a module: section and data symbol, one batch
+/// per module.
+fn name_data(
+    profile: &Profile,
+    symbolizer: &mut Symbolizer,
+    stale: &FxHashSet<ModuleId>,
+    module_status: &mut FxHashMap<ModuleId, String>,
+) -> FxHashMap<(ModuleId, u64), DataName> {
     let mut data_offsets: BTreeMap<ModuleId, BTreeSet<u64>> = BTreeMap::new();
     for key in profile.counts.keys() {
         if let TargetKey::Module {
@@ -210,10 +392,9 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
             data_offsets.entry(module).or_default().insert(file_offset);
         }
     }
-    type DataName = (Option<String>, Option<String>, Option<u64>);
-    let mut data_names: FxHashMap<(ModuleId, u64), DataName> = FxHashMap::default();
+    let mut data_names = FxHashMap::default();
     for (module, offsets) in &data_offsets {
-        let m = modules.get(*module);
+        let m = profile.processes.modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
         let results = if stale.contains(module) {
             offsets.iter().map(|_| Err(Reason::NoSymbol)).collect()
@@ -232,7 +413,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
                         reason,
                         Reason::NoSymbol | Reason::NotInSegment | Reason::NotElf
                     ) {
-                        note(*module, &reason);
+                        note(module_status, *module, &reason);
                     }
                     (None, None, None)
                 }
@@ -240,123 +421,154 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
             data_names.insert((*module, *offset), names);
         }
     }
-    let target_row = |target: TargetKey| -> TargetRow {
-        let (object, region, section, symbol) = match target {
-            TargetKey::Module {
-                module,
-                file_offset,
-                bss_tail,
-            } => {
-                let (section, symbol, svma) = data_names
-                    .get(&(module, file_offset))
-                    .cloned()
-                    .unwrap_or((None, None, None));
-                match (bss_tail, svma) {
-                    // Anonymous memory that merely follows the object's data
-                    // but lies beyond its last segment: not its .bss.
-                    (true, None) => ("[anon]".into(), "anon", None, None),
-                    (true, Some(_)) => (path_of(module), "anon", section, symbol),
-                    (false, _) => (path_of(module), "file", section, symbol),
-                }
+    data_names
+}
+
+/// Keeps the first problem met with a module.
+fn note(module_status: &mut FxHashMap<ModuleId, String>, module: ModuleId, reason: &Reason) {
+    module_status
+        .entry(module)
+        .or_insert_with(|| reason.to_string());
+}
+
+/// Each interned stack's names, root first, expanded once.
+#[derive(Default)]
+struct Expanded {
+    cache: FxHashMap<u32, Vec<Named>>,
+}
+
+impl Expanded {
+    fn get(&mut self, names: &Names, stacks: &StackTable, stack: u32) -> &[Named] {
+        self.cache.entry(stack).or_insert_with(|| {
+            let mut leaf_first: Vec<Named> = Vec::new();
+            for frame in stacks.frames(stack) {
+                leaf_first.extend(names.frame(frame));
             }
-            TargetKey::Pseudo(module) => (path_of(module), "special", None, None),
-            TargetKey::Heap => ("[heap]".into(), "heap", None, None),
-            TargetKey::Stack => ("[stack]".into(), "stack", None, None),
-            TargetKey::Anon => ("[anon]".into(), "anon", None, None),
-            TargetKey::Unknown => ("[unknown]".into(), "unknown", None, None),
-        };
-        TargetRow {
-            object,
-            region: region.into(),
-            section,
-            symbol,
-        }
-    };
-
-    // Expand each interned stack once: names root first.
-    let mut stack_cache: FxHashMap<u32, Vec<Named>> = FxHashMap::default();
-    let mut expand = |stacks: &StackTable, stack: u32| -> Vec<Named> {
-        stack_cache
-            .entry(stack)
-            .or_insert_with(|| {
-                let mut leaf_first: Vec<Named> = Vec::new();
-                for frame in stacks.frames(stack) {
-                    leaf_first.extend(frame_names(frame));
-                }
-                leaf_first.reverse();
-                leaf_first
-            })
-            .clone()
-    };
-
-    // Sites and folded stacks.
-    #[derive(Default)]
-    struct SiteAcc {
-        count: u64,
-        pids: BTreeMap<i32, u64>,
-        stacks: BTreeMap<Vec<Named>, u64>,
+            leaf_first.reverse();
+            leaf_first
+        })
     }
-    type SiteKey = (FaultClass, Access, Option<Named>, TargetRow);
-    let mut sites: BTreeMap<SiteKey, SiteAcc> = BTreeMap::new();
-    let mut startup_rows: Vec<StartupFault> = Vec::new();
-    // Start-up windows: one per exec'd program; one is shown in full.
-    let program_of = |w: &startup::Window| match w.load_order.first() {
-        Some(&module) => path_of(module),
-        None => safe(&w.comm),
-    };
-    let chosen_index = profile
-        .startup
-        .choose(profile.startup.startup_of.as_deref(), program_of);
-    let chosen = chosen_index.and_then(|i| u32::try_from(i).ok());
-    let startups: Vec<startup::StartupWindow> = {
+}
+
+/// The model's stacks: raw frames leaf first, each frame named once.
+#[derive(Default)]
+struct KeptStacks {
+    stacks: FxHashMap<StackId, Vec<FrameKey>>,
+    frames: FxHashMap<FrameKey, Vec<FrameRow>>,
+}
+
+impl KeptStacks {
+    fn keep(&mut self, names: &Names, stack: StackId) {
+        let frames = &mut self.frames;
+        self.stacks.entry(stack).or_insert_with(|| {
+            let raw: Vec<FrameKey> = names.profile.stacks.frames(stack).collect();
+            for frame in &raw {
+                frames.entry(*frame).or_insert_with(|| {
+                    names
+                        .frame(*frame)
+                        .into_iter()
+                        .map(|n| names.frame_row(n))
+                        .collect()
+                });
+            }
+            raw
+        });
+    }
+}
+
+/// The start-up windows, one per exec'd program, and the one shown in full.
+struct StartupChoice {
+    windows: Vec<startup::StartupWindow>,
+    /// Index into the profile's windows of the one shown in full.
+    chosen_index: Option<usize>,
+    chosen: Option<u32>,
+}
+
+impl StartupChoice {
+    fn of(profile: &Profile, names: &Names) -> StartupChoice {
+        let chosen_index = profile
+            .startup
+            .choose(profile.startup.startup_of.as_deref(), |w| {
+                program_of(names, w)
+            });
         let origin = profile.startup.first_exec().unwrap_or(0);
         let ms = |t: u64| t.saturating_sub(origin) as f64 / 1e6;
         let last = profile.decode.last_time;
-        profile
+        let windows = profile
             .startup
             .windows
             .iter()
             .map(|w| startup::StartupWindow {
-                program: program_of(w),
+                program: program_of(names, w),
                 pid: w.pid,
                 exec_ms: ms(w.exec_time),
                 end_ms: w.window_ms(last).map(|d| ms(w.exec_time) + d),
                 until: w.cut.name().to_string(),
                 faults: w.faults,
             })
-            .collect()
-    };
-    let mut targets: BTreeMap<(FaultClass, String, String, Option<String>), u64> = BTreeMap::new();
-    let comm_of = |pid: i32| -> String {
-        profile
-            .processes
-            .by_pid
-            .get(&pid)
-            .map_or_else(|| "?".to_string(), |p| safe(&p.comm))
-    };
-    let mut samples: Vec<SampleRow> = Vec::with_capacity(profile.counts.len());
-    let mut stacks: FxHashMap<StackId, Vec<FrameKey>> = FxHashMap::default();
-    let mut frames: FxHashMap<FrameKey, Vec<FrameRow>> = FxHashMap::default();
-    // The model's stacks: raw frames leaf first, each frame named once.
-    let mut keep_stack = |stack: StackId| {
-        stacks.entry(stack).or_insert_with(|| {
-            let raw: Vec<FrameKey> = profile.stacks.frames(stack).collect();
-            for frame in &raw {
-                frames
-                    .entry(*frame)
-                    .or_insert_with(|| frame_names(*frame).into_iter().map(frame_row).collect());
-            }
-            raw
-        });
+            .collect();
+        StartupChoice {
+            windows,
+            chosen_index,
+            chosen: chosen_index.and_then(|i| u32::try_from(i).ok()),
+        }
+    }
+}
+
+/// A start-up window's program: its first module, else its command name.
+fn program_of(names: &Names, w: &startup::Window) -> String {
+    match w.load_order.first() {
+        Some(&module) => names.path_of(module),
+        None => safe(&w.comm),
+    }
+}
+
+/// A site: class, access, innermost function, target.
+type SiteKey = (FaultClass, Access, Option<Named>, TargetRow);
+
+/// What is counted under a site: faults, per process, per stack.
+#[derive(Default)]
+struct SiteAcc {
+    count: u64,
+    pids: BTreeMap<i32, u64>,
+    stacks: BTreeMap<Vec<Named>, u64>,
+}
+
+/// Faults per class, object, region and section.
+type TargetCounts = BTreeMap<(FaultClass, String, String, Option<String>), u64>;
+
+/// The profile's counts, named and summed per site, target and row.
+struct Counted {
+    samples: Vec<SampleRow>,
+    sites: BTreeMap<SiteKey, SiteAcc>,
+    targets: TargetCounts,
+    /// The faults of the start-up window shown in full.
+    startup_rows: Vec<StartupFault>,
+}
+
+/// One pass over the profile's counts (one per distinct key): the model's
+/// sample rows, the sites, the targets, the chosen start-up's faults.
+fn count(
+    profile: &Profile,
+    names: &Names,
+    expanded: &mut Expanded,
+    kept: &mut KeptStacks,
+    chosen: Option<u32>,
+) -> Counted {
+    let mut counted = Counted {
+        samples: Vec::with_capacity(profile.counts.len()),
+        sites: BTreeMap::new(),
+        targets: BTreeMap::new(),
+        startup_rows: Vec::new(),
     };
     for (key, tally) in &profile.counts {
         let count = tally.faults;
-        let names = expand(&profile.stacks, key.stack);
-        let target = target_row(key.target);
-        keep_stack(key.stack);
-        samples.push(SampleRow {
+        let stack_names = expanded.get(names, &profile.stacks, key.stack);
+        let target = names.target(key.target);
+        kept.keep(names, key.stack);
+        counted.samples.push(SampleRow {
             pid: key.pid,
-            comm: comm_of(key.pid),
+            comm: names.comm_of(key.pid),
             class: key.class,
             access: key.access,
             stack: key.stack,
@@ -367,14 +579,20 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
             startup: key.startup.is_some()
                 && (profile.startup.startup_of.is_none() || key.startup == chosen),
         });
-        let leaf = names.last().cloned();
-        let acc = sites
-            .entry((key.class, key.access, leaf, target.clone()))
+        let acc = counted
+            .sites
+            .entry((
+                key.class,
+                key.access,
+                stack_names.last().cloned(),
+                target.clone(),
+            ))
             .or_default();
         acc.count += count;
         *acc.pids.entry(key.pid).or_default() += count;
-        *acc.stacks.entry(names.clone()).or_default() += count;
-        *targets
+        *acc.stacks.entry(stack_names.to_vec()).or_default() += count;
+        *counted
+            .targets
             .entry((
                 key.class,
                 target.object.clone(),
@@ -382,160 +600,179 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
                 target.section.clone(),
             ))
             .or_default() += count;
-
         if key.startup.is_some() && key.startup == chosen {
-            let (page, section) = match key.target {
-                TargetKey::Module {
-                    module,
-                    file_offset,
-                    ..
-                } => {
-                    let svma = data_names.get(&(module, file_offset)).and_then(|d| d.2);
-                    (
-                        svma.map(|a| a >> 12),
-                        target.section.clone().unwrap_or_else(|| "(none)".into()),
-                    )
-                }
-                _ => (None, format!("[{}]", target.region)),
-            };
-            startup_rows.push(StartupFault {
-                object: target.object.clone(),
-                section,
-                symbol: target.symbol.clone(),
-                class: key.class,
-                page,
-                count,
-                loader: relocation_pages::loader_write(
-                    names.iter().rev().map(|n| n.function.as_str()),
-                ),
-            });
+            let row = startup_fault(names, key.target, &target, key.class, count, stack_names);
+            counted.startup_rows.push(row);
         }
     }
+    counted
+}
 
-    let startup_report = (!startup_rows.is_empty())
-        .then(|| {
-            // The first code to touch each start-up data symbol.
-            let mut first: BTreeMap<(String, String, String), (u64, String)> = BTreeMap::new();
-            for (&(window, ref target), &(time, stack)) in &profile.first_touch {
-                if Some(window) != chosen {
-                    continue;
-                }
-                let row = target_row(*target);
-                let (Some(section), Some(symbol)) = (row.section, row.symbol) else {
-                    continue;
-                };
-                // The innermost real (not inlined) function: `_dl_relocate_object`
-                // rather than its inlined `elf_machine_rela_relative`.
-                let toucher = expand(&profile.stacks, stack)
-                    .iter()
-                    .rev()
-                    .find(|n| !n.inlined)
-                    .map(|n| n.function.clone());
-                let entry = first
-                    .entry((row.object, section, symbol))
-                    .or_insert((u64::MAX, String::new()));
-                if time < entry.0 {
-                    *entry = (time, toucher.unwrap_or_default());
+/// A fault of the start-up window shown in full, for `startup::build`.
+fn startup_fault(
+    names: &Names,
+    key: TargetKey,
+    target: &TargetRow,
+    class: FaultClass,
+    count: u64,
+    stack_names: &[Named],
+) -> StartupFault {
+    let (page, section) = match key {
+        TargetKey::Module {
+            module,
+            file_offset,
+            ..
+        } => (
+            names.svma(module, file_offset).map(|a| a >> 12),
+            target.section.clone().unwrap_or_else(|| "(none)".into()),
+        ),
+        _ => (None, format!("[{}]", target.region)),
+    };
+    StartupFault {
+        object: target.object.clone(),
+        section,
+        symbol: target.symbol.clone(),
+        class,
+        page,
+        count,
+        loader: relocation_pages::loader_write(
+            stack_names.iter().rev().map(|n| n.function.as_str()),
+        ),
+    }
+}
+
+/// The start-up analysis of the window shown in full.
+fn startup_report(
+    profile: &Profile,
+    symbolizer: &mut Symbolizer,
+    names: &Names,
+    expanded: &mut Expanded,
+    rows: &[StartupFault],
+    choice: &StartupChoice,
+) -> Option<startup::StartupReport> {
+    if rows.is_empty() {
+        return None;
+    }
+    let first_touchers = first_touchers(profile, names, expanded, choice.chosen);
+    let facts = object_facts(profile, symbolizer, names, rows);
+    let window = &profile.startup.windows[choice.chosen_index?];
+    let load_order: Vec<String> = window
+        .load_order
+        .iter()
+        .map(|m| names.path_of(*m))
+        .collect();
+    let mut report = startup::build(
+        window,
+        program_of(names, window),
+        profile.decode.last_time,
+        rows,
+        &first_touchers,
+        &facts,
+        &load_order,
+    );
+    report.window = choice.chosen_index;
+    Some(report)
+}
+
+/// The first code to touch each start-up data symbol: (object, section,
+/// symbol) to the innermost real (not inlined) function, which is
+/// `_dl_relocate_object` rather than its inlined `elf_machine_rela_relative`.
+fn first_touchers(
+    profile: &Profile,
+    names: &Names,
+    expanded: &mut Expanded,
+    chosen: Option<u32>,
+) -> BTreeMap<(String, String, String), String> {
+    let mut first: BTreeMap<(String, String, String), (u64, String)> = BTreeMap::new();
+    for (&(window, ref target), &(time, stack)) in &profile.first_touch {
+        if Some(window) != chosen {
+            continue;
+        }
+        let row = names.target(*target);
+        let (Some(section), Some(symbol)) = (row.section, row.symbol) else {
+            continue;
+        };
+        let toucher = expanded
+            .get(names, &profile.stacks, stack)
+            .iter()
+            .rev()
+            .find(|n| !n.inlined)
+            .map(|n| n.function.clone());
+        let entry = first
+            .entry((row.object, section, symbol))
+            .or_insert((u64::MAX, String::new()));
+        if time < entry.0 {
+            *entry = (time, toucher.unwrap_or_default());
+        }
+    }
+    first
+        .into_iter()
+        .filter(|(_, (_, f))| !f.is_empty())
+        .map(|(k, (_, f))| (k, f))
+        .collect()
+}
+
+/// Pages per section and relocations of each object with start-up faults.
+fn object_facts(
+    profile: &Profile,
+    symbolizer: &mut Symbolizer,
+    names: &Names,
+    rows: &[StartupFault],
+) -> BTreeMap<String, startup::ObjectFacts> {
+    let mut facts = BTreeMap::new();
+    for (id, m) in profile.processes.modules.iter() {
+        let shown = safe(&m.path);
+        if !m.path.starts_with('/')
+            || names.stale.contains(&id)
+            || !rows.iter().any(|r| r.object == shown)
+        {
+            continue;
+        }
+        let path = Path::new(&m.path);
+        let mut f = startup::ObjectFacts::default();
+        if let Ok(info) = symbolizer.module_info(path, m.build_id.as_deref()) {
+            for s in &info.sections {
+                if s.size > 0 {
+                    let pages = (s.svma + s.size - 1) / 4096 - s.svma / 4096 + 1;
+                    f.section_pages.insert(s.name.clone(), pages);
                 }
             }
-            let first_touchers = first
-                .into_iter()
-                .filter(|(_, (_, f))| !f.is_empty())
-                .map(|(k, (_, f))| (k, f))
-                .collect();
-            let mut facts: BTreeMap<String, startup::ObjectFacts> = BTreeMap::new();
-            for (id, m) in modules.iter() {
-                let shown = safe(&m.path);
-                if !m.path.starts_with('/')
-                    || stale.contains(&id)
-                    || !startup_rows.iter().any(|r| r.object == shown)
-                {
-                    continue;
-                }
-                let path = Path::new(&m.path);
-                let mut f = startup::ObjectFacts::default();
-                if let Ok(info) = symbolizer.module_info(path, m.build_id.as_deref()) {
-                    for s in &info.sections {
-                        if s.size > 0 {
-                            let pages = (s.svma + s.size - 1) / 4096 - s.svma / 4096 + 1;
-                            f.section_pages.insert(s.name.clone(), pages);
-                        }
-                    }
-                }
-                f.relocations = symbolizer.relocations(path, m.build_id.as_deref()).ok();
-                let _ = id;
-                facts.insert(shown, f);
-            }
-            let window = &profile.startup.windows[chosen_index?];
-            let load_order: Vec<String> = window.load_order.iter().map(|m| path_of(*m)).collect();
-            let mut report = startup::build(
-                window,
-                program_of(window),
-                profile.decode.last_time,
-                &startup_rows,
-                &first_touchers,
-                &facts,
-                &load_order,
-            );
-            report.window = chosen_index;
-            Some(report)
-        })
-        .flatten();
+        }
+        f.relocations = symbolizer.relocations(path, m.build_id.as_deref()).ok();
+        facts.insert(shown, f);
+    }
+    facts
+}
 
+/// The sites, most faults first, each with its heaviest stack; and
+/// report.json's shared tables of those stacks and their frames.
+fn site_tables(
+    names: &Names,
+    sites: BTreeMap<SiteKey, SiteAcc>,
+) -> (Vec<SiteRow>, Vec<Vec<u32>>, Vec<FrameRow>) {
     let mut site_rows: Vec<(SiteRow, Vec<Named>)> = sites
         .into_iter()
-        .map(|((class, access, leaf, target), acc)| {
-            let top_pid = acc
-                .pids
-                .iter()
-                .max_by_key(|(pid, n)| (**n, -**pid))
-                .map(|(pid, _)| *pid)
-                .unwrap_or(0);
-            let stack = acc
-                .stacks
-                .into_iter()
-                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-                .map(|s| s.0)
-                .unwrap_or_default();
-            let (function, file, line, object) = match leaf {
-                Some(n) => (n.function, n.file, n.line, n.object.map(path_of)),
-                None => ("[no stack]".to_string(), None, None, None),
-            };
-            let row = SiteRow {
-                class,
-                access,
-                count: acc.count,
-                pids: acc.pids.keys().copied().collect(),
-                comm: comm_of(top_pid),
-                function,
-                file,
-                line,
-                object,
-                stack_id: 0,
-                target,
-            };
-            (row, stack)
-        })
+        .map(|(key, acc)| site_row(names, key, acc))
         .collect();
     site_rows.sort_by(|(a, _), (b, _)| {
         b.count
             .cmp(&a.count)
             .then_with(|| (a.class, a.access, &a.function).cmp(&(b.class, b.access, &b.function)))
     });
-    // report.json's shared tables: each frame and each stack once, numbered
-    // in the order of the sorted sites.
+    // Each frame and each stack once, numbered in the order of the sorted
+    // sites.
     let mut frame_ids: FxHashMap<Named, u32> = FxHashMap::default();
     let mut stack_ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
     let mut frame_table: Vec<FrameRow> = Vec::new();
     let mut stack_table: Vec<Vec<u32>> = Vec::new();
-    let site_rows: Vec<SiteRow> = site_rows
+    let site_rows = site_rows
         .into_iter()
         .map(|(mut row, stack)| {
             let frames: Vec<u32> = stack
                 .into_iter()
                 .map(|named| {
                     *frame_ids.entry(named).or_insert_with_key(|named| {
-                        frame_table.push(frame_row(named.clone()));
+                        frame_table.push(names.frame_row(named.clone()));
                         frame_table.len() as u32 - 1
                     })
                 })
@@ -547,9 +784,55 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
             row
         })
         .collect();
+    (site_rows, stack_table, frame_table)
+}
 
+/// A site's row (its stack numbered later) and its heaviest stack; ties go
+/// to the lowest pid and the first stack in name order.
+fn site_row(names: &Names, key: SiteKey, acc: SiteAcc) -> (SiteRow, Vec<Named>) {
+    let (class, access, leaf, target) = key;
+    let top_pid = acc
+        .pids
+        .iter()
+        .max_by_key(|(pid, n)| (**n, -**pid))
+        .map(|(pid, _)| *pid)
+        .unwrap_or(0);
+    let stack = acc
+        .stacks
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|s| s.0)
+        .unwrap_or_default();
+    let (function, file, line, object) = match leaf {
+        Some(n) => (
+            n.function,
+            n.file,
+            n.line,
+            n.object.map(|m| names.path_of(m)),
+        ),
+        None => ("[no stack]".to_string(), None, None, None),
+    };
+    let row = SiteRow {
+        class,
+        access,
+        count: acc.count,
+        pids: acc.pids.keys().copied().collect(),
+        comm: names.comm_of(top_pid),
+        function,
+        file,
+        line,
+        object,
+        stack_id: 0,
+        target,
+    };
+    (row, stack)
+}
+
+/// Faults per target file or region, most major faults first; major
+/// faults outside files are swap-ins.
+fn file_rows(targets: &TargetCounts) -> Vec<FileRow> {
     let mut files: BTreeMap<String, FileRow> = BTreeMap::new();
-    for ((class, object, region, _), count) in &targets {
+    for ((class, object, region, _), count) in targets {
         let row = files.entry(object.clone()).or_insert_with(|| FileRow {
             path: object.clone(),
             major: 0,
@@ -574,20 +857,30 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
             .cmp(&(a.major, a.minor + a.cow))
             .then_with(|| a.path.cmp(&b.path))
     });
-    let mut target_rows: Vec<TargetSummaryRow> = targets
-        .into_iter()
+    files
+}
+
+/// Faults per class and target section, most first.
+fn target_summary_rows(targets: &TargetCounts) -> Vec<TargetSummaryRow> {
+    let mut rows: Vec<TargetSummaryRow> = targets
+        .iter()
         .map(
             |((class, object, region, section), count)| TargetSummaryRow {
-                class,
-                object,
-                region,
-                section,
-                count,
+                class: *class,
+                object: object.clone(),
+                region: region.clone(),
+                section: section.clone(),
+                count: *count,
             },
         )
         .collect();
-    target_rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.object.cmp(&b.object)));
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.object.cmp(&b.object)));
+    rows
+}
 
+/// Every process seen, most faults first; a system-wide run's idle
+/// processes last. The profiled command's parent is pfprof.
+fn process_rows(profile: &Profile, names: &Names) -> Vec<ProcessRow> {
     let mut processes: Vec<ProcessRow> = profile
         .processes
         .by_pid
@@ -603,34 +896,42 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
                 pid: p.pid,
                 ppid: root.and_then(|m| m.pfprof_pid).unwrap_or(p.ppid),
                 comm: safe(&p.comm),
-                exe: p.exe.map(path_of),
+                exe: p.exe.map(|m| names.path_of(m)),
                 minor: c.minor,
                 major: c.major,
                 cow: c.cow,
                 threads: p.threads,
                 execs: if p.execs.len() > 1 {
-                    p.execs.iter().map(|m| path_of(*m)).collect()
+                    p.execs.iter().map(|m| names.path_of(*m)).collect()
                 } else {
                     Vec::new()
                 },
             }
         })
         .collect();
-    // Most faults first; a system-wide run's idle processes last.
     processes.sort_by_key(|p| (std::cmp::Reverse(p.minor + p.major + p.cow), p.pid));
+    processes
+}
 
-    let module_rows: Vec<ModuleRow> = modules
+/// Every module, with its build-id and the first problem met with it.
+fn module_rows(profile: &Profile, names: &Names) -> Vec<ModuleRow> {
+    profile
+        .processes
+        .modules
         .iter()
         .map(|(id, m)| ModuleRow {
             path: safe(&m.path),
             build_id: m.build_id.as_deref().map(crate::text::hex),
-            problem: module_status.get(&id).map(|p| safe(p)),
+            problem: names.module_status.get(&id).map(|p| safe(p)),
         })
-        .collect();
+        .collect()
+}
 
+/// The profile's totals, with the recording's own figures.
+fn totals(profile: &Profile) -> Totals {
     let t = &profile.totals;
     let meta = profile.meta.as_ref();
-    let totals = Totals {
+    Totals {
         minor: t.by_class[FaultClass::Minor as usize],
         major: t.by_class[FaultClass::Major as usize],
         cow: t.by_class[FaultClass::Cow as usize],
@@ -653,31 +954,27 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         unwind: meta
             .and_then(|m| m.unwind.clone())
             .or_else(|| profile.unwind.clone()),
-    };
-    let by_access = crate::model::report::ByAccess::from_counts(&t.by_class_access);
+    }
+}
+
+/// What the user should know beyond the figures: modules' problems, debug
+/// files of another build, damage, unreadable unwind information, missing
+/// tracepoints, a foreign recording, JIT maps. Made safe to show: they
+/// quote file names and the recording's own notes.
+fn warnings(
+    profile: &Profile,
+    symbolizer: &mut Symbolizer,
+    names: &Names,
+    module_rows: &[ModuleRow],
+) -> Vec<String> {
+    let meta = profile.meta.as_ref();
     let mut warnings = Vec::new();
-    for row in &module_rows {
+    for row in module_rows {
         if let Some(problem) = &row.problem {
             warnings.push(format!("{}: {problem}", row.path));
         }
     }
-    // Debug files found for the modules named, but of another build.
-    for module in by_module.keys().filter(|m| !stale.contains(m)) {
-        let m = modules.get(*module);
-        if !m.path.starts_with('/') {
-            continue;
-        }
-        if let Ok(info) = symbolizer.module_info(Path::new(&m.path), m.build_id.as_deref()) {
-            for rejected in &info.rejected_debug_files {
-                warnings.push(format!(
-                    "{}: not used as the debug file of {}: {}",
-                    rejected.path.display(),
-                    m.path,
-                    rejected.reason
-                ));
-            }
-        }
-    }
+    warnings.extend(rejected_debug_files(profile, symbolizer, names));
     if let Some(why) = &profile.decode.truncated {
         warnings.push(format!(
             "recording damaged, analysed the intact part: {why}"
@@ -695,64 +992,61 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         warnings.push(format!("COW and access types unavailable: {note}"));
     }
     warnings.extend(crate::analysis::foreign::warnings(profile));
-    warnings.extend(kernel_mismatch);
+    warnings.extend(names.kernel_mismatch.iter().cloned());
     warnings.extend(profile.jit_warnings.iter().cloned());
-    // Problems quote file names and the recording's own notes.
-    let warnings: Vec<String> = warnings.iter().map(|w| safe(w)).collect();
-    let command: Vec<String> = meta
+    warnings.iter().map(|w| safe(w)).collect()
+}
+
+/// Debug files found for the modules named, but of another build.
+fn rejected_debug_files(
+    profile: &Profile,
+    symbolizer: &mut Symbolizer,
+    names: &Names,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for module in names
+        .code_modules
+        .iter()
+        .filter(|m| !names.stale.contains(m))
+    {
+        let m = profile.processes.modules.get(*module);
+        if !m.path.starts_with('/') {
+            continue;
+        }
+        if let Ok(info) = symbolizer.module_info(Path::new(&m.path), m.build_id.as_deref()) {
+            for rejected in &info.rejected_debug_files {
+                warnings.push(format!(
+                    "{}: not used as the debug file of {}: {}",
+                    rejected.path.display(),
+                    m.path,
+                    rejected.reason
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// The profiled command line, made safe to show.
+fn command(profile: &Profile) -> Vec<String> {
+    profile
+        .meta
+        .as_ref()
         .map(|m| m.command.clone())
         .or_else(|| profile.cmdline.clone())
         .unwrap_or_default()
         .iter()
         .map(|arg| safe(arg))
-        .collect();
-    let mut report = Report {
-        pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        command,
-        exit: meta.and_then(|m| m.exit.clone()),
-        period: meta.map_or(1, |m| m.period),
-        sampled_class: meta.map_or_else(Default::default, |m| m.class),
-        totals,
-        by_access,
-        processes,
-        sites: site_rows,
-        stacks: stack_table,
-        frames: frame_table,
-        targets: target_rows,
-        files,
-        modules: module_rows,
-        warnings,
-        wall_ns: meta.map(|m| m.wall_ns),
-        data_bytes: meta.map(|m| m.data_bytes),
-        records: profile.decode.records,
-        stack_frames: profile.stacks.len(),
-        startup: startup_report,
-        startups,
-        latency: FaultClass::ALL
-            .iter()
-            .map(|c| {
-                (
-                    c.name().to_string(),
-                    LatencyStats::from_counts(&profile.latencies[*c as usize]),
-                )
-            })
-            .collect(),
-    };
-    // What was lost comes first.
-    let mut warnings = report.completeness_warnings();
-    if profile.meta.is_none() {
-        // perf's recording: perf's buffers were too small, not pfprof's.
-        for w in &mut warnings {
-            *w = w.replace("with --mmap-pages", "with perf record -m PAGES");
-        }
-    }
-    warnings.append(&mut report.warnings);
-    report.warnings = warnings;
+        .collect()
+}
+
+/// The timeline's cells in time order; their stacks join the model's.
+fn timeline_points(profile: &Profile, names: &Names, kept: &mut KeptStacks) -> Vec<TimePoint> {
     let mut timeline: Vec<TimePoint> = profile
         .timeline
         .cells()
         .map(|(time, cell, tally)| {
-            keep_stack(cell.stack);
+            kept.keep(names, cell.stack);
             TimePoint {
                 time,
                 class: cell.class,
@@ -764,12 +1058,12 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         })
         .collect();
     timeline.sort_unstable_by_key(|p| (p.time, p.class, p.pid, p.stack));
-    let timeline_origin = profile
-        .startup
-        .first_exec()
-        .or(profile.decode.first_time)
-        .unwrap_or(0);
-    let startup_scope = match (&profile.startup.startup_of, &report.startup) {
+    timeline
+}
+
+/// Whose start-up the rows marked `startup` are (see `Model::startup_scope`).
+fn startup_scope(profile: &Profile, report: &Report) -> String {
+    match (&profile.startup.startup_of, &report.startup) {
         (Some(_), Some(s)) => format!(
             "{} [pid {}]",
             s.program.as_deref().unwrap_or("?"),
@@ -782,15 +1076,6 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
                 crate::text::thousands(n as u64)
             ),
         },
-    };
-    Model {
-        startup_scope,
-        report,
-        samples,
-        stacks,
-        frames,
-        timeline,
-        timeline_origin,
     }
 }
 

@@ -7,11 +7,14 @@
 //! carries a script that looks its elements up by id (`frames`, `matched`,
 //! ...), so several inline in one document would find each other's. In its
 //! own document each keeps its search and zoom, and the page, of the same
-//! origin, calls them from its toolbar.
+//! origin, calls them from its toolbar. The documents travel gzipped in
+//! base64 ([`gzip_base64`]), a fifteenth of their size, and the page's
+//! script inflates them into `srcdoc`.
 //!
 //! Everything from the profiled world (names, paths, arguments) is escaped:
-//! text and attribute values through [`esc`], the SVG documents once more as
-//! the `srcdoc` attribute's value, so the page's only script is its own.
+//! text and attribute values through [`esc`]; the SVG documents are inert
+//! base64 in the page and only ever become a frame's own document, so the
+//! page's only script is its own.
 
 use std::fmt::Write as _;
 use std::io;
@@ -49,8 +52,7 @@ fn esc_lines(s: &str) -> String {
     s.lines().map(esc).collect::<Vec<_>>().join("\n")
 }
 
-/// `&<>"'` escaped, nothing else: for a document already made safe (an SVG
-/// as the value of `srcdoc`).
+/// `&<>"'` escaped, nothing else.
 fn markup_escaped(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 8);
     for c in s.chars() {
@@ -109,6 +111,36 @@ ol.stack { margin: 4px 0; padding-left: 24px; }
 /// are inferno's.
 const SCRIPT: &str = r#"
 (function () {
+  // Each graph's document, gzipped in base64 (see gzip_base64), into the
+  // frame's srcdoc; the body is marked once every frame has loaded.
+  function inflate(b64) {
+    var bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+    return new Response(stream).text();
+  }
+  var packed = document.querySelectorAll('iframe[data-gz]'), pending = packed.length;
+  function loaded() {
+    if (--pending === 0) document.body.dataset.graphs = 'loaded';
+  }
+  if (pending === 0) document.body.dataset.graphs = 'loaded';
+  Array.prototype.forEach.call(packed, function (frame) {
+    frame.addEventListener('load', function once() {
+      if (!frame.hasAttribute('srcdoc')) return; // the first about:blank
+      frame.removeEventListener('load', once);
+      loaded();
+    });
+    inflate(frame.dataset.gz).then(function (doc) {
+      frame.removeAttribute('data-gz');
+      frame.setAttribute('srcdoc', doc);
+    }, function (err) {
+      frame.replaceWith(Object.assign(document.createElement('p'), {
+        className: 'empty-graph',
+        textContent: 'This browser cannot inflate the graph (' + err + '): open the .svg file beside this page.'
+      }));
+      loaded();
+    });
+  });
   var tabs = document.querySelectorAll('[role=tab]');
   var panels = document.querySelectorAll('[role=tabpanel]');
   var matched = document.getElementById('matched');
@@ -191,6 +223,21 @@ fn frame_document(svg: &str) -> String {
          svg{{display:block;width:100%}}</style><script>history.replaceState=function(){{}};\
          </script></head><body>{stripped}</body></html>"
     )
+}
+
+/// `text` gzipped, in base64: how a flame graph's document travels in the
+/// page. inferno's SVGs repeat their markup for every frame, so they shrink
+/// about fifteenfold, which keeps a page of eight graphs small enough to
+/// attach to a bug report; the page's script inflates them
+/// (`DecompressionStream`) into each frame's `srcdoc`.
+pub fn gzip_base64(text: &str) -> String {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    // Writing into a Vec cannot fail.
+    let _ = gz.write_all(text.as_bytes());
+    let bytes = gz.finish().unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The `height` of the SVG's root element, in pixels.
@@ -467,9 +514,9 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
             let height = svg_height(&svg.text) + 4;
             let _ = write!(
                 s,
-                "<iframe title=\"{}\" style=\"height:min({height}px,80vh)\" srcdoc=\"{}\"></iframe>",
+                "<iframe title=\"{}\" style=\"height:min({height}px,80vh)\" data-gz=\"{}\"></iframe>",
                 esc(&label),
-                markup_escaped(&frame_document(&svg.text))
+                gzip_base64(&frame_document(&svg.text))
             );
         }
         let _ = writeln!(s, "</div>");

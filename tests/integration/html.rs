@@ -58,6 +58,20 @@ fn browse(browser: &Path, dir: &Path, page: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A flame graph's document as the page carries it: gzipped, in base64.
+fn inflate(b64: &str) -> String {
+    use base64::Engine as _;
+    use std::io::Read as _;
+    let gz = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("a graph in base64");
+    let mut doc = String::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut doc)
+        .expect("a gzipped graph");
+    doc
+}
+
 /// `&amp;` and friends back to text.
 fn unescape(s: &str) -> String {
     s.replace("&quot;", "\"")
@@ -80,12 +94,12 @@ fn figure(dom: &str, name: &str) -> Option<u64> {
 }
 
 /// Nothing loaded from outside, checked in the page and in each flame
-/// graph's document (its `srcdoc`): no tag has a `src` or an `href` but to
+/// graph's document (its `data-gz`, inflated): no tag has a `src` or an `href` but to
 /// `#id`; every `http(s)://` is an XML namespace name or in a script's text
 /// (inferno's cites its web pages) and no script has a way to load
 /// (`fetch`, `XMLHttpRequest`, `import()`, a `src`, `open`); no `@import`,
 /// no `url()` but to `#id`; and the page's only script element is its own
-/// (the flame graphs' are escaped in `srcdoc`).
+/// (the flame graphs' are inert base64 in `data-gz`).
 fn assert_self_contained(html: &str) {
     assert_eq!(
         html.to_ascii_lowercase().matches("<script").count(),
@@ -95,11 +109,11 @@ fn assert_self_contained(html: &str) {
     // The page without the frames' documents, then each of those.
     let mut documents = vec![String::new()];
     let mut rest = html;
-    while let Some(at) = rest.find("srcdoc=\"") {
-        documents[0].push_str(&rest[..at + 8]);
-        let value = &rest[at + 8..];
+    while let Some(at) = rest.find("data-gz=\"") {
+        documents[0].push_str(&rest[..at + 9]);
+        let value = &rest[at + 9..];
         let end = value.find('"').unwrap();
-        documents.push(unescape(&value[..end]).to_ascii_lowercase());
+        documents.push(inflate(&value[..end]).to_ascii_lowercase());
         rest = &value[end..];
     }
     documents[0].push_str(rest);
@@ -219,7 +233,11 @@ fn assert_document_self_contained(text: &str) {
 /// tab, searches through the toolbar, zooms into a frame of the first graph
 /// by clicking it, and writes what it saw as JSON into `<pre id="check">`.
 const HARNESS: &str = r#"<script>
-window.addEventListener('load', function () { setTimeout(function () {
+function whenGraphsLoaded(then) {
+  if (document.body.dataset.graphs === 'loaded') setTimeout(then, 200);
+  else setTimeout(whenGraphsLoaded.bind(null, then), 50);
+}
+window.addEventListener('load', function () { whenGraphsLoaded(function () {
   var out = { graphs: [], tabs: [] };
   var frames = document.querySelectorAll('[role=tabpanel] iframe');
   for (var i = 0; i < frames.length; i++) {
@@ -261,7 +279,7 @@ window.addEventListener('load', function () { setTimeout(function () {
   pre.id = 'check';
   pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
-}, 1000); });
+}); });
 </script>"#;
 
 /// Runs [`HARNESS`] on a copy of `index` searching for `term` and returns its findings.
@@ -483,4 +501,51 @@ fn hostile_names_stay_text_in_index_html() {
         found["matched"].as_str().unwrap().starts_with("Matched: "),
         "{found}"
     );
+}
+
+/// The page of a real program's start-up (python importing three modules:
+/// about 3,000 faults, eight graphs) stays small enough to attach to a bug
+/// report or a CI run, at most 3 MiB, though its SVGs beside it are several
+/// times that; each graph in it inflates to the SVG file's own graph.
+#[test]
+fn index_html_of_python_fits_an_attachment() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("html_size");
+    let python = PathBuf::from("/usr/bin/python3");
+    let (output, report) = record(&dir, &python, &["-c", "import json, sqlite3, asyncio"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let t = &report["totals"];
+    let faults = ["minor", "major", "cow"].map(|c| t[c].as_u64().unwrap());
+    assert!(faults.iter().sum::<u64>() > 2_000, "{t}");
+    let out = dir.join("out");
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    let svgs: u64 = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(
+        page.len() <= 3 << 20,
+        "index.html is {} bytes (the SVGs {svgs})",
+        page.len()
+    );
+    assert!(
+        svgs > 2 * page.len() as u64,
+        "SVGs {svgs}, page {}",
+        page.len()
+    );
+    // The all-classes graph in the page is all.svg's.
+    let at = page.find("data-gz=\"").unwrap() + 9;
+    let doc = inflate(&page[at..at + page[at..].find('"').unwrap()]);
+    let svg = std::fs::read_to_string(out.join("all.svg")).unwrap();
+    let titles = |text: &str| text.matches("<title>").count();
+    assert_eq!(titles(&doc), titles(&svg));
+    assert!(titles(&svg) > 1_000, "{}", titles(&svg));
 }
