@@ -88,13 +88,53 @@ pub struct ProcessRow {
     pub execs: Vec<String>,
 }
 
+/// What kind of memory a fault's target is. The variants are in the order
+/// of their names: rows sort as they did when the region was a string.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Region {
+    /// Anonymous memory, including a `.bss` tail past the file's pages.
+    Anon,
+    /// A file's pages.
+    File,
+    /// `[heap]`.
+    Heap,
+    /// `[vdso]`, `[vvar]` and the like.
+    Special,
+    /// `[stack]`.
+    Stack,
+    /// No mapping known.
+    Unknown,
+}
+
+impl Region {
+    /// As in report.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            Region::Anon => "anon",
+            Region::File => "file",
+            Region::Heap => "heap",
+            Region::Special => "special",
+            Region::Stack => "stack",
+            Region::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // pad: tables set a width.
+        f.pad(self.name())
+    }
+}
+
 /// A fault target.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TargetRow {
     /// File path, object owning a `.bss` tail, or `[heap]`, `[stack]`, `[anon]`, `[vdso]`.
     pub object: String,
-    /// `file`, `anon`, `heap`, `stack`, `special`, `unknown`.
-    pub region: String,
+    /// What kind of memory.
+    pub region: Region,
     /// ELF section.
     pub section: Option<String>,
     /// Data symbol.
@@ -171,7 +211,7 @@ pub struct TargetSummaryRow {
     /// Object.
     pub object: String,
     /// Region.
-    pub region: String,
+    pub region: Region,
     /// Section.
     pub section: Option<String>,
     /// Faults.
@@ -774,14 +814,14 @@ pub(crate) mod tests {
     fn folded_frame() {
         let t = TargetRow {
             object: "/usr/lib/libx.so".into(),
-            region: "file".into(),
+            region: Region::File,
             section: Some(".got".into()),
             symbol: Some("a;b".into()),
         };
         assert_eq!(t.folded_frame(), "[libx.so .got a:b]");
         let t = TargetRow {
             object: "[heap]".into(),
-            region: "heap".into(),
+            region: Region::Heap,
             section: None,
             symbol: None,
         };
@@ -801,9 +841,9 @@ pub(crate) mod tests {
     /// A small report with every kind of row, for the golden files.
     pub(crate) fn sample_report() -> Report {
         let target =
-            |object: &str, region: &str, section: Option<&str>, symbol: Option<&str>| TargetRow {
+            |object: &str, region: Region, section: Option<&str>, symbol: Option<&str>| TargetRow {
                 object: object.into(),
-                region: region.into(),
+                region,
                 section: section.map(Into::into),
                 symbol: symbol.map(Into::into),
             };
@@ -900,7 +940,7 @@ pub(crate) mod tests {
                     262_144,
                     "touch_pages",
                     14,
-                    target("[anon]", "anon", None, None),
+                    target("[anon]", Region::Anon, None, None),
                 ),
                 site(
                     FaultClass::Cow,
@@ -908,7 +948,12 @@ pub(crate) mod tests {
                     128,
                     "init_tables",
                     21,
-                    target("/opt/app/bin/app", "anon", Some(".bss"), Some("tables")),
+                    target(
+                        "/opt/app/bin/app",
+                        Region::Anon,
+                        Some(".bss"),
+                        Some("tables"),
+                    ),
                 ),
                 site(
                     FaultClass::Major,
@@ -916,7 +961,7 @@ pub(crate) mod tests {
                     64,
                     "load_index",
                     33,
-                    target("/var/lib/app/index.bin", "file", None, None),
+                    target("/var/lib/app/index.bin", Region::File, None, None),
                 ),
                 site(
                     FaultClass::Cow,
@@ -926,7 +971,7 @@ pub(crate) mod tests {
                     301,
                     target(
                         "/opt/app/lib/libplugin_with_a_very_long_name_for_truncation.so",
-                        "file",
+                        Region::File,
                         Some(".data.rel.ro"),
                         Some("plugin_table"),
                     ),
@@ -936,14 +981,14 @@ pub(crate) mod tests {
                 TargetSummaryRow {
                     class: FaultClass::Minor,
                     object: "[anon]".into(),
-                    region: "anon".into(),
+                    region: Region::Anon,
                     section: None,
                     count: 262_144,
                 },
                 TargetSummaryRow {
                     class: FaultClass::Cow,
                     object: "/opt/app/bin/app".into(),
-                    region: "anon".into(),
+                    region: Region::Anon,
                     section: Some(".bss".into()),
                     count: 128,
                 },

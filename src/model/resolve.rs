@@ -18,8 +18,8 @@ use crate::analysis::startup::{self, StartupFault};
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
 use crate::model::report::{
-    ByAccess, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Report, SiteRow, TargetRow,
-    TargetSummaryRow, Totals,
+    ByAccess, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Region, Report, SiteRow,
+    TargetRow, TargetSummaryRow, Totals,
 };
 use crate::model::{Model, SampleRow, TimePoint};
 use crate::sys::vdso;
@@ -244,20 +244,20 @@ impl<'p> Names<'p> {
                 match (bss_tail, svma) {
                     // Anonymous memory that merely follows the object's data
                     // but lies beyond its last segment: not its .bss.
-                    (true, None) => ("[anon]".into(), "anon", None, None),
-                    (true, Some(_)) => (self.path_of(module), "anon", section, symbol),
-                    (false, _) => (self.path_of(module), "file", section, symbol),
+                    (true, None) => ("[anon]".into(), Region::Anon, None, None),
+                    (true, Some(_)) => (self.path_of(module), Region::Anon, section, symbol),
+                    (false, _) => (self.path_of(module), Region::File, section, symbol),
                 }
             }
-            TargetKey::Pseudo(module) => (self.path_of(module), "special", None, None),
-            TargetKey::Heap => ("[heap]".into(), "heap", None, None),
-            TargetKey::Stack => ("[stack]".into(), "stack", None, None),
-            TargetKey::Anon => ("[anon]".into(), "anon", None, None),
-            TargetKey::Unknown => ("[unknown]".into(), "unknown", None, None),
+            TargetKey::Pseudo(module) => (self.path_of(module), Region::Special, None, None),
+            TargetKey::Heap => ("[heap]".into(), Region::Heap, None, None),
+            TargetKey::Stack => ("[stack]".into(), Region::Stack, None, None),
+            TargetKey::Anon => ("[anon]".into(), Region::Anon, None, None),
+            TargetKey::Unknown => ("[unknown]".into(), Region::Unknown, None, None),
         };
         TargetRow {
             object,
-            region: region.into(),
+            region,
             section,
             symbol,
         }
@@ -535,7 +535,7 @@ struct SiteAcc {
 }
 
 /// Faults per class, object, region and section.
-type TargetCounts = BTreeMap<(FaultClass, String, String, Option<String>), u64>;
+type TargetCounts = BTreeMap<(FaultClass, String, Region, Option<String>), u64>;
 
 /// The profile's counts, named and summed per site, target and row.
 struct Counted {
@@ -596,7 +596,7 @@ fn count(
             .entry((
                 key.class,
                 target.object.clone(),
-                target.region.clone(),
+                target.region,
                 target.section.clone(),
             ))
             .or_default() += count;
@@ -844,7 +844,7 @@ fn file_rows(targets: &TargetCounts) -> Vec<FileRow> {
             FaultClass::Minor => row.minor += count,
             FaultClass::Major => {
                 row.major += count;
-                if region != "file" {
+                if *region != Region::File {
                     row.swap += count;
                 }
             }
@@ -868,7 +868,7 @@ fn target_summary_rows(targets: &TargetCounts) -> Vec<TargetSummaryRow> {
             |((class, object, region, section), count)| TargetSummaryRow {
                 class: *class,
                 object: object.clone(),
-                region: region.clone(),
+                region: *region,
                 section: section.clone(),
                 count: *count,
             },

@@ -719,7 +719,7 @@ fn targets(s: &mut String, report: &Report, top: usize) {
                 t.class.name(),
                 esc(&t.object),
                 esc(short(&t.object)),
-                esc(&t.region),
+                esc(t.region.name()),
                 esc(t.section.as_deref().unwrap_or("-"))
             );
         }

@@ -439,7 +439,7 @@ mod tests {
     fn target(object: &str, section: Option<&str>, symbol: Option<&str>) -> TargetRow {
         TargetRow {
             object: object.into(),
-            region: "file".into(),
+            region: crate::model::report::Region::File,
             section: section.map(Into::into),
             symbol: symbol.map(Into::into),
         }

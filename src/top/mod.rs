@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 
 use crate::analysis::classify::FaultClass;
 use crate::continuous::{Continuous, Destination, Interval, Settings};
+use crate::model::report::Region;
 use crate::model::Model;
 use crate::record::{self, RecordConfig};
 use crate::text::thousands;
@@ -132,7 +133,7 @@ impl Window {
             ..Window::default()
         };
         for s in &model.samples {
-            let on_file = s.target.region == "file";
+            let on_file = s.target.region == Region::File;
             let (comm, threads) = processes.get(&s.pid).copied().unwrap_or((&s.comm, 1));
             let key = ProcessKey {
                 pid: s.pid,
@@ -174,7 +175,7 @@ impl Window {
                 location,
                 target,
             };
-            let on_file = site.target.region == "file";
+            let on_file = site.target.region == Region::File;
             let counts = window.sites.entry(key).or_default();
             counts.add(site.class, on_file, site.count);
         }
