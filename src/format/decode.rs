@@ -526,12 +526,13 @@ fn read_events(
     layout: &Layout,
     display: &str,
 ) -> Result<(EventTable, Vec<EventKind>), DecodeError> {
-    let table = EventTable::new(layout.events.iter().map(|e| (&e.attr[..], &e.ids[..])))
-        .map_err(|(index, e)| DecodeError::Header {
+    let table = EventTable::new(layout.events.iter().map(|e| (&e.attr[..], &e.ids[..]))).map_err(
+        |(index, e)| DecodeError::Header {
             path: display.to_string(),
             offset: layout.event_offsets[index],
             what: format!("event {index} has a malformed perf_event_attr ({e})"),
-        })?;
+        },
+    )?;
     let kinds: Vec<EventKind> = table
         .attrs
         .iter()
@@ -1265,6 +1266,62 @@ pub(crate) mod tests {
             r.extend_from_slice(&v.to_le_bytes());
         }
         r
+    }
+
+    /// Rounds hand out, at each FINISHED_ROUND, what is older than the
+    /// round before's newest record, sorted; the rest at the end.
+    #[test]
+    fn rounds_hand_out_what_no_later_record_precedes() {
+        let mut rounds = Rounds::default();
+        let mut out = Vec::new();
+        let mut take =
+            |ready: &[TimeOrdered]| out.push(ready.iter().map(|r| r.time).collect::<Vec<_>>());
+        for (offset, time) in [(0, 30), (8, 10)] {
+            rounds.push(TimeOrdered::new(time, offset, 0));
+        }
+        rounds.end_round(&mut take);
+        for (offset, time) in [(16, 20), (24, 40)] {
+            rounds.push(TimeOrdered::new(time, offset, 0));
+        }
+        rounds.end_round(&mut take);
+        rounds.push(TimeOrdered::new(35, 32, 0));
+        rounds.finish(&mut take);
+        assert_eq!(out, [vec![10, 20, 30], vec![35, 40]]);
+    }
+
+    /// An empty or faultless replay is an error naming why; pfprof's own
+    /// recording without faults is a result.
+    #[test]
+    fn nothing_decoded_says_why() {
+        let stats = |bad_records, records| DecodeStats {
+            bad_records,
+            records,
+            ..DecodeStats::default()
+        };
+        let counts = |decoded, faults, bad_faults, lost| Counts {
+            decoded,
+            faults,
+            bad_faults,
+            lost,
+        };
+        let why = |c: Counts, s: DecodeStats, own| nothing_decoded(&c, &s, own);
+        assert!(why(counts(0, 0, 0, [0; 2]), stats(3, 3), true)
+            .unwrap()
+            .starts_with("no record could be decoded (all 3"));
+        assert!(why(counts(0, 0, 0, [0; 2]), stats(0, 0), true)
+            .unwrap()
+            .contains("holds none"));
+        assert!(why(counts(5, 0, 2, [0; 2]), stats(2, 7), true)
+            .unwrap()
+            .starts_with("none of its 2 fault samples"));
+        assert!(why(counts(5, 0, 0, [4, 9]), stats(0, 5), false)
+            .unwrap()
+            .contains("perf lost all 9"));
+        assert!(why(counts(5, 0, 0, [0; 2]), stats(0, 5), false)
+            .unwrap()
+            .contains("(5 records of other kinds)"));
+        assert_eq!(why(counts(5, 0, 0, [0; 2]), stats(0, 5), true), None);
+        assert_eq!(why(counts(5, 1, 0, [0; 2]), stats(0, 5), false), None);
     }
 
     /// perf's recordings of events that share one sample type have

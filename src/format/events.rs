@@ -56,11 +56,7 @@ impl EventTable {
 
     /// A record's time stamp, read with its event's layout.
     pub fn time(&self, record_type: u32, body: RawData<'_>, attr: usize) -> Option<u64> {
-        get_record_timestamp::<LittleEndian>(
-            RecordType(record_type),
-            body,
-            &self.parse_infos[attr],
-        )
+        get_record_timestamp::<LittleEndian>(RecordType(record_type), body, &self.parse_infos[attr])
     }
 }
 
@@ -95,7 +91,8 @@ const OFFSET_BITS: u32 = 48;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 
 /// A record's place in time order: its time, then (offset | event index
-/// << 48), so one sort orders records by time, ties in file order.
+/// << 48), so one sort orders records by time; ties by event index, and of
+/// one event in file order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TimeOrdered {
     /// The record's time stamp (0 without one).
@@ -132,18 +129,22 @@ impl TimeOrdered {
 mod tests {
     use super::*;
 
-    /// Keys sort by time, then by offset (file order); the event rides
-    /// along unchanged, also when the record moves.
+    /// Keys sort by time, then by event, then by offset (file order); the
+    /// event rides along unchanged, also when the record moves.
     #[test]
     fn time_order_then_file_order() {
         let mut keys = [
             TimeOrdered::new(5, 300, 1),
+            TimeOrdered::new(5, 200, 1),
             TimeOrdered::new(5, 100, 2),
             TimeOrdered::new(3, 900, 0),
         ];
         keys.sort_unstable();
-        let seen: Vec<_> = keys.iter().map(|k| (k.time, k.offset(), k.attr())).collect();
-        assert_eq!(seen, [(3, 900, 0), (5, 100, 2), (5, 300, 1)]);
+        let seen: Vec<_> = keys
+            .iter()
+            .map(|k| (k.time, k.offset(), k.attr()))
+            .collect();
+        assert_eq!(seen, [(3, 900, 0), (5, 200, 1), (5, 300, 1), (5, 100, 2)]);
         let moved = keys[2].moved_to(8);
         assert_eq!((moved.time, moved.offset(), moved.attr()), (5, 8, 1));
         let big = TimeOrdered::new(0, (1 << 48) - 1, 0xffff);

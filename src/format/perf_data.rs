@@ -846,7 +846,10 @@ fn check_sections(
     let at = |offset: u64, what: String| LayoutError { offset, what };
     let attr_len = facts.attr_size.wrapping_sub(16) as usize;
     if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
-        return Err(at(16, format!("attr size {} is impossible", facts.attr_size)));
+        return Err(at(
+            16,
+            format!("attr size {} is impossible", facts.attr_size),
+        ));
     }
     let (attrs_offset, attrs_size) = facts.attrs;
     let attrs = range_in(bytes, attrs_offset, attrs_size).ok_or_else(|| {
@@ -1230,6 +1233,32 @@ mod tests {
                 want
             );
         }
+    }
+
+    /// The magic says which file it is: only little-endian PERFILE2 is read.
+    #[test]
+    fn magic_names_the_format() {
+        assert_eq!(check_magic(b"PERFILE2 and more"), Ok(()));
+        let what = |bytes: &[u8]| check_magic(bytes).unwrap_err().what;
+        assert!(what(b"2ELIFREP").contains("big-endian"));
+        assert!(what(b"PERFFILE").contains("old format"));
+        assert!(what(b"PERF").contains("no PERFILE2 magic"));
+    }
+
+    /// The CMDLINE feature is a count, then that many strings; a count
+    /// beyond the section is an error at the string's place.
+    #[test]
+    fn reads_cmdline() {
+        let mut bytes = 2u32.to_le_bytes().to_vec();
+        for arg in ["ls", "-l"] {
+            bytes.extend_from_slice(&4u32.to_le_bytes());
+            bytes.extend_from_slice(arg.as_bytes());
+            bytes.resize(bytes.len() + 4 - arg.len(), 0);
+        }
+        assert_eq!(cmdline(&bytes, 0..bytes.len()).unwrap(), ["ls", "-l"]);
+        bytes[0] = 3;
+        let error = cmdline(&bytes, 0..bytes.len()).unwrap_err();
+        assert_eq!(error.offset, bytes.len() as u64);
     }
 
     /// A finished recording reads back whole; each size, count and offset

@@ -1213,6 +1213,18 @@ fn own_vdso() -> Option<Vec<u8>> {
 pub(crate) mod tests {
     use super::*;
 
+    /// Complete chains are counted by the stack they read, in powers of
+    /// two from 64 bytes; the last bucket takes everything larger.
+    #[test]
+    fn counts_stack_needed_in_powers_of_two() {
+        let mut stats = UnwindStats::default();
+        for needed in [0, 64, 65, 128, 129, 1 << 20] {
+            stats.count_stack_needed(needed);
+        }
+        assert_eq!(stats.stack_needed[..4], [2, 2, 1, 0]);
+        assert_eq!(stats.stack_needed[11], 1);
+    }
+
     /// 99% of the chains: the complete ones by the stack they read, and
     /// those the copy's size cut, which needed more than was copied.
     #[test]
