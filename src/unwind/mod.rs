@@ -865,7 +865,7 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
             ) => self.register_cfa_step(cfa, &row, frame, first_frame, sp_before)?,
             _ => self.framehop_step(row, frame)?,
         };
-        self.to_caller(frame, return_avma)
+        self.step_to_caller(frame, return_avma)
     }
 
     /// Steps a frame of code without CFI by frame pointers. JIT code keeps
@@ -969,7 +969,7 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
 
     /// Moves `frame` to the caller that `return_avma` returns into,
     /// through a signal frame when it is the sigreturn trampoline.
-    fn to_caller(&mut self, frame: &mut Frame, return_avma: u64) -> Result<(), End> {
+    fn step_to_caller(&mut self, frame: &mut Frame, return_avma: u64) -> Result<(), End> {
         if self.space.sigreturn.contains(&return_avma) {
             // A signal handler returns to the trampoline with the stack at
             // the kernel's `ucontext`: its caller is the interrupted code.
