@@ -14,14 +14,15 @@ use std::path::Path;
 use byteorder::LittleEndian;
 
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness,
-    EventRecord, Mmap2FileId, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
-    RecordIdParseInfo, RecordParseInfo, RecordType, SampleFormat, SamplingPolicy,
-    SoftwareCounterType,
+    get_record_id, get_record_identifier, AttrFlags, CpuMode, EventRecord, Mmap2FileId,
+    PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord, RecordIdParseInfo,
+    RecordParseInfo, RecordType, SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
 };
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use thiserror::Error;
 
+use crate::format::events::{EventTable, RecordHead, TimeOrdered};
 use crate::format::perf_data::{
     read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta,
     PERF_RECORD_FINISHED_ROUND,
@@ -471,6 +472,8 @@ pub(crate) fn would_panic(record_type: u32, misc: u16, body: &RawData<'_>) -> bo
 /// Record types from 64 on are perf's own (FINISHED_ROUND, HEADER_*).
 const USER_RECORD_TYPE_START: u32 = 64;
 
+/// Replays a recording whose layout was read: its events and header, then
+/// its records in time order; an error when nothing (or no fault) decoded.
 fn replay_layout(
     bytes: &[u8],
     layout: Layout,
@@ -479,24 +482,59 @@ fn replay_layout(
     repaired: Option<String>,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<(Header, DecodeStats), DecodeError> {
-    let display = display.to_string();
-    let mut attrs = Vec::with_capacity(layout.events.len());
-    for (event, &offset) in layout.events.iter().zip(&layout.event_offsets) {
-        match PerfEventAttr::parse::<_, LittleEndian>(&event.attr[..]) {
-            Ok((attr, _)) => attrs.push(attr),
-            Err(e) => {
-                return Err(DecodeError::Header {
-                    path: display,
-                    offset,
-                    what: format!(
-                        "event {} has a malformed perf_event_attr ({e})",
-                        attrs.len()
-                    ),
-                })
-            }
-        }
+    let (table, kinds) = read_events(&layout, display)?;
+    let id_lookup = id_lookup(&table.attrs, &table.parse_infos);
+    let weights = weights(&table.attrs, layout.meta.is_some());
+    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = layout.build_ids.iter().cloned().collect();
+    let facts = layout.facts;
+    let header = header(bytes, layout, &table.attrs, &kinds, &build_ids);
+    let mut stats = DecodeStats {
+        truncated: repaired,
+        ..DecodeStats::default()
+    };
+    let data = data_section(bytes, facts, display)?;
+    on_event(Event::Begin(&header));
+    let mut out = Emitter {
+        data: &data,
+        table: &table,
+        kinds: &kinds,
+        weights: &weights,
+        build_ids: &build_ids,
+        stats: &mut stats,
+        counts: Counts::default(),
+    };
+    index_records(
+        &mut out,
+        facts.data.0 as usize,
+        partial,
+        id_lookup,
+        display,
+        &mut on_event,
+    )?;
+    if let Some(what) = nothing_decoded(&out.counts, out.stats, header.meta.is_some()) {
+        return Err(DecodeError::NoRecords {
+            path: display.to_string(),
+            what,
+        });
     }
-    let kinds: Vec<EventKind> = attrs
+    Ok((header, stats))
+}
+
+/// Parses the events' attrs and tells their kinds; a recording without a
+/// fault event is not one pfprof reads.
+fn read_events(
+    layout: &Layout,
+    display: &str,
+) -> Result<(EventTable, Vec<EventKind>), DecodeError> {
+    let table = EventTable::new(layout.events.iter().map(|e| (&e.attr[..], &e.ids[..]))).map_err(
+        |(index, e)| DecodeError::Header {
+            path: display.to_string(),
+            offset: layout.event_offsets[index],
+            what: format!("event {index} has a malformed perf_event_attr ({e})"),
+        },
+    )?;
+    let kinds: Vec<EventKind> = table
+        .attrs
         .iter()
         .zip(&layout.events)
         .map(|(attr, event)| {
@@ -522,7 +560,7 @@ fn replay_layout(
             })
             .collect();
         return Err(DecodeError::NotRecording {
-            path: display,
+            path: display.to_string(),
             what: format!(
                 "it has no minor-faults or major-faults event (events: {})",
                 if names.is_empty() {
@@ -533,34 +571,39 @@ fn replay_layout(
             ),
         });
     }
-    let parse_infos: Vec<RecordParseInfo> = attrs
-        .iter()
-        .map(|a| RecordParseInfo::new(a, Endianness::LittleEndian))
-        .collect();
-    let mut attr_of_id: FxHashMap<u64, usize> = FxHashMap::default();
-    for (index, event) in layout.events.iter().enumerate() {
-        for id in &event.ids {
-            attr_of_id.insert(*id, index);
-        }
-    }
-    let id_lookup = id_lookup(&attrs, &parse_infos);
-    // pfprof counts its own sampled recordings as they are (its report
-    // says "1 in N"); perf's samples stand for their period.
-    let weights: Vec<Weight> = attrs
+    Ok((table, kinds))
+}
+
+/// Faults a sample of each event stands for. pfprof counts its own sampled
+/// recordings (`own`) as they are (its report says "1 in N"); perf's
+/// samples stand for their period.
+fn weights(attrs: &[PerfEventAttr], own: bool) -> Vec<Weight> {
+    attrs
         .iter()
         .map(|a| match a.sampling_policy {
-            _ if layout.meta.is_some() => Weight::One,
+            _ if own => Weight::One,
             SamplingPolicy::Period(n) => Weight::Fixed(n.get()),
             SamplingPolicy::Frequency(_) => Weight::FromSample,
             SamplingPolicy::NoSampling => Weight::One,
         })
-        .collect();
+        .collect()
+}
+
+/// The header facts replay hands out before any record.
+fn header(
+    bytes: &[u8],
+    layout: Layout,
+    attrs: &[PerfEventAttr],
+    kinds: &[EventKind],
+    build_ids: &FxHashMap<Vec<u8>, Vec<u8>>,
+) -> Header {
+    let own = layout.meta.is_some();
     let sampling = attrs
         .iter()
-        .zip(&kinds)
+        .zip(kinds)
         .filter(|(_, k)| matches!(k, EventKind::Minor | EventKind::Major))
         .find_map(|(a, _)| match a.sampling_policy {
-            _ if layout.meta.is_some() => None,
+            _ if own => None,
             SamplingPolicy::Period(n) if n.get() > 1 => Some(Sampling::Period(n.get())),
             SamplingPolicy::Frequency(hz) => Some(Sampling::Frequency(hz)),
             _ => None,
@@ -571,34 +614,33 @@ fn replay_layout(
             PerfEventType::Software(SoftwareCounterType::PageFaults)
         )
     });
-    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = layout.build_ids.iter().cloned().collect();
     let meta = layout
         .meta
-        .clone()
         .and_then(|range| serde_json::from_slice::<RecordingMeta>(&bytes[range]).ok());
-    let header = Header {
+    Header {
         meta,
-        kinds: kinds.clone(),
+        kinds: kinds.to_vec(),
         cmdline: layout.cmdline,
         sampling,
         any_fault_event,
         kernel_build_id: build_ids.get(&b"[kernel.kallsyms]"[..]).cloned(),
-        user_stacks: layout.meta.is_none()
-            && attrs.iter().zip(&kinds).any(|(a, k)| {
+        user_stacks: !own
+            && attrs.iter().zip(kinds).any(|(a, k)| {
                 matches!(k, EventKind::Minor | EventKind::Major)
                     && a.sample_format
                         .contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER)
             }),
-    };
-    let mut stats = DecodeStats {
-        truncated: repaired,
-        ..DecodeStats::default()
-    };
+    }
+}
 
-    // Index every kernel record by time. The attr index rides in the top
-    // 16 bits of the offset, so one sort of (time, key) orders everything,
-    // ties in file order.
-    let facts = layout.facts;
+/// The data section's records: in place, or for perf record -z
+/// decompressed (up to 64 times the compressed size, at least 256 MiB;
+/// zstd rarely does better on records).
+fn data_section<'a>(
+    bytes: &'a [u8],
+    facts: HeaderFacts,
+    display: &str,
+) -> Result<Cow<'a, [u8]>, DecodeError> {
     let data_start = facts.data.0 as usize;
     let data = bytes
         .get(
@@ -608,45 +650,38 @@ fn replay_layout(
                     .min(bytes.len()),
         )
         .unwrap_or_default();
-    // perf record -z: the records, decompressed (up to 64 times the
-    // compressed size, at least 256 MiB; zstd rarely does better on records).
-    let decompressed;
-    let data = if crate::format::compressed::has_compressed(data) {
-        let limit = data.len().saturating_mul(64).max(1 << 28);
-        decompressed = crate::format::compressed::decompress(data, limit).map_err(|why| {
-            DecodeError::NoRecords {
-                path: display.clone(),
-                what: format!("its compressed records (perf record -z) cannot be read: {why}"),
-            }
-        })?;
-        &decompressed[..]
-    } else {
-        data
-    };
-    // Records are handed out round by round, as perf reads them: at each
-    // FINISHED_ROUND, everything up to the newest time of the round before
-    // is in the file, so it is sorted and handed out. The index then holds
-    // about two drain passes, not the whole recording. (A file without
-    // rounds is sorted whole at the end.)
-    on_event(Event::Begin(&header));
-    let mut out = Emitter {
-        data,
-        parse_infos: &parse_infos,
-        kinds: &kinds,
-        weights: &weights,
-        build_ids: &build_ids,
-        stats: &mut stats,
-        decoded: 0,
-        faults: 0,
-        bad_faults: 0,
-        lost: [0; 2],
-    };
-    let mut index: Vec<(u64, u64)> = Vec::new();
+    if !crate::format::compressed::has_compressed(data) {
+        return Ok(Cow::Borrowed(data));
+    }
+    let limit = data.len().saturating_mul(64).max(1 << 28);
+    crate::format::compressed::decompress(data, limit)
+        .map(Cow::Owned)
+        .map_err(|why| DecodeError::NoRecords {
+            path: display.to_string(),
+            what: format!("its compressed records (perf record -z) cannot be read: {why}"),
+        })
+}
+
+/// Indexes every kernel record of `out.data` by time and hands them to
+/// `out` round by round. Damage is an error, or with `partial` the end of
+/// replay (noted in the stats). `data_start` places offsets in the file.
+fn index_records(
+    out: &mut Emitter<'_>,
+    data_start: usize,
+    partial: bool,
+    id_lookup: IdLookup,
+    display: &str,
+    on_event: &mut impl FnMut(Event<'_>),
+) -> Result<(), DecodeError> {
+    let data = out.data;
+    let mut rounds = Rounds::default();
     let mut indexed = 0u64;
-    let (mut newest, mut flush_limit) = (0u64, None::<u64>);
     let mut offset = 0usize;
     while offset < data.len() {
-        let Some(head) = data.get(offset..offset + 8) else {
+        let Some(RecordHead {
+            record_type, size, ..
+        }) = RecordHead::parse(&data[offset..])
+        else {
             let why = format!(
                 "{} bytes left, too few for a record header",
                 data.len() - offset
@@ -656,15 +691,13 @@ fn replay_layout(
                 break;
             }
             return Err(DecodeError::Truncated {
-                path: display,
+                path: display.to_string(),
                 offset: (data_start + offset) as u64,
                 record: String::new(),
                 records: indexed,
                 what: why,
             });
         };
-        let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
         if size < 8 || offset + size > data.len() {
             let why = format!("the record's size ({size} bytes) is impossible");
             let at = data_start + offset;
@@ -679,7 +712,7 @@ fn replay_layout(
                 break;
             }
             return Err(DecodeError::Truncated {
-                path: display,
+                path: display.to_string(),
                 offset: at as u64,
                 record,
                 records: indexed,
@@ -690,73 +723,105 @@ fn replay_layout(
         let this = offset;
         offset += size;
         if record_type == PERF_RECORD_FINISHED_ROUND {
-            if let Some(limit) = flush_limit {
-                index.sort_unstable();
-                let ready = index.partition_point(|&(time, _)| time <= limit);
-                out.emit(&index[..ready], &mut on_event);
-                index.drain(..ready);
-            }
-            flush_limit = Some(newest);
+            rounds.end_round(|ready| out.emit(ready, on_event));
             continue;
         }
         if record_type >= USER_RECORD_TYPE_START {
             continue;
         }
-        // A file without ids, or of one event, maps everything to its
-        // first attr, as perf does: with one event, records need not carry
-        // an identifier (perf's own files have none).
-        let attr_index = if attr_of_id.is_empty() || kinds.len() == 1 {
-            0
-        } else {
-            let id = match id_lookup {
-                IdLookup::Identifier(sample_id_all) => get_record_identifier::<LittleEndian>(
-                    RecordType(record_type),
-                    body,
-                    sample_id_all,
-                ),
-                IdLookup::Id(info) => {
-                    get_record_id::<LittleEndian>(RecordType(record_type), body, &info)
-                }
-            };
-            // perf synthesizes some records (the kernel's map, the
-            // command's comm before exec) with a zeroed id, and reads them
-            // with its first event, as here.
-            match id.and_then(|id| {
-                if id == 0 {
-                    Some(&0)
-                } else {
-                    attr_of_id.get(&id)
-                }
-            }) {
-                Some(&index) => index,
-                None => {
-                    out.stats.bad_records += 1;
-                    continue;
-                }
-            }
+        let Some(attr) = attr_of_record(out.table, id_lookup, record_type, body) else {
+            out.stats.bad_records += 1;
+            continue;
         };
-        let time = get_record_timestamp::<LittleEndian>(
-            RecordType(record_type),
-            body,
-            &parse_infos[attr_index],
-        )
-        .unwrap_or(0);
-        newest = newest.max(time);
+        let time = out.table.time(record_type, body, attr).unwrap_or(0);
         indexed += 1;
-        index.push((time, this as u64 | (attr_index as u64) << 48));
+        rounds.push(TimeOrdered::new(time, this, attr));
     }
-    index.sort_unstable();
-    out.emit(&index, &mut on_event);
-    let Emitter {
+    rounds.finish(|all| out.emit(all, on_event));
+    Ok(())
+}
+
+/// The event of a record; None for an id of no event. A file without ids,
+/// or of one event, maps everything to its first attr, as perf does: with
+/// one event, records need not carry an identifier (perf's own files have
+/// none).
+fn attr_of_record(
+    table: &EventTable,
+    id_lookup: IdLookup,
+    record_type: u32,
+    body: RawData<'_>,
+) -> Option<usize> {
+    if table.has_no_ids() || table.attrs.len() == 1 {
+        return Some(0);
+    }
+    let id = match id_lookup {
+        IdLookup::Identifier(sample_id_all) => {
+            get_record_identifier::<LittleEndian>(RecordType(record_type), body, sample_id_all)
+        }
+        IdLookup::Id(info) => get_record_id::<LittleEndian>(RecordType(record_type), body, &info),
+    }?;
+    // perf synthesizes some records (the kernel's map, the command's comm
+    // before exec) with a zeroed id, and reads them with its first event,
+    // as here.
+    if id == 0 {
+        Some(0)
+    } else {
+        table.attr_of(id)
+    }
+}
+
+/// Records handed out in time order round by round, as perf reads them: at
+/// each FINISHED_ROUND, everything up to the newest time of the round
+/// before is in the file, so it is sorted and handed out. The index then
+/// holds about two drain passes, not the whole recording. (A file without
+/// rounds is sorted whole at the end.)
+#[derive(Default)]
+struct Rounds {
+    index: Vec<TimeOrdered>,
+    /// The newest time indexed.
+    newest: u64,
+    /// The newest time when the last round ended.
+    flush_limit: Option<u64>,
+}
+
+impl Rounds {
+    /// Indexes a record.
+    fn push(&mut self, record: TimeOrdered) {
+        self.newest = self.newest.max(record.time);
+        self.index.push(record);
+    }
+
+    /// At a FINISHED_ROUND: hands `emit` the records no later one can
+    /// precede, in order.
+    fn end_round(&mut self, mut emit: impl FnMut(&[TimeOrdered])) {
+        if let Some(limit) = self.flush_limit {
+            self.index.sort_unstable();
+            let ready = self.index.partition_point(|r| r.time <= limit);
+            emit(&self.index[..ready]);
+            self.index.drain(..ready);
+        }
+        self.flush_limit = Some(self.newest);
+    }
+
+    /// At the end: hands `emit` the rest, in order.
+    fn finish(mut self, mut emit: impl FnMut(&[TimeOrdered])) {
+        self.index.sort_unstable();
+        emit(&self.index);
+    }
+}
+
+/// Why a replay is no result, or None when it is: never an empty profile
+/// passed off as a result. A recording whose records, or whose fault
+/// samples, all failed to decode is an error; so is perf's file without a
+/// fault (`own`: pfprof's own recording, whose program may take none).
+fn nothing_decoded(counts: &Counts, stats: &DecodeStats, own: bool) -> Option<String> {
+    let Counts {
         decoded,
         faults,
         bad_faults,
         lost,
-        ..
-    } = out;
-    // Never an empty profile passed off as a result: a recording whose
-    // records, or whose fault samples, all failed to decode is an error.
-    let what = if decoded == 0 && stats.bad_records > 0 {
+    } = *counts;
+    if decoded == 0 && stats.bad_records > 0 {
         Some(format!(
             "no record could be decoded (all {} are damaged or belong to no event of the recording)",
             stats.bad_records
@@ -767,7 +832,7 @@ fn replay_layout(
         Some(format!(
             "none of its {bad_faults} fault samples could be decoded (each needs a pid, tid and data address: perf record without -d?)"
         ))
-    } else if faults == 0 && header.meta.is_none() {
+    } else if faults == 0 && !own {
         // pfprof's own recording of a program that took no fault (of the
         // sampled class) is a result; perf's file without one is not.
         let lost = lost[0].max(lost[1]);
@@ -783,24 +848,12 @@ fn replay_layout(
         })
     } else {
         None
-    };
-    if let Some(what) = what {
-        return Err(DecodeError::NoRecords {
-            path: display,
-            what,
-        });
     }
-    Ok((header, stats))
 }
 
-/// Hands out indexed records in the order given, and counts them.
-struct Emitter<'a> {
-    data: &'a [u8],
-    parse_infos: &'a [RecordParseInfo],
-    kinds: &'a [EventKind],
-    weights: &'a [Weight],
-    build_ids: &'a FxHashMap<Vec<u8>, Vec<u8>>,
-    stats: &'a mut DecodeStats,
+/// What the emitter handed out, for [`nothing_decoded`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
     decoded: u64,
     faults: u64,
     bad_faults: u64,
@@ -809,21 +862,29 @@ struct Emitter<'a> {
     lost: [u64; 2],
 }
 
+/// Hands out indexed records in the order given, and counts them.
+struct Emitter<'a> {
+    data: &'a [u8],
+    table: &'a EventTable,
+    kinds: &'a [EventKind],
+    weights: &'a [Weight],
+    build_ids: &'a FxHashMap<Vec<u8>, Vec<u8>>,
+    stats: &'a mut DecodeStats,
+    counts: Counts,
+}
+
 impl Emitter<'_> {
-    fn emit(&mut self, sorted: &[(u64, u64)], on_event: &mut impl FnMut(Event<'_>)) {
+    fn emit(&mut self, sorted: &[TimeOrdered], on_event: &mut impl FnMut(Event<'_>)) {
         let data = self.data;
-        for &(time, key) in sorted {
-            let offset = (key & ((1 << 48) - 1)) as usize;
-            let attr_index = (key >> 48) as usize;
-            let head = &data[offset..offset + 8];
-            let record_type = RecordType(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-            let misc = u16::from_le_bytes([head[4], head[5]]);
-            let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        for &key in sorted {
+            let (time, offset, attr_index) = (key.time, key.offset(), key.attr());
+            let head = RecordHead::parse(&data[offset..]).expect("indexed records are whole");
+            let record_type = RecordType(head.record_type);
             let record = RawEventRecord::new(
                 record_type,
-                misc,
-                RawData::Single(&data[offset + 8..offset + size]),
-                self.parse_infos[attr_index],
+                head.misc,
+                RawData::Single(&data[offset + 8..offset + head.size]),
+                self.table.parse_infos[attr_index],
             );
             let stats = &mut *self.stats;
             stats.records += 1;
@@ -831,6 +892,7 @@ impl Emitter<'_> {
             stats.last_time = Some(stats.last_time.map_or(time, |t| t.max(time)));
             let kind = self.kinds[attr_index];
             let fault_kind = matches!(kind, EventKind::Minor | EventKind::Major);
+            let counts = &mut self.counts;
             match to_event(&record, kind, self.weights[attr_index], time) {
                 Ok(Some(mut event)) => {
                     // perf's mmaps carry inodes; its header has the build-ids.
@@ -842,18 +904,18 @@ impl Emitter<'_> {
                     {
                         *build_id = self.build_ids.get(&path.as_slice()[..]).cloned();
                     }
-                    self.decoded += 1;
-                    self.faults += u64::from(matches!(event, Event::Fault(_)));
+                    counts.decoded += 1;
+                    counts.faults += u64::from(matches!(event, Event::Fault(_)));
                     if let Event::Lost { count, kind } = event {
-                        let slot = &mut self.lost[usize::from(kind.is_some())];
+                        let slot = &mut counts.lost[usize::from(kind.is_some())];
                         *slot = slot.saturating_add(count);
                     }
                     on_event(event)
                 }
-                Ok(None) => self.decoded += 1,
+                Ok(None) => counts.decoded += 1,
                 Err(BadRecord) => {
                     stats.bad_records += 1;
-                    self.bad_faults += u64::from(fault_kind && record_type.0 == rec::SAMPLE);
+                    counts.bad_faults += u64::from(fault_kind && record_type.0 == rec::SAMPLE);
                 }
             }
         }
@@ -913,57 +975,7 @@ fn to_event<'a>(
         return Err(BadRecord);
     };
     let event = match parsed {
-        EventRecord::Sample(s) => match kind {
-            EventKind::Minor | EventKind::Major => {
-                let (Some(pid), Some(tid), Some(addr)) = (s.pid, s.tid, s.addr) else {
-                    return Err(BadRecord);
-                };
-                let weight = match weight {
-                    Weight::One => 1,
-                    Weight::Fixed(n) => n,
-                    Weight::FromSample => s.period.unwrap_or(1).max(1),
-                };
-                let user_stack = s
-                    .user_regs
-                    .as_ref()
-                    .and_then(UserRegs::from_sample)
-                    .map(|regs| (regs, crate::unwind::copied_stack(&s.user_stack)));
-                Event::Fault(FaultSample {
-                    major: kind == EventKind::Major,
-                    pid,
-                    tid,
-                    time,
-                    addr_avma: addr,
-                    kernel_mode: s.cpu_mode == CpuMode::Kernel,
-                    callchain: s.callchain,
-                    weight,
-                    user_stack,
-                })
-            }
-            EventKind::EntryUser | EventKind::EntryKernel => {
-                let fields = s
-                    .raw
-                    .as_ref()
-                    .and_then(|raw| Some((raw_u64(raw, 8)?, raw_u64(raw, 24)?)));
-                let (Some(tid), Some((addr, error_code))) = (s.tid, fields) else {
-                    return Err(BadRecord);
-                };
-                Event::Entry(FaultEntry {
-                    tid,
-                    time,
-                    addr_avma: addr,
-                    error_code,
-                    kernel_mode: kind == EventKind::EntryKernel,
-                })
-            }
-            EventKind::MainEntry => match s.pid {
-                Some(pid) => Event::MainEntry { pid, time },
-                None => {
-                    return Err(BadRecord);
-                }
-            },
-            EventKind::Other => return Ok(None),
-        },
+        EventRecord::Sample(s) => return sample_event(s, kind, weight, time),
         // perf's map of the kernel (pid -1): kernel frames are named from
         // /proc/kallsyms.
         EventRecord::Mmap2(m) if m.pid == -1 => return Ok(None),
@@ -1037,19 +1049,80 @@ fn to_event<'a>(
     Ok(Some(event))
 }
 
+/// A sample as an [`Event`] by its event's kind: `Ok(None)` for events
+/// pfprof does not use.
+fn sample_event<'a>(
+    s: SampleRecord<'a>,
+    kind: EventKind,
+    weight: Weight,
+    time: u64,
+) -> Result<Option<Event<'a>>, BadRecord> {
+    let event = match kind {
+        EventKind::Minor | EventKind::Major => {
+            let (Some(pid), Some(tid), Some(addr)) = (s.pid, s.tid, s.addr) else {
+                return Err(BadRecord);
+            };
+            let weight = match weight {
+                Weight::One => 1,
+                Weight::Fixed(n) => n,
+                Weight::FromSample => s.period.unwrap_or(1).max(1),
+            };
+            let user_stack = s
+                .user_regs
+                .as_ref()
+                .and_then(UserRegs::from_sample)
+                .map(|regs| (regs, crate::unwind::copied_stack(&s.user_stack)));
+            Event::Fault(FaultSample {
+                major: kind == EventKind::Major,
+                pid,
+                tid,
+                time,
+                addr_avma: addr,
+                kernel_mode: s.cpu_mode == CpuMode::Kernel,
+                callchain: s.callchain,
+                weight,
+                user_stack,
+            })
+        }
+        EventKind::EntryUser | EventKind::EntryKernel => {
+            let fields = s
+                .raw
+                .as_ref()
+                .and_then(|raw| Some((raw_u64(raw, 8)?, raw_u64(raw, 24)?)));
+            let (Some(tid), Some((addr, error_code))) = (s.tid, fields) else {
+                return Err(BadRecord);
+            };
+            Event::Entry(FaultEntry {
+                tid,
+                time,
+                addr_avma: addr,
+                error_code,
+                kernel_mode: kind == EventKind::EntryKernel,
+            })
+        }
+        EventKind::MainEntry => match s.pid {
+            Some(pid) => Event::MainEntry { pid, time },
+            None => {
+                return Err(BadRecord);
+            }
+        },
+        EventKind::Other => return Ok(None),
+    };
+    Ok(Some(event))
+}
+
 /// Decodes records while they are being recorded (`--stream`): whole records
 /// are collected from the drained ring-buffer bytes (a record may span the
 /// end of one drained slice and the start of the next), and handed out in
 /// time order once no CPU can still deliver an older one.
 pub struct LiveDecoder {
-    parse_infos: Vec<RecordParseInfo>,
+    table: EventTable,
     kinds: Vec<EventKind>,
-    attr_of_id: FxHashMap<u64, usize>,
     buf: Vec<u8>,
     /// Start of bytes not yet cut into records.
     scanned: usize,
-    /// (time, offset | attr << 48) of complete records in `buf`.
-    index: Vec<(u64, u64)>,
+    /// Complete records in `buf`.
+    index: Vec<TimeOrdered>,
     /// Records that did not parse.
     pub bad_records: u64,
 }
@@ -1057,25 +1130,13 @@ pub struct LiveDecoder {
 impl LiveDecoder {
     /// From the recording's events (raw attrs, names, ids).
     pub fn new(events: &[crate::format::perf_data::EventDesc]) -> Option<LiveDecoder> {
-        let mut parse_infos = Vec::new();
-        let mut kinds = Vec::new();
-        let mut attr_of_id = FxHashMap::default();
-        for (index, event) in events.iter().enumerate() {
-            let (attr, _) = linux_perf_data::linux_perf_event_reader::PerfEventAttr::parse::<
-                _,
-                LittleEndian,
-            >(&event.attr[..])
-            .ok()?;
-            kinds.push(kind_from(&attr.type_, Some(&event.name)));
-            parse_infos.push(RecordParseInfo::new(&attr, Endianness::LittleEndian));
-            for id in &event.ids {
-                attr_of_id.insert(*id, index);
-            }
-        }
+        let table = EventTable::new(events.iter().map(|e| (&e.attr[..], &e.ids[..]))).ok()?;
+        let kinds = (table.attrs.iter().zip(events))
+            .map(|(attr, event)| kind_from(&attr.type_, Some(&event.name)))
+            .collect();
         Some(LiveDecoder {
-            parse_infos,
+            table,
             kinds,
-            attr_of_id,
             buf: Vec::new(),
             scanned: 0,
             index: Vec::new(),
@@ -1091,9 +1152,10 @@ impl LiveDecoder {
     /// Appends drained bytes and indexes the records they complete.
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
-        while let Some(head) = self.buf.get(self.scanned..self.scanned + 8) {
-            let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-            let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+        while let Some(RecordHead {
+            record_type, size, ..
+        }) = RecordHead::parse(&self.buf[self.scanned..])
+        {
             if size < 8 {
                 // Cannot happen with kernel records; drop the rest rather than loop.
                 self.bad_records += 1;
@@ -1109,20 +1171,15 @@ impl LiveDecoder {
                 continue;
             }
             let body = RawData::Single(&self.buf[offset + 8..offset + size]);
-            let Some(&attr) =
+            let Some(attr) =
                 get_record_identifier::<LittleEndian>(RecordType(record_type), body, true)
-                    .and_then(|id| self.attr_of_id.get(&id))
+                    .and_then(|id| self.table.attr_of(id))
             else {
                 self.bad_records += 1;
                 continue;
             };
-            let time = get_record_timestamp::<LittleEndian>(
-                RecordType(record_type),
-                body,
-                &self.parse_infos[attr],
-            )
-            .unwrap_or(0);
-            self.index.push((time, offset as u64 | (attr as u64) << 48));
+            let time = self.table.time(record_type, body, attr).unwrap_or(0);
+            self.index.push(TimeOrdered::new(time, offset, attr));
         }
     }
 
@@ -1130,17 +1187,18 @@ impl LiveDecoder {
     /// them with `u64::MAX`), keeping the others for later.
     pub fn flush_before(&mut self, cutoff: u64, mut on_event: impl FnMut(Event<'_>)) {
         self.index.sort_unstable();
-        let ready = self.index.partition_point(|&(time, _)| time < cutoff);
-        for &(time, key) in &self.index[..ready] {
-            let offset = (key & ((1 << 48) - 1)) as usize;
-            let attr = (key >> 48) as usize;
-            let head = &self.buf[offset..offset + 8];
-            let record_type = RecordType(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-            let misc = u16::from_le_bytes([head[4], head[5]]);
-            let size = u16::from_le_bytes([head[6], head[7]]) as usize;
-            let data = RawData::Single(&self.buf[offset + 8..offset + size]);
-            let record = RawEventRecord::new(record_type, misc, data, self.parse_infos[attr]);
-            match to_event(&record, self.kinds[attr], Weight::One, time) {
+        let ready = self.index.partition_point(|r| r.time < cutoff);
+        for &key in &self.index[..ready] {
+            let (offset, attr) = (key.offset(), key.attr());
+            let head = RecordHead::parse(&self.buf[offset..]).expect("indexed records are whole");
+            let data = RawData::Single(&self.buf[offset + 8..offset + head.size]);
+            let record = RawEventRecord::new(
+                RecordType(head.record_type),
+                head.misc,
+                data,
+                self.table.parse_infos[attr],
+            );
+            match to_event(&record, self.kinds[attr], Weight::One, key.time) {
                 Ok(Some(event)) => on_event(event),
                 Ok(None) => {}
                 Err(BadRecord) => self.bad_records += 1,
@@ -1149,10 +1207,10 @@ impl LiveDecoder {
         // Keep the records not handed out, and the incomplete tail.
         let mut buf = Vec::with_capacity(self.buf.len() / 2);
         let mut index = Vec::with_capacity(self.index.len() - ready);
-        for &(time, key) in &self.index[ready..] {
-            let offset = (key & ((1 << 48) - 1)) as usize;
+        for &key in &self.index[ready..] {
+            let offset = key.offset();
             let size = u16::from_le_bytes([self.buf[offset + 6], self.buf[offset + 7]]) as usize;
-            index.push((time, buf.len() as u64 | (key & !((1 << 48) - 1))));
+            index.push(key.moved_to(buf.len()));
             buf.extend_from_slice(&self.buf[offset..offset + size]);
         }
         let tail_start = buf.len();
@@ -1208,6 +1266,62 @@ pub(crate) mod tests {
             r.extend_from_slice(&v.to_le_bytes());
         }
         r
+    }
+
+    /// Rounds hand out, at each FINISHED_ROUND, what is older than the
+    /// round before's newest record, sorted; the rest at the end.
+    #[test]
+    fn rounds_hand_out_what_no_later_record_precedes() {
+        let mut rounds = Rounds::default();
+        let mut out = Vec::new();
+        let mut take =
+            |ready: &[TimeOrdered]| out.push(ready.iter().map(|r| r.time).collect::<Vec<_>>());
+        for (offset, time) in [(0, 30), (8, 10)] {
+            rounds.push(TimeOrdered::new(time, offset, 0));
+        }
+        rounds.end_round(&mut take);
+        for (offset, time) in [(16, 20), (24, 40)] {
+            rounds.push(TimeOrdered::new(time, offset, 0));
+        }
+        rounds.end_round(&mut take);
+        rounds.push(TimeOrdered::new(35, 32, 0));
+        rounds.finish(&mut take);
+        assert_eq!(out, [vec![10, 20, 30], vec![35, 40]]);
+    }
+
+    /// An empty or faultless replay is an error naming why; pfprof's own
+    /// recording without faults is a result.
+    #[test]
+    fn nothing_decoded_says_why() {
+        let stats = |bad_records, records| DecodeStats {
+            bad_records,
+            records,
+            ..DecodeStats::default()
+        };
+        let counts = |decoded, faults, bad_faults, lost| Counts {
+            decoded,
+            faults,
+            bad_faults,
+            lost,
+        };
+        let why = |c: Counts, s: DecodeStats, own| nothing_decoded(&c, &s, own);
+        assert!(why(counts(0, 0, 0, [0; 2]), stats(3, 3), true)
+            .unwrap()
+            .starts_with("no record could be decoded (all 3"));
+        assert!(why(counts(0, 0, 0, [0; 2]), stats(0, 0), true)
+            .unwrap()
+            .contains("holds none"));
+        assert!(why(counts(5, 0, 2, [0; 2]), stats(2, 7), true)
+            .unwrap()
+            .starts_with("none of its 2 fault samples"));
+        assert!(why(counts(5, 0, 0, [4, 9]), stats(0, 5), false)
+            .unwrap()
+            .contains("perf lost all 9"));
+        assert!(why(counts(5, 0, 0, [0; 2]), stats(0, 5), false)
+            .unwrap()
+            .contains("(5 records of other kinds)"));
+        assert_eq!(why(counts(5, 0, 0, [0; 2]), stats(0, 5), true), None);
+        assert_eq!(why(counts(5, 1, 0, [0; 2]), stats(0, 5), false), None);
     }
 
     /// perf's recordings of events that share one sample type have

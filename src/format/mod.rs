@@ -5,6 +5,7 @@
 pub mod buildid_cache;
 pub mod compressed;
 pub mod decode;
+pub mod events;
 pub mod jitmaps;
 pub mod outdir;
 pub mod perf_compat;

@@ -793,70 +793,117 @@ fn range_in(bytes: &[u8], offset: u64, size: u64) -> Option<std::ops::Range<usiz
 /// section itself may be cut short (the caller decides whether to repair),
 /// but must start inside the file.
 pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
-    let at = |offset: u64, what: &str| LayoutError {
+    check_magic(bytes)?;
+    let facts = HeaderFacts::parse(bytes)
+        .ok_or_else(|| layout_error(bytes.len() as u64, "the perf.data header is cut"))?;
+    let (attr_len, attrs) = check_sections(bytes, &facts)?;
+    let (events, event_offsets) = attr_section(bytes, &facts, attr_len, attrs)?;
+    let mut layout = Layout {
+        facts,
+        events,
+        cmdline: None,
+        meta: None,
+        event_offsets,
+        build_ids: Vec::new(),
+    };
+    if facts.finished() {
+        read_features(bytes, &mut layout)?;
+    }
+    Ok(layout)
+}
+
+/// A [`LayoutError`] at `offset`.
+fn layout_error(offset: u64, what: &str) -> LayoutError {
+    LayoutError {
         offset,
         what: what.to_string(),
-    };
-    match bytes.get(..8) {
-        Some(b"PERFILE2") => {}
-        Some(b"2ELIFREP") => return Err(at(0, "a big-endian perf.data file (not supported)")),
-        Some(magic) if magic.starts_with(b"PERFFILE") => {
-            return Err(at(0, "a perf.data file of the old format (PERFFILE)"))
-        }
-        _ => return Err(at(0, "not a perf.data file (no PERFILE2 magic)")),
     }
-    let facts = HeaderFacts::parse(bytes)
-        .ok_or_else(|| at(bytes.len() as u64, "the perf.data header is cut"))?;
+}
+
+/// Refuses anything but a little-endian PERFILE2 file, naming what it is.
+fn check_magic(bytes: &[u8]) -> Result<(), LayoutError> {
+    match bytes.get(..8) {
+        Some(b"PERFILE2") => Ok(()),
+        Some(b"2ELIFREP") => Err(layout_error(
+            0,
+            "a big-endian perf.data file (not supported)",
+        )),
+        Some(magic) if magic.starts_with(b"PERFFILE") => Err(layout_error(
+            0,
+            "a perf.data file of the old format (PERFFILE)",
+        )),
+        _ => Err(layout_error(0, "not a perf.data file (no PERFILE2 magic)")),
+    }
+}
+
+/// Checks the header's attr size and its attr and data sections against
+/// the file; the attr's length (without its ids' place) and the attr
+/// section's byte range.
+fn check_sections(
+    bytes: &[u8],
+    facts: &HeaderFacts,
+) -> Result<(usize, std::ops::Range<usize>), LayoutError> {
+    let at = |offset: u64, what: String| LayoutError { offset, what };
     let attr_len = facts.attr_size.wrapping_sub(16) as usize;
     if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
         return Err(at(
             16,
-            &format!("attr size {} is impossible", facts.attr_size),
+            format!("attr size {} is impossible", facts.attr_size),
         ));
     }
     let (attrs_offset, attrs_size) = facts.attrs;
     let attrs = range_in(bytes, attrs_offset, attrs_size).ok_or_else(|| {
         at(
             24,
-            &format!(
+            format!(
                 "the attr section ({attrs_size} bytes at {attrs_offset}) ends past the file's {} bytes",
                 bytes.len()
             ),
         )
     })?;
     if attrs_size == 0 {
-        return Err(at(32, "the attr section is empty (no events)"));
+        return Err(layout_error(32, "the attr section is empty (no events)"));
     }
     if attrs_size % facts.attr_size != 0 {
         return Err(at(
             32,
-            &format!(
+            format!(
                 "the attr section's size {attrs_size} is not a multiple of the attr size {}",
                 facts.attr_size
             ),
         ));
     }
-    let (data_offset, data_size) = facts.data;
+    let data_offset = facts.data.0;
     if data_offset < HEADER_SIZE || data_offset > bytes.len() as u64 {
         return Err(at(
             40,
-            &format!(
+            format!(
                 "the data section starts at byte {data_offset}, outside the file's {} bytes",
                 bytes.len()
             ),
         ));
     }
-    // Ids from the attr section. Each attr points at its own id array; a
-    // file whose arrays add up to more than the file is lying.
     if attrs_size / facts.attr_size > MAX_EVENTS as u64 {
         return Err(at(
             32,
-            &format!(
+            format!(
                 "{} events (at most {MAX_EVENTS} are supported)",
                 attrs_size / facts.attr_size
             ),
         ));
     }
+    Ok((attr_len, attrs))
+}
+
+/// The events of the attr section (unnamed) and each one's file offset.
+/// Each attr points at its own id array; a file whose arrays add up to
+/// more than the file is lying.
+fn attr_section(
+    bytes: &[u8],
+    facts: &HeaderFacts,
+    attr_len: usize,
+    attrs: std::ops::Range<usize>,
+) -> Result<(Vec<EventDesc>, Vec<u64>), LayoutError> {
     let mut events = Vec::new();
     let mut event_offsets = Vec::new();
     let mut id_bytes = 0usize;
@@ -873,17 +920,15 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
         );
         let ids = range_in(bytes, ids_offset, ids_size)
             .filter(|r| r.len() % 8 == 0)
-            .ok_or_else(|| {
-                at(
-                    ids_at,
-                    &format!(
-                        "the event ids ({ids_size} bytes at {ids_offset}) are outside the file"
-                    ),
-                )
+            .ok_or_else(|| LayoutError {
+                offset: ids_at,
+                what: format!(
+                    "the event ids ({ids_size} bytes at {ids_offset}) are outside the file"
+                ),
             })?;
         id_bytes += ids.len();
         if id_bytes > bytes.len() {
-            return Err(at(
+            return Err(layout_error(
                 ids_at,
                 "the event id arrays add up to more than the file",
             ));
@@ -897,30 +942,24 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
                 .collect(),
         });
     }
-    let mut layout = Layout {
-        facts,
-        events,
-        cmdline: None,
-        meta: None,
-        event_offsets,
-        build_ids: Vec::new(),
-    };
-    if !facts.finished() {
-        return Ok(layout);
-    }
-    // Feature sections: a table of (offset, size) at the data section's
-    // end, one entry per bit set, in bit order.
+    Ok((events, event_offsets))
+}
+
+/// Reads the feature sections pfprof uses into `layout`: a table of
+/// (offset, size) at the data section's end, one entry per bit set, in
+/// bit order.
+fn read_features(bytes: &[u8], layout: &mut Layout) -> Result<(), LayoutError> {
+    let facts = layout.facts;
+    let (data_offset, data_size) = facts.data;
     let table = data_offset
         .checked_add(data_size)
         .filter(|&end| end <= bytes.len() as u64)
-        .ok_or_else(|| {
-            at(
-                48,
-                &format!(
-                    "the data section ({data_size} bytes at {data_offset}) ends past the file's {} bytes",
-                    bytes.len()
-                ),
-            )
+        .ok_or_else(|| LayoutError {
+            offset: 48,
+            what: format!(
+                "the data section ({data_size} bytes at {data_offset}) ends past the file's {} bytes",
+                bytes.len()
+            ),
         })?;
     let mut entries = Fields::new(bytes, table as usize, usize::MAX, "feature section table");
     for bit in 0..256u32 {
@@ -933,25 +972,15 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
             le_u64(entry, 0).unwrap_or_default(),
             le_u64(entry, 8).unwrap_or_default(),
         );
-        let range = range_in(bytes, offset, size).ok_or_else(|| {
-            at(
-                entry_at,
-                &format!(
-                    "feature {bit}'s section ({size} bytes at {offset}) ends past the file's {} bytes",
-                    bytes.len()
-                ),
-            )
+        let range = range_in(bytes, offset, size).ok_or_else(|| LayoutError {
+            offset: entry_at,
+            what: format!(
+                "feature {bit}'s section ({size} bytes at {offset}) ends past the file's {} bytes",
+                bytes.len()
+            ),
         })?;
         match bit {
-            HEADER_CMDLINE => {
-                let mut f = Fields::new(bytes, range.start, range.len(), "CMDLINE feature");
-                let n = f.u32()?;
-                let mut args = Vec::new();
-                for _ in 0..n {
-                    args.push(f.string()?);
-                }
-                layout.cmdline = Some(args);
-            }
+            HEADER_CMDLINE => layout.cmdline = Some(cmdline(bytes, range)?),
             HEADER_EVENT_DESC => {
                 (layout.events, layout.event_offsets) = event_desc(bytes, range)?;
             }
@@ -960,7 +989,19 @@ pub fn read_layout(bytes: &[u8]) -> Result<Layout, LayoutError> {
             _ => {}
         }
     }
-    Ok(layout)
+    Ok(())
+}
+
+/// The `CMDLINE` feature: u32 count, then each argument as a
+/// `perf_header_string`.
+fn cmdline(bytes: &[u8], range: std::ops::Range<usize>) -> Result<Vec<String>, LayoutError> {
+    let mut f = Fields::new(bytes, range.start, range.len(), "CMDLINE feature");
+    let n = f.u32()?;
+    let mut args = Vec::new();
+    for _ in 0..n {
+        args.push(f.string()?);
+    }
+    Ok(args)
 }
 
 /// The `BUILD_ID` feature: records of u32 type, u16 misc, u16 size, i32
@@ -1192,6 +1233,32 @@ mod tests {
                 want
             );
         }
+    }
+
+    /// The magic says which file it is: only little-endian PERFILE2 is read.
+    #[test]
+    fn magic_names_the_format() {
+        assert_eq!(check_magic(b"PERFILE2 and more"), Ok(()));
+        let what = |bytes: &[u8]| check_magic(bytes).unwrap_err().what;
+        assert!(what(b"2ELIFREP").contains("big-endian"));
+        assert!(what(b"PERFFILE").contains("old format"));
+        assert!(what(b"PERF").contains("no PERFILE2 magic"));
+    }
+
+    /// The CMDLINE feature is a count, then that many strings; a count
+    /// beyond the section is an error at the string's place.
+    #[test]
+    fn reads_cmdline() {
+        let mut bytes = 2u32.to_le_bytes().to_vec();
+        for arg in ["ls", "-l"] {
+            bytes.extend_from_slice(&4u32.to_le_bytes());
+            bytes.extend_from_slice(arg.as_bytes());
+            bytes.resize(bytes.len() + 4 - arg.len(), 0);
+        }
+        assert_eq!(cmdline(&bytes, 0..bytes.len()).unwrap(), ["ls", "-l"]);
+        bytes[0] = 3;
+        let error = cmdline(&bytes, 0..bytes.len()).unwrap_err();
+        assert_eq!(error.offset, bytes.len() as u64);
     }
 
     /// A finished recording reads back whole; each size, count and offset

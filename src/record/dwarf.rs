@@ -17,13 +17,13 @@ use std::io;
 
 use byteorder::LittleEndian;
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_identifier, get_record_timestamp, CpuMode, Endianness, EventRecord, PerfEventAttr,
-    RawData, RawEventRecord, RecordParseInfo, RecordType, SampleFormat,
+    get_record_identifier, get_record_timestamp, CpuMode, EventRecord, RawData, RawEventRecord,
+    RecordType, SampleFormat,
 };
-use rustc_hash::FxHashMap;
 
 use super::bpf::Fault;
 use super::ring::Ring;
+use crate::format::events::EventTable;
 use crate::format::records as rec;
 use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs};
 
@@ -118,14 +118,14 @@ pub enum Handling {
 /// Rewrites drained records, unwinding fault samples.
 pub struct StackRewriter {
     unwinder: StackUnwinder,
-    infos: Vec<RecordParseInfo>,
+    /// The events' layouts and the event of each id.
+    table: EventTable,
     /// Per attr: what to do with its samples.
     handling: Vec<Handling>,
     /// The recording's first event's id: the collector's records that are
     /// not samples (`PERF_RECORD_LOST` written for it) are given it, since
     /// the recording does not describe the collector's own event.
     leader_id: u64,
-    attr_of_id: FxHashMap<u64, usize>,
     /// The start of a record cut by the end of a drained slice.
     carry: Vec<u8>,
     /// Records to hand on.
@@ -145,24 +145,14 @@ impl StackRewriter {
     /// what to do with each one's samples; the first is the recording's
     /// leader.
     pub fn new(attrs: &[(&[u8], &[u64], Handling)]) -> Option<StackRewriter> {
-        let mut infos = Vec::new();
-        let mut handling = Vec::new();
-        let mut attr_of_id = FxHashMap::default();
-        for (index, &(bytes, ids, how)) in attrs.iter().enumerate() {
-            let (attr, _) = PerfEventAttr::parse::<_, LittleEndian>(bytes).ok()?;
-            infos.push(RecordParseInfo::new(&attr, Endianness::LittleEndian));
-            handling.push(how);
-            for &id in ids {
-                attr_of_id.insert(id, index);
-            }
-        }
+        let table = EventTable::new(attrs.iter().map(|&(bytes, ids, _)| (bytes, ids))).ok()?;
+        let handling = attrs.iter().map(|&(_, _, how)| how).collect();
         let leader_id = *attrs.first()?.1.first()?;
         Some(StackRewriter {
             unwinder: StackUnwinder::new(),
-            infos,
+            table,
             handling,
             leader_id,
-            attr_of_id,
             carry: Vec::new(),
             out: Vec::with_capacity(1 << 20),
             chain: Vec::with_capacity(256),
@@ -256,10 +246,8 @@ impl StackRewriter {
         ]));
         let body = RawData::Single(&record[8..]);
         get_record_identifier::<LittleEndian>(record_type, body, true)
-            .and_then(|id| self.attr_of_id.get(&id))
-            .and_then(|&attr| {
-                get_record_timestamp::<LittleEndian>(record_type, body, &self.infos[attr])
-            })
+            .and_then(|id| self.table.attr_of(id))
+            .and_then(|attr| self.table.time(record_type.0, body, attr))
             .unwrap_or(0)
     }
 
@@ -404,7 +392,7 @@ impl StackRewriter {
         let misc = u16::from_le_bytes([record[4], record[5]]);
         let body = RawData::Single(&record[8..]);
         let id = get_record_identifier::<LittleEndian>(RecordType(record_type), body, true);
-        let attr = id.and_then(|id| self.attr_of_id.get(&id).copied());
+        let attr = id.and_then(|id| self.table.attr_of(id));
         let (Some(id), Some(attr)) = (id, attr) else {
             // pfprof's own records, or an id we did not open: unchanged.
             self.out.extend_from_slice(record);
@@ -422,7 +410,7 @@ impl StackRewriter {
             self.pass_on(record, how);
             return true;
         }
-        let info = self.infos[attr];
+        let info = self.table.parse_infos[attr];
         let time =
             get_record_timestamp::<LittleEndian>(RecordType(record_type), body, &info).unwrap_or(0);
         let parsed = if crate::format::decode::would_panic(record_type, misc, &body) {

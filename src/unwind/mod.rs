@@ -239,6 +239,17 @@ impl UnwindStats {
         self.stack_copy + self.stack_unreadable + self.no_unwind_info + self.corrupt + self.too_deep
     }
 
+    /// Counts a complete chain whose unwinding read `needed` bytes of stack.
+    fn count_stack_needed(&mut self, needed: usize) {
+        let bucket = (needed
+            .max(1)
+            .div_ceil(64)
+            .next_power_of_two()
+            .trailing_zeros() as usize)
+            .min(self.stack_needed.len() - 1);
+        self.stack_needed[bucket] += 1;
+    }
+
     fn count(&mut self, outcome: Outcome) {
         self.samples += 1;
         match outcome {
@@ -731,6 +742,8 @@ impl StackUnwinder {
     }
 }
 
+/// Walks the stack of one sample from `regs` into `chain`, reading the
+/// copied `stack` (which starts at the sampled stack pointer).
 fn walk(
     space: &Space,
     scratch: &mut Scratch,
@@ -741,7 +754,7 @@ fn walk(
 ) -> Outcome {
     let sp = regs.sp;
     let mut needed = 0;
-    let mut read_stack = |avma: u64| -> Result<u64, ()> {
+    let read_stack = |avma: u64| -> Result<u64, ()> {
         let offset = usize::try_from(avma.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
         let bytes = stack
             .get(offset..offset.checked_add(8).ok_or(())?)
@@ -749,158 +762,231 @@ fn walk(
         needed = needed.max(offset + 8);
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
     };
-    let mut unwind_regs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
-    // rbx, r12-r15 of the current frame, as far as known.
-    let mut callee = regs.callee;
-    let mut address = FrameAddress::InstructionPointer(regs.ip);
-    let start = chain.len();
-    let stop = loop {
-        if chain.len() - start >= MAX_DWARF_FRAMES {
-            break Some(Stop::TooDeep);
-        }
-        // The code a signal interrupted is at its saved IP, but readers of
-        // the chain (pfprof's replay, perf) look every frame after the
-        // first up at the address before it, as for return addresses:
-        // write IP + 1 so that they find the interrupted instruction.
-        let written = match address {
-            FrameAddress::InstructionPointer(ip) if chain.len() > start => ip + 1,
-            _ => address.address(),
-        };
-        chain.push(written);
-        let lookup = match address {
-            FrameAddress::InstructionPointer(ip) => ip,
-            FrameAddress::ReturnAddress(_) => address.address_for_lookup(),
-        };
-        let first_frame = chain.len() - start == 1;
-        let sp_before = unwind_regs.sp();
-        let (code, cfi) = match space.locate(lookup) {
-            Some(found) => found,
-            None => break Some(Stop::NoUnwindInfo),
-        };
-        let row = match (code, cfi) {
-            (Code::Entry, _) => break None,
-            (Code::Opaque, _) => break Some(Stop::NoUnwindInfo),
-            (Code::Jit | Code::NoFde, _) => {
-                // JIT code keeps frame pointers by convention, and code
-                // without an FDE in a file with CFI is crtstuff's or
-                // `.init`'s, which set rbp up too. A leaf that has not
-                // pushed anything returns from [rsp].
-                let leaf = code == Code::NoFde && first_frame;
-                match frame_pointer_step(space, &unwind_regs, leaf, &mut read_stack) {
-                    Ok(caller) => {
-                        if code == Code::Jit {
-                            stats.jit_frames += 1;
-                        } else {
-                            stats.frame_pointer_steps += 1;
-                        }
-                        unwind_regs = caller;
-                        callee = [None; 5];
-                        address = FrameAddress::from_return_address(caller.ip())
-                            .expect("frame_pointer_step checks the return address");
-                        continue;
-                    }
-                    Err(stop) => break Some(stop),
-                }
-            }
-            (Code::Unwindable, Some((file, bias))) => scratch.row(file, lookup.wrapping_sub(*bias)),
-            (Code::Unwindable, None) => None,
-        };
-        let return_avma = if let Some(rows::Row {
-            cfa_other: Some((register, offset)),
-            ra,
-            bp,
-            callee: saved,
-        }) = row
-        {
-            // A CFA framehop does not track: step here, from the carried
-            // callee-saved registers.
-            let base = rows::CALLEE_SAVED
-                .iter()
-                .position(|&r| r == register)
-                .and_then(|i| callee[i]);
-            let Some(cfa) = base.and_then(|b| b.checked_add_signed(offset)) else {
-                break Some(Stop::NoUnwindInfo);
-            };
-            if !first_frame && cfa <= sp_before {
-                break Some(Stop::Corrupt);
-            }
-            let return_avma = match ra {
-                rows::Saved::At(o) => match read_stack(cfa.wrapping_add_signed(o)) {
-                    Ok(avma) => avma,
-                    Err(()) => break Some(Stop::StackCopy),
-                },
-                rows::Saved::Undefined => break None,
-                _ => break Some(Stop::NoUnwindInfo),
-            };
-            let caller_bp = match bp {
-                rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
-                _ => None,
-            }
-            .unwrap_or(unwind_regs.bp());
-            callee = restore(callee, &saved, cfa, &mut read_stack);
-            unwind_regs = UnwindRegsX86_64::new(return_avma, cfa, caller_bp);
-            stats.register_cfa_steps += 1;
-            if return_avma == 0 {
-                break None;
-            }
-            return_avma
-        } else {
-            let return_avma = match space.unwinder.unwind_frame(
-                address,
-                &mut unwind_regs,
-                &mut scratch.cache,
-                &mut read_stack,
-            ) {
-                Ok(Some(avma)) => avma,
-                Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => break None,
-                Err(framehop::Error::CouldNotReadStack(_)) => break Some(Stop::StackCopy),
-                Err(_) => break Some(Stop::Corrupt),
-            };
-            match row {
-                // framehop's CFA is the caller's stack pointer.
-                Some(row) => {
-                    callee = restore(callee, &row.callee, unwind_regs.sp(), &mut read_stack)
-                }
-                None => callee = [None; 5],
-            }
-            return_avma
-        };
-        if space.sigreturn.contains(&return_avma) {
-            // A signal handler returns to the trampoline with the stack at
-            // the kernel's `ucontext`: its caller is the interrupted code.
-            // Written +1 like the interrupted IP: the trampoline starts at the
-            // return address, and readers look up the byte before it.
-            chain.push(return_avma + 1);
-            match interrupted_regs(unwind_regs.sp(), &mut read_stack) {
-                Ok((interrupted, saved)) => {
-                    unwind_regs = interrupted;
-                    callee = saved;
-                    address = FrameAddress::InstructionPointer(interrupted.ip());
-                    continue;
-                }
-                Err(()) => break Some(Stop::StackCopy),
-            }
-        }
-        match FrameAddress::from_return_address(return_avma) {
-            Some(next) => address = next,
-            None => break None,
+    let mut frame = Frame {
+        regs: UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+        callee: regs.callee,
+        address: FrameAddress::InstructionPointer(regs.ip),
+    };
+    let mut walker = Walker {
+        space,
+        scratch,
+        stats,
+        start: chain.len(),
+        chain,
+        read_stack,
+    };
+    let end = loop {
+        if let Err(end) = walker.step(&mut frame) {
+            break end;
         }
     };
-    match stop {
+    match end {
         None => {
-            let bucket = (needed
-                .max(1)
-                .div_ceil(64)
-                .next_power_of_two()
-                .trailing_zeros() as usize)
-                .min(stats.stack_needed.len() - 1);
-            stats.stack_needed[bucket] += 1;
+            stats.count_stack_needed(needed);
             Outcome::Complete
         }
         Some(stop) => {
             chain.push(TRUNCATED_FRAME);
             Outcome::Truncated(stop)
         }
+    }
+}
+
+/// How a walk ends: None when the chain is complete (the root frame),
+/// else where it stopped.
+type End = Option<Stop>;
+
+/// The frame a walk is at: the registers framehop tracks, rbx and
+/// r12-r15 as far as known, and the frame's address.
+#[derive(Clone, Copy)]
+struct Frame {
+    regs: UnwindRegsX86_64,
+    /// rbx, r12-r15 of the frame, as far as known.
+    callee: [Option<u64>; 5],
+    address: FrameAddress,
+}
+
+/// One stack walk: what it reads and writes while stepping frames (all
+/// borrowed: nothing is allocated per sample).
+struct Walker<'a, R> {
+    space: &'a Space,
+    scratch: &'a mut Scratch,
+    stats: &'a mut UnwindStats,
+    chain: &'a mut Vec<u64>,
+    /// Where this walk's frames start in `chain`.
+    start: usize,
+    /// Reads a word of the copied stack at an avma.
+    read_stack: R,
+}
+
+impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
+    /// Writes `frame`'s address to the chain and steps to its caller.
+    fn step(&mut self, frame: &mut Frame) -> Result<(), End> {
+        let depth = self.chain.len() - self.start;
+        if depth >= MAX_DWARF_FRAMES {
+            return Err(Some(Stop::TooDeep));
+        }
+        // The code a signal interrupted is at its saved IP, but readers of
+        // the chain (pfprof's replay, perf) look every frame after the
+        // first up at the address before it, as for return addresses:
+        // write IP + 1 so that they find the interrupted instruction.
+        let written = match frame.address {
+            FrameAddress::InstructionPointer(ip) if depth > 0 => ip + 1,
+            address => address.address(),
+        };
+        self.chain.push(written);
+        let lookup = match frame.address {
+            FrameAddress::InstructionPointer(ip) => ip,
+            address @ FrameAddress::ReturnAddress(_) => address.address_for_lookup(),
+        };
+        let first_frame = depth == 0;
+        let sp_before = frame.regs.sp();
+        let (code, cfi) = match self.space.locate(lookup) {
+            Some(found) => found,
+            None => return Err(Some(Stop::NoUnwindInfo)),
+        };
+        let row = match (code, cfi) {
+            (Code::Entry, _) => return Err(None),
+            (Code::Opaque, _) => return Err(Some(Stop::NoUnwindInfo)),
+            (Code::Jit | Code::NoFde, _) => {
+                return self.frame_pointer_frame(frame, code, first_frame)
+            }
+            (Code::Unwindable, Some((file, bias))) => {
+                self.scratch.row(file, lookup.wrapping_sub(*bias))
+            }
+            (Code::Unwindable, None) => None,
+        };
+        let return_avma = match row {
+            Some(
+                row @ rows::Row {
+                    cfa_other: Some(cfa),
+                    ..
+                },
+            ) => self.register_cfa_step(cfa, &row, frame, first_frame, sp_before)?,
+            _ => self.framehop_step(row, frame)?,
+        };
+        self.step_to_caller(frame, return_avma)
+    }
+
+    /// Steps a frame of code without CFI by frame pointers. JIT code keeps
+    /// frame pointers by convention, and code without an FDE in a file
+    /// with CFI is crtstuff's or `.init`'s, which set rbp up too. A leaf
+    /// that has not pushed anything returns from [rsp].
+    fn frame_pointer_frame(
+        &mut self,
+        frame: &mut Frame,
+        code: Code,
+        first_frame: bool,
+    ) -> Result<(), End> {
+        let leaf = code == Code::NoFde && first_frame;
+        let caller = frame_pointer_step(self.space, &frame.regs, leaf, &mut self.read_stack)
+            .map_err(Some)?;
+        if code == Code::Jit {
+            self.stats.jit_frames += 1;
+        } else {
+            self.stats.frame_pointer_steps += 1;
+        }
+        *frame = Frame {
+            regs: caller,
+            callee: [None; 5],
+            address: FrameAddress::from_return_address(caller.ip())
+                .expect("frame_pointer_step checks the return address"),
+        };
+        Ok(())
+    }
+
+    /// Steps a frame whose CFA is a register framehop does not track
+    /// (`(register, offset)`), from the carried callee-saved registers;
+    /// the return address.
+    fn register_cfa_step(
+        &mut self,
+        (register, offset): (u16, i64),
+        row: &rows::Row,
+        frame: &mut Frame,
+        first_frame: bool,
+        sp_before: u64,
+    ) -> Result<u64, End> {
+        let read_stack = &mut self.read_stack;
+        let base = rows::CALLEE_SAVED
+            .iter()
+            .position(|&r| r == register)
+            .and_then(|i| frame.callee[i]);
+        let Some(cfa) = base.and_then(|b| b.checked_add_signed(offset)) else {
+            return Err(Some(Stop::NoUnwindInfo));
+        };
+        if !first_frame && cfa <= sp_before {
+            return Err(Some(Stop::Corrupt));
+        }
+        let return_avma = match row.ra {
+            rows::Saved::At(o) => match read_stack(cfa.wrapping_add_signed(o)) {
+                Ok(avma) => avma,
+                Err(()) => return Err(Some(Stop::StackCopy)),
+            },
+            rows::Saved::Undefined => return Err(None),
+            _ => return Err(Some(Stop::NoUnwindInfo)),
+        };
+        let caller_bp = match row.bp {
+            rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
+            _ => None,
+        }
+        .unwrap_or(frame.regs.bp());
+        frame.callee = restore(frame.callee, &row.callee, cfa, read_stack);
+        frame.regs = UnwindRegsX86_64::new(return_avma, cfa, caller_bp);
+        self.stats.register_cfa_steps += 1;
+        if return_avma == 0 {
+            return Err(None);
+        }
+        Ok(return_avma)
+    }
+
+    /// Steps a frame with framehop (CFI, or frame pointers where a file
+    /// has none), carrying rbx and r12-r15 by the frame's row; the return
+    /// address.
+    fn framehop_step(&mut self, row: Option<rows::Row>, frame: &mut Frame) -> Result<u64, End> {
+        let return_avma = match self.space.unwinder.unwind_frame(
+            frame.address,
+            &mut frame.regs,
+            &mut self.scratch.cache,
+            &mut self.read_stack,
+        ) {
+            Ok(Some(avma)) => avma,
+            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => return Err(None),
+            Err(framehop::Error::CouldNotReadStack(_)) => return Err(Some(Stop::StackCopy)),
+            Err(_) => return Err(Some(Stop::Corrupt)),
+        };
+        frame.callee = match row {
+            // framehop's CFA is the caller's stack pointer.
+            Some(row) => restore(
+                frame.callee,
+                &row.callee,
+                frame.regs.sp(),
+                &mut self.read_stack,
+            ),
+            None => [None; 5],
+        };
+        Ok(return_avma)
+    }
+
+    /// Moves `frame` to the caller that `return_avma` returns into,
+    /// through a signal frame when it is the sigreturn trampoline.
+    fn step_to_caller(&mut self, frame: &mut Frame, return_avma: u64) -> Result<(), End> {
+        if self.space.sigreturn.contains(&return_avma) {
+            // A signal handler returns to the trampoline with the stack at
+            // the kernel's `ucontext`: its caller is the interrupted code.
+            // Written +1 like the interrupted IP: the trampoline starts at the
+            // return address, and readers look up the byte before it.
+            self.chain.push(return_avma + 1);
+            let (interrupted, saved) = interrupted_regs(frame.regs.sp(), &mut self.read_stack)
+                .map_err(|()| Some(Stop::StackCopy))?;
+            *frame = Frame {
+                regs: interrupted,
+                callee: saved,
+                address: FrameAddress::InstructionPointer(interrupted.ip()),
+            };
+            return Ok(());
+        }
+        frame.address = FrameAddress::from_return_address(return_avma).ok_or(None)?;
+        Ok(())
     }
 }
 
@@ -1126,6 +1212,18 @@ fn own_vdso() -> Option<Vec<u8>> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Complete chains are counted by the stack they read, in powers of
+    /// two from 64 bytes; the last bucket takes everything larger.
+    #[test]
+    fn counts_stack_needed_in_powers_of_two() {
+        let mut stats = UnwindStats::default();
+        for needed in [0, 64, 65, 128, 129, 1 << 20] {
+            stats.count_stack_needed(needed);
+        }
+        assert_eq!(stats.stack_needed[..4], [2, 2, 1, 0]);
+        assert_eq!(stats.stack_needed[11], 1);
+    }
 
     /// 99% of the chains: the complete ones by the stack they read, and
     /// those the copy's size cut, which needed more than was copied.
