@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use pfprof::analysis::startup;
 use pfprof::analysis::{self, AnalyzeOptions};
 use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
 use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::format::perf_data::Exit;
 use pfprof::model::resolve;
+use pfprof::output::startup;
 use pfprof::output::{diff, diff_svg, flamegraph, html, pprof};
 use pfprof::{error, record, text};
 
@@ -577,7 +577,9 @@ fn run(cli: Cli) -> Result<u8> {
                     .write_all(pfprof::output::text::report_txt(report, args.top).as_bytes())?,
                 (Format::Text, true) => {
                     match &report.startup {
-                        Some(startup) => stdout.write_all(startup.to_text(args.top).as_bytes())?,
+                        Some(window) => {
+                            stdout.write_all(startup::to_text(window, args.top).as_bytes())?
+                        }
                         None => writeln!(stdout, "no start-up faults in this recording")?,
                     }
                     let shown = report.startup.as_ref().and_then(|s| s.window);

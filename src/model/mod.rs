@@ -12,6 +12,7 @@ use report::{FrameRow, Report, TargetRow};
 
 pub mod report;
 pub mod resolve;
+pub mod startup;
 
 /// A symbolized profile.
 pub struct Model {

@@ -377,9 +377,9 @@ pub struct Report {
     /// Interned stack nodes.
     pub stack_frames: usize,
     /// Start-up analysis of the profiled program (exec until `main`).
-    pub startup: Option<crate::analysis::startup::StartupReport>,
+    pub startup: Option<crate::model::startup::StartupReport>,
     /// Every start-up window (one per exec'd program, in exec order).
-    pub startups: Vec<crate::analysis::startup::StartupWindow>,
+    pub startups: Vec<crate::model::startup::StartupWindow>,
     /// Time in the kernel per fault, by class (from the entry tracepoint).
     pub latency: BTreeMap<String, crate::analysis::latency::LatencyStats>,
 }
@@ -1036,8 +1036,9 @@ pub(crate) mod tests {
     }
 
     /// A wrapper (`env`) that exec'd the program: two windows in one pid.
-    fn sample_startups() -> Vec<crate::analysis::startup::StartupWindow> {
-        use crate::analysis::startup::{ClassCounts, StartupWindow};
+    fn sample_startups() -> Vec<crate::model::startup::StartupWindow> {
+        use crate::analysis::startup::ClassCounts;
+        use crate::model::startup::StartupWindow;
         vec![
             StartupWindow {
                 program: "/usr/bin/env".into(),
@@ -1066,9 +1067,10 @@ pub(crate) mod tests {
         ]
     }
 
-    fn sample_startup() -> crate::analysis::startup::StartupReport {
-        use crate::analysis::startup::{
-            ClassCounts, Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
+    fn sample_startup() -> crate::model::startup::StartupReport {
+        use crate::analysis::startup::ClassCounts;
+        use crate::model::startup::{
+            Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
         };
         let section = |name: &str, minor, cow, touched, total| StartupSection {
             section: name.into(),

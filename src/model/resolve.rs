@@ -14,13 +14,14 @@ use crate::analysis::latency::LatencyStats;
 use crate::analysis::process::ModuleId;
 use crate::analysis::relocation_pages;
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
-use crate::analysis::startup::{self, StartupFault};
+use crate::analysis::startup::Window;
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
 use crate::model::report::{
     ByAccess, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Region, Report, SiteRow,
     TargetRow, TargetSummaryRow, Totals,
 };
+use crate::model::startup::{self, StartupFault};
 use crate::model::{Model, SampleRow, TimePoint};
 use crate::sys::vdso;
 use crate::text::safe;
@@ -516,7 +517,7 @@ impl StartupChoice {
 }
 
 /// A start-up window's program: its first module, else its command name.
-fn program_of(names: &Names, w: &startup::Window) -> String {
+fn program_of(names: &Names, w: &Window) -> String {
     match w.load_order.first() {
         Some(&module) => names.path_of(module),
         None => safe(&w.comm),

@@ -570,7 +570,7 @@ fn startup(s: &mut String, report: &Report, top: usize) {
     );
     let opt = |v: Option<u64>| v.map(thousands).unwrap_or_default();
     for o in &st.objects {
-        let relocations = o.relocation_summary().unwrap_or_default();
+        let relocations = crate::output::startup::relocation_summary(o).unwrap_or_default();
         let _ = writeln!(
             s,
             "<tr><td title=\"{}\"><b>{}</b></td><td class=\"n\">{}</td><td class=\"n\">{}</td>\

@@ -13,6 +13,7 @@ pub mod folded;
 pub mod html;
 pub mod picture;
 pub mod pprof;
+pub mod startup;
 pub mod stream;
 pub mod text;
 pub mod timeline;

@@ -161,10 +161,10 @@ pub fn report_txt(report: &Report, top: usize) -> String {
     }
     if let Some(startup) = &report.startup {
         let _ = writeln!(s);
-        s.push_str(&startup.to_text(top));
+        s.push_str(&crate::output::startup::to_text(startup, top));
     }
     let shown = report.startup.as_ref().and_then(|s| s.window);
-    s.push_str(&crate::analysis::startup::others_text(
+    s.push_str(&crate::output::startup::others_text(
         &report.startups,
         shown,
         top,

@@ -1,0 +1,350 @@
+//! The start-up sections of `report.txt`: the window shown in full, and
+//! the other windows in a few lines.
+
+use std::fmt::Write as _;
+
+use crate::analysis::startup::ClassCounts;
+use crate::model::startup::{StartupObject, StartupReport, StartupSection, StartupWindow};
+use crate::text::{short, thousands};
+
+/// The compact list of the start-up windows other than `shown`, by faults,
+/// at most `top` lines (and a line that sums the rest).
+pub fn others_text(windows: &[StartupWindow], shown: Option<usize>, top: usize) -> String {
+    let mut others: Vec<&StartupWindow> = windows
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != shown)
+        .map(|(_, w)| w)
+        .collect();
+    let mut s = String::new();
+    if others.is_empty() {
+        return s;
+    }
+    others.sort_by_key(|w| std::cmp::Reverse(w.faults.total()));
+    let _ = writeln!(
+        s,
+        "\nOther start-up windows ({}, by faults; --startup-of NAME|PID shows one):",
+        thousands(others.len() as u64)
+    );
+    let _ = writeln!(
+        s,
+        "{:<30}{:>9}{:>9}{:>8}{:>9}{:>12}  until",
+        "program", "pid", "minor", "major", "cow", "window"
+    );
+    for w in others.iter().take(top) {
+        let window = match w.end_ms {
+            Some(end) => format!("{:.1} ms", (end - w.exec_ms).max(0.0)),
+            None => "-".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<30}{:>9}{:>9}{:>8}{:>9}{:>12}  {}",
+            crate::text::truncate(short(&w.program), 30),
+            w.pid,
+            thousands(w.faults.minor),
+            thousands(w.faults.major),
+            thousands(w.faults.cow),
+            window,
+            w.until
+        );
+    }
+    if others.len() > top {
+        let mut rest = ClassCounts::default();
+        for w in &others[top..] {
+            rest.minor += w.faults.minor;
+            rest.major += w.faults.major;
+            rest.cow += w.faults.cow;
+        }
+        let _ = writeln!(
+            s,
+            "{:<39}{:>9}{:>8}{:>9}",
+            format!("and {} more", thousands((others.len() - top) as u64)),
+            thousands(rest.minor),
+            thousands(rest.major),
+            thousands(rest.cow)
+        );
+    }
+    s
+}
+
+/// The start-up section of `report.txt`.
+pub fn to_text(report: &StartupReport, top: usize) -> String {
+    let mut s = String::new();
+    let window = match (report.until.as_str(), report.until_ms) {
+        ("main", Some(ms)) => format!("exec → main entered after {ms:.1} ms"),
+        ("until-ms", Some(ms)) => format!("exec → +{ms:.1} ms (--until-ms)"),
+        ("exec", Some(ms)) => format!("exec → next exec after {ms:.1} ms, before main"),
+        (_, Some(ms)) => format!("exec → end of recording ({ms:.1} ms; main was not seen)"),
+        _ => "exec → main".to_string(),
+    };
+    let f = &report.faults;
+    let of = match (&report.program, report.pid) {
+        (Some(program), Some(pid)) => {
+            format!(
+                " of {} [pid {pid}]",
+                crate::text::truncate(short(program), 30)
+            )
+        }
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "Start-up{of} ({window}):\n{} faults (minor {}, major {}, cow {})",
+        thousands(f.total()),
+        thousands(f.minor),
+        thousands(f.major),
+        thousands(f.cow)
+    );
+    let _ = writeln!(
+        s,
+        "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>8}",
+        "object / section", "minor", "major", "cow", "pages", "of", "share"
+    );
+    // The objects with most faults, each with its busiest sections;
+    // the rest summed, so a big program's table stays readable.
+    let mut objects: Vec<&StartupObject> = report.objects.iter().collect();
+    objects.sort_by_key(|o| std::cmp::Reverse(o.faults.total()));
+    let more = |s: &mut String, what: &str, n: usize, c: ClassCounts, indent: usize| {
+        let label = format!(
+            "{}and {} more {what}",
+            " ".repeat(indent),
+            thousands(n as u64)
+        );
+        let _ = writeln!(
+            s,
+            "{label:<38}{:>9}{:>8}{:>9}",
+            thousands(c.minor),
+            thousands(c.major),
+            thousands(c.cow)
+        );
+    };
+    for o in objects.iter().take(top) {
+        let _ = writeln!(
+            s,
+            "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>7.1}%",
+            crate::text::truncate(short(&o.object), 38),
+            thousands(o.faults.minor),
+            thousands(o.faults.major),
+            thousands(o.faults.cow),
+            "",
+            "",
+            o.share
+        );
+        let mut sections: Vec<&StartupSection> = o.sections.iter().collect();
+        sections.sort_by_key(|sec| std::cmp::Reverse(sec.minor + sec.major + sec.cow));
+        let shown = top.min(sections.len());
+        for sec in &sections[..shown] {
+            let opt = |v: Option<u64>| v.map(thousands).unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "  {:<36}{:>9}{:>8}{:>9}{:>9}{:>9}",
+                crate::text::truncate(&sec.section, 36),
+                thousands(sec.minor),
+                thousands(sec.major),
+                thousands(sec.cow),
+                opt(sec.pages_touched),
+                opt(sec.pages_total)
+            );
+        }
+        if sections.len() > shown {
+            let rest = sections[shown..]
+                .iter()
+                .fold(ClassCounts::default(), |mut c, sec| {
+                    c.minor += sec.minor;
+                    c.major += sec.major;
+                    c.cow += sec.cow;
+                    c
+                });
+            more(&mut s, "sections", sections.len() - shown, rest, 2);
+        }
+        if let Some(summary) = relocation_summary(o) {
+            wrap(&mut s, "  relocations:", "    ", &summary);
+        }
+    }
+    if objects.len() > top {
+        let rest = objects[top..]
+            .iter()
+            .fold(ClassCounts::default(), |mut c, o| {
+                c.minor += o.faults.minor;
+                c.major += o.faults.major;
+                c.cow += o.faults.cow;
+                c
+            });
+        more(&mut s, "objects", objects.len() - top, rest, 0);
+    }
+    if !report.symbols.is_empty() {
+        let _ = writeln!(s, "\nStart-up data symbols:");
+        let _ = writeln!(
+            s,
+            "{:>9}  {:<22} {:<14} {:<24} first touched by",
+            "faults", "object", "section", "symbol"
+        );
+        for sym in report.symbols.iter().take(top) {
+            let _ = writeln!(
+                s,
+                "{:>9}  {:<22} {:<14} {:<24} {}",
+                thousands(sym.faults),
+                crate::text::truncate(short(&sym.object), 22),
+                crate::text::truncate(&sym.section, 14),
+                crate::text::truncate(&sym.symbol, 24),
+                crate::text::truncate(sym.first_toucher.as_deref().unwrap_or("-"), 24)
+            );
+        }
+    }
+    if !report.hints.is_empty() {
+        let _ = writeln!(s, "\nHints:");
+        for h in &report.hints {
+            wrap(&mut s, "  -", "   ", &h.text);
+        }
+    }
+    s
+}
+
+/// Appends `text` word-wrapped at 98 columns: `first` starts the first line,
+/// `rest` the following ones.
+fn wrap(out: &mut String, first: &str, rest: &str, text: &str) {
+    let mut line = String::from(first);
+    for word in text.split(' ') {
+        if line.chars().count() + 1 + word.chars().count() > 98 && line.len() > rest.len() {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from(rest);
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// Its relocations in one line (types, pages, BIND_NOW, RELRO, the
+/// loader's faults), as report.txt and index.html show them; None when
+/// it has none.
+pub fn relocation_summary(o: &StartupObject) -> Option<String> {
+    if o.relocations.is_empty() && o.relr == 0 {
+        return None;
+    }
+    let mut types: Vec<String> = o
+        .relocations
+        .iter()
+        .map(|(t, n)| format!("{t} {}", thousands(*n)))
+        .collect();
+    if o.uses_relr {
+        types.push(format!("RELR {}", thousands(o.relr)));
+    }
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    Some(format!(
+        "{} on {} pages; BIND_NOW {}, RELRO {}; loader faults: cow {}, minor {}",
+        types.join(", "),
+        thousands(o.relocation_pages),
+        yes(o.bind_now),
+        yes(o.relro),
+        thousands(o.loader.cow),
+        thousands(o.loader.minor)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn others_are_listed_by_faults_up_to_top() {
+        let window = |program: &str, minor| StartupWindow {
+            program: program.to_string(),
+            pid: 10,
+            exec_ms: 1.0,
+            end_ms: Some(3.5),
+            until: "main".to_string(),
+            faults: ClassCounts {
+                minor,
+                major: 0,
+                cow: 1,
+            },
+        };
+        let all = vec![
+            window("/bin/a", 5),
+            window("/bin/b", 50),
+            window("/bin/c", 500),
+            window("/bin/d", 7),
+        ];
+        let text = others_text(&all, Some(2), 2);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 6, "{text}");
+        assert!(lines[1].starts_with("Other start-up windows (3,"), "{text}");
+        assert!(lines[3].starts_with("b ") && lines[3].contains("2.5 ms  main"));
+        assert!(lines[4].starts_with("d "));
+        assert!(
+            lines[5].starts_with("and 1 more") && lines[5].contains(" 5 "),
+            "{text}"
+        );
+        assert_eq!(others_text(&all[..1], Some(0), 10), "");
+    }
+
+    /// `--top` bounds the objects and each object's sections; the rest is
+    /// summed, never dropped.
+    #[test]
+    fn objects_and_sections_are_bounded_by_top() {
+        let counts = |minor, cow| ClassCounts {
+            minor,
+            major: 0,
+            cow,
+        };
+        let object = |name: &str, minor: u64| StartupObject {
+            object: name.into(),
+            faults: counts(minor * 3, 0),
+            share: 0.0,
+            sections: [".data", ".bss", ".text"]
+                .iter()
+                .enumerate()
+                .map(|(i, sec)| StartupSection {
+                    section: sec.to_string(),
+                    minor: minor + i as u64,
+                    major: 0,
+                    cow: 0,
+                    pages_touched: None,
+                    pages_total: None,
+                })
+                .collect(),
+            relocations: BTreeMap::new(),
+            relr: 0,
+            uses_relr: false,
+            bind_now: false,
+            relro: false,
+            relocation_pages: 0,
+            loader: ClassCounts::default(),
+        };
+        let report = StartupReport {
+            program: None,
+            pid: None,
+            window: None,
+            until: "main".into(),
+            until_ms: Some(1.0),
+            faults: counts(66, 0),
+            objects: vec![
+                object("/lib/a.so", 1),
+                object("/lib/b.so", 10),
+                object("/lib/c.so", 11),
+            ],
+            symbols: Vec::new(),
+            hints: Vec::new(),
+        };
+        let text = to_text(&report, 2);
+        let lines: Vec<&str> = text.lines().collect();
+        // The two busiest objects, each with its two busiest sections.
+        let c = lines.iter().position(|l| l.starts_with("c.so")).unwrap();
+        let b = lines.iter().position(|l| l.starts_with("b.so")).unwrap();
+        assert!(c < b, "{text}");
+        assert!(lines[c + 1].trim_start().starts_with(".text"), "{text}");
+        assert!(lines[c + 2].trim_start().starts_with(".bss"), "{text}");
+        assert!(lines[c + 3].contains("and 1 more sections"), "{text}");
+        assert!(lines[c + 3].split_whitespace().any(|w| w == "11"), "{text}");
+        assert!(!text.contains("a.so"), "{text}");
+        let more = lines
+            .iter()
+            .find(|l| l.starts_with("and 1 more objects"))
+            .unwrap();
+        assert!(more.split_whitespace().any(|w| w == "3"), "{text}");
+    }
+}
