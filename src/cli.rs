@@ -368,7 +368,10 @@ impl RecordArgs {
             return Err(CodedError::new(2, "--interval must be at least 1 second"));
         }
         if self.stream.is_some() {
-            return Err(CodedError::new(2, "--interval and --stream cannot be combined"));
+            return Err(CodedError::new(
+                2,
+                "--interval and --stream cannot be combined",
+            ));
         }
         Ok(())
     }
@@ -514,14 +517,24 @@ mod tests {
     /// one found named.
     #[test]
     fn record_checks() {
-        let refused = |args: &[&str]| record_args(args).check().map_err(|e| (e.code, e.to_string()));
+        let refused = |args: &[&str]| {
+            record_args(args)
+                .check()
+                .map_err(|e| (e.code, e.to_string()))
+        };
         assert!(refused(&["--", "ls"]).is_ok());
         assert!(refused(&["-a", "--interval", "1"]).is_ok());
         for (args, says) in [
-            (&["--class", "cow", "--no-tracepoints", "--", "ls"][..], "--class cow"),
+            (
+                &["--class", "cow", "--no-tracepoints", "--", "ls"][..],
+                "--class cow",
+            ),
             (&["--no-bpf", "--call-graph", "fp", "--", "ls"], "--no-bpf"),
             (&["--duration", "0", "--", "ls"], "--duration"),
-            (&["--interval", "5", "--", "ls"], "--interval profiles running"),
+            (
+                &["--interval", "5", "--", "ls"],
+                "--interval profiles running",
+            ),
             (&["-a", "--interval", "0.5"], "at least 1 second"),
             (&["-a", "--interval", "5", "--stream"], "--stream"),
         ] {

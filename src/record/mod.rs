@@ -1102,10 +1102,7 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
     let mut followed = follow(cfg)?;
     let tracepoints = find_tracepoints(cfg);
     let cpus = online_cpus();
-    let probe = followed
-        .command
-        .as_ref()
-        .and_then(|c| main_probe(&c.path));
+    let probe = followed.command.as_ref().and_then(|c| main_probe(&c.path));
     let mut plan = open_plan(cfg, &followed, &cpus, tracepoints, probe)?;
     let opened = plan.open(cfg, &followed.tasks, &cpus)?;
     plan.warn(cfg, cpus.len());
@@ -1761,12 +1758,9 @@ impl Session<'_> {
             live.finish();
         }
         if self.write_error.is_none() {
-            let written = self.writer.finish(
-                &meta,
-                &hostname(),
-                &os_release(),
-                self.cpus as u32,
-            );
+            let written = self
+                .writer
+                .finish(&meta, &hostname(), &os_release(), self.cpus as u32);
             if let Err(e) = written {
                 self.stop(&e, now);
             }
@@ -1818,8 +1812,10 @@ impl Session<'_> {
                 path: vdso::PATH.to_string(),
             });
         }
-        self.writer
-            .add_feature(compat::HEADER_BUILD_ID, compat::build_id_section(&build_ids));
+        self.writer.add_feature(
+            compat::HEADER_BUILD_ID,
+            compat::build_id_section(&build_ids),
+        );
         self.writer
             .add_feature(compat::HEADER_ARCH, compat::arch_section());
     }
@@ -1868,8 +1864,14 @@ fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[Existing]) -> Rec
         pfprof_pid: Some(std::process::id() as i32),
         class: cfg.class,
         ring_bytes_per_cpu: Some(plan.pages as u64 * 4096),
-        collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. })
-            .then(|| if plan.collector.is_some() { "bpf" } else { "perf" }.to_string()),
+        collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
+            if plan.collector.is_some() {
+                "bpf"
+            } else {
+                "perf"
+            }
+            .to_string()
+        }),
         max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
             .ok()
             .and_then(|s| s.trim().parse().ok()),
