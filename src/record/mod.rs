@@ -2053,4 +2053,97 @@ mod tests {
             assert_eq!(parse_cpu_list(text), want, "{text:?}");
         }
     }
+
+    fn test_config() -> RecordConfig {
+        RecordConfig {
+            target: Target::Pids(vec![1]),
+            duration: None,
+            data_path: None,
+            period: 1,
+            mmap_pages: None,
+            kernel_callchains: false,
+            call_graph: CallGraph::Fp,
+            tracepoints: true,
+            class: RecordClass::All,
+            run_as_root: false,
+            bpf: true,
+            hold_files: false,
+        }
+    }
+
+    fn test_plan(tracepoints: bool, pages: usize) -> OpenPlan {
+        OpenPlan {
+            tracepoints: Tracepoints {
+                ids: tracepoints.then_some((1, 2)),
+                note: None,
+                formats: None,
+            },
+            probe: None,
+            build_id: true,
+            collector: None,
+            collector_note: None,
+            pages,
+            asked_pages: pages,
+            min_pages: 8,
+            fds_needed: 16,
+            fds_for: "4 events × 2 CPUs × 2 task(s)".into(),
+        }
+    }
+
+    fn event(errno: i32) -> OpenFailure {
+        OpenFailure::Event(io::Error::from_raw_os_error(errno))
+    }
+
+    /// A refused event lowers the plan a step at a time: the tracepoints
+    /// (noted), then the build-ids; then the refusal is the error, with its
+    /// exit code.
+    #[test]
+    fn refusals_lower_the_plan() {
+        let cfg = test_config();
+        let mut plan = test_plan(true, 64);
+        plan.lower(event(libc::EACCES), &cfg, 2).unwrap();
+        assert_eq!(plan.tracepoints.ids, None);
+        let note = plan.tracepoints.note.as_deref().unwrap();
+        assert!(note.starts_with("tracepoints not permitted"), "{note}");
+        let denied = plan.lower(event(libc::EACCES), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&denied), 2);
+        plan.lower(event(libc::EINVAL), &cfg, 2).unwrap();
+        assert!(!plan.build_id);
+        let invalid = plan.lower(event(libc::EINVAL), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&invalid), 1);
+        assert!(format!("{invalid:#}").starts_with("perf_event_open failed"));
+        let gone = plan.lower(event(libc::ESRCH), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&gone), 2);
+    }
+
+    /// A ring the locked-memory limits refuse is halved down to the
+    /// minimum, then refused with exit 2.
+    #[test]
+    fn rings_halve_to_the_minimum() {
+        let cfg = test_config();
+        let mut plan = test_plan(false, 32);
+        let ring = || OpenFailure::Ring(io::Error::from_raw_os_error(libc::EPERM));
+        plan.lower(ring(), &cfg, 2).unwrap();
+        plan.lower(ring(), &cfg, 2).unwrap();
+        assert_eq!(plan.pages, 8);
+        let refused = plan.lower(ring(), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&refused), 2);
+        assert_eq!((plan.pages, plan.asked_pages), (8, 32));
+    }
+
+    /// A released command that is still running when `record` leaves early
+    /// is killed and reaped by its guard; one never released exits unrun.
+    #[test]
+    fn launched_command_is_reaped_on_early_return() {
+        let mut launched = Launched::spawn(&["sleep".into(), "30".into()], true).unwrap();
+        let pid = launched.pid();
+        launched.release().unwrap();
+        assert!(alive(pid));
+        drop(launched);
+        assert!(!alive(pid), "the command outlived its guard");
+        let never = Launched::spawn(&["sleep".into(), "30".into()], true).unwrap();
+        let pid = never.pid();
+        drop(never);
+        assert!(!alive(pid), "the paused command was left");
+    }
 }
