@@ -595,6 +595,9 @@ fn main_probe(program: &Path) -> Option<MainProbe> {
     })
 }
 
+/// The events of a recording: minor and major faults, the fault-entry
+/// tracepoints, and the main-entry probe, in this order (the first carries
+/// the side-band records).
 fn event_specs(
     cfg: &RecordConfig,
     mmap_pages: usize,
@@ -602,73 +605,14 @@ fn event_specs(
     probe: Option<&MainProbe>,
     build_id: bool,
 ) -> Vec<EventSpec> {
-    let mut specs = Vec::new();
-    for (name, config) in [
-        ("minor-faults", b::PERF_COUNT_SW_PAGE_FAULTS_MIN),
-        ("major-faults", b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
-    ] {
-        let mut attr = base_attr(cfg);
-        attr.type_ = b::PERF_TYPE_SOFTWARE;
-        attr.config = config as u64;
-        // --class major: minor faults are only counted (the event stays, for
-        // its side-band records and its counter), and vice versa.
-        let sampled = match cfg.class {
-            RecordClass::All | RecordClass::Cow => true,
-            RecordClass::Minor => config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
-            RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
-        };
-        attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
-        // DATA_SRC (the kernel says "not available" for faults) makes the
-        // recording one `perf report --mem-mode` accepts.
-        attr.sample_type |=
-            (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_DATA_SRC) as u64;
-        match cfg.call_graph {
-            CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
-            CallGraph::Dwarf { stack_bytes } => {
-                attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
-                attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
-                attr.sample_stack_user = stack_bytes;
-            }
-            CallGraph::None => {}
-        }
-        if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
-            // The kernel's part of the chain only; the user part is unwound.
-            attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
-            attr.set_exclude_callchain_user(1);
-        }
-        if specs.is_empty() {
-            // The side-band records come from the first event only.
-            attr.set_mmap(1);
-            attr.set_mmap2(1);
-            attr.set_mmap_data(1);
-            attr.set_comm(1);
-            attr.set_comm_exec(1);
-            attr.set_task(1);
-            attr.set_build_id(build_id as u64);
-            attr.set_watermark(1);
-            // Woken at 1/32 of a ring instead, the drain's fixed cost per
-            // pass (8 times as many) lost the fork storm's records in 1 of 3
-            // runs; at 1/4, none in 3.
-            attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 4) as u32;
-        }
-        // Dwarf mode writes the chains it unwinds in place of the register
-        // and stack copies: the recording says so.
-        let file_attr = matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
-            let mut file_attr = attr;
-            file_attr.sample_type &=
-                !((b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64);
-            file_attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
-            file_attr.sample_regs_user = 0;
-            file_attr.sample_stack_user = 0;
-            file_attr.set_exclude_callchain_user(0);
-            file_attr
-        });
-        specs.push(EventSpec {
-            name,
-            attr,
-            file_attr,
-        });
-    }
+    let mut specs = vec![
+        fault_event(
+            cfg,
+            b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+            Some((mmap_pages, build_id)),
+        ),
+        fault_event(cfg, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ, None),
+    ];
     if let Some((user_id, kernel_id)) = tracepoints {
         for (name, id) in [
             ("exceptions:page_fault_user", user_id),
@@ -685,27 +629,100 @@ fn event_specs(
             });
         }
     }
-    if let Some(probe) = probe {
-        let mut attr = base_attr(cfg);
-        attr.type_ = probe.pmu_type;
-        // uprobe PMU: config1 = path, config2 = file offset.
-        attr.__bindgen_anon_3.config1 = probe.path.as_ptr() as u64;
-        attr.__bindgen_anon_4.config2 = probe.file_offset;
-        // Not inherited: an inherited uprobe event re-reads its path through
-        // the config1 pointer in the *forking* process, where it is not
-        // mapped, and fork/clone then fail with EFAULT. Only the program's
-        // own process needs it.
-        attr.set_inherit(0);
-        // The IP (main's address) only for perf: `perf script` refuses an
-        // event whose samples have neither IP nor address.
-        attr.sample_type |= b::PERF_SAMPLE_IP as u64;
-        specs.push(EventSpec {
-            name: MAIN_ENTRY_EVENT,
-            attr,
-            file_attr: None,
-        });
-    }
+    specs.extend(probe.map(|probe| main_probe_event(cfg, probe)));
     specs
+}
+
+/// A software page-fault event (`config`: minor or major) sampled with the
+/// data address and the call chain `cfg` asks for; `side_band` (the first
+/// event's ring size and build-ids) makes it carry the side-band records.
+fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>) -> EventSpec {
+    let name = if config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN {
+        "minor-faults"
+    } else {
+        "major-faults"
+    };
+    let mut attr = base_attr(cfg);
+    attr.type_ = b::PERF_TYPE_SOFTWARE;
+    attr.config = config as u64;
+    // --class major: minor faults are only counted (the event stays, for
+    // its side-band records and its counter), and vice versa.
+    let sampled = match cfg.class {
+        RecordClass::All | RecordClass::Cow => true,
+        RecordClass::Minor => config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+        RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+    };
+    attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
+    // DATA_SRC (the kernel says "not available" for faults) makes the
+    // recording one `perf report --mem-mode` accepts.
+    attr.sample_type |= (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_DATA_SRC) as u64;
+    match cfg.call_graph {
+        CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
+        CallGraph::Dwarf { stack_bytes } => {
+            attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
+            attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
+            attr.sample_stack_user = stack_bytes;
+        }
+        CallGraph::None => {}
+    }
+    if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
+        // The kernel's part of the chain only; the user part is unwound.
+        attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+        attr.set_exclude_callchain_user(1);
+    }
+    if let Some((mmap_pages, build_id)) = side_band {
+        // The side-band records come from the first event only.
+        attr.set_mmap(1);
+        attr.set_mmap2(1);
+        attr.set_mmap_data(1);
+        attr.set_comm(1);
+        attr.set_comm_exec(1);
+        attr.set_task(1);
+        attr.set_build_id(build_id as u64);
+        attr.set_watermark(1);
+        // Woken at 1/32 of a ring instead, the drain's fixed cost per
+        // pass (8 times as many) lost the fork storm's records in 1 of 3
+        // runs; at 1/4, none in 3.
+        attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 4) as u32;
+    }
+    // Dwarf mode writes the chains it unwinds in place of the register
+    // and stack copies: the recording says so.
+    let file_attr = matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
+        let mut file_attr = attr;
+        file_attr.sample_type &= !((b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64);
+        file_attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+        file_attr.sample_regs_user = 0;
+        file_attr.sample_stack_user = 0;
+        file_attr.set_exclude_callchain_user(0);
+        file_attr
+    });
+    EventSpec {
+        name,
+        attr,
+        file_attr,
+    }
+}
+
+/// The uprobe on the program's `main`.
+fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSpec {
+    let mut attr = base_attr(cfg);
+    attr.type_ = probe.pmu_type;
+    // uprobe PMU: config1 = path, config2 = file offset.
+    attr.__bindgen_anon_3.config1 = probe.path.as_ptr() as u64;
+    attr.__bindgen_anon_4.config2 = probe.file_offset;
+    // Not inherited: an inherited uprobe event re-reads its path through
+    // the config1 pointer in the *forking* process, where it is not
+    // mapped, and fork/clone then fail with EFAULT. Only the program's
+    // own process needs it.
+    attr.set_inherit(0);
+    // The IP (main's address) only for perf: `perf script` refuses an
+    // event whose samples have neither IP nor address.
+    attr.sample_type |= b::PERF_SAMPLE_IP as u64;
+    EventSpec {
+        name: MAIN_ENTRY_EVENT,
+        attr,
+        file_attr: None,
+    }
 }
 
 struct OpenEvents {
@@ -2145,5 +2162,43 @@ mod tests {
         let pid = never.pid();
         drop(never);
         assert!(!alive(pid), "the paused command was left");
+    }
+
+    /// Minor faults, major faults, the tracepoints, then the probe; only
+    /// the first carries the side-band records, and the probe is not
+    /// inherited; dwarf mode's recording says call chains.
+    #[test]
+    fn event_order_and_side_band() {
+        let cfg = RecordConfig {
+            call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
+            ..test_config()
+        };
+        let probe = MainProbe {
+            pmu_type: 9,
+            path: CString::new("/bin/true").unwrap(),
+            file_offset: 0x1000,
+        };
+        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), true);
+        let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "minor-faults",
+                "major-faults",
+                "exceptions:page_fault_user",
+                "exceptions:page_fault_kernel",
+                MAIN_ENTRY_EVENT
+            ]
+        );
+        let side_band: Vec<bool> = specs.iter().map(|s| s.attr.mmap2() == 1).collect();
+        assert_eq!(side_band, [true, false, false, false, false]);
+        assert_eq!(specs[0].attr.build_id(), 1);
+        assert_eq!(specs[4].attr.inherit(), 0);
+        let file = specs[0].file_attr.unwrap();
+        assert_eq!(
+            file.sample_type & b::PERF_SAMPLE_CALLCHAIN as u64,
+            b::PERF_SAMPLE_CALLCHAIN as u64
+        );
+        assert_eq!(file.sample_stack_user, 0);
     }
 }
