@@ -1,11 +1,17 @@
-//! Command line: clap derive types, converted into plain configs for `main`.
+//! Command line: clap derive types, checked and converted into plain
+//! configs for `main`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::analysis::AnalyzeOptions;
+use crate::error::CodedError;
+use crate::format::perf_data::RecordClass;
 use crate::output::flamegraph::ClassSelection;
 use crate::output::stream::StreamKind;
+use crate::record::{CallGraph, RecordConfig, Target};
 
 /// pfprof: a page-fault profiler. Records every page fault of a command (its
 /// threads and children) with call chains and data addresses, classifies them
@@ -315,6 +321,157 @@ pub struct FlamegraphArgs {
     pub analysis: AnalysisArgs,
 }
 
+impl RecordArgs {
+    /// What to follow: the pids of `-p`, every process with `-a`, else the
+    /// command.
+    pub fn target(&self) -> Target {
+        if !self.pids.is_empty() {
+            Target::Pids(self.pids.clone())
+        } else if self.all_cpus {
+            Target::System
+        } else {
+            Target::Command(self.command.clone())
+        }
+    }
+
+    /// Refuses options that do not go together (exit 2), before anything
+    /// starts.
+    pub fn check(&self) -> Result<(), CodedError> {
+        if self.no_tracepoints && self.class == RecordClass::Cow {
+            return Err(CodedError::new(
+                2,
+                "--class cow needs the fault-entry tracepoints (COW faults are told by them); drop --no-tracepoints",
+            ));
+        }
+        if self.no_bpf && !matches!(self.call_graph, CallGraph::Dwarf { .. }) {
+            return Err(CodedError::new(
+                2,
+                "--no-bpf chooses how --call-graph dwarf copies stacks; other modes use no BPF",
+            ));
+        }
+        if self.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
+            return Err(CodedError::new(
+                2,
+                "--duration must be a positive number of seconds",
+            ));
+        }
+        let Some(secs) = self.interval else {
+            return Ok(());
+        };
+        if matches!(self.target(), Target::Command(_)) {
+            return Err(CodedError::new(
+                2,
+                "--interval profiles running processes: use it with -a or -p PID (a command's one profile is `pfprof record -- COMMAND`)",
+            ));
+        }
+        if !(secs >= 1.0 && secs.is_finite()) {
+            return Err(CodedError::new(2, "--interval must be at least 1 second"));
+        }
+        if self.stream.is_some() {
+            return Err(CodedError::new(
+                2,
+                "--interval and --stream cannot be combined",
+            ));
+        }
+        Ok(())
+    }
+
+    /// What `record` is asked to do; `data_path`: where the recording goes
+    /// (None: nowhere).
+    pub fn record_config(&self, target: Target, data_path: Option<PathBuf>) -> RecordConfig {
+        RecordConfig {
+            target,
+            duration: self.duration.map(Duration::from_secs_f64),
+            data_path,
+            period: self.period,
+            mmap_pages: self.mmap_pages,
+            kernel_callchains: self.analysis.kernel,
+            call_graph: self.call_graph,
+            tracepoints: !self.no_tracepoints,
+            class: self.class,
+            run_as_root: self.run_as_root,
+            bpf: !self.no_bpf,
+            // --interval names by path as it goes, and fills no cache.
+            hold_files: self.interval.is_none() && !self.no_buildid_cache,
+        }
+    }
+}
+
+impl TopArgs {
+    /// `--delay` is at least 0.1 seconds (exit 2).
+    pub fn check(&self) -> Result<(), CodedError> {
+        if !(self.delay >= 0.1 && self.delay.is_finite()) {
+            return Err(CodedError::new(2, "--delay must be at least 0.1 seconds"));
+        }
+        Ok(())
+    }
+
+    /// The recording `top` shows: every fault of every process (or of
+    /// `-p`), kept nowhere.
+    pub fn record_config(&self) -> RecordConfig {
+        let target = if self.pids.is_empty() {
+            Target::System
+        } else {
+            Target::Pids(self.pids.clone())
+        };
+        RecordConfig {
+            target,
+            duration: None,
+            data_path: None,
+            period: 1,
+            mmap_pages: self.mmap_pages,
+            kernel_callchains: false,
+            call_graph: self.call_graph,
+            tracepoints: true,
+            class: RecordClass::All,
+            run_as_root: false,
+            bpf: true,
+            hold_files: false,
+        }
+    }
+}
+
+impl AnalysisArgs {
+    /// The analysis these options ask for; `partial` reads a damaged
+    /// recording's intact part, `build_id_caches` are searched in order.
+    pub fn analyze_options(&self, partial: bool, build_id_caches: Vec<PathBuf>) -> AnalyzeOptions {
+        AnalyzeOptions {
+            kernel: self.kernel,
+            partial,
+            until_ms: self.until_ms,
+            startup_of: self.startup_of.clone(),
+            symfs: self.symfs.clone(),
+            build_id_caches,
+        }
+    }
+}
+
+impl FlamegraphArgs {
+    /// `--until-ms` shapes startup.svg, which `--class` leaves out (exit 2).
+    pub fn check(&self) -> Result<(), CodedError> {
+        if self.analysis.until_ms.is_some() && self.class.is_some() {
+            return Err(CodedError::new(
+                2,
+                "--until-ms shapes startup.svg, which flamegraph writes only without --class",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl DiffArgs {
+    /// `--until-ms` needs `--startup` (exit 2).
+    pub fn check(&self) -> Result<(), CodedError> {
+        if self.analysis.until_ms.is_some() && !self.startup {
+            return Err(CodedError::new(
+                2,
+                "--until-ms ends the start-up window: diff uses it with --startup",
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +493,66 @@ mod tests {
         };
         assert_eq!(args.command, ["ls", "-l", "--color"]);
         assert_eq!(args.output, PathBuf::from("d"));
+    }
+
+    fn record_args(args: &[&str]) -> RecordArgs {
+        let cli = Cli::try_parse_from([&["pfprof", "record"], args].concat()).unwrap();
+        let Action::Record(args) = cli.action else {
+            panic!("not record")
+        };
+        args
+    }
+
+    /// -p, then -a, else the command.
+    #[test]
+    fn record_targets() {
+        let pids = record_args(&["-p", "1,2"]).target();
+        assert!(matches!(pids, Target::Pids(p) if p == [1, 2]));
+        assert!(matches!(record_args(&["-a"]).target(), Target::System));
+        let command = record_args(&["--", "ls", "-l"]).target();
+        assert!(matches!(command, Target::Command(c) if c == ["ls", "-l"]));
+    }
+
+    /// Options that do not go together are refused with exit 2, the first
+    /// one found named.
+    #[test]
+    fn record_checks() {
+        let refused = |args: &[&str]| {
+            record_args(args)
+                .check()
+                .map_err(|e| (e.code, e.to_string()))
+        };
+        assert!(refused(&["--", "ls"]).is_ok());
+        assert!(refused(&["-a", "--interval", "1"]).is_ok());
+        for (args, says) in [
+            (
+                &["--class", "cow", "--no-tracepoints", "--", "ls"][..],
+                "--class cow",
+            ),
+            (&["--no-bpf", "--call-graph", "fp", "--", "ls"], "--no-bpf"),
+            (&["--duration", "0", "--", "ls"], "--duration"),
+            (
+                &["--interval", "5", "--", "ls"],
+                "--interval profiles running",
+            ),
+            (&["-a", "--interval", "0.5"], "at least 1 second"),
+            (&["-a", "--interval", "5", "--stream"], "--stream"),
+        ] {
+            let (code, message) = refused(args).unwrap_err();
+            assert_eq!(code, 2, "{args:?}");
+            assert!(message.contains(says), "{args:?}: {message}");
+        }
+    }
+
+    /// --interval fills no build-id cache; --no-buildid-cache none either.
+    #[test]
+    fn record_holds_files_for_the_cache() {
+        let holds = |args: &[&str]| {
+            let args = record_args(args);
+            args.record_config(args.target(), None).hold_files
+        };
+        assert!(holds(&["--", "ls"]));
+        assert!(!holds(&["--no-buildid-cache", "--", "ls"]));
+        assert!(!holds(&["-a", "--interval", "2"]));
     }
 }

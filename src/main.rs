@@ -8,7 +8,9 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use pfprof::analysis::{self, AnalyzeOptions};
-use pfprof::cli::{Action, AnalysisArgs, Cli, Format};
+use pfprof::cli::{
+    Action, AnalysisArgs, Cli, DiffArgs, FlamegraphArgs, Format, RecordArgs, ReportArgs,
+};
 use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::format::perf_data::Exit;
 use pfprof::model::resolve;
@@ -168,14 +170,8 @@ fn analyze_and_resolve(
     // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
     let timing = std::env::var_os("PFPROF_TIMING").is_some();
     let start = std::time::Instant::now();
-    let options = AnalyzeOptions {
-        kernel: analysis.kernel,
-        partial,
-        until_ms: analysis.until_ms,
-        startup_of: analysis.startup_of.clone(),
-        symfs: analysis.symfs.clone(),
-        build_id_caches: build_id_caches(path, analysis.buildid_dir.as_deref()),
-    };
+    let caches = build_id_caches(path, analysis.buildid_dir.as_deref());
+    let options = analysis.analyze_options(partial, caches);
     let mut profile = analysis::analyze(path, options)?;
     // --kernel keeps what the recording holds; without kernel chains it
     // would print the same output as without it. (perf's recordings, which
@@ -240,29 +236,6 @@ fn kept_in(e: anyhow::Error, partial: &str) -> anyhow::Error {
     .into()
 }
 
-/// What `record` is asked to do.
-fn record_config(
-    args: &pfprof::cli::RecordArgs,
-    target: record::Target,
-    data_path: Option<PathBuf>,
-) -> record::RecordConfig {
-    record::RecordConfig {
-        target,
-        duration: args.duration.map(std::time::Duration::from_secs_f64),
-        data_path,
-        period: args.period,
-        mmap_pages: args.mmap_pages,
-        kernel_callchains: args.analysis.kernel,
-        call_graph: args.call_graph,
-        tracepoints: !args.no_tracepoints,
-        class: args.class,
-        run_as_root: args.run_as_root,
-        bpf: !args.no_bpf,
-        // --interval names by path as it goes, and fills no cache.
-        hold_files: args.interval.is_none() && !args.no_buildid_cache,
-    }
-}
-
 /// `record --interval`: a profile per interval, written as the records
 /// arrive, until Ctrl-C, SIGTERM or `--duration`.
 fn record_intervals(
@@ -270,22 +243,9 @@ fn record_intervals(
     target: record::Target,
     secs: f64,
 ) -> Result<u8> {
-    if matches!(target, record::Target::Command(_)) {
-        return Err(error::CodedError::new(
-            2,
-            "--interval profiles running processes: use it with -a or -p PID (a command's one profile is `pfprof record -- COMMAND`)",
-        )
-        .into());
-    }
-    if !(secs >= 1.0 && secs.is_finite()) {
-        return Err(error::CodedError::new(2, "--interval must be at least 1 second").into());
-    }
-    if args.stream.is_some() {
-        return Err(error::CodedError::new(2, "--interval and --stream cannot be combined").into());
-    }
     pfprof::continuous::prepare_dir(&args.output)?;
     let data_path = args.keep_recording.then(|| args.output.join(DATA_FILE));
-    let config = record_config(args, target, data_path);
+    let config = args.record_config(target, data_path);
     let mut tap = pfprof::continuous::Continuous::new(pfprof::continuous::Settings {
         destination: pfprof::continuous::Destination::Dir(args.output.clone()),
         interval: std::time::Duration::from_secs_f64(secs),
@@ -396,30 +356,9 @@ fn archive(args: &pfprof::cli::ArchiveArgs) -> Result<u8> {
 /// `pfprof top`: the recording of `record -a` (or `-p`), shown live.
 fn top(args: pfprof::cli::TopArgs) -> Result<u8> {
     use std::io::IsTerminal as _;
-    if !(args.delay >= 0.1 && args.delay.is_finite()) {
-        return Err(error::CodedError::new(2, "--delay must be at least 0.1 seconds").into());
-    }
-    let target = if args.pids.is_empty() {
-        record::Target::System
-    } else {
-        record::Target::Pids(args.pids.clone())
-    };
-    let record = record::RecordConfig {
-        target,
-        duration: None,
-        data_path: None,
-        period: 1,
-        mmap_pages: args.mmap_pages,
-        kernel_callchains: false,
-        call_graph: args.call_graph,
-        tracepoints: true,
-        class: pfprof::format::perf_data::RecordClass::All,
-        run_as_root: false,
-        bpf: true,
-        hold_files: false,
-    };
+    args.check()?;
     pfprof::top::run(pfprof::top::TopSettings {
-        record,
+        record: args.record_config(),
         delay: std::time::Duration::from_secs_f64(args.delay),
         batch: args.batch || !std::io::stdout().is_terminal(),
         iterations: args.iterations,
@@ -428,314 +367,357 @@ fn top(args: pfprof::cli::TopArgs) -> Result<u8> {
     })
 }
 
+/// One function per subcommand.
 fn run(cli: Cli) -> Result<u8> {
     match cli.action {
         Action::Top(args) => top(args),
-        Action::Record(args) => {
-            let target = if !args.pids.is_empty() {
-                record::Target::Pids(args.pids.clone())
-            } else if args.all_cpus {
-                record::Target::System
-            } else {
-                record::Target::Command(args.command.clone())
-            };
-            if args.no_tracepoints && args.class == pfprof::format::perf_data::RecordClass::Cow {
-                return Err(error::CodedError::new(
-                    2,
-                    "--class cow needs the fault-entry tracepoints (COW faults are told by them); drop --no-tracepoints",
-                )
-                .into());
-            }
-            if args.no_bpf && !matches!(args.call_graph, record::CallGraph::Dwarf { .. }) {
-                return Err(error::CodedError::new(
-                    2,
-                    "--no-bpf chooses how --call-graph dwarf copies stacks; other modes use no BPF",
-                )
-                .into());
-            }
-            if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
-                return Err(error::CodedError::new(
-                    2,
-                    "--duration must be a positive number of seconds",
-                )
-                .into());
-            }
-            if let Some(secs) = args.interval {
-                return record_intervals(&args, target, secs);
-            }
-            // Refuses, before the command starts, to replace what is not
-            // pfprof's; everything is written into DIR.partial first.
-            let staging = Staging::begin(&args.output)?;
-            let partial = staging.out_dir().path().display().to_string();
-            let data_file = staging.out_dir().path().join(DATA_FILE);
-            let config = record_config(&args, target, Some(data_file.clone()));
-            let mut live = args
-                .stream
-                .map(|kind| pfprof::live::Live::new(kind, args.fixed_ts, args.analysis.kernel));
-            let tap = live.as_mut().map(|l| l as &mut dyn record::Tap);
-            let mut recorded = match record::record(&config, tap) {
-                Ok(recorded) => recorded,
-                // Before the command ran (not found, permissions): the
-                // previous output stays where it was, and no DIR.partial.
-                Err(e) if error::exit_code(&e) != 1 || !staging.holds_records() => {
-                    if let Err(cleanup) = staging.discard() {
-                        eprintln!("pfprof: warning: {}", error::one_line(&cleanup));
-                    }
-                    return Err(e);
-                }
-                Err(e) => return Err(kept_in(e, &partial)),
-            };
-            // Attached and system-wide recordings end normally by Ctrl-C or
-            // --duration; the processes keep running.
-            let status = match recorded.exit {
-                Some(Exit::Code(code)) => code as u8,
-                Some(Exit::Signal(sig)) => 128 + sig as u8,
-                None => 0,
-            };
-            if std::env::var_os("PFPROF_TIMING").is_some() {
-                if let Some((user, sys)) = pfprof::sys::own_cpu_seconds() {
-                    eprintln!(
-                        "pfprof: timing: recording used {user:.2}s user, {sys:.2}s sys of CPU"
-                    );
-                }
-            }
-            let stopped = recorded.write_error.is_some();
-            let keep = Keep {
-                out_dir: staging.out_dir(),
-                held: std::mem::take(&mut recorded.held_files),
-                not_held: recorded.not_held,
-                cache: cache_root(args.analysis.buildid_dir.as_deref())
-                    .filter(|_| !args.no_buildid_cache)
-                    .map(|root| (root, args.buildid_cache_limit.saturating_mul(1 << 20))),
-            };
-            let outputs = analyze_and_resolve(&data_file, &args.analysis, stopped, Some(keep))
-                .and_then(|resolved| {
-                    let start_ns = pprof::recording_start_ns(&data_file, resolved.report.wall_ns);
-                    pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
-                        .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
-                        .with_context(|| format!("cannot write the outputs in {partial}"))?;
-                    staging.commit()?;
-                    Ok(resolved)
-                });
-            let resolved = match outputs {
-                Ok(resolved) => {
-                    // The outputs are written; a wrong name only warns here.
-                    let of = args.analysis.startup_of.as_deref();
-                    if let Err(e) = startup_of_known(&resolved.report, of) {
-                        eprintln!("pfprof: warning: {e:#}");
-                    }
-                    resolved
-                }
-                // The command ran: its own failure comes first, else the
-                // profile's.
-                Err(e) => {
-                    eprintln!("pfprof: error: {}", error::one_line(&kept_in(e, &partial)));
-                    return Ok(not_written(status));
-                }
-            };
-            let report = &resolved.report;
-            if args.quiet {
-                eprintln!("pfprof: {}", report.completeness_line());
-            } else {
-                eprint!("{}", pfprof::output::text::report_txt(report, args.top));
-            }
-            eprintln!(
-                "pfprof: wrote {}/{{index.html,report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
-                args.output.display()
-            );
-            if let Some(why) = &recorded.write_error {
-                eprintln!("pfprof: error: the profile is partial: {why}");
-            }
-            // Loud, also with -q: the last lines a user sees say what is missing.
-            for warning in report.completeness_warnings() {
-                eprintln!("pfprof: warning: {warning}");
-            }
-            if recorded.write_error.is_some() {
-                return Ok(not_written(status));
-            }
-            let (missing, pct) = report.missing();
-            match args.max_lost {
-                // A failing command's own status comes first.
-                Some(max) if pct > max && status == 0 => {
-                    eprintln!(
-                        "pfprof: error: {} faults ({pct:.1}%) were lost, more than --max-lost {max}%; exit status 3",
-                        text::thousands(missing)
-                    );
-                    Ok(3)
-                }
-                _ => Ok(status),
-            }
-        }
-        Action::Report(args) => {
-            let resolved =
-                analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial, None)?;
-            startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
-            let report = &resolved.report;
-            let mut stdout = std::io::stdout().lock();
-            match (args.format, args.startup) {
-                (Format::Text, false) => stdout
-                    .write_all(pfprof::output::text::report_txt(report, args.top).as_bytes())?,
-                (Format::Text, true) => {
-                    match &report.startup {
-                        Some(window) => {
-                            stdout.write_all(startup::to_text(window, args.top).as_bytes())?
-                        }
-                        None => writeln!(stdout, "no start-up faults in this recording")?,
-                    }
-                    let shown = report.startup.as_ref().and_then(|s| s.window);
-                    let others = startup::others_text(&report.startups, shown, args.top);
-                    stdout.write_all(others.as_bytes())?
-                }
-                (Format::Json, false) => {
-                    serde_json::to_writer_pretty(&mut stdout, report)?;
-                    writeln!(stdout)?;
-                }
-                (Format::Json, true) => {
-                    serde_json::to_writer_pretty(
-                        &mut stdout,
-                        &serde_json::json!({
-                            "startup": report.startup,
-                            "startups": report.startups,
-                        }),
-                    )?;
-                    writeln!(stdout)?;
-                }
-            }
-            Ok(0)
-        }
-        Action::Flamegraph(args) => {
-            if args.analysis.until_ms.is_some() && args.class.is_some() {
-                return Err(error::CodedError::new(
-                    2,
-                    "--until-ms shapes startup.svg, which flamegraph writes only without --class",
-                )
-                .into());
-            }
-            let input = data_path(&args.input)?;
-            let resolved = analyze_and_resolve(&input, &args.analysis, args.partial, None)?;
-            startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
-            let out_dir = OutDir::open_or_create(
-                &args
-                    .output
-                    .clone()
-                    .unwrap_or_else(|| recording_dir(&args.input)),
-            )?;
-            let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
-            // Every picture `record` writes, from the one list it uses.
-            match args.class {
-                Some(class) => flamegraph::write_flamegraph(
-                    &out_dir,
-                    &pfprof::output::folded::fold(&resolved).by_class,
-                    class,
-                    &pfprof::output::picture::subtitle(&resolved.report),
-                )
-                .map(drop),
-                // index.html's tables show as many rows as report.txt's default.
-                None => pfprof::output::write_pictures(&out_dir, &resolved, 10),
-            }
-            .with_context(context)?;
-            let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
-            pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
-                format!(
-                    "cannot write {} in {}",
-                    pprof::FILE_NAME,
-                    out_dir.path().display()
-                )
-            })?;
-            let page = match args.class {
-                Some(_) => String::new(),
-                None => format!("{}, ", html::FILE_NAME),
-            };
-            eprintln!(
-                "pfprof: wrote {page}flame graphs and {} in {}",
-                pprof::FILE_NAME,
-                out_dir.path().display()
-            );
-            Ok(0)
-        }
+        Action::Record(args) => run_record(&args),
+        Action::Report(args) => run_report(&args),
+        Action::Flamegraph(args) => run_flamegraph(&args),
         Action::Archive(args) => archive(&args),
-        Action::Diff(args) => {
-            if args.analysis.until_ms.is_some() && !args.startup {
-                return Err(error::CodedError::new(
-                    2,
-                    "--until-ms ends the start-up window: diff uses it with --startup",
-                )
-                .into());
-            }
-            // Decode errors name the file; no context needed.
-            let before =
-                analyze_and_resolve(&data_path(&args.before)?, &args.analysis, false, None)?;
-            let after = analyze_and_resolve(&data_path(&args.after)?, &args.analysis, false, None)?;
-            for model in [&before, &after] {
-                startup_of_known(&model.report, args.analysis.startup_of.as_deref())?;
-            }
-            let rows = diff::compare(&before, &after, args.startup);
-            let mut stdout = std::io::stdout().lock();
-            match args.format {
-                Format::Text => stdout.write_all(
-                    diff::to_text(&rows, &before.report, &after.report, args.startup, args.top)
-                        .as_bytes(),
-                )?,
-                Format::Json => {
-                    serde_json::to_writer_pretty(&mut stdout, &rows)?;
-                    writeln!(stdout)?;
-                }
-            }
-            let out_dir = OutDir::open_or_create(
-                &args
-                    .output
-                    .clone()
-                    .unwrap_or_else(|| recording_dir(&args.after)),
-            )?;
-            let (a, b) = (
-                diff::folded_lines(&before, args.startup),
-                diff::folded_lines(&after, args.startup),
-            );
-            let title = format!(
-                "Page faults{}: {} → {}",
-                if args.startup { " at start-up" } else { "" },
-                before.report.command_line(),
-                after.report.command_line()
-            );
-            let subtitle = format!(
-                "before: {}; after: {}",
-                before.report.subtitle(),
-                after.report.subtitle()
-            );
-            let compare = if args.normalize {
-                diff_svg::Compare::Shares
-            } else {
-                diff_svg::Compare::Counts
-            };
-            diff_svg::write(&out_dir, &a, &b, compare, &title, &subtitle).with_context(|| {
-                format!("cannot write diff.svg in {}", out_dir.path().display())
-            })?;
-            eprintln!(
-                "pfprof: wrote {}/diff.{{folded,svg}}",
-                out_dir.path().display()
-            );
-            Ok(0)
+        Action::Diff(args) => run_diff(&args),
+    }
+}
+
+/// `pfprof record`: records into `DIR.partial`, analyses, writes every
+/// output, renames it to DIR, and prints the report. The exit code is the
+/// command's, else 4 (the profile not written) or 3 (`--max-lost`).
+fn run_record(args: &RecordArgs) -> Result<u8> {
+    args.check()?;
+    let target = args.target();
+    if let Some(secs) = args.interval {
+        return record_intervals(args, target, secs);
+    }
+    // Refuses, before the command starts, to replace what is not
+    // pfprof's; everything is written into DIR.partial first.
+    let staging = Staging::begin(&args.output)?;
+    let partial = staging.out_dir().path().display().to_string();
+    let data_file = staging.out_dir().path().join(DATA_FILE);
+    let (staging, mut recorded) = record_staged(args, target, staging, &data_file, &partial)?;
+    // Attached and system-wide recordings end normally by Ctrl-C or
+    // --duration; the processes keep running.
+    let status = command_status(recorded.exit.as_ref());
+    if std::env::var_os("PFPROF_TIMING").is_some() {
+        if let Some((user, sys)) = pfprof::sys::own_cpu_seconds() {
+            eprintln!("pfprof: timing: recording used {user:.2}s user, {sys:.2}s sys of CPU");
         }
     }
+    let resolved = match write_outputs(args, staging, &data_file, &mut recorded, &partial) {
+        Ok(resolved) => resolved,
+        // The command ran: its own failure comes first, else the
+        // profile's.
+        Err(e) => {
+            eprintln!("pfprof: error: {}", error::one_line(&kept_in(e, &partial)));
+            return Ok(not_written(status));
+        }
+    };
+    let report = &resolved.report;
+    print_recorded(args, report, recorded.write_error.as_deref());
+    if recorded.write_error.is_some() {
+        return Ok(not_written(status));
+    }
+    let (missing, pct) = report.missing();
+    match args.max_lost {
+        // A failing command's own status comes first.
+        Some(max) if pct > max && status == 0 => {
+            eprintln!(
+                "pfprof: error: {} faults ({pct:.1}%) were lost, more than --max-lost {max}%; exit status 3",
+                text::thousands(missing)
+            );
+            Ok(3)
+        }
+        _ => Ok(status),
+    }
+}
+
+/// Records into `staging`, with the live stream when asked. An error
+/// before the command ran (not found, permissions) leaves the previous
+/// output where it was and no DIR.partial; a later one says where what was
+/// recorded stays.
+fn record_staged(
+    args: &RecordArgs,
+    target: record::Target,
+    staging: Staging,
+    data_file: &Path,
+    partial: &str,
+) -> Result<(Staging, record::Recorded)> {
+    let config = args.record_config(target, Some(data_file.to_path_buf()));
+    let mut live = args
+        .stream
+        .map(|kind| pfprof::live::Live::new(kind, args.fixed_ts, args.analysis.kernel));
+    let tap = live.as_mut().map(|l| l as &mut dyn record::Tap);
+    match record::record(&config, tap) {
+        Ok(recorded) => Ok((staging, recorded)),
+        Err(e) if error::exit_code(&e) != 1 || !staging.holds_records() => {
+            if let Err(cleanup) = staging.discard() {
+                eprintln!("pfprof: warning: {}", error::one_line(&cleanup));
+            }
+            Err(e)
+        }
+        Err(e) => Err(kept_in(e, partial)),
+    }
+}
+
+/// The command's exit status as `record` passes it on: its code, 128 + the
+/// signal that killed it, 0 when there was no command.
+fn command_status(exit: Option<&Exit>) -> u8 {
+    match exit {
+        Some(Exit::Code(code)) => *code as u8,
+        Some(Exit::Signal(sig)) => 128 + *sig as u8,
+        None => 0,
+    }
+}
+
+/// Analyses the recording (keeping its JIT maps and binaries), writes every
+/// output into `staging` and commits it to DIR; warns of a `--startup-of`
+/// that names no program, once the outputs are there.
+fn write_outputs(
+    args: &RecordArgs,
+    staging: Staging,
+    data_file: &Path,
+    recorded: &mut record::Recorded,
+    partial: &str,
+) -> Result<pfprof::model::Model> {
+    let stopped = recorded.write_error.is_some();
+    let keep = Keep {
+        out_dir: staging.out_dir(),
+        held: std::mem::take(&mut recorded.held_files),
+        not_held: recorded.not_held,
+        cache: cache_root(args.analysis.buildid_dir.as_deref())
+            .filter(|_| !args.no_buildid_cache)
+            .map(|root| (root, args.buildid_cache_limit.saturating_mul(1 << 20))),
+    };
+    let resolved = analyze_and_resolve(data_file, &args.analysis, stopped, Some(keep))?;
+    let start_ns = pprof::recording_start_ns(data_file, resolved.report.wall_ns);
+    pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
+        .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
+        .with_context(|| format!("cannot write the outputs in {partial}"))?;
+    staging.commit()?;
+    // The outputs are written; a wrong name only warns here.
+    let of = args.analysis.startup_of.as_deref();
+    if let Err(e) = startup_of_known(&resolved.report, of) {
+        eprintln!("pfprof: warning: {e:#}");
+    }
+    Ok(resolved)
+}
+
+/// The end of `record` on stderr: the report (or its completeness line
+/// with -q), where the outputs are, a write error, and what is missing.
+fn print_recorded(
+    args: &RecordArgs,
+    report: &pfprof::model::report::Report,
+    write_error: Option<&str>,
+) {
+    if args.quiet {
+        eprintln!("pfprof: {}", report.completeness_line());
+    } else {
+        eprint!("{}", pfprof::output::text::report_txt(report, args.top));
+    }
+    eprintln!(
+        "pfprof: wrote {}/{{index.html,report.txt,report.json,*.folded,*.svg,profile.pb.gz}}",
+        args.output.display()
+    );
+    if let Some(why) = write_error {
+        eprintln!("pfprof: error: the profile is partial: {why}");
+    }
+    // Loud, also with -q: the last lines a user sees say what is missing.
+    for warning in report.completeness_warnings() {
+        eprintln!("pfprof: warning: {warning}");
+    }
+}
+
+/// `pfprof report`: the text report (or report.json, or the start-up
+/// windows) on stdout.
+fn run_report(args: &ReportArgs) -> Result<u8> {
+    let resolved =
+        analyze_and_resolve(&data_path(&args.input)?, &args.analysis, args.partial, None)?;
+    startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
+    let report = &resolved.report;
+    let mut stdout = std::io::stdout().lock();
+    match (args.format, args.startup) {
+        (Format::Text, false) => {
+            stdout.write_all(pfprof::output::text::report_txt(report, args.top).as_bytes())?
+        }
+        (Format::Text, true) => {
+            match &report.startup {
+                Some(window) => stdout.write_all(startup::to_text(window, args.top).as_bytes())?,
+                None => writeln!(stdout, "no start-up faults in this recording")?,
+            }
+            let shown = report.startup.as_ref().and_then(|s| s.window);
+            let others = startup::others_text(&report.startups, shown, args.top);
+            stdout.write_all(others.as_bytes())?
+        }
+        (Format::Json, false) => {
+            serde_json::to_writer_pretty(&mut stdout, report)?;
+            writeln!(stdout)?;
+        }
+        (Format::Json, true) => {
+            serde_json::to_writer_pretty(
+                &mut stdout,
+                &serde_json::json!({
+                    "startup": report.startup,
+                    "startups": report.startups,
+                }),
+            )?;
+            writeln!(stdout)?;
+        }
+    }
+    Ok(0)
+}
+
+/// `pfprof flamegraph`: every picture `record` writes (or one class's
+/// flame graph), and profile.pb.gz.
+fn run_flamegraph(args: &FlamegraphArgs) -> Result<u8> {
+    args.check()?;
+    let input = data_path(&args.input)?;
+    let resolved = analyze_and_resolve(&input, &args.analysis, args.partial, None)?;
+    startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
+    let out_dir = OutDir::open_or_create(
+        &args
+            .output
+            .clone()
+            .unwrap_or_else(|| recording_dir(&args.input)),
+    )?;
+    let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
+    // Every picture `record` writes, from the one list it uses.
+    match args.class {
+        Some(class) => flamegraph::write_flamegraph(
+            &out_dir,
+            &pfprof::output::folded::fold(&resolved).by_class,
+            class,
+            &pfprof::output::picture::subtitle(&resolved.report),
+        )
+        .map(drop),
+        // index.html's tables show as many rows as report.txt's default.
+        None => pfprof::output::write_pictures(&out_dir, &resolved, 10),
+    }
+    .with_context(context)?;
+    let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
+    pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
+        format!(
+            "cannot write {} in {}",
+            pprof::FILE_NAME,
+            out_dir.path().display()
+        )
+    })?;
+    let page = match args.class {
+        Some(_) => String::new(),
+        None => format!("{}, ", html::FILE_NAME),
+    };
+    eprintln!(
+        "pfprof: wrote {page}flame graphs and {} in {}",
+        pprof::FILE_NAME,
+        out_dir.path().display()
+    );
+    Ok(0)
+}
+
+/// `pfprof diff`: the comparison on stdout, and diff.{folded,svg}.
+fn run_diff(args: &DiffArgs) -> Result<u8> {
+    args.check()?;
+    // Decode errors name the file; no context needed.
+    let before = analyze_and_resolve(&data_path(&args.before)?, &args.analysis, false, None)?;
+    let after = analyze_and_resolve(&data_path(&args.after)?, &args.analysis, false, None)?;
+    for model in [&before, &after] {
+        startup_of_known(&model.report, args.analysis.startup_of.as_deref())?;
+    }
+    let rows = diff::compare(&before, &after, args.startup);
+    let mut stdout = std::io::stdout().lock();
+    match args.format {
+        Format::Text => stdout.write_all(
+            diff::to_text(&rows, &before.report, &after.report, args.startup, args.top).as_bytes(),
+        )?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut stdout, &rows)?;
+            writeln!(stdout)?;
+        }
+    }
+    let out_dir = OutDir::open_or_create(
+        &args
+            .output
+            .clone()
+            .unwrap_or_else(|| recording_dir(&args.after)),
+    )?;
+    write_diff_svg(args, &out_dir, &before, &after)?;
+    eprintln!(
+        "pfprof: wrote {}/diff.{{folded,svg}}",
+        out_dir.path().display()
+    );
+    Ok(0)
+}
+
+/// diff.folded and diff.svg: `after`'s stacks coloured by their change
+/// from `before`.
+fn write_diff_svg(
+    args: &DiffArgs,
+    out_dir: &OutDir,
+    before: &pfprof::model::Model,
+    after: &pfprof::model::Model,
+) -> Result<()> {
+    let (a, b) = (
+        diff::folded_lines(before, args.startup),
+        diff::folded_lines(after, args.startup),
+    );
+    let title = format!(
+        "Page faults{}: {} → {}",
+        if args.startup { " at start-up" } else { "" },
+        before.report.command_line(),
+        after.report.command_line()
+    );
+    let subtitle = format!(
+        "before: {}; after: {}",
+        before.report.subtitle(),
+        after.report.subtitle()
+    );
+    let compare = if args.normalize {
+        diff_svg::Compare::Shares
+    } else {
+        diff_svg::Compare::Counts
+    };
+    diff_svg::write(out_dir, &a, &b, compare, &title, &subtitle)
+        .with_context(|| format!("cannot write diff.svg in {}", out_dir.path().display()))
+}
+
+/// A broken pipe (`pfprof report | head`) is no error.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    // serde_json keeps its io error to itself: asked apart.
+    error.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>().map(std::io::Error::kind)
+            == Some(std::io::ErrorKind::BrokenPipe)
+            || e.downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            // serde_json keeps its io error to itself: asked apart.
-            if error.chain().any(|e| {
-                e.downcast_ref::<std::io::Error>().map(std::io::Error::kind)
-                    == Some(std::io::ErrorKind::BrokenPipe)
-                    || e.downcast_ref::<serde_json::Error>()
-                        .and_then(serde_json::Error::io_error_kind)
-                        == Some(std::io::ErrorKind::BrokenPipe)
-            }) {
-                return ExitCode::SUCCESS;
-            }
             eprintln!("pfprof: error: {}", error::one_line(&error));
             ExitCode::from(error::exit_code(&error))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command's code passes through; a signal is 128 + N.
+    #[test]
+    fn command_statuses() {
+        assert_eq!(command_status(None), 0);
+        assert_eq!(command_status(Some(&Exit::Code(3))), 3);
+        assert_eq!(command_status(Some(&Exit::Signal(15))), 143);
+    }
+
+    /// A failing command's status comes before the profile's 4.
+    #[test]
+    fn not_written_codes() {
+        assert_eq!(not_written(0), error::PROFILE_NOT_WRITTEN);
+        assert_eq!(not_written(2), 2);
     }
 }

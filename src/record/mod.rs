@@ -595,6 +595,9 @@ fn main_probe(program: &Path) -> Option<MainProbe> {
     })
 }
 
+/// The events of a recording: minor and major faults, the fault-entry
+/// tracepoints, and the main-entry probe, in this order (the first carries
+/// the side-band records).
 fn event_specs(
     cfg: &RecordConfig,
     mmap_pages: usize,
@@ -602,73 +605,14 @@ fn event_specs(
     probe: Option<&MainProbe>,
     build_id: bool,
 ) -> Vec<EventSpec> {
-    let mut specs = Vec::new();
-    for (name, config) in [
-        ("minor-faults", b::PERF_COUNT_SW_PAGE_FAULTS_MIN),
-        ("major-faults", b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
-    ] {
-        let mut attr = base_attr(cfg);
-        attr.type_ = b::PERF_TYPE_SOFTWARE;
-        attr.config = config as u64;
-        // --class major: minor faults are only counted (the event stays, for
-        // its side-band records and its counter), and vice versa.
-        let sampled = match cfg.class {
-            RecordClass::All | RecordClass::Cow => true,
-            RecordClass::Minor => config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
-            RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
-        };
-        attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
-        // DATA_SRC (the kernel says "not available" for faults) makes the
-        // recording one `perf report --mem-mode` accepts.
-        attr.sample_type |=
-            (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_DATA_SRC) as u64;
-        match cfg.call_graph {
-            CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
-            CallGraph::Dwarf { stack_bytes } => {
-                attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
-                attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
-                attr.sample_stack_user = stack_bytes;
-            }
-            CallGraph::None => {}
-        }
-        if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
-            // The kernel's part of the chain only; the user part is unwound.
-            attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
-            attr.set_exclude_callchain_user(1);
-        }
-        if specs.is_empty() {
-            // The side-band records come from the first event only.
-            attr.set_mmap(1);
-            attr.set_mmap2(1);
-            attr.set_mmap_data(1);
-            attr.set_comm(1);
-            attr.set_comm_exec(1);
-            attr.set_task(1);
-            attr.set_build_id(build_id as u64);
-            attr.set_watermark(1);
-            // Woken at 1/32 of a ring instead, the drain's fixed cost per
-            // pass (8 times as many) lost the fork storm's records in 1 of 3
-            // runs; at 1/4, none in 3.
-            attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 4) as u32;
-        }
-        // Dwarf mode writes the chains it unwinds in place of the register
-        // and stack copies: the recording says so.
-        let file_attr = matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
-            let mut file_attr = attr;
-            file_attr.sample_type &=
-                !((b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64);
-            file_attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
-            file_attr.sample_regs_user = 0;
-            file_attr.sample_stack_user = 0;
-            file_attr.set_exclude_callchain_user(0);
-            file_attr
-        });
-        specs.push(EventSpec {
-            name,
-            attr,
-            file_attr,
-        });
-    }
+    let mut specs = vec![
+        fault_event(
+            cfg,
+            b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+            Some((mmap_pages, build_id)),
+        ),
+        fault_event(cfg, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ, None),
+    ];
     if let Some((user_id, kernel_id)) = tracepoints {
         for (name, id) in [
             ("exceptions:page_fault_user", user_id),
@@ -685,27 +629,100 @@ fn event_specs(
             });
         }
     }
-    if let Some(probe) = probe {
-        let mut attr = base_attr(cfg);
-        attr.type_ = probe.pmu_type;
-        // uprobe PMU: config1 = path, config2 = file offset.
-        attr.__bindgen_anon_3.config1 = probe.path.as_ptr() as u64;
-        attr.__bindgen_anon_4.config2 = probe.file_offset;
-        // Not inherited: an inherited uprobe event re-reads its path through
-        // the config1 pointer in the *forking* process, where it is not
-        // mapped, and fork/clone then fail with EFAULT. Only the program's
-        // own process needs it.
-        attr.set_inherit(0);
-        // The IP (main's address) only for perf: `perf script` refuses an
-        // event whose samples have neither IP nor address.
-        attr.sample_type |= b::PERF_SAMPLE_IP as u64;
-        specs.push(EventSpec {
-            name: MAIN_ENTRY_EVENT,
-            attr,
-            file_attr: None,
-        });
-    }
+    specs.extend(probe.map(|probe| main_probe_event(cfg, probe)));
     specs
+}
+
+/// A software page-fault event (`config`: minor or major) sampled with the
+/// data address and the call chain `cfg` asks for; `side_band` (the first
+/// event's ring size and build-ids) makes it carry the side-band records.
+fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>) -> EventSpec {
+    let name = if config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN {
+        "minor-faults"
+    } else {
+        "major-faults"
+    };
+    let mut attr = base_attr(cfg);
+    attr.type_ = b::PERF_TYPE_SOFTWARE;
+    attr.config = config as u64;
+    // --class major: minor faults are only counted (the event stays, for
+    // its side-band records and its counter), and vice versa.
+    let sampled = match cfg.class {
+        RecordClass::All | RecordClass::Cow => true,
+        RecordClass::Minor => config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+        RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+    };
+    attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
+    // DATA_SRC (the kernel says "not available" for faults) makes the
+    // recording one `perf report --mem-mode` accepts.
+    attr.sample_type |= (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_DATA_SRC) as u64;
+    match cfg.call_graph {
+        CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
+        CallGraph::Dwarf { stack_bytes } => {
+            attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
+            attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
+            attr.sample_stack_user = stack_bytes;
+        }
+        CallGraph::None => {}
+    }
+    if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
+        // The kernel's part of the chain only; the user part is unwound.
+        attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+        attr.set_exclude_callchain_user(1);
+    }
+    if let Some((mmap_pages, build_id)) = side_band {
+        // The side-band records come from the first event only.
+        attr.set_mmap(1);
+        attr.set_mmap2(1);
+        attr.set_mmap_data(1);
+        attr.set_comm(1);
+        attr.set_comm_exec(1);
+        attr.set_task(1);
+        attr.set_build_id(build_id as u64);
+        attr.set_watermark(1);
+        // Woken at 1/32 of a ring instead, the drain's fixed cost per
+        // pass (8 times as many) lost the fork storm's records in 1 of 3
+        // runs; at 1/4, none in 3.
+        attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 4) as u32;
+    }
+    // Dwarf mode writes the chains it unwinds in place of the register
+    // and stack copies: the recording says so.
+    let file_attr = matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
+        let mut file_attr = attr;
+        file_attr.sample_type &= !((b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64);
+        file_attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+        file_attr.sample_regs_user = 0;
+        file_attr.sample_stack_user = 0;
+        file_attr.set_exclude_callchain_user(0);
+        file_attr
+    });
+    EventSpec {
+        name,
+        attr,
+        file_attr,
+    }
+}
+
+/// The uprobe on the program's `main`.
+fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSpec {
+    let mut attr = base_attr(cfg);
+    attr.type_ = probe.pmu_type;
+    // uprobe PMU: config1 = path, config2 = file offset.
+    attr.__bindgen_anon_3.config1 = probe.path.as_ptr() as u64;
+    attr.__bindgen_anon_4.config2 = probe.file_offset;
+    // Not inherited: an inherited uprobe event re-reads its path through
+    // the config1 pointer in the *forking* process, where it is not
+    // mapped, and fork/clone then fail with EFAULT. Only the program's
+    // own process needs it.
+    attr.set_inherit(0);
+    // The IP (main's address) only for perf: `perf script` refuses an
+    // event whose samples have neither IP nor address.
+    attr.sample_type |= b::PERF_SAMPLE_IP as u64;
+    EventSpec {
+        name: MAIN_ENTRY_EVENT,
+        attr,
+        file_attr: None,
+    }
 }
 
 struct OpenEvents {
@@ -1097,36 +1114,125 @@ fn alive(pid: i32) -> bool {
 /// processes exit, or `--duration`, or a signal), and writes the recording;
 /// `tap` sees every record as it is drained (the live stream).
 pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Result<Recorded> {
-    // What to follow: a paused child, or processes that already run.
-    let mut child = None;
-    let mut program_path = None;
-    let mut credentials = None;
-    let (tasks, existing): (Vec<i32>, Vec<Existing>) = match &cfg.target {
+    // From here on, a launched command is reaped on every way out (its
+    // guard, `Launched`), whatever fails.
+    let mut followed = follow(cfg)?;
+    let tracepoints = find_tracepoints(cfg);
+    let cpus = online_cpus();
+    let probe = followed.command.as_ref().and_then(|c| main_probe(&c.path));
+    let mut plan = open_plan(cfg, &followed, &cpus, tracepoints, probe)?;
+    let opened = plan.open(cfg, &followed.tasks, &cpus)?;
+    plan.warn(cfg, cpus.len());
+    let mut session = Session::new(cfg, &followed, plan, opened, cpus.len(), tap)?;
+    session.begin(&mut followed)?;
+    let priority = raise_recorder_priority();
+    let ended = session.drain_until_done(&mut followed)?;
+    session.finish(ended, &followed, priority)
+}
+
+/// What a recording follows: the tasks its events are opened for, the
+/// processes that ran before it, and the command it launched.
+struct Followed {
+    /// Pids/tids for `perf_event_open` (-1: every task).
+    tasks: Vec<i32>,
+    /// The processes that already ran (attach and system-wide).
+    existing: Vec<Existing>,
+    /// The command, paused before its `exec` until the events are open.
+    command: Option<Launched>,
+}
+
+/// The command pfprof runs, owned so that no way out of [`record`] leaves
+/// it behind: before its release, [`sys::PausedChild`]'s Drop makes it exit
+/// without running and reaps it; after, an early return (poll or waitpid
+/// failing) kills and reaps it here rather than leave it running untraced.
+struct Launched {
+    child: sys::PausedChild,
+    /// The program, as `execvp` would find it.
+    path: PathBuf,
+    /// Whom it runs as (under sudo: the invoking user).
+    credentials: Option<sys::Credentials>,
+    released: bool,
+    /// Reaped, or nothing left to reap (waitpid failed): the pid is not ours.
+    reaped: bool,
+}
+
+impl Launched {
+    /// Forks the command, paused before its `exec`. Under sudo it runs as
+    /// the invoking user, with their groups; pfprof keeps root for the events.
+    fn spawn(command: &[String], run_as_root: bool) -> Result<Launched> {
+        let program = command.first().context("no command given")?;
+        let path = resolve_program(program)?;
+        let c_path = CString::new(path.as_os_str().as_encoded_bytes())
+            .context("command contains a NUL byte")?;
+        let argv: Vec<CString> = command
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<std::result::Result<_, _>>()
+            .context("argument contains a NUL byte")?;
+        let credentials = crate::user::invoking_user()
+            .filter(|_| !run_as_root)
+            .map(|u| sys::Credentials::of_user(u.uid, u.gid, u.name.as_deref()));
+        let signals = sys::catch_termination_signals();
+        let options = sys::SpawnOptions {
+            credentials: credentials.as_ref(),
+            signals: &signals,
+        };
+        let child = sys::spawn_paused(&c_path, &argv, &options).context("fork failed")?;
+        Ok(Launched {
+            child,
+            path,
+            credentials,
+            released: false,
+            reaped: false,
+        })
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.pid
+    }
+
+    /// Lets the command `exec`; when it could not, reaps it and says which
+    /// step failed.
+    fn release(&mut self) -> Result<()> {
+        self.released = true;
+        if let Err(failed) = self.child.release() {
+            let _ = self.wait(false);
+            return Err(spawn_error(failed, &self.path, self.credentials.as_ref()));
+        }
+        Ok(())
+    }
+
+    /// `waitpid`; once it tells the end (or fails), Drop leaves the pid alone.
+    fn wait(&mut self, nohang: bool) -> io::Result<Option<ExitStatus>> {
+        let waited = sys::wait(self.pid(), nohang);
+        if !matches!(waited, Ok(None)) {
+            self.reaped = true;
+        }
+        waited
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        if self.released && !self.reaped {
+            sys::kill(self.pid(), libc::SIGKILL);
+            let _ = sys::wait(self.pid(), false);
+        }
+    }
+}
+
+/// Launches the command (paused), or finds the processes to attach to (exit
+/// 2 for one that does not exist), or every process; termination signals are
+/// caught from then on.
+fn follow(cfg: &RecordConfig) -> Result<Followed> {
+    match &cfg.target {
         Target::Command(command) => {
-            let program = command.first().context("no command given")?;
-            let path = resolve_program(program)?;
-            let c_path = CString::new(path.as_os_str().as_encoded_bytes())
-                .context("command contains a NUL byte")?;
-            let argv: Vec<CString> = command
-                .iter()
-                .map(|a| CString::new(a.as_bytes()))
-                .collect::<std::result::Result<_, _>>()
-                .context("argument contains a NUL byte")?;
-            // Under sudo the command runs as the invoking user, with their
-            // groups; pfprof keeps root for the events.
-            credentials = crate::user::invoking_user()
-                .filter(|_| !cfg.run_as_root)
-                .map(|u| sys::Credentials::of_user(u.uid, u.gid, u.name.as_deref()));
-            let signals = sys::catch_termination_signals();
-            let options = sys::SpawnOptions {
-                credentials: credentials.as_ref(),
-                signals: &signals,
-            };
-            let paused = sys::spawn_paused(&c_path, &argv, &options).context("fork failed")?;
-            let tasks = vec![paused.pid];
-            child = Some(paused);
-            program_path = Some(path);
-            (tasks, Vec::new())
+            let launched = Launched::spawn(command, cfg.run_as_root)?;
+            Ok(Followed {
+                tasks: vec![launched.pid()],
+                existing: Vec::new(),
+                command: Some(launched),
+            })
         }
         Target::Pids(pids) => {
             let mut existing = Vec::new();
@@ -1141,17 +1247,37 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
                 .flat_map(|p| p.tids.iter().copied())
                 .collect();
             let _ = sys::catch_termination_signals();
-            (tasks, existing)
+            Ok(Followed {
+                tasks,
+                existing,
+                command: None,
+            })
         }
         Target::System => {
             let _ = sys::catch_termination_signals();
-            (
-                vec![-1],
-                all_pids().into_iter().filter_map(read_existing).collect(),
-            )
+            Ok(Followed {
+                tasks: vec![-1],
+                existing: all_pids().into_iter().filter_map(read_existing).collect(),
+                command: None,
+            })
         }
-    };
-    let tracepoint_ids = if cfg.class == RecordClass::Major {
+    }
+}
+
+/// The fault-entry tracepoints, or why they are not recorded.
+struct Tracepoints {
+    /// The ids of `page_fault_user` and `page_fault_kernel`.
+    ids: Option<(u64, u64)>,
+    /// Why not (None when they are recorded).
+    note: Option<String>,
+    /// Their formats, for perf (which refuses tracepoints without).
+    formats: Option<crate::format::perf_compat::TracingData>,
+}
+
+/// Finds the tracepoints in tracefs (mounting it if needed), unless the
+/// recording does without them.
+fn find_tracepoints(cfg: &RecordConfig) -> Tracepoints {
+    let found = if cfg.class == RecordClass::Major {
         Err("not needed for --class major".to_string())
     } else if cfg.tracepoints {
         find_or_mount_tracefs().and_then(|tfs| {
@@ -1159,7 +1285,6 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
                 tracepoint_id(&tfs, TRACEPOINTS[0])?,
                 tracepoint_id(&tfs, TRACEPOINTS[1])?,
             );
-            // Their formats, for perf (which refuses tracepoints without).
             Ok((
                 ids,
                 crate::format::perf_compat::TracingData::read(&tfs, &TRACEPOINTS).ok(),
@@ -1168,24 +1293,56 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
     } else {
         Err("disabled with --no-tracepoints".to_string())
     };
-    let (mut tracepoints, mut tracepoints_note, tracing_data) = match tracepoint_ids {
-        Ok((ids, formats)) => (Some(ids), None, formats),
-        Err(why) => (None, Some(why), None),
-    };
-    let cpus = online_cpus();
-    let mut probe = program_path.as_deref().and_then(main_probe);
-    let mut build_id = true;
+    match found {
+        Ok((ids, formats)) => Tracepoints {
+            ids: Some(ids),
+            note: None,
+            formats,
+        },
+        Err(why) => Tracepoints {
+            ids: None,
+            note: Some(why),
+            formats: None,
+        },
+    }
+}
+
+/// What the events are opened with, lowered one step at a time when the
+/// kernel refuses ([`OpenPlan::lower`]).
+struct OpenPlan {
+    /// Dropped when not permitted.
+    tracepoints: Tracepoints,
+    probe: Option<MainProbe>,
+    /// Build-ids in mmap2 records (kernels before 5.12 have none).
+    build_id: bool,
+    collector: Option<FaultCollector>,
+    collector_note: Option<String>,
+    /// Data pages per ring: as asked, or the default, halved down to
+    /// `min_pages` while the locked-memory limits refuse it.
+    pages: usize,
+    asked_pages: usize,
+    min_pages: usize,
+    /// The events' file descriptors, and what they are for (messages).
+    fds_needed: u64,
+    fds_for: String,
+}
+
+/// Makes room for the events' file descriptors, loads the BPF collector,
+/// and chooses the ring size.
+fn open_plan(
+    cfg: &RecordConfig,
+    followed: &Followed,
+    cpus: &[i32],
+    tracepoints: Tracepoints,
+    probe: Option<MainProbe>,
+) -> Result<OpenPlan> {
     // Every event is one fd per CPU and task.
-    let events = event_specs(cfg, 1, tracepoints, probe.as_ref(), build_id).len();
-    let what = format!(
-        "{events} events × {} CPUs × {} task(s)",
-        cpus.len(),
-        tasks.len()
-    );
-    // On every way out before the release, the paused child is reaped by
-    // its Drop.
-    ensure_open_files((events * cpus.len() * tasks.len()) as u64, &what)?;
-    let (mut collector, mut collector_note) = load_collector(cfg);
+    let events = event_specs(cfg, 1, tracepoints.ids, probe.as_ref(), true).len();
+    let tasks = followed.tasks.len();
+    let fds_for = format!("{events} events × {} CPUs × {tasks} task(s)", cpus.len());
+    let fds_needed = (events * cpus.len() * tasks) as u64;
+    ensure_open_files(fds_needed, &fds_for)?;
+    let (collector, collector_note) = load_collector(cfg);
     let asked_pages = cfg
         .mmap_pages
         .unwrap_or_else(|| default_mmap_pages(cfg.call_graph, collector.is_some()));
@@ -1195,106 +1352,513 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         Some(pages) => pages,
         None => min_ring_pages(cfg.call_graph).min(asked_pages),
     };
-    let mut pages = asked_pages;
-    let opened = loop {
-        let specs = event_specs(cfg, pages, tracepoints, probe.as_ref(), build_id);
-        let e = match open_events(&specs, &tasks, &cpus, pages, collector.as_ref()) {
-            Ok(opened) => break opened,
-            Err(OpenFailure::Collector(e)) => {
-                collector_note = Some(format!("its events could not be attached: {e}"));
-                collector = None;
+    Ok(OpenPlan {
+        tracepoints,
+        probe,
+        build_id: true,
+        collector,
+        collector_note,
+        pages: asked_pages,
+        asked_pages,
+        min_pages,
+        fds_needed,
+        fds_for,
+    })
+}
+
+impl OpenPlan {
+    /// Opens the events and maps the rings, lowering the plan until the
+    /// kernel accepts it or refuses for good.
+    fn open(&mut self, cfg: &RecordConfig, tasks: &[i32], cpus: &[i32]) -> Result<OpenEvents> {
+        loop {
+            let specs = event_specs(
+                cfg,
+                self.pages,
+                self.tracepoints.ids,
+                self.probe.as_ref(),
+                self.build_id,
+            );
+            match open_events(&specs, tasks, cpus, self.pages, self.collector.as_ref()) {
+                Ok(opened) => return Ok(opened),
+                Err(failure) => self.lower(failure, cfg, cpus.len())?,
+            }
+        }
+    }
+
+    /// One step down after `failure` (Ok: try again), or the error that
+    /// ends the recording.
+    fn lower(&mut self, failure: OpenFailure, cfg: &RecordConfig, cpus: usize) -> Result<()> {
+        let e = match failure {
+            OpenFailure::Collector(e) => {
+                self.collector_note = Some(format!("its events could not be attached: {e}"));
+                self.collector = None;
                 if cfg.mmap_pages.is_none() {
                     // perf's stack copies need the larger rings.
-                    pages = default_mmap_pages(cfg.call_graph, false);
+                    self.pages = default_mmap_pages(cfg.call_graph, false);
                 }
-                continue;
+                return Ok(());
             }
-            Err(OpenFailure::Ring(e)) => {
-                if e.raw_os_error() == Some(libc::EPERM) && pages / 2 >= min_pages {
-                    pages /= 2;
-                    continue;
+            OpenFailure::Ring(e) => {
+                if e.raw_os_error() == Some(libc::EPERM) && self.pages / 2 >= self.min_pages {
+                    self.pages /= 2;
+                    return Ok(());
                 }
-                return Err(ring_error(&e, pages, cpus.len(), cfg.mmap_pages.is_some()));
+                return Err(ring_error(&e, self.pages, cpus, cfg.mmap_pages.is_some()));
             }
-            Err(OpenFailure::Event(e)) => e,
+            OpenFailure::Event(e) => e,
         };
         match e {
             e if e.raw_os_error() == Some(libc::EMFILE) => {
                 let (soft, hard) = sys::get_limit(sys::Limit::OpenFiles).unwrap_or((0, 0));
-                let needed = (events * cpus.len() * tasks.len()) as u64 + SPARE_FDS;
-                return Err(open_files_error(needed, &what, soft, hard));
+                let needed = self.fds_needed + SPARE_FDS;
+                Err(open_files_error(needed, &self.fds_for, soft, hard))
             }
             e if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-                if tracepoints.is_some() || probe.is_some() {
-                    // Tracepoints and uprobes need more privilege than software events.
-                    if tracepoints.is_some() {
-                        tracepoints_note = Some(format!("tracepoints not permitted: {e}"));
-                    }
-                    (tracepoints, probe) = (None, None);
-                    continue;
+                if self.tracepoints.ids.is_none() && self.probe.is_none() {
+                    return Err(permission_error(&e));
                 }
-                return Err(permission_error(&e));
+                // Tracepoints and uprobes need more privilege than software events.
+                if self.tracepoints.ids.is_some() {
+                    self.tracepoints.note = Some(format!("tracepoints not permitted: {e}"));
+                }
+                (self.tracepoints.ids, self.probe) = (None, None);
+                Ok(())
             }
-            e if e.raw_os_error() == Some(libc::EINVAL) && build_id => {
+            e if e.raw_os_error() == Some(libc::EINVAL) && self.build_id => {
                 // Kernels before 5.12 have no build-ids in mmap2 records.
-                build_id = false;
+                self.build_id = false;
+                Ok(())
             }
             // The main-entry probe is a refinement: never fail for it.
-            _ if probe.is_some() => probe = None,
-            e if e.raw_os_error() == Some(libc::ESRCH) => {
-                return Err(
-                    CodedError::new(2, format!("a process to attach to has exited: {e}")).into(),
-                );
+            _ if self.probe.is_some() => {
+                self.probe = None;
+                Ok(())
             }
-            e => {
-                return Err(anyhow::Error::new(e).context("perf_event_open failed"));
+            e if e.raw_os_error() == Some(libc::ESRCH) => {
+                Err(CodedError::new(2, format!("a process to attach to has exited: {e}")).into())
+            }
+            e => Err(anyhow::Error::new(e).context("perf_event_open failed")),
+        }
+    }
+
+    /// Says what the recording does without: smaller rings, the
+    /// tracepoints, the BPF collector.
+    fn warn(&self, cfg: &RecordConfig, cpus: usize) {
+        if self.pages < self.asked_pages {
+            // A dwarf sample carries 32 KiB of stack, a frame-pointer one ~100 bytes.
+            let lighter = if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
+                ", or record with `--call-graph fp` (samples 100 times smaller)"
+            } else {
+                ""
+            };
+            eprintln!(
+                "pfprof: warning: ring buffers shrunk to {} per CPU (asked for {}) by the locked-memory \
+                 limits: {}; fault bursts may lose records (the report counts them). To record with the \
+                 full size, {}{lighter}",
+                show_size(self.pages as u64 * 4096),
+                show_size(self.asked_pages as u64 * 4096),
+                memlock_figures(cpus),
+                memlock_fix(self.asked_pages)
+            );
+        }
+        if let Some(note) = (self.tracepoints.note.as_ref())
+            .filter(|_| cfg.tracepoints && cfg.class != RecordClass::Major)
+        {
+            eprintln!("pfprof: warning: page-fault tracepoints unavailable ({note}); recording minor/major only, COW and access types will be marked unavailable");
+        }
+        if let Some(note) = &self.collector_note {
+            eprintln!(
+                "pfprof: note: BPF collector unavailable ({note}); recording with perf's stack copies \
+                 (larger records: bursts of faults may lose some, and the report counts them)"
+            );
+        }
+    }
+}
+
+/// A recording under way: the open events and their rings, the file being
+/// written, and the tap that watches the records.
+struct Session<'a> {
+    cfg: &'a RecordConfig,
+    /// Where the recording goes (`/dev/null` for none), for messages.
+    data_path: &'a Path,
+    /// fds[event][cpu]
+    fds: Vec<Vec<OwnedFd>>,
+    rings: Vec<Ring>,
+    rewriter: Option<StackRewriter>,
+    /// The BPF collector and its output events: they live as long as the rings.
+    _collector: (Option<FaultCollector>, Vec<OwnedFd>),
+    live: Option<&'a mut (dyn Tap + 'static)>,
+    files: MappedFiles,
+    writer: PerfDataWriter,
+    /// What is known before the start; `finish` adds the outcome.
+    known: RecordingMeta,
+    /// The tracepoints' formats, for perf, when they are recorded.
+    tracing_data: Option<crate::format::perf_compat::TracingData>,
+    /// The id of the first event's first fd, for the records pfprof writes.
+    leader_id: u64,
+    /// The kernel's text mapping was written (then its build-id is too).
+    kernel_text: bool,
+    cpus: usize,
+    /// When the command was released or the events enabled.
+    start: Instant,
+    /// Why writing stopped (the recording holds what came before).
+    write_error: Option<String>,
+}
+
+impl<'a> Session<'a> {
+    /// Prepares the unwinder, starts the tap, creates the recording and
+    /// writes the kernel's text mapping first.
+    fn new(
+        cfg: &'a RecordConfig,
+        followed: &Followed,
+        plan: OpenPlan,
+        opened: OpenEvents,
+        cpus: usize,
+        mut live: Option<&'a mut (dyn Tap + 'static)>,
+    ) -> Result<Self> {
+        let OpenEvents {
+            fds,
+            rings,
+            descs,
+            mut rewriter,
+            collector_outputs,
+        } = opened;
+        if let Some(rewriter) = rewriter.as_mut() {
+            prepare_rewriter(rewriter, cfg, plan.probe.as_ref());
+        }
+        let known = known_meta(cfg, &plan, &followed.existing);
+        if let Some(live) = live.as_deref_mut() {
+            live.start(&descs, &known)
+                .context("cannot decode the events live")?;
+        }
+        let files = if cfg.hold_files {
+            MappedFiles::holding(hold_limit())
+        } else {
+            MappedFiles::default()
+        };
+        let data_path = cfg.data_path.as_deref().unwrap_or(Path::new("/dev/null"));
+        let leader_id = descs[0].ids[0];
+        let (writer, kernel_text) = create_writer(cfg, data_path, descs, leader_id)?;
+        let Tracepoints { ids, formats, .. } = plan.tracepoints;
+        Ok(Session {
+            cfg,
+            data_path,
+            fds,
+            rings,
+            rewriter,
+            _collector: (plan.collector, collector_outputs),
+            live,
+            files,
+            writer,
+            known,
+            tracing_data: formats.filter(|_| ids.is_some()),
+            leader_id,
+            kernel_text,
+            cpus,
+            start: Instant::now(),
+            write_error: None,
+        })
+    }
+
+    /// Starts what is followed: releases the command (its events start at
+    /// its exec), or enables the events and writes down the processes that
+    /// run already.
+    fn begin(&mut self, followed: &mut Followed) -> Result<()> {
+        self.start = Instant::now();
+        if let Some(command) = followed.command.as_mut() {
+            return command.release();
+        }
+        // Enable first, then read the address spaces, stamped as of before
+        // the enabling: a process that starts in between is then described
+        // twice (the kernel's records follow and replace the stamped ones),
+        // never not at all. Read before (and before the rings are mapped,
+        // which takes a second), every process started in between had
+        // mappings nobody recorded, and all its samples were held back.
+        let time = sys::monotonic_ns();
+        for fd in self.fds.iter().flatten() {
+            sys::enable(fd).context("cannot enable the events")?;
+        }
+        let now_running = rescan(&self.cfg.target, &followed.existing);
+        synthesize(
+            &mut self.writer,
+            &mut self.files,
+            &now_running,
+            self.leader_id,
+            time,
+            self.rewriter.as_mut(),
+            self.live.as_deref_mut(),
+        )
+        .context("cannot write the recording")?;
+        let existing = &followed.existing;
+        let threads: usize = existing.iter().map(|p| p.tids.len()).sum();
+        let what = match self.cfg.target {
+            Target::System => format!("all CPUs ({} processes running)", existing.len()),
+            _ => format!("{} process(es), {threads} thread(s)", existing.len()),
+        };
+        let until = self
+            .cfg
+            .duration
+            .map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()));
+        eprintln!("pfprof: recording {what}{until}; Ctrl-C to stop");
+        Ok(())
+    }
+}
+
+/// Why the drain loop ended.
+struct Ended {
+    /// How the command ended (None: attached or system-wide).
+    exit: Option<ExitStatus>,
+    /// The signal that stopped an attached or system-wide recording.
+    stopped_by: Option<i32>,
+}
+
+impl Session<'_> {
+    /// Drains the rings until the command exits (attached and system-wide:
+    /// until a signal, `--duration`, the processes' exit or a write error).
+    fn drain_until_done(&mut self, followed: &mut Followed) -> Result<Ended> {
+        let poll_fds: Vec<_> = self.rings.iter().map(Ring::raw_fd).collect();
+        let mut last_checkpoint = Instant::now();
+        let mut forwarded = 0;
+        let afterwards = afterwards(followed);
+        loop {
+            if self.write_error.is_some() {
+                std::thread::sleep(Duration::from_millis(50));
+            } else {
+                sys::poll_readable(&poll_fds, 50).context("poll failed")?;
+                let drained = self.drain(false).and_then(|_| {
+                    if last_checkpoint.elapsed() > Duration::from_secs(1) {
+                        last_checkpoint = Instant::now();
+                        self.writer.checkpoint()?;
+                    }
+                    Ok(())
+                });
+                if let Err(e) = drained {
+                    self.stop(&e, afterwards);
+                    if followed.command.is_none() {
+                        return Ok(Ended {
+                            exit: None,
+                            stopped_by: None,
+                        });
+                    }
+                }
+            }
+            let ended = match followed.command.as_mut() {
+                Some(command) => self.watch_command(command, &mut forwarded)?,
+                None => self.attached_ended(&followed.existing),
+            };
+            if let Some(ended) = ended {
+                return Ok(ended);
             }
         }
-    };
-    if pages < asked_pages {
-        // A dwarf sample carries 32 KiB of stack, a frame-pointer one ~100 bytes.
-        let lighter = if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
-            ", or record with `--call-graph fp` (samples 100 times smaller)"
-        } else {
-            ""
+    }
+
+    /// One pass over every ring; `last` settles every held-back sample.
+    fn drain(&mut self, last: bool) -> io::Result<usize> {
+        drain_all(
+            &mut self.rings,
+            &mut self.writer,
+            &mut self.files,
+            self.rewriter.as_mut(),
+            self.live.as_deref_mut(),
+            last,
+        )
+    }
+
+    /// Stops writing after `error` (the events are disabled); `afterwards`
+    /// says what becomes of the processes.
+    fn stop(&mut self, error: &io::Error, afterwards: &str) {
+        let message = stop_on_write_error(
+            &mut self.writer,
+            &self.fds,
+            error,
+            self.data_path,
+            self.start,
+            afterwards,
+        );
+        self.write_error = Some(message);
+    }
+
+    /// The command's end once it has exited; until then, passes on the
+    /// termination signals pfprof gets, and SIGTERM at `--duration`.
+    fn watch_command(&self, command: &mut Launched, forwarded: &mut u32) -> Result<Option<Ended>> {
+        let (sig, count) = sys::pending_signal();
+        if let Some(status) = command.wait(true).context("waitpid failed")? {
+            return Ok(Some(Ended {
+                exit: Some(status),
+                stopped_by: None,
+            }));
+        }
+        if count > *forwarded {
+            // Ctrl-C reaches the command through the terminal too; SIGTERM
+            // or SIGHUP sent to pfprof alone are passed on.
+            sys::kill(command.pid(), sig);
+            *forwarded = count;
+        }
+        if self.cfg.duration.is_some_and(|d| self.start.elapsed() >= d) && *forwarded == 0 {
+            sys::kill(command.pid(), libc::SIGTERM);
+            *forwarded = count.max(1);
+        }
+        Ok(None)
+    }
+
+    /// The end of an attached or system-wide recording: a signal,
+    /// `--duration`, or every attached process gone.
+    fn attached_ended(&self, existing: &[Existing]) -> Option<Ended> {
+        let (sig, count) = sys::pending_signal();
+        let ended = |stopped_by| {
+            Some(Ended {
+                exit: None,
+                stopped_by,
+            })
         };
-        eprintln!(
-            "pfprof: warning: ring buffers shrunk to {} per CPU (asked for {}) by the locked-memory \
-             limits: {}; fault bursts may lose records (the report counts them). To record with the \
-             full size, {}{lighter}",
-            show_size(pages as u64 * 4096),
-            show_size(asked_pages as u64 * 4096),
-            memlock_figures(cpus.len()),
-            memlock_fix(asked_pages)
+        if count > 0 {
+            return ended(Some(sig));
+        }
+        if self.cfg.duration.is_some_and(|d| self.start.elapsed() >= d) {
+            return ended(None);
+        }
+        if matches!(self.cfg.target, Target::Pids(_)) && !existing.iter().any(|p| alive(p.pid)) {
+            return ended(None);
+        }
+        None
+    }
+
+    /// Stops following, drains what is left, and completes the recording
+    /// with what perf needs and pfprof's facts.
+    fn finish(mut self, ended: Ended, followed: &Followed, priority: &str) -> Result<Recorded> {
+        let wall_ns = self.start.elapsed().as_nanos() as u64;
+        // Descendants that outlive the command, and attached processes, are no
+        // longer followed (they keep running untouched).
+        for fd in self.fds.iter().flatten() {
+            let _ = sys::disable(fd);
+        }
+        let now = if followed.command.is_some() {
+            "the command has ended"
+        } else {
+            afterwards(followed)
+        };
+        if self.write_error.is_none() {
+            if let Err(e) = self.drain(true) {
+                self.stop(&e, now);
+            }
+        }
+        // Everything drained: the analysis that follows is ordinary work.
+        if priority == "fifo" {
+            let _ = sys::ordinary_priority();
+        }
+        let exit = ended.exit.map(|status| match status {
+            ExitStatus::Exited(code) => Exit::Code(code),
+            ExitStatus::Signaled(sig) => Exit::Signal(sig),
+        });
+        let (sig, count) = sys::pending_signal();
+        self.add_perf_features();
+        let (held_files, not_held) = self.files.take_held();
+        let sum = |event: &[OwnedFd]| -> Option<u64> {
+            event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
+        };
+        let meta = RecordingMeta {
+            exit: exit.clone(),
+            kernel_minor: sum(&self.fds[0]),
+            kernel_major: sum(&self.fds[1]),
+            unwind: self.rewriter.as_ref().map(|r| r.stats().clone()),
+            interrupted_by: (count > 0).then_some(sig).or(ended.stopped_by),
+            data_bytes: self.writer.data_size(),
+            wall_ns,
+            root_pid: followed.command.as_ref().map(Launched::pid),
+            recorder_priority: Some(priority.to_string()),
+            files: std::mem::take(&mut self.files).into_stamps(),
+            ..std::mem::take(&mut self.known)
+        };
+        drop(std::mem::take(&mut self.rings));
+        if let Some(live) = self.live.as_deref_mut() {
+            live.settled(u64::MAX);
+            live.finish();
+        }
+        if self.write_error.is_none() {
+            let written = self
+                .writer
+                .finish(&meta, &hostname(), &os_release(), self.cpus as u32);
+            if let Err(e) = written {
+                self.stop(&e, now);
+            }
+        }
+        Ok(Recorded {
+            exit,
+            write_error: self.write_error,
+            held_files,
+            not_held,
+        })
+    }
+
+    /// What perf needs to read the file: the tracepoints' formats, the
+    /// build-ids of the files (and kernel, and vDSO) the samples may fall
+    /// in, and the architecture.
+    fn add_perf_features(&mut self) {
+        use crate::format::perf_compat::{self as compat, BuildIdEntry};
+        if let Some(formats) = &self.tracing_data {
+            self.writer
+                .add_feature(compat::HEADER_TRACING_DATA, formats.encode());
+        }
+        let mut build_ids: Vec<BuildIdEntry> = self
+            .files
+            .build_ids()
+            .map(|(path, id)| BuildIdEntry {
+                kernel: false,
+                build_id: id.to_vec(),
+                path,
+            })
+            .collect();
+        if self.kernel_text {
+            if let Some(id) = std::fs::read("/sys/kernel/notes")
+                .ok()
+                .and_then(|notes| compat::build_id_in_notes(&notes))
+            {
+                build_ids.push(BuildIdEntry {
+                    kernel: true,
+                    build_id: id,
+                    path: "[kernel.kallsyms]".to_string(),
+                });
+            }
+        }
+        // The vDSO's, as perf writes it: a report names `[vdso]` frames only
+        // on a kernel with this vDSO (sys::vdso).
+        if let Some(id) = vdso::own_build_id() {
+            build_ids.push(BuildIdEntry {
+                kernel: false,
+                build_id: id,
+                path: vdso::PATH.to_string(),
+            });
+        }
+        self.writer.add_feature(
+            compat::HEADER_BUILD_ID,
+            compat::build_id_section(&build_ids),
         );
+        self.writer
+            .add_feature(compat::HEADER_ARCH, compat::arch_section());
     }
-    if let Some(note) = tracepoints_note
-        .as_ref()
-        .filter(|_| cfg.tracepoints && cfg.class != RecordClass::Major)
-    {
-        eprintln!("pfprof: warning: page-fault tracepoints unavailable ({note}); recording minor/major only, COW and access types will be marked unavailable");
+}
+
+/// What becomes of the processes when the recording stops early: after a
+/// write error the command runs on untraced, and pfprof still waits for it,
+/// so that its exit status passes through.
+fn afterwards(followed: &Followed) -> &'static str {
+    if followed.command.is_some() {
+        "the command keeps running, untraced, until it exits; pfprof waits for it"
+    } else {
+        "the processes keep running, untouched"
     }
-    if let Some(note) = &collector_note {
-        eprintln!(
-            "pfprof: note: BPF collector unavailable ({note}); recording with perf's stack copies \
-             (larger records: bursts of faults may lose some, and the report counts them)"
-        );
-    }
-    let OpenEvents {
-        fds,
-        mut rings,
-        descs,
-        mut rewriter,
-        collector_outputs: _collector_outputs,
-    } = opened;
-    if let (Some(rewriter), Target::System) = (rewriter.as_mut(), &cfg.target) {
+}
+
+/// Tells the unwinder what it cannot learn from the records: pfprof's own
+/// pid (system-wide), the stack size asked for, and the main-entry probe.
+fn prepare_rewriter(rewriter: &mut StackRewriter, cfg: &RecordConfig, probe: Option<&MainProbe>) {
+    if let Target::System = cfg.target {
         rewriter.set_own_pid(std::process::id() as i32);
     }
-    if let (Some(rewriter), CallGraph::Dwarf { stack_bytes }) = (rewriter.as_mut(), cfg.call_graph)
-    {
+    if let CallGraph::Dwarf { stack_bytes } = cfg.call_graph {
         rewriter.set_stack_requested(stack_bytes as usize);
     }
-    if let (Some(rewriter), Some(probe)) = (rewriter.as_mut(), probe.as_ref()) {
+    if let Some(probe) = probe {
         // The uprobe runs main's first instruction out of line, in the
         // `[uprobes]` page: a fault there is unwound from main's entry.
         let path = std::fs::canonicalize(Path::new(std::ffi::OsStr::from_bytes(
@@ -1303,42 +1867,49 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
         .unwrap_or_default();
         rewriter.set_main_probe(path.as_os_str().as_bytes(), probe.file_offset);
     }
-    // What is known of the recording before it starts, for the tap.
-    let known = RecordingMeta {
+}
+
+/// What is known of the recording before it starts, for the tap.
+fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[Existing]) -> RecordingMeta {
+    RecordingMeta {
         pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        tracepoints: tracepoints.is_some(),
-        tracepoints_note,
+        tracepoints: plan.tracepoints.ids.is_some(),
+        tracepoints_note: plan.tracepoints.note.clone(),
         period: cfg.period,
         call_graph: cfg.call_graph.describe(),
         kernel_callchains: cfg.kernel_callchains,
         pfprof_pid: Some(std::process::id() as i32),
         class: cfg.class,
-        ring_bytes_per_cpu: Some(pages as u64 * 4096),
-        collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. })
-            .then(|| if collector.is_some() { "bpf" } else { "perf" }.to_string()),
+        ring_bytes_per_cpu: Some(plan.pages as u64 * 4096),
+        collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
+            if plan.collector.is_some() {
+                "bpf"
+            } else {
+                "perf"
+            }
+            .to_string()
+        }),
         max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
             .ok()
             .and_then(|s| s.trim().parse().ok()),
-        ..target_meta(&cfg.target, &existing)
-    };
-    let mut live = tap;
-    if let Some(live) = live.as_deref_mut() {
-        live.start(&descs, &known)
-            .context("cannot decode the events live")?;
+        ..target_meta(&cfg.target, existing)
     }
-    let leader_id = descs[0].ids[0];
-    let mut files = if cfg.hold_files {
-        MappedFiles::holding(hold_limit())
-    } else {
-        MappedFiles::default()
-    };
-    let data_path = cfg.data_path.as_deref().unwrap_or(Path::new("/dev/null"));
+}
+
+/// Creates the recording (or a writer that discards, without a data path)
+/// and writes the kernel's text mapping first, as perf does (pfprof's reader
+/// skips it); says whether it was written.
+fn create_writer(
+    cfg: &RecordConfig,
+    data_path: &Path,
+    descs: Vec<EventDesc>,
+    leader_id: u64,
+) -> Result<(PerfDataWriter, bool)> {
     let mut writer = match &cfg.data_path {
         Some(path) => PerfDataWriter::create(path, descs),
         None => PerfDataWriter::discarding(descs),
     }
     .with_context(|| format!("cannot create {}", data_path.display()))?;
-    // The kernel's text first, as perf writes it (pfprof's reader skips it).
     let kernel_text = std::fs::read_to_string("/proc/kallsyms")
         .ok()
         .and_then(|k| crate::format::perf_compat::kernel_text(&k));
@@ -1347,59 +1918,22 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
             .write_records(&synth::kernel_mmap(start, end, leader_id))
             .with_context(|| format!("cannot write {}", data_path.display()))?;
     }
+    Ok((writer, kernel_text.is_some()))
+}
 
-    let start = Instant::now();
-    if let Some(child) = child.as_mut() {
-        if let Err(failed) = child.release() {
-            let _ = sys::wait(child.pid, false);
-            return Err(spawn_error(
-                failed,
-                program_path.as_deref().unwrap_or(Path::new("?")),
-                credentials.as_ref(),
-            ));
-        }
-    } else {
-        // Enable first, then read the address spaces, stamped as of before
-        // the enabling: a process that starts in between is then described
-        // twice (the kernel's records follow and replace the stamped ones),
-        // never not at all. Read before (and before the rings are mapped,
-        // which takes a second), every process started in between had
-        // mappings nobody recorded, and all its samples were held back.
-        let time = sys::monotonic_ns();
-        for fd in fds.iter().flatten() {
-            sys::enable(fd).context("cannot enable the events")?;
-        }
-        let now_running = rescan(&cfg.target, &existing);
-        synthesize(
-            &mut writer,
-            &mut files,
-            &now_running,
-            leader_id,
-            time,
-            rewriter.as_mut(),
-            live.as_deref_mut(),
-        )
-        .context("cannot write the recording")?;
-        let threads: usize = existing.iter().map(|p| p.tids.len()).sum();
-        let what = match cfg.target {
-            Target::System => format!("all CPUs ({} processes running)", existing.len()),
-            _ => format!("{} process(es), {threads} thread(s)", existing.len()),
-        };
-        let until = cfg
-            .duration
-            .map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()));
-        eprintln!("pfprof: recording {what}{until}; Ctrl-C to stop");
-    }
-
-    // The draining thread must keep pace with the traced programs' fault
-    // rate (dwarf mode: ~1 µs of work per fault) even when every CPU is
-    // busy, or the kernel drops records: it runs in the real-time class
-    // when allowed (root), else at nice -10, else as it is. A fork storm of
-    // 1,600 threads on two CPUs starved a nice -10 drain (3-42% of the
-    // faults lost); SCHED_FIFO lost none. The kernel's real-time throttling
-    // still leaves 5% of each CPU to others, and the drain sleeps in poll
-    // between passes. The command was forked before, at its own priority.
-    let recorder_priority = if sys::realtime_priority(1) {
+/// Raises the draining thread's priority as far as allowed, and says so
+/// when that is not the real-time class; returns which it got.
+///
+/// The draining thread must keep pace with the traced programs' fault
+/// rate (dwarf mode: ~1 µs of work per fault) even when every CPU is
+/// busy, or the kernel drops records: it runs in the real-time class
+/// when allowed (root), else at nice -10, else as it is. A fork storm of
+/// 1,600 threads on two CPUs starved a nice -10 drain (3-42% of the
+/// faults lost); SCHED_FIFO lost none. The kernel's real-time throttling
+/// still leaves 5% of each CPU to others, and the drain sleeps in poll
+/// between passes. The command was forked before, at its own priority.
+fn raise_recorder_priority() -> &'static str {
+    if sys::realtime_priority(1) {
         "fifo"
     } else if sys::raise_priority(-10) {
         eprintln!(
@@ -1414,187 +1948,7 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
              counts them)"
         );
         "ordinary"
-    };
-    let poll_fds: Vec<_> = rings.iter().map(Ring::raw_fd).collect();
-    let mut last_checkpoint = Instant::now();
-    let mut forwarded = 0;
-    let mut stopped_by = None;
-    let mut write_error = None;
-    // After a write error the command runs on untraced: pfprof still waits
-    // for it, so that its exit status passes through.
-    let afterwards = if child.is_some() {
-        "the command keeps running, untraced, until it exits; pfprof waits for it"
-    } else {
-        "the processes keep running, untouched"
-    };
-    let stop = |writer: &mut PerfDataWriter, error: &io::Error, what: &str| {
-        stop_on_write_error(writer, &fds, error, data_path, start, what)
-    };
-    let exit = loop {
-        if write_error.is_some() {
-            std::thread::sleep(Duration::from_millis(50));
-        } else {
-            sys::poll_readable(&poll_fds, 50).context("poll failed")?;
-            let drained = drain_all(
-                &mut rings,
-                &mut writer,
-                &mut files,
-                rewriter.as_mut(),
-                live.as_deref_mut(),
-                false,
-            )
-            .and_then(|_| {
-                if last_checkpoint.elapsed() > Duration::from_secs(1) {
-                    last_checkpoint = Instant::now();
-                    writer.checkpoint()?;
-                }
-                Ok(())
-            });
-            if let Err(e) = drained {
-                write_error = Some(stop(&mut writer, &e, afterwards));
-                if child.is_none() {
-                    break None;
-                }
-            }
-        }
-        let (sig, count) = sys::pending_signal();
-        if let Some(child) = &child {
-            if let Some(status) = sys::wait(child.pid, true).context("waitpid failed")? {
-                break Some(status);
-            }
-            if count > forwarded {
-                // Ctrl-C reaches the command through the terminal too; SIGTERM
-                // or SIGHUP sent to pfprof alone are passed on.
-                sys::kill(child.pid, sig);
-                forwarded = count;
-            }
-            if cfg.duration.is_some_and(|d| start.elapsed() >= d) && forwarded == 0 {
-                sys::kill(child.pid, libc::SIGTERM);
-                forwarded = count.max(1);
-            }
-        } else {
-            if count > 0 {
-                stopped_by = Some(sig);
-                break None;
-            }
-            if cfg.duration.is_some_and(|d| start.elapsed() >= d) {
-                break None;
-            }
-            if matches!(cfg.target, Target::Pids(_)) && !existing.iter().any(|p| alive(p.pid)) {
-                break None;
-            }
-        }
-    };
-    let wall_ns = start.elapsed().as_nanos() as u64;
-    // Descendants that outlive the command, and attached processes, are no
-    // longer followed (they keep running untouched).
-    for fd in fds.iter().flatten() {
-        let _ = sys::disable(fd);
     }
-    let ended = if child.is_some() {
-        "the command has ended"
-    } else {
-        afterwards
-    };
-    if write_error.is_none() {
-        if let Err(e) = drain_all(
-            &mut rings,
-            &mut writer,
-            &mut files,
-            rewriter.as_mut(),
-            live.as_deref_mut(),
-            true,
-        ) {
-            write_error = Some(stop(&mut writer, &e, ended));
-        }
-    }
-    // Everything drained: the analysis that follows is ordinary work.
-    if recorder_priority == "fifo" {
-        let _ = sys::ordinary_priority();
-    }
-    let sum = |event: &[OwnedFd]| -> Option<u64> {
-        event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
-    };
-    let exit = exit.map(|status| match status {
-        ExitStatus::Exited(code) => Exit::Code(code),
-        ExitStatus::Signaled(sig) => Exit::Signal(sig),
-    });
-    let (sig, count) = sys::pending_signal();
-    // What perf needs to read the file: the tracepoints' formats, and the
-    // build-ids of the files (and kernel) the samples may fall in.
-    if let (Some(_), Some(formats)) = (tracepoints, &tracing_data) {
-        writer.add_feature(
-            crate::format::perf_compat::HEADER_TRACING_DATA,
-            formats.encode(),
-        );
-    }
-    let mut build_ids: Vec<crate::format::perf_compat::BuildIdEntry> = files
-        .build_ids()
-        .map(|(path, id)| crate::format::perf_compat::BuildIdEntry {
-            kernel: false,
-            build_id: id.to_vec(),
-            path,
-        })
-        .collect();
-    if kernel_text.is_some() {
-        if let Some(id) = std::fs::read("/sys/kernel/notes")
-            .ok()
-            .and_then(|notes| crate::format::perf_compat::build_id_in_notes(&notes))
-        {
-            build_ids.push(crate::format::perf_compat::BuildIdEntry {
-                kernel: true,
-                build_id: id,
-                path: "[kernel.kallsyms]".to_string(),
-            });
-        }
-    }
-    // The vDSO's, as perf writes it: a report names `[vdso]` frames only
-    // on a kernel with this vDSO (sys::vdso).
-    if let Some(id) = vdso::own_build_id() {
-        build_ids.push(crate::format::perf_compat::BuildIdEntry {
-            kernel: false,
-            build_id: id,
-            path: vdso::PATH.to_string(),
-        });
-    }
-    writer.add_feature(
-        crate::format::perf_compat::HEADER_BUILD_ID,
-        crate::format::perf_compat::build_id_section(&build_ids),
-    );
-    writer.add_feature(
-        crate::format::perf_compat::HEADER_ARCH,
-        crate::format::perf_compat::arch_section(),
-    );
-    let (held_files, not_held) = files.take_held();
-    let meta = RecordingMeta {
-        exit: exit.clone(),
-        kernel_minor: sum(&fds[0]),
-        kernel_major: sum(&fds[1]),
-        unwind: rewriter.as_ref().map(|r| r.stats().clone()),
-        interrupted_by: (count > 0).then_some(sig).or(stopped_by),
-        data_bytes: writer.data_size(),
-        wall_ns,
-        root_pid: child.as_ref().map(|c| c.pid),
-        recorder_priority: Some(recorder_priority.to_string()),
-        files: files.into_stamps(),
-        ..known
-    };
-    drop(rings);
-    if let Some(live) = live {
-        live.settled(u64::MAX);
-        live.finish();
-    }
-    if write_error.is_none() {
-        if let Err(e) = writer.finish(&meta, &hostname(), &os_release(), cpus.len() as u32) {
-            write_error = Some(stop(&mut writer, &e, ended));
-        }
-    }
-    Ok(Recorded {
-        exit,
-        write_error,
-        held_files,
-        not_held,
-    })
 }
 
 /// How many mapped files a recording may hold open: a quarter of the file
@@ -1715,5 +2069,136 @@ mod tests {
         ] {
             assert_eq!(parse_cpu_list(text), want, "{text:?}");
         }
+    }
+
+    fn test_config() -> RecordConfig {
+        RecordConfig {
+            target: Target::Pids(vec![1]),
+            duration: None,
+            data_path: None,
+            period: 1,
+            mmap_pages: None,
+            kernel_callchains: false,
+            call_graph: CallGraph::Fp,
+            tracepoints: true,
+            class: RecordClass::All,
+            run_as_root: false,
+            bpf: true,
+            hold_files: false,
+        }
+    }
+
+    fn test_plan(tracepoints: bool, pages: usize) -> OpenPlan {
+        OpenPlan {
+            tracepoints: Tracepoints {
+                ids: tracepoints.then_some((1, 2)),
+                note: None,
+                formats: None,
+            },
+            probe: None,
+            build_id: true,
+            collector: None,
+            collector_note: None,
+            pages,
+            asked_pages: pages,
+            min_pages: 8,
+            fds_needed: 16,
+            fds_for: "4 events × 2 CPUs × 2 task(s)".into(),
+        }
+    }
+
+    fn event(errno: i32) -> OpenFailure {
+        OpenFailure::Event(io::Error::from_raw_os_error(errno))
+    }
+
+    /// A refused event lowers the plan a step at a time: the tracepoints
+    /// (noted), then the build-ids; then the refusal is the error, with its
+    /// exit code.
+    #[test]
+    fn refusals_lower_the_plan() {
+        let cfg = test_config();
+        let mut plan = test_plan(true, 64);
+        plan.lower(event(libc::EACCES), &cfg, 2).unwrap();
+        assert_eq!(plan.tracepoints.ids, None);
+        let note = plan.tracepoints.note.as_deref().unwrap();
+        assert!(note.starts_with("tracepoints not permitted"), "{note}");
+        let denied = plan.lower(event(libc::EACCES), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&denied), 2);
+        plan.lower(event(libc::EINVAL), &cfg, 2).unwrap();
+        assert!(!plan.build_id);
+        let invalid = plan.lower(event(libc::EINVAL), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&invalid), 1);
+        assert!(format!("{invalid:#}").starts_with("perf_event_open failed"));
+        let gone = plan.lower(event(libc::ESRCH), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&gone), 2);
+    }
+
+    /// A ring the locked-memory limits refuse is halved down to the
+    /// minimum, then refused with exit 2.
+    #[test]
+    fn rings_halve_to_the_minimum() {
+        let cfg = test_config();
+        let mut plan = test_plan(false, 32);
+        let ring = || OpenFailure::Ring(io::Error::from_raw_os_error(libc::EPERM));
+        plan.lower(ring(), &cfg, 2).unwrap();
+        plan.lower(ring(), &cfg, 2).unwrap();
+        assert_eq!(plan.pages, 8);
+        let refused = plan.lower(ring(), &cfg, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&refused), 2);
+        assert_eq!((plan.pages, plan.asked_pages), (8, 32));
+    }
+
+    /// A released command that is still running when `record` leaves early
+    /// is killed and reaped by its guard; one never released exits unrun.
+    #[test]
+    fn launched_command_is_reaped_on_early_return() {
+        let mut launched = Launched::spawn(&["sleep".into(), "30".into()], true).unwrap();
+        let pid = launched.pid();
+        launched.release().unwrap();
+        assert!(alive(pid));
+        drop(launched);
+        assert!(!alive(pid), "the command outlived its guard");
+        let never = Launched::spawn(&["sleep".into(), "30".into()], true).unwrap();
+        let pid = never.pid();
+        drop(never);
+        assert!(!alive(pid), "the paused command was left");
+    }
+
+    /// Minor faults, major faults, the tracepoints, then the probe; only
+    /// the first carries the side-band records, and the probe is not
+    /// inherited; dwarf mode's recording says call chains.
+    #[test]
+    fn event_order_and_side_band() {
+        let cfg = RecordConfig {
+            call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
+            ..test_config()
+        };
+        let probe = MainProbe {
+            pmu_type: 9,
+            path: CString::new("/bin/true").unwrap(),
+            file_offset: 0x1000,
+        };
+        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), true);
+        let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "minor-faults",
+                "major-faults",
+                "exceptions:page_fault_user",
+                "exceptions:page_fault_kernel",
+                MAIN_ENTRY_EVENT
+            ]
+        );
+        let side_band: Vec<bool> = specs.iter().map(|s| s.attr.mmap2() == 1).collect();
+        assert_eq!(side_band, [true, false, false, false, false]);
+        assert_eq!(specs[0].attr.build_id(), 1);
+        assert_eq!(specs[4].attr.inherit(), 0);
+        let file = specs[0].file_attr.unwrap();
+        assert_eq!(
+            file.sample_type & b::PERF_SAMPLE_CALLCHAIN as u64,
+            b::PERF_SAMPLE_CALLCHAIN as u64
+        );
+        assert_eq!(file.sample_stack_user, 0);
     }
 }
