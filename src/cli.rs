@@ -8,10 +8,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::analysis::AnalyzeOptions;
 use crate::error::CodedError;
+use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::RecordClass;
 use crate::output::flamegraph::ClassSelection;
 use crate::output::stream::StreamKind;
-use crate::record::{CallGraph, RecordConfig, Target};
+use crate::record::{RecordConfig, Target};
 
 /// pfprof: a page-fault profiler. Records every page fault of a command (its
 /// threads and children) with call chains and data addresses, classifies them
@@ -88,8 +89,8 @@ pub struct TopArgs {
     /// How user call chains are collected (see `record --call-graph`): the
     /// code sites need the innermost frame only, so frame pointers (`fp`),
     /// the cheapest, are the default.
-    #[arg(long, value_name = "MODE", default_value = "fp", value_parser = crate::record::CallGraph::parse)]
-    pub call_graph: crate::record::CallGraph,
+    #[arg(long, value_name = "MODE", default_value = "fp", value_parser = CallGraph::parse)]
+    pub call_graph: CallGraph,
     /// Data pages (4 KiB) per CPU ring buffer (see `record --mmap-pages`).
     #[arg(long, value_name = "N", value_parser = crate::record::parse_mmap_pages)]
     pub mmap_pages: Option<usize>,
@@ -160,8 +161,8 @@ pub struct RecordArgs {
     /// the CFI while recording (complete stacks through code built without
     /// frame pointers); `fp` lets the kernel walk frame pointers (cheaper,
     /// loses callers of code without them); `none` records no user stacks.
-    #[arg(long, value_name = "MODE", default_value = "dwarf", value_parser = crate::record::CallGraph::parse)]
-    pub call_graph: crate::record::CallGraph,
+    #[arg(long, value_name = "MODE", default_value = "dwarf", value_parser = CallGraph::parse)]
+    pub call_graph: CallGraph,
     /// Record `--call-graph dwarf` stacks with perf's own stack copies
     /// instead of pfprof's BPF collector (which writes only the stack bytes
     /// there are: ten to a hundred times less ring space per fault).

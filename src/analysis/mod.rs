@@ -23,6 +23,7 @@ use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
 use crate::analysis::process::{MapKind, ModuleId, Place, Processes};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
+use crate::format::call_graph::CallGraph;
 use crate::format::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample};
 use crate::format::perf_data::{RecordMode, RecordingMeta};
 use crate::format::records as rec;
@@ -479,8 +480,8 @@ impl Analyzer {
     /// What the recording's metadata says about how to read it.
     fn begin(&mut self, meta: &RecordingMeta) {
         self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
-        self.fp_max_stack =
-            (meta.call_graph == "fp").then(|| meta.max_stack.map_or(MAX_FRAMES, |n| n as usize));
+        self.fp_max_stack = (meta.call_graph == CallGraph::Fp)
+            .then(|| meta.max_stack.map_or(MAX_FRAMES, |n| n as usize));
         if meta.mode != RecordMode::Command {
             self.profile.startup.disable();
         }

@@ -3,6 +3,7 @@
 //! perf's; and the output directory a recording lives in.
 
 pub mod buildid_cache;
+pub mod call_graph;
 pub mod compressed;
 pub mod decode;
 pub mod events;

@@ -119,7 +119,7 @@ pub struct RecordingMeta {
     /// Sample period (1 = every fault).
     pub period: u64,
     /// Call-graph mode.
-    pub call_graph: String,
+    pub call_graph: crate::format::call_graph::CallGraph,
     /// Unwinding counters (dwarf mode).
     #[serde(default)]
     pub unwind: Option<crate::unwind::UnwindStats>,

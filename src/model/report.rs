@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::analysis::classify::{Access, FaultClass};
 pub use crate::analysis::LostByClass;
+use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::Exit;
-use crate::record::CallGraph;
 use crate::text::thousands;
 use crate::unwind::{StackNeed, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
 
@@ -52,7 +52,7 @@ pub struct Totals {
     pub no_callchain: u64,
     /// How call chains were recorded: `dwarf,BYTES`, `fp` or `none`
     /// (unknown for recordings pfprof did not finish).
-    pub call_graph: Option<String>,
+    pub call_graph: Option<CallGraph>,
     /// Who copied the user stacks in dwarf mode: `bpf` (pfprof's collector)
     /// or `perf`; absent in recordings made before the collector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -438,9 +438,9 @@ impl Report {
     /// to three lines).
     pub fn stacks_line(&self) -> Option<String> {
         let t = &self.totals;
-        let mode = t.call_graph.as_deref()?;
-        Some(match CallGraph::parse(mode) {
-            Ok(CallGraph::Dwarf { stack_bytes }) => {
+        let mode = t.call_graph?;
+        Some(match mode {
+            CallGraph::Dwarf { stack_bytes } => {
                 let needed = t.unwind.as_ref().and_then(|u| u.p99_stack_needed()).map_or(
                     String::new(),
                     |n| match n {
@@ -527,7 +527,7 @@ impl Report {
                 }
                 line
             }
-            Ok(CallGraph::Fp) => {
+            CallGraph::Fp => {
                 let mut line =
                     "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
                  without frame pointers are lost; --call-graph dwarf keeps them)"
@@ -543,7 +543,7 @@ impl Report {
                 }
                 line
             }
-            Ok(CallGraph::None) | Err(_) => format!("call stacks: {mode}"),
+            CallGraph::None => format!("call stacks: {mode}"),
         })
     }
 
@@ -660,7 +660,7 @@ impl Report {
                 thousands(t.pfprof_faults)
             ));
         }
-        if t.truncated_stacks > 0 && t.call_graph.as_deref() == Some("fp") {
+        if t.truncated_stacks > 0 && t.call_graph == Some(CallGraph::Fp) {
             warnings.push(format!(
                 "{} call stacks were cut at the kernel's frame limit \
                  (kernel.perf_event_max_stack) and end in [unknown]: recursion deeper than the \
@@ -674,15 +674,14 @@ impl Report {
 
     /// The completeness line: `captured 262,144 of 262,144 faults (100.0%)`.
     pub fn completeness_line(&self) -> String {
-        let call_graph = self.totals.call_graph.as_deref().map(CallGraph::parse);
-        let truncated = match call_graph {
-            Some(Ok(CallGraph::Dwarf { .. })) => {
+        let truncated = match self.totals.call_graph {
+            Some(CallGraph::Dwarf { .. }) => {
                 format!(
                     "; truncated stacks: {}",
                     thousands(self.totals.truncated_stacks)
                 )
             }
-            Some(Ok(CallGraph::Fp)) if self.totals.truncated_stacks > 0 => {
+            Some(CallGraph::Fp) if self.totals.truncated_stacks > 0 => {
                 format!(
                     "; truncated stacks: {}",
                     thousands(self.totals.truncated_stacks)
@@ -908,7 +907,7 @@ pub(crate) mod tests {
                 entries_without_completion: 2,
                 bad_records: 0,
                 no_callchain: 0,
-                call_graph: Some("dwarf,8192".into()),
+                call_graph: Some(CallGraph::Dwarf { stack_bytes: 8192 }),
                 collector: None,
                 truncated_stacks: 3,
                 unwind: Some(crate::unwind::UnwindStats {

@@ -949,7 +949,7 @@ fn totals(profile: &Profile) -> Totals {
         entries_without_completion: t.entries_without_completion,
         bad_records: profile.decode.bad_records,
         no_callchain: t.no_callchain,
-        call_graph: meta.map(|m| m.call_graph.clone()),
+        call_graph: meta.map(|m| m.call_graph),
         collector: meta.and_then(|m| m.collector.clone()),
         truncated_stacks: t.truncated_stacks,
         unwind: meta

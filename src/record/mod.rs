@@ -35,12 +35,12 @@ use anyhow::{Context, Result};
 use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
+use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
 use crate::sys::maps;
 use crate::sys::vdso;
 use crate::sys::{self, ExitStatus, PerfEventAttr};
-use crate::unwind::MAX_STACK_BYTES;
 use bpf::FaultCollector;
 use dwarf::{Handling, StackRewriter};
 pub use files::HeldFile;
@@ -163,63 +163,6 @@ fn mem_available_bytes() -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
-}
-
-/// How user call chains are collected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallGraph {
-    /// Copy this many bytes of user stack and the user registers per fault,
-    /// and unwind them with the CFI while recording.
-    Dwarf {
-        /// Bytes of stack copied (a multiple of 8).
-        stack_bytes: u32,
-    },
-    /// The kernel walks frame pointers.
-    Fp,
-    /// No user call chains.
-    None,
-}
-
-impl CallGraph {
-    /// Parses `dwarf[,BYTES]`, `fp` or `none`.
-    pub fn parse(text: &str) -> std::result::Result<CallGraph, String> {
-        let (mode, size) = match text.split_once(',') {
-            Some((mode, size)) => (mode, Some(size)),
-            None => (text, None),
-        };
-        match (mode, size) {
-            ("fp", None) => Ok(CallGraph::Fp),
-            ("none", None) => Ok(CallGraph::None),
-            ("dwarf", size) => {
-                let bytes = match size {
-                    None => crate::unwind::DEFAULT_STACK_BYTES,
-                    Some(size) => size
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (8..=MAX_STACK_BYTES).contains(n))
-                        .ok_or_else(|| {
-                            format!("stack size must be 8..{MAX_STACK_BYTES} bytes, not {size:?}")
-                        })?,
-                };
-                // The kernel wants a multiple of 8.
-                Ok(CallGraph::Dwarf {
-                    stack_bytes: bytes.next_multiple_of(8).min(MAX_STACK_BYTES),
-                })
-            }
-            _ => Err(format!(
-                "expected dwarf[,STACK_BYTES], fp or none, not {text:?}"
-            )),
-        }
-    }
-
-    /// As written in the recording's metadata.
-    pub fn describe(self) -> String {
-        match self {
-            CallGraph::Dwarf { stack_bytes } => format!("dwarf,{stack_bytes}"),
-            CallGraph::Fp => "fp".into(),
-            CallGraph::None => "none".into(),
-        }
-    }
 }
 
 /// What a recording follows.
@@ -1876,7 +1819,7 @@ fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[Existing]) -> Rec
         tracepoints: plan.tracepoints.ids.is_some(),
         tracepoints_note: plan.tracepoints.note.clone(),
         period: cfg.period,
-        call_graph: cfg.call_graph.describe(),
+        call_graph: cfg.call_graph,
         kernel_callchains: cfg.kernel_callchains,
         pfprof_pid: Some(std::process::id() as i32),
         class: cfg.class,
@@ -1981,34 +1924,6 @@ mod tests {
         ];
         for (cpus, mem, want) in cases {
             assert_eq!(dwarf_ring_pages(cpus, mem), want, "{cpus} CPUs, {mem:?}");
-        }
-    }
-
-    /// `--call-graph` values, their round trip through the metadata, and
-    /// the ones refused.
-    #[test]
-    fn call_graph_values() {
-        let dwarf = |stack_bytes| Ok(CallGraph::Dwarf { stack_bytes });
-        let cases = [
-            ("dwarf", dwarf(32768)),
-            ("dwarf,4096", dwarf(4096)),
-            ("dwarf,100", dwarf(104)),
-            ("dwarf,65528", dwarf(65528)),
-            ("fp", Ok(CallGraph::Fp)),
-            ("none", Ok(CallGraph::None)),
-        ];
-        for (text, want) in cases {
-            assert_eq!(CallGraph::parse(text), want, "{text}");
-            if let Ok(mode) = want {
-                assert_eq!(
-                    CallGraph::parse(&mode.describe()),
-                    want,
-                    "{text} round trip"
-                );
-            }
-        }
-        for bad in ["dwarf,0", "dwarf,70000", "dwarf,x", "fp,8", "lbr", ""] {
-            assert!(CallGraph::parse(bad).is_err(), "{bad}");
         }
     }
 
