@@ -997,7 +997,13 @@ mod tests {
     /// are kept only when asked for.
     #[test]
     fn frames_of_a_chain() {
-        let words = [rec::CONTEXT_KERNEL, 0xffff_1000, rec::CONTEXT_USER, 0x10, 0x20];
+        let words = [
+            rec::CONTEXT_KERNEL,
+            0xffff_1000,
+            rec::CONTEXT_USER,
+            0x10,
+            0x20,
+        ];
         for kernel in [false, true] {
             let user = UserFrames {
                 process: None,

@@ -953,17 +953,22 @@ mod tests {
             x1: x0 + 20.0,
             y1: y + 2.0,
         };
-        let right = slowest_label(mark(200.0, 40.0), 6, lane, &[]).unwrap();
+        // The marks include the slowest's own.
+        let m = mark(200.0, 40.0);
+        let right = slowest_label(m, 6, lane, &[m]).unwrap();
         assert!(right.x0 > 220.0);
-        let left = slowest_label(mark(470.0, 40.0), 6, lane, &[]).unwrap();
+        let m = mark(470.0, 40.0);
+        let left = slowest_label(m, 6, lane, &[m]).unwrap();
         assert!(left.x1 < 470.0);
         // Marks on both sides: below.
-        let beside = [mark(230.0, 40.0), mark(160.0, 40.0)];
-        let below = slowest_label(mark(200.0, 40.0), 6, lane, &beside).unwrap();
+        let m = mark(200.0, 40.0);
+        let crowded = [m, mark(230.0, 40.0), mark(160.0, 40.0)];
+        let below = slowest_label(m, 6, lane, &crowded).unwrap();
         assert!(below.y0 > 42.0);
         // No room anywhere in a lane too small.
         let tiny = Box2 { y1: 5.0, ..lane };
-        assert_eq!(slowest_label(mark(200.0, 2.0), 6, tiny, &[]), None);
+        let m = mark(200.0, 2.0);
+        assert_eq!(slowest_label(m, 6, tiny, &[m]), None);
     }
 
     /// Tick steps are 1, 2 or 5 times a power of ten.
@@ -982,4 +987,3 @@ mod tests {
         }
     }
 }
-
