@@ -20,7 +20,7 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
-use crate::analysis::process::{MapKind, ModuleId, Place, Processes};
+use crate::analysis::process::{MapKind, ModuleId, Place, Process, Processes};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
 use crate::format::call_graph::CallGraph;
@@ -591,29 +591,101 @@ impl Analyzer {
         }
     }
 
+    /// Counts one completed fault: pairs it with its entry, classifies it,
+    /// finds its stack and start-up window, and adds it to every tally.
+    /// The per-fault hot path: nothing here allocates (the frames go to
+    /// `self.scratch`).
     fn on_fault(&mut self, sample: FaultSample<'_>) {
-        let weight = sample.weight;
-        let profile = &mut self.profile;
-        let entry = match self.pending.remove(&sample.tid) {
-            Some(e) if e.addr_avma >> 12 == sample.addr_avma >> 12 => Some(e),
-            Some(_) => {
-                profile.totals.entries_without_completion += 1;
-                None
-            }
-            None => None,
-        };
-        if entry.is_none() {
-            profile.totals.unpaired += 1; // zeroed at the end if the recording has no entries
-        }
+        let entry = self.pair_entry(&sample);
         let kernel_mode = sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode);
         let latency_ns = entry.map(|e| sample.time.saturating_sub(e.time));
-        let in_exec = match profile.processes.by_pid.get_mut(&sample.pid) {
+        let in_exec = match self.profile.processes.by_pid.get_mut(&sample.pid) {
             Some(p) if p.exec_pending => {
                 p.exec_pending = kernel_mode;
                 kernel_mode
             }
             _ => false,
         };
+        let (class, access, target) = self.classify_fault(&sample, entry, kernel_mode);
+        let (stack, cached) = self.stack_of(&sample, kernel_mode, in_exec);
+
+        let profile = &mut self.profile;
+        let frames: &[FrameKey] = if cached { &[] } else { &self.scratch };
+        let startup = profile.startup.is_startup(
+            sample.pid,
+            sample.time,
+            frames,
+            class,
+            sample.weight,
+            &profile.processes.modules,
+            &mut profile.symbolizer,
+        );
+        if let Some(window) = startup {
+            let first = profile
+                .first_touch
+                .entry((window, target))
+                .or_insert((sample.time, stack));
+            if sample.time < first.0 {
+                *first = (sample.time, stack);
+            }
+        }
+        profile.timeline.add(
+            sample.time,
+            class,
+            sample.pid,
+            stack,
+            latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
+        );
+        if self.live {
+            self.last = Some(Classified {
+                time: sample.time,
+                class,
+                addr_avma: sample.addr_avma,
+                target,
+                latency_ns,
+                leaf: profile.stacks.frames(stack).next(),
+            });
+        }
+        let key = SampleKey {
+            pid: sample.pid,
+            class,
+            access,
+            stack,
+            target,
+            startup,
+        };
+        profile.count(key, sample.weight, latency_ns);
+    }
+
+    /// The entry of the thread's pending fault, if it was on the same page;
+    /// counts entries left without completion and faults without entry.
+    fn pair_entry(&mut self, sample: &FaultSample<'_>) -> Option<FaultEntry> {
+        let totals = &mut self.profile.totals;
+        let entry = match self.pending.remove(&sample.tid) {
+            Some(e) if e.addr_avma >> 12 == sample.addr_avma >> 12 => Some(e),
+            Some(_) => {
+                totals.entries_without_completion += 1;
+                None
+            }
+            None => None,
+        };
+        if entry.is_none() {
+            totals.unpaired += 1; // zeroed at the end if the recording has no entries
+        }
+        entry
+    }
+
+    /// The fault's class, access and target, from its entry's error code
+    /// and the mapping it hit; counts majors by backing and kernel-mode
+    /// faults.
+    fn classify_fault(
+        &mut self,
+        sample: &FaultSample<'_>,
+        entry: Option<FaultEntry>,
+        kernel_mode: bool,
+    ) -> (FaultClass, Access, TargetKey) {
+        let profile = &mut self.profile;
+        let weight = sample.weight;
         let process = profile.processes.by_pid.get(&sample.pid);
         let mapping = process
             .and_then(|p| p.space.find(sample.addr_avma))
@@ -636,9 +708,20 @@ impl Analyzer {
         if kernel_mode {
             profile.totals.kernel_mode += weight;
         }
+        (class, access, target)
+    }
 
-        // Frames, leaf first. Consecutive faults often share their raw call
-        // chain (a loop touching pages): reuse the last stack then.
+    /// The fault's stack, and whether it is the last one reused (then
+    /// `self.scratch` does not hold its frames). Consecutive faults often
+    /// share their raw call chain (a loop touching pages): the last stack
+    /// is reused then. Otherwise the frames, leaf first, go to
+    /// `self.scratch` and are interned.
+    fn stack_of(
+        &mut self,
+        sample: &FaultSample<'_>,
+        kernel_mode: bool,
+        in_exec: bool,
+    ) -> (StackId, bool) {
         let cache_key = (sample.pid, kernel_mode, self.generation);
         let cached = match &sample.callchain {
             _ if in_exec => false,
@@ -649,23 +732,10 @@ impl Analyzer {
             }
             None => false,
         };
-        // Frame-pointer chains the kernel cut at its frame limit (it counts
-        // addresses, not context markers) end in a marked frame, as dwarf
-        // chains that stopped early do.
-        let mut fp_cut = false;
-        if let Some(chain) = sample.callchain.as_ref().filter(|_| !in_exec) {
-            if !chain.is_empty() && chain.get(chain.len() - 1) == Some(TRUNCATED_FRAME) {
-                profile.totals.truncated_stacks += 1;
-            } else if let Some(max) = self.fp_max_stack.filter(|&max| chain.len() >= max) {
-                let addresses = (0..chain.len())
-                    .filter(|&i| chain.get(i).is_some_and(|a| a < rec::CONTEXT_MAX))
-                    .count();
-                if addresses >= max {
-                    fp_cut = true;
-                    profile.totals.truncated_stacks += 1;
-                }
-            }
-        }
+        let chain = sample.callchain.as_ref().filter(|_| !in_exec);
+        let fp_cut = chain.is_some_and(|chain| {
+            count_truncated(chain, self.fp_max_stack, &mut self.profile.totals)
+        });
         self.scratch.clear();
         match &sample.callchain {
             _ if cached => {}
@@ -674,130 +744,145 @@ impl Analyzer {
                 self.last_chain.clear();
                 self.last_chain
                     .extend((0..chain.len()).map_while(|i| chain.get(i)));
-                let mut context = rec::CONTEXT_USER;
-                let mut first_user = true;
-                for i in 0..chain.len() {
-                    let Some(avma) = chain.get(i) else { break };
-                    if avma >= rec::CONTEXT_MAX {
-                        context = avma;
-                        continue;
-                    }
-                    if context == rec::CONTEXT_KERNEL {
-                        if self.options.kernel {
-                            self.scratch.push(FrameKey::Kernel { avma });
-                        }
-                        continue;
-                    }
-                    // The first user frame of a user-mode fault is the
-                    // faulting instruction. Return addresses, and the user IP
-                    // of a kernel-mode fault (just after its `syscall`), are
-                    // looked up at the instruction before them.
-                    let lookup_avma = if first_user && !kernel_mode {
-                        avma
-                    } else {
-                        avma.saturating_sub(1)
-                    };
-                    first_user = false;
-                    self.scratch.push(
-                        match process.map_or(Place::Unknown, |p| p.place(lookup_avma)) {
-                            Place::Module {
-                                module,
-                                file_offset,
-                                kind: MapKind::File(_) | MapKind::Pseudo(_),
-                            } => FrameKey::Code {
-                                module,
-                                lookup_file_offset: file_offset,
-                            },
-                            // Executed anonymous memory: JIT code.
-                            Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
-                                if avma != TRUNCATED_FRAME =>
-                            {
-                                FrameKey::Jit {
-                                    pid: sample.pid,
-                                    avma: lookup_avma,
-                                }
-                            }
-                            _ => FrameKey::Unknown,
-                        },
-                    );
-                }
+                let process = self.profile.processes.by_pid.get(&sample.pid);
+                let user = UserFrames {
+                    process,
+                    pid: sample.pid,
+                    kernel_mode,
+                    kernel: self.options.kernel,
+                };
+                user.push_frames(chain, &mut self.scratch);
             }
-            None => profile.totals.no_callchain += 1,
+            None => self.profile.totals.no_callchain += 1,
         }
         if fp_cut && !cached {
             self.scratch.push(FrameKey::Unknown);
         }
-        let stack = if cached {
-            self.last_stack
-        } else {
-            let stack = profile.stacks.intern_leaf_first(&self.scratch);
-            if sample.callchain.is_some() && !in_exec {
-                (self.last_key, self.last_stack) = (cache_key, stack);
-            }
-            stack
-        };
-
-        let frames: &[FrameKey] = if cached { &[] } else { &self.scratch };
-        let startup = profile.startup.is_startup(
-            sample.pid,
-            sample.time,
-            frames,
-            class,
-            weight,
-            &profile.processes.modules,
-            &mut profile.symbolizer,
-        );
-        if let Some(window) = startup {
-            let first = profile
-                .first_touch
-                .entry((window, target))
-                .or_insert((sample.time, stack));
-            if sample.time < first.0 {
-                *first = (sample.time, stack);
-            }
+        if cached {
+            return (self.last_stack, true);
         }
-
-        profile.timeline.add(
-            sample.time,
-            class,
-            sample.pid,
-            stack,
-            latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
-        );
-        if self.live {
-            self.last = Some(Classified {
-                time: sample.time,
-                class,
-                addr_avma: sample.addr_avma,
-                target,
-                latency_ns,
-                leaf: profile.stacks.frames(stack).next(),
-            });
+        let stack = self.profile.stacks.intern_leaf_first(&self.scratch);
+        if sample.callchain.is_some() && !in_exec {
+            (self.last_key, self.last_stack) = (cache_key, stack);
         }
-        let class_index = class as usize;
-        profile.totals.by_class[class_index] += weight;
-        profile.totals.by_class_access[class_index][access as usize] += weight;
-        let per_process = profile.process_counts.entry(sample.pid).or_default();
-        match class {
+        (stack, false)
+    }
+}
+
+/// Whether a call chain was cut short, counting it in `totals` if so: it
+/// ends in a marked frame (dwarf chains that stopped early), or it is a
+/// frame-pointer chain the kernel cut at its frame limit `fp_max_stack`
+/// (it counts addresses, not context markers). True only for the latter,
+/// whose stack then ends in an unknown frame.
+fn count_truncated(
+    chain: &RawDataU64<'_>,
+    fp_max_stack: Option<usize>,
+    totals: &mut Totals,
+) -> bool {
+    if !chain.is_empty() && chain.get(chain.len() - 1) == Some(TRUNCATED_FRAME) {
+        totals.truncated_stacks += 1;
+    } else if let Some(max) = fp_max_stack.filter(|&max| chain.len() >= max) {
+        let addresses = (0..chain.len())
+            .filter(|&i| chain.get(i).is_some_and(|a| a < rec::CONTEXT_MAX))
+            .count();
+        if addresses >= max {
+            totals.truncated_stacks += 1;
+            return true;
+        }
+    }
+    false
+}
+
+/// How to turn one fault's call chain into frames.
+struct UserFrames<'p> {
+    /// The faulting process (its address space places the frames).
+    process: Option<&'p Process>,
+    pid: i32,
+    /// The fault was taken in kernel mode.
+    kernel_mode: bool,
+    /// Keep kernel frames.
+    kernel: bool,
+}
+
+impl UserFrames<'_> {
+    /// Pushes the frames of `chain` (leaf first, with perf's context
+    /// markers) to `frames`: kernel frames if kept, then code in modules,
+    /// JIT code, or unknown.
+    fn push_frames(&self, chain: &RawDataU64<'_>, frames: &mut Vec<FrameKey>) {
+        let mut context = rec::CONTEXT_USER;
+        let mut first_user = true;
+        for i in 0..chain.len() {
+            let Some(avma) = chain.get(i) else { break };
+            if avma >= rec::CONTEXT_MAX {
+                context = avma;
+                continue;
+            }
+            if context == rec::CONTEXT_KERNEL {
+                if self.kernel {
+                    frames.push(FrameKey::Kernel { avma });
+                }
+                continue;
+            }
+            // The first user frame of a user-mode fault is the
+            // faulting instruction. Return addresses, and the user IP
+            // of a kernel-mode fault (just after its `syscall`), are
+            // looked up at the instruction before them.
+            let lookup_avma = if first_user && !self.kernel_mode {
+                avma
+            } else {
+                avma.saturating_sub(1)
+            };
+            first_user = false;
+            frames.push(self.frame(avma, lookup_avma));
+        }
+    }
+
+    /// The frame of a user address, looked up at `lookup_avma`.
+    fn frame(&self, avma: u64, lookup_avma: u64) -> FrameKey {
+        match self
+            .process
+            .map_or(Place::Unknown, |p| p.place(lookup_avma))
+        {
+            Place::Module {
+                module,
+                file_offset,
+                kind: MapKind::File(_) | MapKind::Pseudo(_),
+            } => FrameKey::Code {
+                module,
+                lookup_file_offset: file_offset,
+            },
+            // Executed anonymous memory: JIT code.
+            Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
+                if avma != TRUNCATED_FRAME =>
+            {
+                FrameKey::Jit {
+                    pid: self.pid,
+                    avma: lookup_avma,
+                }
+            }
+            _ => FrameKey::Unknown,
+        }
+    }
+}
+
+impl Profile {
+    /// Adds `weight` faults of `key` to the totals, its process's counts
+    /// and its tally, with their latency if measured.
+    fn count(&mut self, key: SampleKey, weight: u64, latency_ns: Option<u64>) {
+        let class_index = key.class as usize;
+        self.totals.by_class[class_index] += weight;
+        self.totals.by_class_access[class_index][key.access as usize] += weight;
+        let per_process = self.process_counts.entry(key.pid).or_default();
+        match key.class {
             FaultClass::Minor => per_process.minor += weight,
             FaultClass::Major => per_process.major += weight,
             FaultClass::Cow => per_process.cow += weight,
         }
-        let tally = profile
-            .counts
-            .entry(SampleKey {
-                pid: sample.pid,
-                class,
-                access,
-                stack,
-                target,
-                startup,
-            })
-            .or_default();
+        let tally = self.counts.entry(key).or_default();
         tally.faults += weight;
         if let Some(ns) = latency_ns {
             tally.latency_ns += ns.saturating_mul(weight);
-            profile.latencies[class_index].add(ns, 1);
+            self.latencies[class_index].add(ns, 1);
         }
     }
 }
@@ -878,6 +963,64 @@ mod tests {
     use crate::record::synth;
     use crate::sys::alloc_counter;
     use crate::sys::maps::MapsLine;
+
+    /// A call chain of `words`, as a sample holds it.
+    fn with_chain<R>(words: &[u64], f: impl FnOnce(&RawDataU64<'_>) -> R) -> R {
+        let bytes: Vec<u8> = words.iter().flat_map(|a| a.to_le_bytes()).collect();
+        f(&RawDataU64::from_raw_data::<byteorder::LittleEndian>(
+            RawData::Single(&bytes),
+        ))
+    }
+
+    /// Truncated chains: a marked last frame counts but adds no frame; a
+    /// frame-pointer chain at the kernel's limit (addresses, not marks)
+    /// counts and ends in an unknown frame.
+    #[test]
+    fn truncated_chains() {
+        let user = rec::CONTEXT_USER;
+        for (words, fp_max_stack, want_cut, want_count) in [
+            (vec![user, 0x10, 0x20], None, false, 0),
+            (vec![user, 0x10, TRUNCATED_FRAME], None, false, 1),
+            (vec![user, 0x10, 0x20], Some(2), true, 1),
+            (vec![user, 0x10, 0x20], Some(3), false, 0),
+            (vec![], Some(0), true, 1),
+        ] {
+            let mut totals = Totals::default();
+            let cut = with_chain(&words, |chain| {
+                count_truncated(chain, fp_max_stack, &mut totals)
+            });
+            assert_eq!(cut, want_cut, "{words:x?} {fp_max_stack:?}");
+            assert_eq!(totals.truncated_stacks, want_count, "{words:x?}");
+        }
+    }
+
+    /// Without a known process every user frame is unknown; kernel frames
+    /// are kept only when asked for.
+    #[test]
+    fn frames_of_a_chain() {
+        let words = [
+            rec::CONTEXT_KERNEL,
+            0xffff_1000,
+            rec::CONTEXT_USER,
+            0x10,
+            0x20,
+        ];
+        for kernel in [false, true] {
+            let user = UserFrames {
+                process: None,
+                pid: 1,
+                kernel_mode: true,
+                kernel,
+            };
+            let mut frames = Vec::new();
+            with_chain(&words, |chain| user.push_frames(chain, &mut frames));
+            let mut want = vec![FrameKey::Unknown, FrameKey::Unknown];
+            if kernel {
+                want.insert(0, FrameKey::Kernel { avma: 0xffff_1000 });
+            }
+            assert_eq!(frames, want, "kernel {kernel}");
+        }
+    }
 
     #[test]
     fn intervals_forget_exited_processes_but_not_a_reused_pid() {

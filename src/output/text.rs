@@ -4,12 +4,26 @@ use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
 use crate::format::perf_data::Exit;
-use crate::model::report::{FileRow, Report};
+use crate::model::report::{FileRow, ProcessRow, Report, TargetRow};
 use crate::text::{short, thousands, truncate, truncate_file_name, wrap};
 
 /// `report.txt`: the summary, then tables of `top` rows.
 pub fn report_txt(report: &Report, top: usize) -> String {
     let mut s = String::new();
+    summary(&mut s, report);
+    access_table(&mut s, report);
+    top_sites(&mut s, report, top);
+    top_targets(&mut s, report, top);
+    latency(&mut s, report);
+    startup(&mut s, report, top);
+    files(&mut s, report, top);
+    processes(&mut s, report, top);
+    warnings(&mut s, report);
+    s
+}
+
+/// The head: command line, exit, completeness, and the fault totals.
+fn summary(s: &mut String, report: &Report) {
     let t = &report.totals;
     let _ = writeln!(
         s,
@@ -53,6 +67,11 @@ pub fn report_txt(report: &Report, top: usize) -> String {
     if let Some(line) = report.stacks_line() {
         let _ = writeln!(s, "{line}");
     }
+}
+
+/// Faults by class and access, then the faults that could not be fully read.
+fn access_table(s: &mut String, report: &Report) {
+    let t = &report.totals;
     let _ = writeln!(
         s,
         "\n{:<8}{:>12}{:>12}{:>12}{:>12}",
@@ -82,7 +101,10 @@ pub fn report_txt(report: &Report, top: usize) -> String {
             thousands(t.no_callchain)
         );
     }
+}
 
+/// Per class, the `top` code sites with the place they faulted on.
+fn top_sites(s: &mut String, report: &Report, top: usize) {
     for class in FaultClass::ALL {
         let rows = report.top_sites(class, top);
         if rows.is_empty() {
@@ -99,38 +121,47 @@ pub fn report_txt(report: &Report, top: usize) -> String {
                 (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
                 _ => r.function.clone(),
             };
-            // Section and symbol matter most: the object gets what they
-            // leave (at least 12), then they share the rest, each cut once.
-            let detail: usize = [&r.target.section, &r.target.symbol]
-                .into_iter()
-                .flatten()
-                .map(|p| p.chars().count() + 1)
-                .sum();
-            let object_width = 34usize.saturating_sub(detail).max(12);
-            let object = truncate_file_name(short(&r.target.object), object_width);
-            // The section stays whole (sections are short); the symbol
-            // takes what is left.
-            let mut target = object;
-            let mut room = 34usize.saturating_sub(target.chars().count());
-            for part in [&r.target.section, &r.target.symbol].into_iter().flatten() {
-                if room < 2 {
-                    break;
-                }
-                let part = truncate(part, room - 1);
-                room -= part.chars().count() + 1;
-                target.push(' ');
-                target.push_str(&part);
-            }
             let _ = writeln!(
                 s,
                 "{:>9}  {:<5}  {:<44}  {}",
                 thousands(r.count),
                 r.access.name(),
                 truncate(&place, 44),
-                target
+                target_column(&r.target)
             );
         }
     }
+}
+
+/// A code site's target column, 34 columns: object, section, symbol.
+fn target_column(target: &TargetRow) -> String {
+    // Section and symbol matter most: the object gets what they
+    // leave (at least 12), then they share the rest, each cut once.
+    let detail: usize = [&target.section, &target.symbol]
+        .into_iter()
+        .flatten()
+        .map(|p| p.chars().count() + 1)
+        .sum();
+    let object_width = 34usize.saturating_sub(detail).max(12);
+    let object = truncate_file_name(short(&target.object), object_width);
+    // The section stays whole (sections are short); the symbol
+    // takes what is left.
+    let mut column = object;
+    let mut room = 34usize.saturating_sub(column.chars().count());
+    for part in [&target.section, &target.symbol].into_iter().flatten() {
+        if room < 2 {
+            break;
+        }
+        let part = truncate(part, room - 1);
+        room -= part.chars().count() + 1;
+        column.push(' ');
+        column.push_str(&part);
+    }
+    column
+}
+
+/// Per class, the `top` targets (object, region, section) faulted on.
+fn top_targets(s: &mut String, report: &Report, top: usize) {
     for class in FaultClass::ALL {
         let rows = report.top_targets(class, top);
         if rows.is_empty() {
@@ -153,12 +184,20 @@ pub fn report_txt(report: &Report, top: usize) -> String {
             );
         }
     }
+}
+
+/// Per class with measured faults, their latency.
+fn latency(s: &mut String, report: &Report) {
     for class in FaultClass::ALL {
         if let Some(stats) = report.latency.get(class.name()).filter(|s| s.count > 0) {
             let _ = writeln!(s);
             s.push_str(&stats.to_text(class.name()));
         }
     }
+}
+
+/// The start-up window shown, then the other processes' start-ups.
+fn startup(s: &mut String, report: &Report, top: usize) {
     if let Some(startup) = &report.startup {
         let _ = writeln!(s);
         s.push_str(&crate::output::startup::to_text(startup, top));
@@ -169,33 +208,42 @@ pub fn report_txt(report: &Report, top: usize) -> String {
         shown,
         top,
     ));
+}
+
+/// The `top` files by major faults (none if no file had one).
+fn files(s: &mut String, report: &Report, top: usize) {
     let majors: Vec<&FileRow> = report
         .files
         .iter()
         .filter(|f| f.major > 0)
         .take(top)
         .collect();
-    if !majors.is_empty() {
-        let _ = writeln!(s, "\nFiles by major faults:");
+    if majors.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nFiles by major faults:");
+    let _ = writeln!(
+        s,
+        "{:>9} {:>9} {:>9} {:>9}  path",
+        "major", "swap-in", "minor", "cow"
+    );
+    for f in majors {
         let _ = writeln!(
             s,
-            "{:>9} {:>9} {:>9} {:>9}  path",
-            "major", "swap-in", "minor", "cow"
+            "{:>9} {:>9} {:>9} {:>9}  {}",
+            thousands(f.major),
+            thousands(f.swap),
+            thousands(f.minor),
+            thousands(f.cow),
+            truncate(&f.path, 58)
         );
-        for f in majors {
-            let _ = writeln!(
-                s,
-                "{:>9} {:>9} {:>9} {:>9}  {}",
-                thousands(f.major),
-                thousands(f.swap),
-                thousands(f.minor),
-                thousands(f.cow),
-                truncate(&f.path, 58)
-            );
-        }
     }
-    // Processes by faults; those without any (kernel threads, idle
-    // processes of a system-wide run) only counted.
+}
+
+/// The `top` processes by faults, the rest summed in one line; those
+/// without any (kernel threads, idle processes of a system-wide run)
+/// only counted.
+fn processes(s: &mut String, report: &Report, top: usize) {
     let faulting: Vec<_> = report
         .processes
         .iter()
@@ -232,8 +280,7 @@ pub fn report_txt(report: &Report, top: usize) -> String {
     }
     if faulting.len() > top {
         let rest = &faulting[top..];
-        let sum =
-            |f: fn(&&crate::model::report::ProcessRow) -> u64| rest.iter().map(f).sum::<u64>();
+        let sum = |f: fn(&&ProcessRow) -> u64| rest.iter().map(f).sum::<u64>();
         let _ = writeln!(
             s,
             "{:>8} {:>8}  {:<16} {:>10} {:>10} {:>10}",
@@ -245,17 +292,20 @@ pub fn report_txt(report: &Report, top: usize) -> String {
             thousands(sum(|p| p.cow)),
         );
     }
-    if !report.warnings.is_empty() {
-        let _ = writeln!(s, "\nWarnings:");
-        for w in &report.warnings {
-            for line in wrap(w, 98, 4) {
-                let _ = writeln!(s, "  {line}");
-            }
-        }
-    }
-    s
 }
 
+/// The warnings, wrapped.
+fn warnings(s: &mut String, report: &Report) {
+    if report.warnings.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nWarnings:");
+    for w in &report.warnings {
+        for line in wrap(w, 98, 4) {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +321,29 @@ mod tests {
             );
         }
         golden("report.txt", &text);
+    }
+
+    /// The target column keeps section and symbol, cutting the object
+    /// first (to 12 at least), then the symbol; never over 34 columns.
+    #[test]
+    fn target_column_widths() {
+        let target = |object: &str, section: Option<&str>, symbol: Option<&str>| TargetRow {
+            object: object.into(),
+            region: "file".into(),
+            section: section.map(Into::into),
+            symbol: symbol.map(Into::into),
+        };
+        assert_eq!(
+            target_column(&target("/usr/lib/libc.so.6", Some(".data"), Some("x"))),
+            "libc.so.6 .data x"
+        );
+        assert_eq!(target_column(&target("[heap]", None, None)), "[heap]");
+        let long = target_column(&target(
+            "/usr/lib/libsomething-with-a-very-long-name.so.1",
+            Some(".data.rel.ro"),
+            Some("a_rather_long_symbol_name_that_goes_on"),
+        ));
+        assert!(long.chars().count() <= 34, "{long}");
+        assert!(long.contains(" .data.rel.ro "), "{long}");
     }
 }

@@ -3,6 +3,8 @@
 //! labelled, so that start-up phases (loader, relocations, initializers,
 //! steady state) show at a glance.
 
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
@@ -208,85 +210,230 @@ pub fn svg(
     title: &str,
     subtitle: &str,
 ) -> String {
-    let end = points
-        .iter()
-        .map(|p| p.time)
-        .max()
-        .unwrap_or(origin)
-        .max(origin + 1);
-    let span_ns = (end - origin) as f64;
-    let bin_ns = (span_ns / BINS as f64).max(1.0);
-    let bin_of = |time: u64| -> usize {
-        ((time.saturating_sub(origin) as f64 / bin_ns) as usize).min(BINS - 1)
-    };
-    let mut bins = vec![[0u64; 3]; BINS];
-    let mut sites: Vec<std::collections::HashMap<&str, u64>> = vec![Default::default(); BINS];
-    let mut slowest: Vec<Slowest> = vec![[None; 3]; BINS];
-    let mut per_pid: std::collections::BTreeMap<i32, u64> = Default::default();
-    for p in points {
-        let bin = bin_of(p.time);
-        bins[bin][p.class as usize] += p.faults;
-        *sites[bin].entry(p.site).or_default() += p.faults;
-        *per_pid.entry(p.pid).or_default() += p.faults;
-        if let Some((ns, end)) = p.slowest {
-            let slot = &mut slowest[bin][p.class as usize];
-            if slot.map_or(true, |(old, _, _)| ns > old) {
-                *slot = Some((ns, end, p.pid));
-            }
-        }
-    }
-    let peak = bins
-        .iter()
-        .map(|b| b.iter().sum::<u64>())
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    // Headroom above the tallest bar for its label: the axis runs to a
-    // tick at least a quarter above the peak.
-    let y_step = nice_step(peak as f64 * 1.25, 5.0).max(1.0);
-    let y_max = ((peak as f64 * 1.25) / y_step).ceil() * y_step;
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let axis_y = TOP + PLOT_H;
-    let x_of_ns = |ns: f64| LEFT + plot_w * ns / span_ns;
-    let x_of = |bin: usize| LEFT + plot_w * bin as f64 / BINS as f64;
-    let y_of = |count: f64| axis_y - PLOT_H * count / y_max;
-    let (unit, scale) = if span_ns >= 2e9 {
-        ("s", 1e9)
-    } else if span_ns >= 2e6 {
-        ("ms", 1e6)
-    } else {
-        ("µs", 1e3)
-    };
-    let name_of = |pid: i32| -> String {
-        let comm = processes
-            .iter()
-            .find(|(p, _)| *p == pid)
-            .map_or("?", |(_, c)| c.as_str());
-        format!("{}[{pid}]", shorten(comm, 10))
-    };
-
-    // Below the bars: the latency lane, then the process lanes.
-    let has_latency = slowest.iter().flatten().any(Option::is_some);
-    let mut busiest: Vec<(i32, u64)> = per_pid.iter().map(|(p, n)| (*p, *n)).collect();
-    busiest.sort_by_key(|(pid, n)| (std::cmp::Reverse(*n), *pid));
+    let time = TimeAxis::new(points, origin);
+    let bins = Bins::collect(points, &time);
+    let count = CountAxis::new(&bins.counts);
+    let has_latency = bins.slowest.iter().flatten().any(Option::is_some);
+    let busiest = bins.busiest();
     let lanes = if busiest.len() > 1 {
         busiest.len().min(PROCESS_LANES) + usize::from(busiest.len() > PROCESS_LANES)
     } else {
         0
     };
-    let mut cursor = axis_y + 34.0;
-    let lane_top = cursor + 14.0;
-    if has_latency {
-        cursor = lane_top + LANE_H + 12.0;
-    }
-    let process_top = cursor + 14.0;
-    if lanes > 0 {
-        cursor = process_top + lanes as f64 * (PROCESS_LANE_H + 3.0) + 8.0;
-    }
-    let caption_y = cursor + 12.0;
-    let height = caption_y + 16.0;
+    let rows = Rows::new(has_latency, lanes);
 
     let mut s = String::new();
+    header(&mut s, rows.height, title, subtitle);
+    legend(&mut s);
+    time_grid(
+        &mut s,
+        &time,
+        (has_latency || lanes > 0).then_some(rows.lanes_bottom),
+    );
+    count_grid(&mut s, &count);
+    bars(&mut s, &bins.counts, &time, &count);
+    burst_labels(&mut s, &bins, &time, &count);
+    if has_latency {
+        latency_lane(&mut s, &bins.slowest, rows.lane_top, &time, processes);
+    }
+    if lanes > 0 {
+        process_lanes(
+            &mut s,
+            points,
+            (&busiest, lanes),
+            rows.process_top,
+            &time,
+            processes,
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">time since start ({}); {:.1} {} recorded, one bar = {:.3} {}</text>"#,
+        LEFT + PLOT_W / 2.0,
+        rows.caption_y,
+        time.unit,
+        time.span_ns / time.scale,
+        time.unit,
+        time.bin_ns / time.scale,
+        time.unit
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Width of the bar plot.
+const PLOT_W: f64 = WIDTH - LEFT - RIGHT;
+/// The x axis's y (the bars' bottom).
+const AXIS_Y: f64 = TOP + PLOT_H;
+/// Width of one bar.
+const BAR_W: f64 = PLOT_W / BINS as f64;
+
+/// Time on the x axis: the recording's span from `origin`, in [`BINS`]
+/// bins, and the unit its numbers are shown in.
+struct TimeAxis {
+    origin: u64,
+    span_ns: f64,
+    bin_ns: f64,
+    unit: &'static str,
+    /// ns per `unit`.
+    scale: f64,
+}
+
+impl TimeAxis {
+    /// From `origin` to the last point (at least 1 ns).
+    fn new(points: &[Point<'_>], origin: u64) -> TimeAxis {
+        let end = points
+            .iter()
+            .map(|p| p.time)
+            .max()
+            .unwrap_or(origin)
+            .max(origin + 1);
+        let span_ns = (end - origin) as f64;
+        let (unit, scale) = if span_ns >= 2e9 {
+            ("s", 1e9)
+        } else if span_ns >= 2e6 {
+            ("ms", 1e6)
+        } else {
+            ("µs", 1e3)
+        };
+        TimeAxis {
+            origin,
+            span_ns,
+            bin_ns: (span_ns / BINS as f64).max(1.0),
+            unit,
+            scale,
+        }
+    }
+
+    /// The bin of a time (the recording's clock); the last holds the end.
+    fn bin_of(&self, time: u64) -> usize {
+        ((time.saturating_sub(self.origin) as f64 / self.bin_ns) as usize).min(BINS - 1)
+    }
+
+    /// The x of `ns` since the origin.
+    fn x_of_ns(&self, ns: f64) -> f64 {
+        LEFT + PLOT_W * ns / self.span_ns
+    }
+
+    /// The x of a time on the recording's clock.
+    fn x_of_time(&self, time: f64) -> f64 {
+        self.x_of_ns(time - self.origin as f64)
+    }
+
+    /// The left edge of a bin's bar.
+    fn x_of(&self, bin: usize) -> f64 {
+        LEFT + PLOT_W * bin as f64 / BINS as f64
+    }
+}
+
+/// The points gathered per bin.
+struct Bins<'a> {
+    /// Faults per class.
+    counts: Vec<[u64; 3]>,
+    /// Faults per leaf code site.
+    sites: Vec<HashMap<&'a str, u64>>,
+    /// The slowest fault per class.
+    slowest: Vec<Slowest>,
+    /// Faults per process, over the whole recording.
+    per_pid: BTreeMap<i32, u64>,
+}
+
+impl<'a> Bins<'a> {
+    /// Sorts `points` into the bins of `time`.
+    fn collect(points: &[Point<'a>], time: &TimeAxis) -> Bins<'a> {
+        let mut bins = Bins {
+            counts: vec![[0u64; 3]; BINS],
+            sites: vec![Default::default(); BINS],
+            slowest: vec![[None; 3]; BINS],
+            per_pid: Default::default(),
+        };
+        for p in points {
+            let bin = time.bin_of(p.time);
+            bins.counts[bin][p.class as usize] += p.faults;
+            *bins.sites[bin].entry(p.site).or_default() += p.faults;
+            *bins.per_pid.entry(p.pid).or_default() += p.faults;
+            if let Some((ns, end)) = p.slowest {
+                let slot = &mut bins.slowest[bin][p.class as usize];
+                if slot.map_or(true, |(old, _, _)| ns > old) {
+                    *slot = Some((ns, end, p.pid));
+                }
+            }
+        }
+        bins
+    }
+
+    /// Processes by faults, most first (then by pid).
+    fn busiest(&self) -> Vec<(i32, u64)> {
+        let mut busiest: Vec<(i32, u64)> = self.per_pid.iter().map(|(p, n)| (*p, *n)).collect();
+        busiest.sort_by_key(|(pid, n)| (Reverse(*n), *pid));
+        busiest
+    }
+}
+
+/// Faults on the y axis: from 0 to `max` in ticks of `step`.
+struct CountAxis {
+    step: f64,
+    max: f64,
+}
+
+impl CountAxis {
+    /// Headroom above the tallest bar for its label: the axis runs to a
+    /// tick at least a quarter above the peak.
+    fn new(counts: &[[u64; 3]]) -> CountAxis {
+        let peak = counts
+            .iter()
+            .map(|b| b.iter().sum::<u64>())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let step = nice_step(peak as f64 * 1.25, 5.0).max(1.0);
+        let max = ((peak as f64 * 1.25) / step).ceil() * step;
+        CountAxis { step, max }
+    }
+
+    /// The y of a fault count.
+    fn y_of(&self, count: f64) -> f64 {
+        AXIS_Y - PLOT_H * count / self.max
+    }
+}
+
+/// Where the rows below the bars go: the latency lane, then the process
+/// lanes, then the caption.
+struct Rows {
+    lane_top: f64,
+    process_top: f64,
+    /// The bottom of the lanes (the time grid runs to it).
+    lanes_bottom: f64,
+    caption_y: f64,
+    /// The whole picture's.
+    height: f64,
+}
+
+impl Rows {
+    /// With a latency lane or not, and `lanes` process lanes.
+    fn new(has_latency: bool, lanes: usize) -> Rows {
+        let mut cursor = AXIS_Y + 34.0;
+        let lane_top = cursor + 14.0;
+        if has_latency {
+            cursor = lane_top + LANE_H + 12.0;
+        }
+        let process_top = cursor + 14.0;
+        if lanes > 0 {
+            cursor = process_top + lanes as f64 * (PROCESS_LANE_H + 3.0) + 8.0;
+        }
+        let caption_y = cursor + 12.0;
+        Rows {
+            lane_top,
+            process_top,
+            lanes_bottom: cursor,
+            caption_y,
+            height: caption_y + 16.0,
+        }
+    }
+}
+
+/// The SVG's head, background, title and subtitle.
+fn header(s: &mut String, height: f64, title: &str, subtitle: &str) {
     let _ = writeln!(
         s,
         r##"<?xml version="1.0" standalone="no"?>
@@ -299,9 +446,12 @@ pub fn svg(
         WIDTH / 2.0,
         escape(subtitle),
     );
-    // Legend, above the plot.
+}
+
+/// The classes' colours, above the plot.
+fn legend(s: &mut String) {
     for (i, name) in CLASS_NAMES.iter().enumerate() {
-        let x = LEFT + plot_w - 240.0 + 80.0 * i as f64;
+        let x = LEFT + PLOT_W - 240.0 + 80.0 * i as f64;
         let _ = writeln!(
             s,
             r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{name}</text>"#,
@@ -311,48 +461,55 @@ pub fn svg(
             TOP - 8.0
         );
     }
-    // Time grid through the bars and the lanes; the x axis and its ticks.
-    let lanes_bottom = cursor;
-    let x_step = nice_step(span_ns / scale, 10.0);
+}
+
+/// The time grid through the bars (and down to `lanes_bottom` through the
+/// lanes, if any); the x axis's ticks and numbers.
+fn time_grid(s: &mut String, time: &TimeAxis, lanes_bottom: Option<f64>) {
+    let x_step = nice_step(time.span_ns / time.scale, 10.0);
     let mut t = 0.0;
-    while t <= span_ns / scale + 1e-9 {
-        let x = x_of_ns(t * scale);
+    while t <= time.span_ns / time.scale + 1e-9 {
+        let x = time.x_of_ns(t * time.scale);
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{axis_y}" stroke="#eee"/><line x1="{x:.1}" y1="{axis_y}" x2="{x:.1}" y2="{}" stroke="#000"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            axis_y + 5.0,
-            axis_y + 18.0,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{AXIS_Y}" stroke="#eee"/><line x1="{x:.1}" y1="{AXIS_Y}" x2="{x:.1}" y2="{}" stroke="#000"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            AXIS_Y + 5.0,
+            AXIS_Y + 18.0,
             trim_float(t)
         );
-        if has_latency || lanes > 0 {
+        if let Some(lanes_bottom) = lanes_bottom {
             let _ = writeln!(
                 s,
                 r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{lanes_bottom}" stroke="#eee"/>"##,
-                axis_y + 26.0
+                AXIS_Y + 26.0
             );
         }
         t += x_step;
     }
+}
+
+/// The count grid and numbers, the plot's frame and axes, the y label.
+fn count_grid(s: &mut String, count: &CountAxis) {
     let mut v = 0.0;
-    while v <= y_max + 1e-9 {
-        let y = y_of(v);
+    while v <= count.max + 1e-9 {
+        let y = count.y_of(v);
         let _ = writeln!(
             s,
             r##"<line x1="{}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
             LEFT,
-            LEFT + plot_w,
+            LEFT + PLOT_W,
             LEFT - 6.0,
             y + 4.0,
             thousands(v as u64)
         );
-        v += y_step;
+        v += count.step;
     }
     let _ = writeln!(
         s,
-        r##"<rect class="frame" x="{LEFT}" y="{TOP}" width="{plot_w}" height="{PLOT_H}" fill="none" stroke="#bbb"/>
-<line class="axis" x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#000"/>
-<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{axis_y}" stroke="#000"/>"##,
-        LEFT + plot_w,
+        r##"<rect class="frame" x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="none" stroke="#bbb"/>
+<line class="axis" x1="{LEFT}" y1="{AXIS_Y}" x2="{}" y2="{AXIS_Y}" stroke="#000"/>
+<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{AXIS_Y}" stroke="#000"/>"##,
+        LEFT + PLOT_W,
     );
     let _ = writeln!(
         s,
@@ -362,52 +519,52 @@ pub fn svg(
         LEFT - 100.0,
         TOP + PLOT_H / 2.0
     );
-    // Stacked bars.
-    let bar_w = plot_w / BINS as f64;
-    for (bin, counts) in bins.iter().enumerate() {
+}
+
+/// The bars, stacked by class.
+fn bars(s: &mut String, counts: &[[u64; 3]], time: &TimeAxis, count: &CountAxis) {
+    for (bin, counts) in counts.iter().enumerate() {
         let mut base = 0.0;
         for (class, name) in CLASS_NAMES.iter().enumerate() {
             let n = counts[class] as f64;
             if n == 0.0 {
                 continue;
             }
-            let (y_top, y_bottom) = (y_of(base + n), y_of(base));
+            let (y_top, y_bottom) = (count.y_of(base + n), count.y_of(base));
             let _ = writeln!(
                 s,
-                r#"<rect class="bar" x="{:.2}" y="{y_top:.2}" width="{:.2}" height="{:.2}" fill="{}"><title>{} {name} faults at {:.3} {unit}</title></rect>"#,
-                x_of(bin),
-                bar_w,
+                r#"<rect class="bar" x="{:.2}" y="{y_top:.2}" width="{:.2}" height="{:.2}" fill="{}"><title>{} {name} faults at {:.3} {}</title></rect>"#,
+                time.x_of(bin),
+                BAR_W,
                 (y_bottom - y_top).max(0.5),
                 CLASS_COLORS[class],
                 n,
-                bin as f64 * bin_ns / scale
+                bin as f64 * time.bin_ns / time.scale,
+                time.unit
             );
             base += n;
         }
     }
-    // Label the bursts: the highest bars that stand apart, each label in
-    // the lowest free spot above its bar (a leader line if lifted).
-    let tops: Vec<f64> = bins
-        .iter()
-        .map(|b| {
-            let n = b.iter().sum::<u64>();
-            if n == 0 {
-                axis_y
-            } else {
-                y_of(n as f64).min(axis_y - 0.5)
-            }
+}
+
+/// Labels the bursts: the highest bars that stand apart, each label in
+/// the lowest free spot above its bar (a leader line if lifted).
+fn burst_labels(s: &mut String, bins: &Bins<'_>, time: &TimeAxis, count: &CountAxis) {
+    let total = |bin: usize| bins.counts[bin].iter().sum::<u64>();
+    let tops: Vec<f64> = (0..BINS)
+        .map(|bin| match total(bin) {
+            0 => AXIS_Y,
+            n => count.y_of(n as f64).min(AXIS_Y - 0.5),
         })
         .collect();
     let plot = Box2 {
         x0: LEFT,
         y0: TOP,
-        x1: LEFT + plot_w,
-        y1: axis_y,
+        x1: LEFT + PLOT_W,
+        y1: AXIS_Y,
     };
-    let mut order: Vec<usize> = (0..BINS)
-        .filter(|b| bins[*b].iter().sum::<u64>() > 0)
-        .collect();
-    order.sort_by_key(|b| (std::cmp::Reverse(bins[*b].iter().sum::<u64>()), *b));
+    let mut order: Vec<usize> = (0..BINS).filter(|b| total(*b) > 0).collect();
+    order.sort_by_key(|b| (Reverse(total(*b)), *b));
     let mut labelled: Vec<usize> = Vec::new();
     let mut placed: Vec<Box2> = Vec::new();
     for bin in order.into_iter().take(4 * MAX_LABELS) {
@@ -417,32 +574,23 @@ pub fn svg(
         if labelled.iter().any(|l| l.abs_diff(bin) < BINS / 20) {
             continue;
         }
-        let Some((site, _)) = sites[bin]
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-        else {
+        let Some(site) = top_site(&bins.sites[bin]) else {
             continue;
         };
         let text = shorten(site, 32);
         let chars = text.chars().count();
-        let Some(b) = place_label(
-            chars,
-            Box2 {
-                x0: x_of(bin),
-                y0: tops[bin],
-                x1: x_of(bin) + bar_w,
-                y1: axis_y,
-            },
-            plot,
-            &tops,
-            bar_w,
-            &placed,
-        ) else {
+        let bar = Box2 {
+            x0: time.x_of(bin),
+            y0: tops[bin],
+            x1: time.x_of(bin) + BAR_W,
+            y1: AXIS_Y,
+        };
+        let Some(b) = place_label(chars, bar, plot, &tops, BAR_W, &placed) else {
             continue;
         };
         let x = (b.x0 + b.x1) / 2.0;
         if tops[bin] - b.y1 > 6.0 {
-            let bx = x_of(bin) + bar_w / 2.0;
+            let bx = time.x_of(bin) + BAR_W / 2.0;
             let _ = writeln!(
                 s,
                 r##"<line class="leader" x1="{bx:.1}" y1="{:.1}" x2="{bx:.1}" y2="{:.1}" stroke="#888" stroke-width="0.7"/>"##,
@@ -460,70 +608,110 @@ pub fn svg(
         labelled.push(bin);
         placed.push(b);
     }
-    if has_latency {
-        latency_lane(
-            &mut s,
-            &slowest,
-            lane_top,
-            &|ns| x_of_ns(ns - origin as f64),
-            &|pid| name_of(pid),
-            (unit, scale, origin),
-        );
-    }
-    if lanes > 0 {
-        let _ = writeln!(
-            s,
-            r##"<text x="{LEFT}" y="{}" fill="#555">processes (shade: faults per bar)</text>"##,
-            process_top - 4.0
-        );
-        let lane_of: std::collections::HashMap<i32, usize> = busiest
-            .iter()
-            .enumerate()
-            .map(|(i, (pid, _))| (*pid, i.min(PROCESS_LANES)))
-            .collect();
-        let mut counts = vec![vec![0u64; BINS]; lanes];
-        for p in points {
-            counts[lane_of[&p.pid]][bin_of(p.time)] += p.faults;
-        }
-        for (lane, row) in counts.iter().enumerate() {
-            let y = process_top + lane as f64 * (PROCESS_LANE_H + 3.0);
-            let name = if lane < PROCESS_LANES {
-                name_of(busiest[lane].0)
-            } else {
-                format!("{} others", busiest.len() - PROCESS_LANES)
-            };
-            let faults: u64 = row.iter().sum();
-            let _ = writeln!(
-                s,
-                r##"<text class="lane" x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
-                LEFT - 6.0,
-                y + PROCESS_LANE_H - 2.0,
-                escape(&name)
-            );
-            let max = row.iter().copied().max().unwrap_or(1).max(1) as f64;
-            for (bin, n) in row.iter().enumerate().filter(|(_, n)| **n > 0) {
-                let _ = writeln!(
-                    s,
-                    r#"<rect class="proc" x="{:.2}" y="{y:.1}" width="{bar_w:.2}" height="{PROCESS_LANE_H}" fill="{}" fill-opacity="{:.2}"><title>{}: {n} of its {} faults at {:.3} {unit}</title></rect>"#,
-                    x_of(bin),
-                    PROCESS_COLORS[lane],
-                    0.3 + 0.7 * *n as f64 / max,
-                    escape(&name),
-                    thousands(faults),
-                    bin as f64 * bin_ns / scale
-                );
-            }
-        }
-    }
+}
+
+/// A bin's top code site: the most faults, the first name on a tie.
+fn top_site<'a>(sites: &HashMap<&'a str, u64>) -> Option<&'a str> {
+    sites
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(site, _)| *site)
+}
+
+/// `comm[pid]` of a process, the name cut to 10.
+fn process_name(processes: &[(i32, String)], pid: i32) -> String {
+    let comm = processes
+        .iter()
+        .find(|(p, _)| *p == pid)
+        .map_or("?", |(_, c)| c.as_str());
+    format!("{}[{pid}]", shorten(comm, 10))
+}
+
+/// The process lanes at `top`: one per busiest process, the rest (past
+/// [`PROCESS_LANES`]) sharing the last of `lanes`; each bar shaded by the
+/// faults in it.
+fn process_lanes(
+    s: &mut String,
+    points: &[Point<'_>],
+    (busiest, lanes): (&[(i32, u64)], usize),
+    top: f64,
+    time: &TimeAxis,
+    processes: &[(i32, String)],
+) {
+    let unit = time.unit;
     let _ = writeln!(
         s,
-        r#"<text x="{}" y="{caption_y}" text-anchor="middle">time since start ({unit}); {:.1} {unit} recorded, one bar = {:.3} {unit}</text>"#,
-        LEFT + plot_w / 2.0,
-        span_ns / scale,
-        bin_ns / scale
+        r##"<text x="{LEFT}" y="{}" fill="#555">processes (shade: faults per bar)</text>"##,
+        top - 4.0
     );
-    s.push_str("</svg>\n");
-    s
+    let lane_of: HashMap<i32, usize> = busiest
+        .iter()
+        .enumerate()
+        .map(|(i, (pid, _))| (*pid, i.min(PROCESS_LANES)))
+        .collect();
+    let mut counts = vec![vec![0u64; BINS]; lanes];
+    for p in points {
+        counts[lane_of[&p.pid]][time.bin_of(p.time)] += p.faults;
+    }
+    for (lane, row) in counts.iter().enumerate() {
+        let y = top + lane as f64 * (PROCESS_LANE_H + 3.0);
+        let name = if lane < PROCESS_LANES {
+            process_name(processes, busiest[lane].0)
+        } else {
+            format!("{} others", busiest.len() - PROCESS_LANES)
+        };
+        let faults: u64 = row.iter().sum();
+        let _ = writeln!(
+            s,
+            r##"<text class="lane" x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
+            LEFT - 6.0,
+            y + PROCESS_LANE_H - 2.0,
+            escape(&name)
+        );
+        let max = row.iter().copied().max().unwrap_or(1).max(1) as f64;
+        for (bin, n) in row.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let _ = writeln!(
+                s,
+                r#"<rect class="proc" x="{:.2}" y="{y:.1}" width="{BAR_W:.2}" height="{PROCESS_LANE_H}" fill="{}" fill-opacity="{:.2}"><title>{}: {n} of its {} faults at {:.3} {unit}</title></rect>"#,
+                time.x_of(bin),
+                PROCESS_COLORS[lane],
+                0.3 + 0.7 * *n as f64 / max,
+                escape(&name),
+                thousands(faults),
+                bin as f64 * time.bin_ns / time.scale
+            );
+        }
+    }
+}
+
+/// The latency lane's vertical scale: log, in decades from
+/// [`LATENCY_FLOOR_NS`], the lane's top at `top`.
+struct LatencyScale {
+    top: f64,
+    decades: f64,
+}
+
+impl LatencyScale {
+    /// Decades from 1 µs to the first power of ten above the slowest.
+    fn new(slowest: &[Slowest], top: f64) -> LatencyScale {
+        let max_ns = slowest
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|(ns, _, _)| f64::from(*ns))
+            .fold(LATENCY_FLOOR_NS, f64::max);
+        LatencyScale {
+            top,
+            decades: (max_ns / LATENCY_FLOOR_NS).log10().floor().max(0.0) + 1.0,
+        }
+    }
+
+    /// The y of a latency.
+    fn y_of(&self, ns: f64) -> f64 {
+        let at = (ns.max(LATENCY_FLOOR_NS) / LATENCY_FLOOR_NS).log10() / self.decades;
+        // 6 pixels inside the lane's frame at either end.
+        self.top + LANE_H - 6.0 - (LANE_H - 12.0) * at.min(1.0)
+    }
 }
 
 /// The latency lane at `top`: each bin's slowest fault per class as a span
@@ -533,23 +721,10 @@ fn latency_lane(
     s: &mut String,
     slowest: &[Slowest],
     top: f64,
-    x_of_ns: &dyn Fn(f64) -> f64,
-    name_of: &dyn Fn(i32) -> String,
-    (unit, scale, origin): (&str, f64, u64),
+    time: &TimeAxis,
+    processes: &[(i32, String)],
 ) {
-    let max_ns = slowest
-        .iter()
-        .flatten()
-        .flatten()
-        .map(|(ns, _, _)| f64::from(*ns))
-        .fold(LATENCY_FLOOR_NS, f64::max);
-    // Decades from 1 µs to the first power of ten above the slowest.
-    let decades = (max_ns / LATENCY_FLOOR_NS).log10().floor().max(0.0) + 1.0;
-    let y_of = |ns: f64| {
-        let at = (ns.max(LATENCY_FLOOR_NS) / LATENCY_FLOOR_NS).log10() / decades;
-        // 6 pixels inside the lane's frame at either end.
-        top + LANE_H - 6.0 - (LANE_H - 12.0) * at.min(1.0)
-    };
+    let scale = LatencyScale::new(slowest, top);
     let (x0, x1) = (LEFT, WIDTH - RIGHT);
     let _ = writeln!(
         s,
@@ -558,9 +733,9 @@ fn latency_lane(
         top - 4.0,
         x1 - x0
     );
-    for d in 0..=decades as u32 {
+    for d in 0..=scale.decades as u32 {
         let ns = LATENCY_FLOOR_NS * 10f64.powi(d as i32);
-        let y = y_of(ns);
+        let y = scale.y_of(ns);
         let _ = writeln!(
             s,
             r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
@@ -569,76 +744,17 @@ fn latency_lane(
             decade_label(ns)
         );
     }
-    let mut longest: Option<(f64, Box2)> = None;
-    let mut marks: Vec<Box2> = Vec::new();
-    for per_class in slowest {
-        for (class, slot) in per_class.iter().enumerate() {
-            let Some((ns, end, pid)) = *slot else {
-                continue;
-            };
-            let ns = f64::from(ns);
-            let end_x = x_of_ns(end as f64);
-            let start_x = x_of_ns(end as f64 - ns).max(x0).min(end_x - 2.0);
-            let y = y_of(ns);
-            let mark = Box2 {
-                x0: start_x,
-                y0: y - 2.0,
-                x1: start_x + (end_x - start_x).max(2.0),
-                y1: y + 2.0,
-            };
-            let _ = writeln!(
-                s,
-                r#"<rect class="latency" x="{:.2}" y="{:.1}" width="{:.2}" height="4" fill="{}"><title>{} fault of {}: {} in the kernel, ending at {:.3} {unit}</title></rect>"#,
-                mark.x0,
-                mark.y0,
-                mark.x1 - mark.x0,
-                CLASS_COLORS[class],
-                CLASS_NAMES[class],
-                escape(&name_of(pid)),
-                duration(ns),
-                (end as f64 - origin as f64) / scale
-            );
-            if longest.map_or(true, |(old, _)| ns > old) {
-                longest = Some((ns, mark));
-            }
-            marks.push(mark);
-        }
-    }
-    // The slowest fault's duration beside its mark: right, left, below or
-    // above it, the first spot inside the lane clear of every other mark.
+    let (marks, longest) = latency_marks(s, slowest, &scale, time, processes);
+    // The slowest fault's duration beside its mark.
     if let Some((ns, mark)) = longest {
         let text = duration(ns);
-        let chars = text.chars().count();
-        let half = chars as f64 * LABEL_CHAR_W / 2.0;
-        let (cx, cy) = ((mark.x0 + mark.x1) / 2.0, (mark.y0 + mark.y1) / 2.0);
-        let baseline = cy + (LABEL_ASCENT - LABEL_DESCENT) / 2.0;
         let lane = Box2 {
             x0: x0 + 1.0,
             y0: top + 1.0,
             x1: x1 - 1.0,
             y1: top + LANE_H - 1.0,
         };
-        let inside =
-            |b: &Box2| b.x0 >= lane.x0 && b.x1 <= lane.x1 && b.y0 >= lane.y0 && b.y1 <= lane.y1;
-        let candidates = [
-            label_box(mark.x1 + 4.0 + half, baseline, chars),
-            label_box(mark.x0 - 4.0 - half, baseline, chars),
-            label_box(cx, mark.y1 + 2.0 + LABEL_ASCENT, chars),
-            label_box(cx, mark.y0 - 2.0 - LABEL_DESCENT, chars),
-        ];
-        let spot = candidates
-            .iter()
-            .map(|b| {
-                // Shifted sideways into the lane when it sticks out.
-                let dx = (lane.x0 - b.x0).max(0.0) - (b.x1 - lane.x1).max(0.0);
-                Box2 {
-                    x0: b.x0 + dx,
-                    x1: b.x1 + dx,
-                    ..*b
-                }
-            })
-            .find(|b| inside(b) && !marks.iter().any(|m| m.overlaps(b)));
-        if let Some(b) = spot {
+        if let Some(b) = slowest_label(mark, text.chars().count(), lane, &marks) {
             let _ = writeln!(
                 s,
                 r##"<text class="slowest" x="{:.2}" y="{:.2}" text-anchor="middle" font-family="monospace" font-size="{LABEL_FONT}" textLength="{:.2}" lengthAdjust="spacingAndGlyphs" fill="#222">{}</text>"##,
@@ -649,6 +765,82 @@ fn latency_lane(
             );
         }
     }
+}
+
+/// Draws each bin's slowest fault per class as a span; returns the spans'
+/// boxes and the slowest fault (its ns and box; the first on a tie).
+fn latency_marks(
+    s: &mut String,
+    slowest: &[Slowest],
+    scale: &LatencyScale,
+    time: &TimeAxis,
+    processes: &[(i32, String)],
+) -> (Vec<Box2>, Option<(f64, Box2)>) {
+    let mut longest: Option<(f64, Box2)> = None;
+    let mut marks: Vec<Box2> = Vec::new();
+    for per_class in slowest {
+        for (class, slot) in per_class.iter().enumerate() {
+            let Some((ns, end, pid)) = *slot else {
+                continue;
+            };
+            let ns = f64::from(ns);
+            let end_x = time.x_of_time(end as f64);
+            let start_x = time.x_of_time(end as f64 - ns).max(LEFT).min(end_x - 2.0);
+            let y = scale.y_of(ns);
+            let mark = Box2 {
+                x0: start_x,
+                y0: y - 2.0,
+                x1: start_x + (end_x - start_x).max(2.0),
+                y1: y + 2.0,
+            };
+            let _ = writeln!(
+                s,
+                r#"<rect class="latency" x="{:.2}" y="{:.1}" width="{:.2}" height="4" fill="{}"><title>{} fault of {}: {} in the kernel, ending at {:.3} {}</title></rect>"#,
+                mark.x0,
+                mark.y0,
+                mark.x1 - mark.x0,
+                CLASS_COLORS[class],
+                CLASS_NAMES[class],
+                escape(&process_name(processes, pid)),
+                duration(ns),
+                (end as f64 - time.origin as f64) / time.scale,
+                time.unit
+            );
+            if longest.map_or(true, |(old, _)| ns > old) {
+                longest = Some((ns, mark));
+            }
+            marks.push(mark);
+        }
+    }
+    (marks, longest)
+}
+
+/// Where a label of `chars` goes beside `mark`: right, left, below or
+/// above it (shifted sideways into the lane when it sticks out), the first
+/// spot inside `lane` clear of every one of `marks`.
+fn slowest_label(mark: Box2, chars: usize, lane: Box2, marks: &[Box2]) -> Option<Box2> {
+    let half = chars as f64 * LABEL_CHAR_W / 2.0;
+    let (cx, cy) = ((mark.x0 + mark.x1) / 2.0, (mark.y0 + mark.y1) / 2.0);
+    let baseline = cy + (LABEL_ASCENT - LABEL_DESCENT) / 2.0;
+    let inside =
+        |b: &Box2| b.x0 >= lane.x0 && b.x1 <= lane.x1 && b.y0 >= lane.y0 && b.y1 <= lane.y1;
+    let candidates = [
+        label_box(mark.x1 + 4.0 + half, baseline, chars),
+        label_box(mark.x0 - 4.0 - half, baseline, chars),
+        label_box(cx, mark.y1 + 2.0 + LABEL_ASCENT, chars),
+        label_box(cx, mark.y0 - 2.0 - LABEL_DESCENT, chars),
+    ];
+    candidates
+        .iter()
+        .map(|b| {
+            let dx = (lane.x0 - b.x0).max(0.0) - (b.x1 - lane.x1).max(0.0);
+            Box2 {
+                x0: b.x0 + dx,
+                x1: b.x1 + dx,
+                ..*b
+            }
+        })
+        .find(|b| inside(b) && !marks.iter().any(|m| m.overlaps(b)))
 }
 
 fn trim_float(v: f64) -> String {
@@ -715,6 +907,68 @@ mod tests {
         }
         assert!(svg.contains("#d7301f\"><title>10 major faults"));
         assert!(!svg.contains("class=\"lane\"") && !svg.contains("class=\"latency\""));
+    }
+
+    /// A bin's top site has the most faults; a tie goes to the first name.
+    #[test]
+    fn top_site_of_a_bin() {
+        let sites: HashMap<&str, u64> = [("b", 3), ("a", 3), ("c", 1)].into_iter().collect();
+        assert_eq!(top_site(&sites), Some("a"));
+        assert_eq!(top_site(&HashMap::new()), None);
+    }
+
+    /// The time axis: its unit follows the span; the last bin holds the end.
+    #[test]
+    fn time_axis_units_and_bins() {
+        let at = |time| Point {
+            time,
+            class: FaultClass::Minor,
+            site: "",
+            pid: 1,
+            faults: 1,
+            slowest: None,
+        };
+        for (end, unit) in [(1_000u64, "µs"), (3_000_000, "ms"), (5_000_000_000, "s")] {
+            let time = TimeAxis::new(&[at(100 + end)], 100);
+            assert_eq!(time.unit, unit, "{end}");
+            assert_eq!(time.bin_of(100 + end), BINS - 1);
+            assert_eq!(time.bin_of(0), 0);
+            assert!((time.x_of_time((100 + end) as f64) - (LEFT + PLOT_W)).abs() < 1e-6);
+        }
+    }
+
+    /// The slowest fault's label goes right of its mark, else left, below
+    /// or above, inside the lane and clear of the other marks.
+    #[test]
+    fn slowest_label_spots() {
+        let lane = Box2 {
+            x0: 100.0,
+            y0: 0.0,
+            x1: 500.0,
+            y1: 80.0,
+        };
+        let mark = |x0: f64, y: f64| Box2 {
+            x0,
+            y0: y - 2.0,
+            x1: x0 + 20.0,
+            y1: y + 2.0,
+        };
+        // The marks include the slowest's own.
+        let m = mark(200.0, 40.0);
+        let right = slowest_label(m, 6, lane, &[m]).unwrap();
+        assert!(right.x0 > 220.0);
+        let m = mark(470.0, 40.0);
+        let left = slowest_label(m, 6, lane, &[m]).unwrap();
+        assert!(left.x1 < 470.0);
+        // Marks on both sides: below.
+        let m = mark(200.0, 40.0);
+        let crowded = [m, mark(230.0, 40.0), mark(160.0, 40.0)];
+        let below = slowest_label(m, 6, lane, &crowded).unwrap();
+        assert!(below.y0 > 42.0);
+        // No room anywhere in a lane too small.
+        let tiny = Box2 { y1: 5.0, ..lane };
+        let m = mark(200.0, 2.0);
+        assert_eq!(slowest_label(m, 6, tiny, &[m]), None);
     }
 
     /// Tick steps are 1, 2 or 5 times a power of ten.

@@ -149,6 +149,49 @@ fn read_table(
 /// Reads the start-up relocations of the 64-bit little-endian x86_64 ELF
 /// file `data`; `info` (its module) names the sections of the pages.
 pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationInfo, Reason> {
+    let (endian, headers) = x86_64_program_headers(data)?;
+    let mut out = RelocationInfo::default();
+    let (relro, dynamic) = relro_and_dynamic(data, endian, headers)?;
+    out.relro = relro;
+    // No PT_DYNAMIC (static executable): ld.so relocates nothing.
+    let Some(dynamic) = dynamic else {
+        return Ok(out);
+    };
+    let tags = read_tags(dynamic, endian);
+    out.bind_now = tags.bind_now
+        || tags.flags & elf::DF_BIND_NOW.0 != 0
+        || tags.flags_1 & elf::DF_1_NOW.0 != 0;
+    out.uses_relr = tags.relr.is_some();
+
+    let targets = read_targets(data, endian, headers, &tags)?;
+    let mut tally = PageTally::default();
+    for target in &targets {
+        tally.add(target, out.bind_now);
+    }
+    out.by_type = std::mem::take(&mut tally.by_type)
+        .into_iter()
+        .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+        .collect();
+    if let Some(relr) = tags.relr {
+        let bytes = bytes_at(data, endian, headers, relr, tags.relr_size).ok_or(Reason::NotElf)?;
+        let words = object::pod::slice_from_all_bytes::<elf::Relr64<Endianness>>(bytes)
+            .map_err(|()| Reason::NotElf)?;
+        for offset in decode_relr(words) {
+            out.relr += 1;
+            tally.touch(offset);
+            tally.note(offset, elf::R_X86_64_RELATIVE.0);
+        }
+    }
+    tally.finish(info, &mut out);
+    Ok(out)
+}
+
+/// The program headers of a 64-bit little-endian x86_64 ELF file;
+/// [`Reason::Unsupported`] for other ELF files, [`Reason::NotElf`] for
+/// anything else.
+fn x86_64_program_headers(
+    data: &[u8],
+) -> Result<(Endianness, &[elf::ProgramHeader64<Endianness>]), Reason> {
     let Ok(header) = FileHeader64::<Endianness>::parse(data) else {
         return Err(if FileHeader32::<Endianness>::parse(data).is_ok() {
             Reason::Unsupported
@@ -163,8 +206,24 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
     let headers = header
         .program_headers(endian, data)
         .map_err(|_| Reason::NotElf)?;
+    Ok((endian, headers))
+}
 
-    let mut out = RelocationInfo::default();
+/// The `PT_GNU_RELRO` svma range (the last one) and the entries of the
+/// first `PT_DYNAMIC`, if any.
+#[allow(clippy::type_complexity)]
+fn relro_and_dynamic<'d>(
+    data: &'d [u8],
+    endian: Endianness,
+    headers: &[elf::ProgramHeader64<Endianness>],
+) -> Result<
+    (
+        Option<std::ops::Range<u64>>,
+        Option<&'d [elf::Dyn64<Endianness>]>,
+    ),
+    Reason,
+> {
+    let mut relro = None;
     let mut dynamic = None;
     for ph in headers {
         let p_type = ph.p_type(endian);
@@ -173,21 +232,22 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
             let end = start
                 .checked_add(ph.p_memsz(endian))
                 .ok_or(Reason::NotElf)?;
-            out.relro = Some(start..end);
+            relro = Some(start..end);
         } else if p_type == elf::PT_DYNAMIC && dynamic.is_none() {
             dynamic = ph.dynamic(endian, data).map_err(|_| Reason::NotElf)?;
         }
     }
-    // No PT_DYNAMIC (static executable): ld.so relocates nothing.
-    let Some(dynamic) = dynamic else {
-        return Ok(out);
-    };
-    let tags = read_tags(dynamic, endian);
-    out.bind_now = tags.bind_now
-        || tags.flags & elf::DF_BIND_NOW.0 != 0
-        || tags.flags_1 & elf::DF_1_NOW.0 != 0;
-    out.uses_relr = tags.relr.is_some();
+    Ok((relro, dynamic))
+}
 
+/// The targets of the `DT_RELA`, `DT_REL` and `DT_JMPREL` tables, in that
+/// order (the JMPREL range left out of the first two).
+fn read_targets(
+    data: &[u8],
+    endian: Endianness,
+    headers: &[elf::ProgramHeader64<Endianness>],
+    tags: &Tags,
+) -> Result<Vec<Target>, Reason> {
     let mut targets = Vec::new();
     let jmprel = tags
         .jmprel
@@ -222,85 +282,92 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
         let range = (jmprel, tags.pltrel_size);
         read_table(data, endian, headers, range, rela, None, &mut targets)?;
     }
+    Ok(targets)
+}
 
-    // Page → lowest target on it; pages of deferred JUMP_SLOTs apart.
-    let mut pages: HashMap<u64, u64> = HashMap::new();
-    let mut lazy: Vec<u64> = Vec::new();
-    let mut touch = |offset: u64| {
+/// What the relocations write, gathered page by page.
+#[derive(Default)]
+struct PageTally {
+    /// Page → lowest target on it (start-up writes only).
+    pages: HashMap<u64, u64>,
+    /// Pages of deferred (lazy) JUMP_SLOTs, kept apart.
+    lazy: Vec<u64>,
+    /// Type → count, of the RELA/REL/JMPREL entries.
+    by_type: HashMap<u32, u64>,
+    /// Page → (type → count, the lowest target of each section on it).
+    writes: HashMap<u64, (HashMap<u32, u64>, Vec<u64>)>,
+}
+
+impl PageTally {
+    /// Counts a RELA/REL/JMPREL entry; JUMP_SLOTs bound lazily (not
+    /// `bind_now`) go to the lazy pages.
+    fn add(&mut self, target: &Target, bind_now: bool) {
+        *self.by_type.entry(target.r_type).or_insert(0) += 1;
+        if target.r_type != elf::R_X86_64_NONE.0 {
+            self.note(target.offset, target.r_type);
+        }
+        match elf::RelocationType(target.r_type) {
+            elf::R_X86_64_NONE => {}
+            elf::R_X86_64_JUMP_SLOT if !bind_now => self.lazy.push(target.offset >> PAGE_SHIFT),
+            _ => self.touch(target.offset),
+        }
+    }
+
+    /// A start-up write at `offset`: each page it covers keeps its lowest.
+    fn touch(&mut self, offset: u64) {
         let last = offset.saturating_add(TARGET_WIDTH - 1);
         for page in (offset >> PAGE_SHIFT)..=(last >> PAGE_SHIFT) {
             let lowest = offset.max(page << PAGE_SHIFT);
-            pages
+            self.pages
                 .entry(page)
                 .and_modify(|t| *t = (*t).min(lowest))
                 .or_insert(lowest);
         }
-    };
-    let mut by_type: HashMap<u32, u64> = HashMap::new();
-    // Page → (type → count, the lowest target of each section on it).
-    let mut writes: HashMap<u64, (HashMap<u32, u64>, Vec<u64>)> = HashMap::new();
-    let mut note = |offset: u64, r_type: u32| {
+    }
+
+    /// A write of type `r_type` at `offset`, on each page it covers.
+    fn note(&mut self, offset: u64, r_type: u32) {
         let last = offset.saturating_add(TARGET_WIDTH - 1);
         for page in (offset >> PAGE_SHIFT)..=(last >> PAGE_SHIFT) {
-            let (types, at) = writes.entry(page).or_default();
+            let (types, at) = self.writes.entry(page).or_default();
             *types.entry(r_type).or_insert(0) += 1;
             at.push(offset.max(page << PAGE_SHIFT));
         }
-    };
-    for target in &targets {
-        *by_type.entry(target.r_type).or_insert(0) += 1;
-        if target.r_type != elf::R_X86_64_NONE.0 {
-            note(target.offset, target.r_type);
-        }
-        match elf::RelocationType(target.r_type) {
-            elf::R_X86_64_NONE => {}
-            elf::R_X86_64_JUMP_SLOT if !out.bind_now => lazy.push(target.offset >> PAGE_SHIFT),
-            _ => touch(target.offset),
-        }
     }
-    out.by_type = by_type
-        .into_iter()
-        .map(|(r_type, count)| (x86_64_type_name(r_type), count))
-        .collect();
-    if let Some(relr) = tags.relr {
-        let bytes = bytes_at(data, endian, headers, relr, tags.relr_size).ok_or(Reason::NotElf)?;
-        let words = object::pod::slice_from_all_bytes::<elf::Relr64<Endianness>>(bytes)
-            .map_err(|()| Reason::NotElf)?;
-        for offset in decode_relr(words) {
-            out.relr += 1;
-            touch(offset);
-            note(offset, elf::R_X86_64_RELATIVE.0);
-        }
-    }
-    out.page_writes = writes
-        .into_iter()
-        .map(|(page, (types, mut at))| {
-            // One section lookup per distinct target, not per relocation.
-            at.sort_unstable();
-            at.dedup();
-            let sections = at
-                .iter()
-                .filter_map(|&svma| Some(info.section_at(svma)?.name.clone()))
-                .collect();
-            let by_type = types
-                .into_iter()
-                .map(|(r_type, count)| (x86_64_type_name(r_type), count))
-                .collect();
-            (page, crate::PageRelocations { by_type, sections })
-        })
-        .collect();
 
-    let mut pages: Vec<(u64, u64)> = pages.into_iter().collect();
-    pages.sort_unstable();
-    out.page_sections = pages
-        .iter()
-        .filter_map(|&(page, lowest)| Some((page, info.section_at(lowest)?.name.clone())))
-        .collect::<BTreeMap<u64, String>>();
-    out.pages = pages.into_iter().map(|(page, _)| page).collect();
-    lazy.sort_unstable();
-    lazy.dedup();
-    out.lazy_jump_slot_pages = lazy;
-    Ok(out)
+    /// Fills the page fields of `out`, naming sections through `info`.
+    fn finish(self, info: &ModuleInfo, out: &mut RelocationInfo) {
+        out.page_writes = self
+            .writes
+            .into_iter()
+            .map(|(page, (types, mut at))| {
+                // One section lookup per distinct target, not per relocation.
+                at.sort_unstable();
+                at.dedup();
+                let sections = at
+                    .iter()
+                    .filter_map(|&svma| Some(info.section_at(svma)?.name.clone()))
+                    .collect();
+                let by_type = types
+                    .into_iter()
+                    .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+                    .collect();
+                (page, crate::PageRelocations { by_type, sections })
+            })
+            .collect();
+
+        let mut pages: Vec<(u64, u64)> = self.pages.into_iter().collect();
+        pages.sort_unstable();
+        out.page_sections = pages
+            .iter()
+            .filter_map(|&(page, lowest)| Some((page, info.section_at(lowest)?.name.clone())))
+            .collect::<BTreeMap<u64, String>>();
+        out.pages = pages.into_iter().map(|(page, _)| page).collect();
+        let mut lazy = self.lazy;
+        lazy.sort_unstable();
+        lazy.dedup();
+        out.lazy_jump_slot_pages = lazy;
+    }
 }
 
 #[cfg(test)]
@@ -363,6 +430,40 @@ mod tests {
         ];
         for (r_type, want) in cases {
             assert_eq!(x86_64_type_name(r_type), want, "{r_type}");
+        }
+    }
+
+    /// The tally: a target straddling a page boundary dirties both pages
+    /// (each keeping its lowest target), lazy JUMP_SLOTs stay apart unless
+    /// bound now, and R_X86_64_NONE is only counted.
+    #[test]
+    fn page_tally_table() {
+        let target = |offset, r_type: elf::RelocationType| Target {
+            offset,
+            r_type: r_type.0,
+        };
+        for (bind_now, want_pages, want_lazy) in
+            [(false, vec![1, 2], vec![3]), (true, vec![1, 2, 3], vec![])]
+        {
+            let mut tally = PageTally::default();
+            for t in [
+                target(0x1ffc, elf::R_X86_64_RELATIVE),
+                target(0x1010, elf::R_X86_64_GLOB_DAT),
+                target(0x3008, elf::R_X86_64_JUMP_SLOT),
+                target(0x5000, elf::R_X86_64_NONE),
+            ] {
+                tally.add(&t, bind_now);
+            }
+            assert_eq!(tally.by_type.values().sum::<u64>(), 4);
+            assert_eq!(tally.pages.get(&1), Some(&0x1010));
+            assert_eq!(tally.pages.get(&2), Some(&0x2000));
+            assert!(!tally.writes.contains_key(&5));
+            assert_eq!(tally.writes[&3].0[&elf::R_X86_64_JUMP_SLOT.0], 1);
+            let mut out = RelocationInfo::default();
+            tally.finish(&empty_info(), &mut out);
+            assert_eq!(out.pages, want_pages, "bind_now {bind_now}");
+            assert_eq!(out.lazy_jump_slot_pages, want_lazy, "bind_now {bind_now}");
+            assert_eq!(out.page_writes.len(), 3);
         }
     }
 
