@@ -329,7 +329,7 @@ mod tests {
     fn target_column_widths() {
         let target = |object: &str, section: Option<&str>, symbol: Option<&str>| TargetRow {
             object: object.into(),
-            region: "file".into(),
+            region: crate::model::report::Region::File,
             section: section.map(Into::into),
             symbol: symbol.map(Into::into),
         };
