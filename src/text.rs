@@ -150,6 +150,27 @@ pub fn short(path: &str) -> &str {
     }
 }
 
+/// `1500` → `1.5µs`.
+pub fn human_ns(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns}ns"),
+        1_000..=999_999 => format!("{:.1}µs", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
+    }
+}
+
+/// Powers of two as bpftrace prints them: `512`, `1K`, `4M`.
+pub fn short_ns(ns: u64) -> String {
+    match ns {
+        u64::MAX => "inf".into(),
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{}G", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}M", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}K", n >> 10),
+        n => n.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,5 +266,28 @@ mod tests {
             wrap("x /a/path/longer/than/the/line y", 10, 2),
             ["x", "  /a/path/longer/than/the/line", "  y"]
         );
+    }
+
+    /// Human-readable durations and bucket bounds.
+    #[test]
+    fn formatting() {
+        for (ns, want) in [
+            (0, "0ns"),
+            (999, "999ns"),
+            (1500, "1.5µs"),
+            (2_500_000, "2.5ms"),
+            (3_000_000_000, "3.00s"),
+        ] {
+            assert_eq!(human_ns(ns), want);
+        }
+        for (ns, want) in [
+            (512, "512"),
+            (1024, "1K"),
+            (4 << 20, "4M"),
+            (1 << 30, "1G"),
+            (u64::MAX, "inf"),
+        ] {
+            assert_eq!(short_ns(ns), want);
+        }
     }
 }

@@ -7,11 +7,7 @@
 //! (in practice always: faults take from a few hundred ns to a few ms),
 //! then rounded to 12 significant bits (0.025%), which bounds the table.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
-
-use crate::text::thousands;
 
 /// One log2 bucket: `[lo_ns, hi_ns)`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -175,60 +171,6 @@ impl LatencyStats {
             log2_hist,
         }
     }
-
-    /// `minor latency: 262,144 faults, p50 1.1µs p90 1.6µs p99 4.2µs max 1.2ms`
-    /// and the histogram.
-    pub fn to_text(&self, class: &str) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{class} latency: {} faults, p50 {} p90 {} p99 {} max {}",
-            thousands(self.count),
-            human_ns(self.p50_ns),
-            human_ns(self.p90_ns),
-            human_ns(self.p99_ns),
-            human_ns(self.max_ns)
-        );
-        let widest = self
-            .log2_hist
-            .iter()
-            .map(|b| b.count)
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        for b in &self.log2_hist {
-            let bar = "@".repeat(((b.count * 52).div_ceil(widest)) as usize);
-            let _ = writeln!(
-                s,
-                "[{:>6}, {:>6}) {:>10} |{bar:<52}|",
-                short_ns(b.lo_ns),
-                short_ns(b.hi_ns),
-                thousands(b.count)
-            );
-        }
-        s
-    }
-}
-
-/// `1500` → `1.5µs`.
-pub fn human_ns(ns: u64) -> String {
-    match ns {
-        0..=999 => format!("{ns}ns"),
-        1_000..=999_999 => format!("{:.1}µs", ns as f64 / 1e3),
-        1_000_000..=999_999_999 => format!("{:.1}ms", ns as f64 / 1e6),
-        _ => format!("{:.2}s", ns as f64 / 1e9),
-    }
-}
-
-/// Powers of two as bpftrace prints them: `512`, `1K`, `4M`.
-fn short_ns(ns: u64) -> String {
-    match ns {
-        u64::MAX => "inf".into(),
-        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{}G", n >> 30),
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}M", n >> 20),
-        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}K", n >> 10),
-        n => n.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -312,28 +254,5 @@ mod tests {
         assert_eq!(round(0), 0);
         assert_eq!(round(4095), 4095);
         assert_eq!(round(4097), 4096);
-    }
-
-    /// Human-readable durations and bucket bounds.
-    #[test]
-    fn formatting() {
-        for (ns, want) in [
-            (0, "0ns"),
-            (999, "999ns"),
-            (1500, "1.5µs"),
-            (2_500_000, "2.5ms"),
-            (3_000_000_000, "3.00s"),
-        ] {
-            assert_eq!(human_ns(ns), want);
-        }
-        for (ns, want) in [
-            (512, "512"),
-            (1024, "1K"),
-            (4 << 20, "4M"),
-            (1 << 30, "1G"),
-            (u64::MAX, "inf"),
-        ] {
-            assert_eq!(short_ns(ns), want);
-        }
     }
 }

@@ -20,11 +20,11 @@ use std::fmt::Write as _;
 use std::io;
 
 use crate::analysis::classify::{Access, FaultClass};
-use crate::analysis::latency::human_ns;
 use crate::format::outdir::OutDir;
 use crate::format::perf_data::Exit;
 use crate::model::report::{Report, SiteRow};
 use crate::output::flamegraph::Svg;
+use crate::text::human_ns;
 use crate::text::{display_safe, thousands};
 
 /// The page's file name.

@@ -19,11 +19,11 @@ use std::thread::JoinHandle;
 use pfprof_symbolize::{Options, Symbolizer};
 
 use crate::analysis::classify::FaultClass;
-use crate::analysis::latency::human_ns;
 use crate::analysis::stacks::FrameKey;
 use crate::analysis::{Classified, LiveAnalyzer, TargetKey};
 use crate::sys::vdso;
 use crate::text::display_safe;
+use crate::text::human_ns;
 
 /// What each line shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

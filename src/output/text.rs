@@ -3,9 +3,10 @@
 use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
+use crate::analysis::latency::LatencyStats;
 use crate::format::perf_data::Exit;
 use crate::model::report::{FileRow, ProcessRow, Report, TargetRow};
-use crate::text::{short, thousands, truncate, truncate_file_name, wrap};
+use crate::text::{human_ns, short, short_ns, thousands, truncate, truncate_file_name, wrap};
 
 /// `report.txt`: the summary, then tables of `top` rows.
 pub fn report_txt(report: &Report, top: usize) -> String {
@@ -191,7 +192,7 @@ fn latency(s: &mut String, report: &Report) {
     for class in FaultClass::ALL {
         if let Some(stats) = report.latency.get(class.name()).filter(|s| s.count > 0) {
             let _ = writeln!(s);
-            s.push_str(&stats.to_text(class.name()));
+            s.push_str(&latency_text(stats, class.name()));
         }
     }
 }
@@ -306,6 +307,39 @@ fn warnings(s: &mut String, report: &Report) {
         }
     }
 }
+/// `minor latency: 262,144 faults, p50 1.1µs p90 1.6µs p99 4.2µs max 1.2ms`
+/// and the histogram.
+fn latency_text(stats: &LatencyStats, class: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{class} latency: {} faults, p50 {} p90 {} p99 {} max {}",
+        thousands(stats.count),
+        human_ns(stats.p50_ns),
+        human_ns(stats.p90_ns),
+        human_ns(stats.p99_ns),
+        human_ns(stats.max_ns)
+    );
+    let widest = stats
+        .log2_hist
+        .iter()
+        .map(|b| b.count)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    for b in &stats.log2_hist {
+        let bar = "@".repeat(((b.count * 52).div_ceil(widest)) as usize);
+        let _ = writeln!(
+            s,
+            "[{:>6}, {:>6}) {:>10} |{bar:<52}|",
+            short_ns(b.lo_ns),
+            short_ns(b.hi_ns),
+            thousands(b.count)
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
