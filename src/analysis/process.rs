@@ -11,6 +11,8 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::sys::maps::MappingPath;
+
 /// Index into [`Modules`].
 pub type ModuleId = u32;
 
@@ -288,15 +290,20 @@ impl Processes {
         path: &[u8],
         build_id: Option<Vec<u8>>,
     ) -> MapKind {
-        let path = lossy(path);
         let end_avma = avma.saturating_add(len);
-        let kind = match path.as_str() {
-            "//anon" | "" | "/dev/zero (deleted)" | "/anon_hugepage (deleted)" => MapKind::Anon,
-            "[heap]" => MapKind::Heap,
-            "[stack]" => MapKind::Stack,
-            p if p.starts_with('/') => MapKind::File(self.modules.intern(p, build_id)),
+        // A memfd and prctl-named memory keep their names as targets (the
+        // unwinder reads no code from them).
+        let kind = match MappingPath::of(path) {
+            MappingPath::Anon => MapKind::Anon,
+            MappingPath::Heap => MapKind::Heap,
+            MappingPath::Stack => MapKind::Stack,
+            MappingPath::File | MappingPath::Memfd => {
+                MapKind::File(self.modules.intern(&lossy(path), build_id))
+            }
             // `[vdso]` has the build-id the recording's header gives it.
-            p => MapKind::Pseudo(self.modules.intern(p, build_id)),
+            MappingPath::Special | MappingPath::NamedAnon => {
+                MapKind::Pseudo(self.modules.intern(&lossy(path), build_id))
+            }
         };
         let process = self.get_or_create(pid);
         let (kind, file_offset) = match kind {

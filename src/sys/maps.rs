@@ -1,6 +1,52 @@
 //! `/proc/PID/maps` lines, for processes that already run when pfprof
 //! attaches (the kernel only reports mappings made after that).
 
+/// What a mapping's path (as MMAP2 records and `/proc/PID/maps` give it)
+/// says the memory is. The address-space tracker of the analysis and the
+/// unwinder's both ask here, so they agree on every kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MappingPath {
+    /// No name: `//anon`, an empty path, `/dev/zero (deleted)`,
+    /// `/anon_hugepage (deleted)`.
+    Anon,
+    /// Anonymous memory named with prctl: `[anon:NAME]`, `[anon_shmem:NAME]`.
+    NamedAnon,
+    /// A memfd (`/memfd:NAME (deleted)`): memory with a name but no file
+    /// to read, where JITs double-map their code.
+    Memfd,
+    /// `[heap]`.
+    Heap,
+    /// `[stack]` (`[stack:TID]` on old kernels).
+    Stack,
+    /// A file on disk.
+    File,
+    /// The kernel's own images: `[vdso]`, `[vvar]`, `[vsyscall]`, `[uprobes]`.
+    Special,
+}
+
+impl MappingPath {
+    /// Classifies `path`.
+    pub fn of(path: &[u8]) -> MappingPath {
+        match path {
+            b"" | b"/dev/zero (deleted)" | b"/anon_hugepage (deleted)" => MappingPath::Anon,
+            b"[heap]" => MappingPath::Heap,
+            p if p.starts_with(b"//anon") => MappingPath::Anon,
+            p if p.starts_with(b"[anon") => MappingPath::NamedAnon,
+            p if p.starts_with(b"[stack") => MappingPath::Stack,
+            p if p.starts_with(b"/memfd:") => MappingPath::Memfd,
+            p if p.starts_with(b"//") => MappingPath::Anon,
+            p if p.starts_with(b"/") => MappingPath::File,
+            _ => MappingPath::Special,
+        }
+    }
+
+    /// Memory without a file to read code or unwind tables from, where JIT
+    /// compilers put their code.
+    pub fn is_anonymous(self) -> bool {
+        !matches!(self, MappingPath::File | MappingPath::Special)
+    }
+}
+
 /// One mapping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MapsLine {
@@ -78,6 +124,37 @@ fn parse_line(line: &str) -> Option<MapsLine> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every kind of path, as both trackers classify it.
+    #[test]
+    fn mapping_paths() {
+        use MappingPath::*;
+        for (path, want) in [
+            (&b""[..], Anon),
+            (b"//anon", Anon),
+            (b"/dev/zero (deleted)", Anon),
+            (b"/anon_hugepage (deleted)", Anon),
+            (b"[anon:v8 code]", NamedAnon),
+            (b"[anon_shmem:x]", NamedAnon),
+            (b"/memfd:jit (deleted)", Memfd),
+            (b"[heap]", Heap),
+            (b"[stack]", Stack),
+            (b"[stack:42]", Stack),
+            (b"/usr/lib/libc.so.6", File),
+            (b"/tmp/app (deleted)", File),
+            (b"[vdso]", Special),
+            (b"[vsyscall]", Special),
+        ] {
+            assert_eq!(
+                MappingPath::of(path),
+                want,
+                "{}",
+                String::from_utf8_lossy(path)
+            );
+        }
+        assert!(Memfd.is_anonymous() && NamedAnon.is_anonymous() && Stack.is_anonymous());
+        assert!(!File.is_anonymous() && !Special.is_anonymous());
+    }
 
     /// Real lines: files, anonymous memory, named regions, odd paths; junk is skipped.
     #[test]

@@ -36,6 +36,8 @@ use pfprof_symbolize::UnwindSections;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::sys::maps::MappingPath;
+
 /// The last frame of a chain whose unwinding stopped early. Address 0 is
 /// never code; perf shows it as `[unknown]` too.
 pub const TRUNCATED_FRAME: u64 = 0;
@@ -1186,21 +1188,14 @@ fn load_file(
     file
 }
 
-/// A mapping of no file, where JIT compilers put their code: `//anon`,
-/// an empty name, `[anon:NAME]` (prctl-named), a memfd (double-mapped JIT
-/// code), `[heap]`/`[stack]` (executable only with an executable stack).
+/// A mapping of no file, where JIT compilers put their code.
 fn is_anonymous(path: &[u8]) -> bool {
-    path.is_empty()
-        || path.starts_with(b"//anon")
-        || path.starts_with(b"[anon")
-        || path.starts_with(b"/memfd:")
-        || path == b"[heap]"
-        || path.starts_with(b"[stack")
+    MappingPath::of(path).is_anonymous()
 }
 
-/// A mapping's path that names a file (not `//anon`, `[heap]`...).
+/// A mapping's path that names a file (not `//anon`, `[heap]`, a memfd...).
 fn is_file_path(path: &[u8]) -> bool {
-    path.starts_with(b"/") && !path.starts_with(b"//") && !path.starts_with(b"/memfd:")
+    MappingPath::of(path) == MappingPath::File
 }
 
 /// The vDSO image of this process: the same kernel maps the same image
