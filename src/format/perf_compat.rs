@@ -196,7 +196,7 @@ fn read_whole(path: &Path) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Bounds-checked reads for [`TracingData::parse`] and [`parse_build_ids`].
+/// Bounds-checked reads for [`TracingData::parse`].
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -291,33 +291,6 @@ pub fn build_id_section(entries: &[BuildIdEntry]) -> Vec<u8> {
         out.resize(out.len() + name_len - e.path.len(), 0);
     }
     out
-}
-
-/// Reads a build-id table back (tests, and a check of what perf will see).
-pub fn parse_build_ids(bytes: &[u8]) -> Result<Vec<BuildIdEntry>, String> {
-    let mut r = Reader { bytes, at: 0 };
-    let mut out = Vec::new();
-    while r.at < bytes.len() {
-        let start = r.at;
-        let head = r.take(BUILD_ID_ENTRY)?;
-        let misc = u16::from_le_bytes([head[4], head[5]]);
-        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
-        let name = r.take(size.checked_sub(BUILD_ID_ENTRY).ok_or_else(|| {
-            format!("build-id entry at byte {start}: size {size} below its header")
-        })?)?;
-        let id_len = if misc & MISC_BUILD_ID_SIZE != 0 {
-            (head[32] as usize).min(20)
-        } else {
-            20
-        };
-        out.push(BuildIdEntry {
-            kernel: misc & 3 == MISC_KERNEL,
-            build_id: head[12..12 + id_len].to_vec(),
-            path: String::from_utf8_lossy(name.split(|&b| b == 0).next().unwrap_or_default())
-                .into_owned(),
-        });
-    }
-    Ok(out)
 }
 
 /// The GNU build-id in a run of ELF notes (`/sys/kernel/notes`).
@@ -513,9 +486,17 @@ mod tests {
         assert_eq!(&bytes[6..8], 100u16.to_le_bytes());
         assert_eq!(&bytes[8..12], (-1i32).to_le_bytes());
         assert_eq!(bytes[32], 20);
-        assert_eq!(parse_build_ids(&bytes).unwrap(), entries[..2]);
+        // Read back by the one reader of recordings (the kernel flag is
+        // perf's to use; the reader keeps path and id).
+        let read = crate::format::perf_data::build_ids(&bytes, 0..bytes.len()).unwrap();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = entries[..2]
+            .iter()
+            .map(|e| (e.path.clone().into_bytes(), e.build_id.clone()))
+            .collect();
+        assert_eq!(read, want);
         for cut in [1, 35, 99, 101, 199] {
-            assert!(parse_build_ids(&bytes[..cut]).is_err(), "cut at {cut}");
+            let got = crate::format::perf_data::build_ids(&bytes[..cut], 0..cut);
+            assert!(got.is_err(), "cut at {cut}");
         }
     }
 

@@ -1007,7 +1007,10 @@ fn cmdline(bytes: &[u8], range: std::ops::Range<usize>) -> Result<Vec<String>, L
 /// The `BUILD_ID` feature: records of u32 type, u16 misc, u16 size, i32
 /// pid, 20 build-id bytes, u8 length (with [`MISC_BUILD_ID_SIZE`]; else 20),
 /// 3 reserved bytes, then the NUL-padded path, up to `size`.
-fn build_ids(bytes: &[u8], range: std::ops::Range<usize>) -> Result<Vec<PathBuildId>, LayoutError> {
+pub(crate) fn build_ids(
+    bytes: &[u8],
+    range: std::ops::Range<usize>,
+) -> Result<Vec<PathBuildId>, LayoutError> {
     let mut f = Fields::new(bytes, range.start, range.len(), "BUILD_ID feature");
     let mut out = Vec::new();
     while f.at < f.end {

@@ -23,7 +23,7 @@ use linux_perf_data::linux_perf_event_reader::{
 
 use super::bpf::Fault;
 use super::ring::Ring;
-use crate::format::events::EventTable;
+use crate::format::events::{EventTable, RecordHead};
 use crate::format::records as rec;
 use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs};
 
@@ -37,8 +37,9 @@ const TOUCH_AHEAD: usize = 32;
 fn touch_ahead(mut bytes: &[u8], count: usize) {
     let mut sum = 0u8;
     for _ in 0..count {
-        let Some(head) = bytes.get(..8) else { break };
-        let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
+        let Some(RecordHead { size, .. }) = RecordHead::parse(bytes) else {
+            break;
+        };
         if size < 8 || size > bytes.len() {
             break;
         }
@@ -195,13 +196,7 @@ impl StackRewriter {
     ) -> io::Result<()> {
         if !self.carry.is_empty() {
             let mut carry = std::mem::take(&mut self.carry);
-            let want = |carry: &[u8]| {
-                if carry.len() < 8 {
-                    8
-                } else {
-                    usize::from(u16::from_le_bytes([carry[6], carry[7]])).max(8)
-                }
-            };
+            let want = |carry: &[u8]| RecordHead::parse(carry).map_or(8, |h| h.size.max(8));
             while carry.len() < want(&carry) && !bytes.is_empty() {
                 let n = (want(&carry) - carry.len()).min(bytes.len());
                 carry.extend_from_slice(&bytes[..n]);
@@ -220,7 +215,7 @@ impl StackRewriter {
                 until_touch = TOUCH_AHEAD;
             }
             until_touch -= 1;
-            let size = usize::from(u16::from_le_bytes([bytes[6], bytes[7]]));
+            let size = RecordHead::parse(bytes).map_or(0, |h| h.size);
             if size < 8 {
                 // Not a kernel record: pass the rest on as it is.
                 self.unwinder.stats.bad_records += 1;
@@ -241,9 +236,10 @@ impl StackRewriter {
     /// The time stamp of a complete record; 0 for records without one
     /// (or of an event pfprof did not open), which then go first.
     fn time_of(&self, record: &[u8]) -> u64 {
-        let record_type = RecordType(u32::from_le_bytes([
-            record[0], record[1], record[2], record[3],
-        ]));
+        let Some(head) = RecordHead::parse(record) else {
+            return 0;
+        };
+        let record_type = RecordType(head.record_type);
         let body = RawData::Single(&record[8..]);
         get_record_identifier::<LittleEndian>(record_type, body, true)
             .and_then(|id| self.table.attr_of(id))
@@ -388,8 +384,12 @@ impl StackRewriter {
     /// Handles one complete record; false when a sample was held back
     /// (`settle` unset and its process or code not known yet).
     fn record(&mut self, record: &[u8], settle: bool) -> bool {
-        let record_type = u32::from_le_bytes([record[0], record[1], record[2], record[3]]);
-        let misc = u16::from_le_bytes([record[4], record[5]]);
+        let Some(RecordHead {
+            record_type, misc, ..
+        }) = RecordHead::parse(record)
+        else {
+            return true;
+        };
         let body = RawData::Single(&record[8..]);
         let id = get_record_identifier::<LittleEndian>(RecordType(record_type), body, true);
         let attr = id.and_then(|id| self.table.attr_of(id));
