@@ -20,12 +20,13 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rustc_hash::FxHashSet;
 
 use crate::format::perf_data::FileStamp;
 use crate::format::records as rec;
+use crate::sys::procfs;
 
 /// Offset of the protection in an MMAP2 record.
 const MMAP2_PROT: usize = 64;
@@ -85,10 +86,7 @@ impl Held {
             self.over_limit += 1;
             return;
         }
-        let proc_path = format!(
-            "/proc/{pid}/map_files/{start:x}-{:x}",
-            start.wrapping_add(len)
-        );
+        let proc_path = procfs::map_file(pid, start, start.wrapping_add(len));
         let regular = std::fs::metadata(&proc_path).is_ok_and(|m| m.is_file());
         if let Some(file) = regular
             .then(|| std::fs::File::open(&proc_path).ok())
@@ -265,11 +263,9 @@ fn record_size(bytes: &[u8]) -> usize {
 fn stamp(pid: i32, start: u64, end: u64, path: &[u8], inode: u64) -> Option<FileStamp> {
     use std::os::unix::ffi::OsStrExt;
     let own = Path::new(std::ffi::OsStr::from_bytes(path));
-    let mut candidates = vec![PathBuf::from(format!(
-        "/proc/{pid}/map_files/{start:x}-{end:x}"
-    ))];
+    let mut candidates = vec![procfs::map_file(pid, start, end)];
     if crate::unwind::other_root(pid) {
-        candidates.push(Path::new(&format!("/proc/{pid}/root")).join(own.strip_prefix("/").ok()?));
+        candidates.push(procfs::in_root_of(pid, own));
     }
     candidates.push(own.to_path_buf());
     candidates.iter().enumerate().find_map(|(i, p)| {

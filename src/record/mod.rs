@@ -39,6 +39,7 @@ use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
 use crate::sys::maps;
+use crate::sys::procfs;
 use crate::sys::vdso;
 use crate::sys::{self, ExitStatus, PerfEventAttr};
 use bpf::FaultCollector;
@@ -122,7 +123,9 @@ fn min_ring_pages(call_graph: CallGraph) -> usize {
 pub fn default_mmap_pages(call_graph: CallGraph, collector: bool) -> usize {
     match call_graph {
         CallGraph::Dwarf { .. } if collector => PAGES_64_MIB,
-        CallGraph::Dwarf { .. } => dwarf_ring_pages(online_cpus().len(), mem_available_bytes()),
+        CallGraph::Dwarf { .. } => {
+            dwarf_ring_pages(online_cpus().len(), procfs::mem_available_bytes())
+        }
         CallGraph::Fp | CallGraph::None => PAGES_16_MIB,
     }
 }
@@ -155,14 +158,6 @@ fn dwarf_ring_pages(cpus: usize, mem_available: Option<u64>) -> usize {
     // The largest power of two that fits.
     let pages = if pages == 0 { 0 } else { 1 << pages.ilog2() };
     pages.max(PAGES_16_MIB)
-}
-
-/// `MemAvailable` of /proc/meminfo, in bytes.
-fn mem_available_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 /// What a recording follows.
@@ -937,17 +932,6 @@ fn target_meta(target: &Target, existing: &[Existing]) -> RecordingMeta {
     }
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-fn os_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// A process that runs already, as found in /proc.
 struct Existing {
     pid: i32,
@@ -1718,9 +1702,12 @@ impl Session<'_> {
             live.finish();
         }
         if self.write_error.is_none() {
-            let written = self
-                .writer
-                .finish(&meta, &hostname(), &os_release(), self.cpus as u32);
+            let written = self.writer.finish(
+                &meta,
+                &procfs::hostname(),
+                &procfs::os_release(),
+                self.cpus as u32,
+            );
             if let Err(e) = written {
                 self.stop(&e, now);
             }

@@ -3,8 +3,6 @@
 //! parent), COMM (the name) and MMAP2 (each mapping). Their `sample_id`
 //! trailer matches the first event's attr: pid/tid, time, cpu, identifier.
 
-use std::path::Path;
-
 use rustc_hash::FxHashMap;
 
 use crate::format::records as rec;
@@ -70,8 +68,8 @@ impl BuildIds {
         self.by_inode
             .entry((m.dev, m.inode))
             .or_insert_with(|| {
-                let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start_avma, m.end_avma);
-                let path = Path::new(&path);
+                let path = crate::sys::procfs::map_file(pid, m.start_avma, m.end_avma);
+                let path = path.as_path();
                 // Only regular files: mapping a device to look for a note
                 // could have side effects. (The inode is not compared with
                 // the maps line's: on overlayfs they may differ.)

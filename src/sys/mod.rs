@@ -9,6 +9,7 @@
 
 pub mod bpf;
 pub mod maps;
+pub mod procfs;
 pub mod vdso;
 
 use std::ffi::{CStr, CString};

@@ -37,6 +37,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::sys::maps::MappingPath;
+use crate::sys::procfs;
 
 /// The last frame of a chain whose unwinding stopped early. Address 0 is
 /// never code; perf shows it as `[unknown]` too.
@@ -1089,10 +1090,7 @@ fn file_candidates(pid: i32, path: &Path, avma: &Range<u64>) -> Vec<PathBuf> {
         // the kernel merged it with a neighbour (then /proc/PID/maps says).
         // Reading the whole maps file for every mapping cost chromium's
         // recording a tenth of its drain time and stalled its first passes.
-        let direct = PathBuf::from(format!(
-            "/proc/{pid}/map_files/{:x}-{:x}",
-            avma.start, avma.end
-        ));
+        let direct = procfs::map_file(pid, avma.start, avma.end);
         if std::fs::symlink_metadata(&direct).is_ok() {
             out.push(direct);
         } else if let Some(m) = crate::sys::maps::parse(
@@ -1101,14 +1099,10 @@ fn file_candidates(pid: i32, path: &Path, avma: &Range<u64>) -> Vec<PathBuf> {
         .into_iter()
         .find(|m| m.start_avma <= avma.start && avma.start < m.end_avma && m.inode != 0)
         {
-            out.push(PathBuf::from(format!(
-                "/proc/{pid}/map_files/{:x}-{:x}",
-                m.start_avma, m.end_avma
-            )));
+            out.push(procfs::map_file(pid, m.start_avma, m.end_avma));
         }
         if other_root(pid) {
-            let relative = path.strip_prefix("/").unwrap_or(path);
-            out.push(Path::new(&format!("/proc/{pid}/root")).join(relative));
+            out.push(procfs::in_root_of(pid, path));
         }
     }
     out.push(path.to_path_buf());
