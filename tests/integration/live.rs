@@ -2,6 +2,7 @@
 //! (`record -a`), for real.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,12 +25,21 @@ fn start_waiter(exe: &std::path::Path) -> Child {
 
 /// Starts `pfprof record ARGS` and waits for its "recording ..." line.
 pub(crate) fn start_pfprof(args: &[&str]) -> Child {
-    let mut child = pfprof()
-        .arg("record")
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut command = pfprof();
+    command.arg("record").args(args).stderr(Stdio::piped());
+    // The tests stop it with SIGINT, as Ctrl-C would. A test run started in
+    // the background of a non-interactive shell has SIGINT ignored, and
+    // pfprof keeps an ignored signal ignored (as for nohup): it would never
+    // stop, so it gets SIGINT at its default.
+    // SAFETY: signal(2) is async-signal-safe, and only this one call runs
+    // between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
     let mut reader = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let deadline = Instant::now() + Duration::from_secs(30);
