@@ -72,7 +72,7 @@ enum Source<'a> {
 /// The build-id of an open file.
 fn build_id_of(file: &std::fs::File) -> Option<Vec<u8>> {
     use std::os::fd::AsRawFd;
-    pfprof_symbolize::read_build_id(Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())))
+    pfprof_symbolize::read_build_id(&crate::sys::procfs::fd_path(file.as_raw_fd()))
 }
 
 /// Where files are read from besides the held ones.

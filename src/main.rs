@@ -398,7 +398,7 @@ fn run_record(args: &RecordArgs) -> Result<u8> {
     // --duration; the processes keep running.
     let status = command_status(recorded.exit.as_ref());
     if std::env::var_os("PFPROF_TIMING").is_some() {
-        if let Some((user, sys)) = pfprof::sys::own_cpu_seconds() {
+        if let Some((user, sys)) = pfprof::sys::procfs::own_cpu_seconds() {
             eprintln!("pfprof: timing: recording used {user:.2}s user, {sys:.2}s sys of CPU");
         }
     }

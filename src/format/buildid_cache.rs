@@ -187,7 +187,7 @@ impl Cache {
             .open(temp)?;
         std::os::unix::fs::fchown(&out, Some(self.owner.0), Some(self.owner.1))?;
         // Through a second description, so that the caller's offset stays.
-        let mut from = File::open(format!("/proc/self/fd/{}", fd_of(source)))?;
+        let mut from = File::open(crate::sys::procfs::fd_path(fd_of(source)))?;
         let copied = io::copy(&mut from, &mut out)?;
         if copied != size {
             return Err(io::Error::new(

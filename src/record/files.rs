@@ -263,17 +263,14 @@ fn record_size(bytes: &[u8]) -> usize {
 fn stamp(pid: i32, start: u64, end: u64, path: &[u8], inode: u64) -> Option<FileStamp> {
     use std::os::unix::ffi::OsStrExt;
     let own = Path::new(std::ffi::OsStr::from_bytes(path));
-    let mut candidates = vec![procfs::map_file(pid, start, end)];
-    if crate::unwind::other_root(pid) {
-        candidates.push(procfs::in_root_of(pid, own));
-    }
-    candidates.push(own.to_path_buf());
-    candidates.iter().enumerate().find_map(|(i, p)| {
+    let candidates = procfs::mapped_file_candidates(pid, own, &(start..end));
+    candidates.iter().find_map(|(p, reach)| {
         let meta = std::fs::metadata(p).ok()?;
         // map_files is the mapped file itself (its inode may differ from the
         // record's on overlayfs). By path, only the same inode counts: else
         // the file was replaced already, and the report must not trust it.
-        (meta.is_file() && (i == 0 || meta.ino() == inode)).then(|| FileStamp::of(&meta))
+        let same = *reach == procfs::Reach::MappedInode || meta.ino() == inode;
+        (meta.is_file() && same).then(|| FileStamp::of(&meta))
     })
 }
 

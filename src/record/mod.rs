@@ -38,7 +38,6 @@ use crate::error::CodedError;
 use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
-use crate::sys::maps;
 use crate::sys::procfs;
 use crate::sys::vdso;
 use crate::sys::{self, ExitStatus, PerfEventAttr};
@@ -124,7 +123,7 @@ pub fn default_mmap_pages(call_graph: CallGraph, collector: bool) -> usize {
     match call_graph {
         CallGraph::Dwarf { .. } if collector => PAGES_64_MIB,
         CallGraph::Dwarf { .. } => {
-            dwarf_ring_pages(online_cpus().len(), procfs::mem_available_bytes())
+            dwarf_ring_pages(procfs::online_cpus().len(), procfs::mem_available_bytes())
         }
         CallGraph::Fp | CallGraph::None => PAGES_16_MIB,
     }
@@ -215,66 +214,6 @@ fn stop_on_write_error(
     message
 }
 
-/// Where tracefs is mounted, mounting it if needed.
-fn find_or_mount_tracefs() -> std::result::Result<PathBuf, String> {
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    for line in mounts.lines() {
-        let mut fields = line.split_whitespace();
-        let (_, dir, fstype) = (fields.next(), fields.next(), fields.next());
-        match (dir, fstype) {
-            (Some(dir), Some("tracefs")) => return Ok(PathBuf::from(dir)),
-            (Some(dir), Some("debugfs")) if Path::new(dir).join("tracing/events").is_dir() => {
-                return Ok(Path::new(dir).join("tracing"))
-            }
-            _ => {}
-        }
-    }
-    let target = Path::new("/sys/kernel/tracing");
-    sys::mount_tracefs(c"/sys/kernel/tracing")
-        .map(|()| target.to_path_buf())
-        .map_err(|e| {
-            format!(
-                "tracefs is not mounted and mounting it at {} failed: {e}",
-                target.display()
-            )
-        })
-}
-
-fn tracepoint_id(tracefs: &Path, name: &str) -> std::result::Result<u64, String> {
-    let path = tracefs.join("events").join(name).join("id");
-    std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-        .trim()
-        .parse()
-        .map_err(|e| format!("bad tracepoint id in {}: {e}", path.display()))
-}
-
-/// Online CPUs, from `/sys/devices/system/cpu/online` ("0-3,5").
-fn online_cpus() -> Vec<i32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let cpus = parse_cpu_list(text.trim());
-    if cpus.is_empty() {
-        (0..std::thread::available_parallelism().map_or(1, |n| n.get() as i32)).collect()
-    } else {
-        cpus
-    }
-}
-
-fn parse_cpu_list(text: &str) -> Vec<i32> {
-    let mut cpus = Vec::new();
-    for part in text.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
-                    cpus.extend(a..=b);
-                }
-            }
-            None => cpus.extend(part.parse::<i32>().ok()),
-        }
-    }
-    cpus
-}
-
 /// Finds the program like `execvp` would, so that "not found" (127) and
 /// "not executable" (126) are reported before anything is set up.
 pub fn resolve_program(program: &str) -> Result<PathBuf> {
@@ -318,7 +257,7 @@ const SPARE_FDS: u64 = 32;
 /// many are needed and how to raise it (exit 2).
 fn ensure_open_files(events: u64, what: &str) -> Result<()> {
     // read_dir holds one more fd while it lists: counted as a spare one.
-    let open_now = std::fs::read_dir("/proc/self/fd").map_or(3, |d| d.count() as u64);
+    let open_now = procfs::open_fds().unwrap_or(3);
     let needed = open_now + events + SPARE_FDS;
     let (soft, hard) = sys::get_limit(sys::Limit::OpenFiles).context("getrlimit failed")?;
     if needed <= soft {
@@ -365,9 +304,8 @@ fn memlock_figures(cpus: usize) -> String {
         Ok((soft, _)) => format!("{} KiB", soft / 1024),
         Err(_) => "unknown".to_string(),
     };
-    let mlock_kb = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
-        .map(|s| format!("{} KiB", s.trim()))
-        .unwrap_or_else(|_| "unknown".into());
+    let mlock_kb = procfs::kernel_setting("perf_event_mlock_kb")
+        .map_or_else(|| "unknown".into(), |kib| format!("{kib} KiB"));
     format!(
         "RLIMIT_MEMLOCK is {rlimit}, kernel.perf_event_mlock_kb is {mlock_kb} (shared by pfprof's \
          {cpus} CPU rings and the user's other perf buffers)"
@@ -452,9 +390,8 @@ fn spawn_error(
 }
 
 fn permission_error(e: &io::Error) -> anyhow::Error {
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
+    let paranoid =
+        procfs::kernel_setting("perf_event_paranoid").unwrap_or_else(|| "unknown".into());
     CodedError::new(
         2,
         format!(
@@ -515,11 +452,7 @@ pub struct MainProbe {
 /// missing (stripped binary, no uprobes): start-up then ends at the first
 /// fault whose stack shows `main`.
 fn main_probe(program: &Path) -> Option<MainProbe> {
-    let pmu_type = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let pmu_type = procfs::pmu_type("uprobe")?;
     let mut symbolizer = pfprof_symbolize::Symbolizer::new(pfprof_symbolize::Options::default());
     let (_, range) = symbolizer
         .function_ranges(program, None, &["main"])
@@ -907,7 +840,7 @@ fn drain_all(
 
 /// The metadata of what is followed: the mode, the command (or the
 /// attached processes, or `system-wide`) and the pids asked for.
-fn target_meta(target: &Target, existing: &[Existing]) -> RecordingMeta {
+fn target_meta(target: &Target, existing: &[procfs::Process]) -> RecordingMeta {
     let (mode, command, pids) = match target {
         Target::Command(command) => (RecordMode::Command, command.clone(), Vec::new()),
         Target::Pids(pids) => (
@@ -932,64 +865,17 @@ fn target_meta(target: &Target, existing: &[Existing]) -> RecordingMeta {
     }
 }
 
-/// A process that runs already, as found in /proc.
-struct Existing {
-    pid: i32,
-    ppid: i32,
-    comm: String,
-    tids: Vec<i32>,
-    maps: Vec<maps::MapsLine>,
-}
-
-fn read_existing(pid: i32) -> Option<Existing> {
-    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
-    let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
-    // "pid (comm) state ppid ...": comm may contain spaces and parentheses.
-    let ppid = stat
-        .rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    let comm = std::fs::read_to_string(proc_dir.join("comm"))
-        .ok()?
-        .trim_end()
-        .to_string();
-    let mut tids: Vec<i32> = std::fs::read_dir(proc_dir.join("task"))
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    tids.sort_unstable();
-    let maps = maps::parse(&std::fs::read_to_string(proc_dir.join("maps")).unwrap_or_default());
-    Some(Existing {
-        pid,
-        ppid,
-        comm,
-        tids,
-        maps,
-    })
-}
-
-fn all_pids() -> Vec<i32> {
-    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
-        .map(|dir| {
-            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    pids.sort_unstable();
-    pids
-}
-
 /// The processes to describe once the events run: every one for a
 /// system-wide recording, else those attached to that still run, read anew.
-fn rescan(target: &Target, attached: &[Existing]) -> Vec<Existing> {
+fn rescan(target: &Target, attached: &[procfs::Process]) -> Vec<procfs::Process> {
     match target {
-        Target::System => all_pids().into_iter().filter_map(read_existing).collect(),
+        Target::System => procfs::pids()
+            .into_iter()
+            .filter_map(procfs::process)
+            .collect(),
         _ => attached
             .iter()
-            .filter_map(|p| read_existing(p.pid))
+            .filter_map(|p| procfs::process(p.pid))
             .collect(),
     }
 }
@@ -1000,7 +886,7 @@ fn rescan(target: &Target, attached: &[Existing]) -> Vec<Existing> {
 fn synthesize(
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
-    existing: &[Existing],
+    existing: &[procfs::Process],
     id: u64,
     time: u64,
     mut rewriter: Option<&mut StackRewriter>,
@@ -1033,10 +919,6 @@ fn synthesize(
     writer.finish_round()
 }
 
-fn alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
 /// Runs or attaches, records until the command exits (or the attached
 /// processes exit, or `--duration`, or a signal), and writes the recording;
 /// `tap` sees every record as it is drained (the live stream).
@@ -1045,7 +927,7 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
     // guard, `Launched`), whatever fails.
     let mut followed = follow(cfg)?;
     let tracepoints = find_tracepoints(cfg);
-    let cpus = online_cpus();
+    let cpus = procfs::online_cpus();
     let probe = followed.command.as_ref().and_then(|c| main_probe(&c.path));
     let mut plan = open_plan(cfg, &followed, &cpus, tracepoints, probe)?;
     let opened = plan.open(cfg, &followed.tasks, &cpus)?;
@@ -1063,7 +945,7 @@ struct Followed {
     /// Pids/tids for `perf_event_open` (-1: every task).
     tasks: Vec<i32>,
     /// The processes that already ran (attach and system-wide).
-    existing: Vec<Existing>,
+    existing: Vec<procfs::Process>,
     /// The command, paused before its `exec` until the events are open.
     command: Option<Launched>,
 }
@@ -1164,7 +1046,7 @@ fn follow(cfg: &RecordConfig) -> Result<Followed> {
         Target::Pids(pids) => {
             let mut existing = Vec::new();
             for &pid in pids {
-                let found = read_existing(pid)
+                let found = procfs::process(pid)
                     .ok_or_else(|| CodedError::new(2, format!("no such process: {pid}")))?;
                 existing.push(found);
             }
@@ -1184,7 +1066,10 @@ fn follow(cfg: &RecordConfig) -> Result<Followed> {
             let _ = sys::catch_termination_signals();
             Ok(Followed {
                 tasks: vec![-1],
-                existing: all_pids().into_iter().filter_map(read_existing).collect(),
+                existing: procfs::pids()
+                    .into_iter()
+                    .filter_map(procfs::process)
+                    .collect(),
                 command: None,
             })
         }
@@ -1207,10 +1092,10 @@ fn find_tracepoints(cfg: &RecordConfig) -> Tracepoints {
     let found = if cfg.class == RecordClass::Major {
         Err("not needed for --class major".to_string())
     } else if cfg.tracepoints {
-        find_or_mount_tracefs().and_then(|tfs| {
+        procfs::find_or_mount_tracefs().and_then(|tfs| {
             let ids = (
-                tracepoint_id(&tfs, TRACEPOINTS[0])?,
-                tracepoint_id(&tfs, TRACEPOINTS[1])?,
+                procfs::tracepoint_id(&tfs, TRACEPOINTS[0])?,
+                procfs::tracepoint_id(&tfs, TRACEPOINTS[1])?,
             );
             Ok((
                 ids,
@@ -1630,7 +1515,7 @@ impl Session<'_> {
 
     /// The end of an attached or system-wide recording: a signal,
     /// `--duration`, or every attached process gone.
-    fn attached_ended(&self, existing: &[Existing]) -> Option<Ended> {
+    fn attached_ended(&self, existing: &[procfs::Process]) -> Option<Ended> {
         let (sig, count) = sys::pending_signal();
         let ended = |stopped_by| {
             Some(Ended {
@@ -1644,7 +1529,9 @@ impl Session<'_> {
         if self.cfg.duration.is_some_and(|d| self.start.elapsed() >= d) {
             return ended(None);
         }
-        if matches!(self.cfg.target, Target::Pids(_)) && !existing.iter().any(|p| alive(p.pid)) {
+        if matches!(self.cfg.target, Target::Pids(_))
+            && !existing.iter().any(|p| procfs::alive(p.pid))
+        {
             return ended(None);
         }
         None
@@ -1800,7 +1687,7 @@ fn prepare_rewriter(rewriter: &mut StackRewriter, cfg: &RecordConfig, probe: Opt
 }
 
 /// What is known of the recording before it starts, for the tap.
-fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[Existing]) -> RecordingMeta {
+fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[procfs::Process]) -> RecordingMeta {
     RecordingMeta {
         pfprof_version: env!("CARGO_PKG_VERSION").to_string(),
         tracepoints: plan.tracepoints.ids.is_some(),
@@ -1819,9 +1706,7 @@ fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[Existing]) -> Rec
             }
             .to_string()
         }),
-        max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
-            .ok()
-            .and_then(|s| s.trim().parse().ok()),
+        max_stack: procfs::kernel_setting("perf_event_max_stack").and_then(|s| s.parse().ok()),
         ..target_meta(&cfg.target, existing)
     }
 }
@@ -1840,9 +1725,7 @@ fn create_writer(
         None => PerfDataWriter::discarding(descs),
     }
     .with_context(|| format!("cannot create {}", data_path.display()))?;
-    let kernel_text = std::fs::read_to_string("/proc/kallsyms")
-        .ok()
-        .and_then(|k| crate::format::perf_compat::kernel_text(&k));
+    let kernel_text = procfs::kallsyms().and_then(|k| crate::format::perf_compat::kernel_text(&k));
     if let Some((start, end)) = kernel_text {
         writer
             .write_records(&synth::kernel_mmap(start, end, leader_id))
@@ -1886,7 +1769,7 @@ fn raise_recorder_priority() -> &'static str {
 /// build-id; a busy host maps a few hundred).
 fn hold_limit() -> files::HoldLimit {
     let soft = sys::get_limit(sys::Limit::OpenFiles).map_or(1024, |(soft, _)| soft);
-    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()) as u64;
+    let open = procfs::open_fds().unwrap_or(0);
     files::HoldLimit((soft.saturating_sub(open) / 4).min(4096) as usize)
 }
 
@@ -1956,20 +1839,6 @@ mod tests {
             (1536 << 10, "1536 KiB"),
         ] {
             assert_eq!(show_size(bytes), want);
-        }
-    }
-
-    /// CPU lists as the kernel prints them.
-    #[test]
-    fn cpu_lists() {
-        for (text, want) in [
-            ("0", vec![0]),
-            ("0-3", vec![0, 1, 2, 3]),
-            ("0-1,4,6-7", vec![0, 1, 4, 6, 7]),
-            ("", vec![]),
-            ("x", vec![]),
-        ] {
-            assert_eq!(parse_cpu_list(text), want, "{text:?}");
         }
     }
 
@@ -2057,13 +1926,13 @@ mod tests {
         let mut launched = Launched::spawn(&["sleep".into(), "30".into()], true).unwrap();
         let pid = launched.pid();
         launched.release().unwrap();
-        assert!(alive(pid));
+        assert!(procfs::alive(pid));
         drop(launched);
-        assert!(!alive(pid), "the command outlived its guard");
+        assert!(!procfs::alive(pid), "the command outlived its guard");
         let never = Launched::spawn(&["sleep".into(), "30".into()], true).unwrap();
         let pid = never.pid();
         drop(never);
-        assert!(!alive(pid), "the paused command was left");
+        assert!(!procfs::alive(pid), "the paused command was left");
     }
 
     /// Minor faults, major faults, the tracepoints, then the probe; only

@@ -555,18 +555,6 @@ pub fn catch_termination_signals() -> InheritedSignals {
     InheritedSignals { mask }
 }
 
-/// pfprof's own CPU time so far (user, system), from /proc/self/stat
-/// (children not included).
-pub fn own_cpu_seconds() -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are the
-    // 14th and 15th fields of the line, in clock ticks (USER_HZ = 100).
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
-    Some((ticks(11)? / 100.0, ticks(12)? / 100.0))
-}
-
 /// Stops a recording of running processes as Ctrl-C would (`pfprof top`'s
 /// `q`, read as a key in raw mode, where the terminal sends no signal).
 pub fn request_stop() {

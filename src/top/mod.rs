@@ -594,7 +594,7 @@ impl CpuMeter {
     }
 
     fn sample() -> Option<(std::time::Instant, f64)> {
-        let (user, sys) = crate::sys::own_cpu_seconds()?;
+        let (user, sys) = crate::sys::procfs::own_cpu_seconds()?;
         Some((std::time::Instant::now(), user + sys))
     }
 

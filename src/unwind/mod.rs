@@ -1079,47 +1079,11 @@ struct FileRef {
     identity: Option<(u64, u64)>,
 }
 
-/// Where the file `path` mapped at `start` in `pid` can be read, best
-/// first: `/proc/PID/map_files/START-END` (the mapped inode itself, while
-/// the mapping lives), the path under the process's root when it differs
-/// from pfprof's, and the path itself.
+/// Where the file `path` mapped at `avma` in `pid` can be read, best first
+/// (see [`procfs::mapped_file_candidates`]).
 fn file_candidates(pid: i32, path: &Path, avma: &Range<u64>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if pid > 0 {
-        // The entry is named by the VMA's range: the mapping's own, unless
-        // the kernel merged it with a neighbour (then /proc/PID/maps says).
-        // Reading the whole maps file for every mapping cost chromium's
-        // recording a tenth of its drain time and stalled its first passes.
-        let direct = procfs::map_file(pid, avma.start, avma.end);
-        if std::fs::symlink_metadata(&direct).is_ok() {
-            out.push(direct);
-        } else if let Some(m) = crate::sys::maps::parse(
-            &std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default(),
-        )
-        .into_iter()
-        .find(|m| m.start_avma <= avma.start && avma.start < m.end_avma && m.inode != 0)
-        {
-            out.push(procfs::map_file(pid, m.start_avma, m.end_avma));
-        }
-        if other_root(pid) {
-            out.push(procfs::in_root_of(pid, path));
-        }
-    }
-    out.push(path.to_path_buf());
-    out
-}
-
-/// Whether `pid` may see other files than pfprof under the same path: its
-/// root directory (chroot) or its mount namespace differs (a container; a
-/// bind mount in `unshare -m` keeps the root directory but not the files).
-pub(crate) fn other_root(pid: i32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let id = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    let ns = |p: &str| std::fs::read_link(p).ok();
-    let roots = (id(&format!("/proc/{pid}/root")), id("/proc/self/root"));
-    let namespaces = (ns(&format!("/proc/{pid}/ns/mnt")), ns("/proc/self/ns/mnt"));
-    matches!(roots, (Some(a), Some(b)) if a != b)
-        || matches!(namespaces, (Some(a), Some(b)) if a != b)
+    let candidates = procfs::mapped_file_candidates(pid, path, avma);
+    candidates.into_iter().map(|(path, _)| path).collect()
 }
 
 /// The file to read for a mapping without a build-id: the first candidate
