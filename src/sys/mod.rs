@@ -20,6 +20,16 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 pub use perf_event_open_sys::bindings::perf_event_attr as PerfEventAttr;
 use perf_event_open_sys::bindings::PERF_FLAG_FD_CLOEXEC;
 
+/// A system call's result: its value, or the errno it left when it
+/// returned a negative value (-1, as libc's wrappers do on failure).
+fn check<T: Default + PartialOrd>(r: T) -> io::Result<T> {
+    if r < T::default() {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
 /// Opens one perf event for `pid` on `cpu` (`pid` -1 = all tasks on `cpu`).
 pub fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
     let mut attr = *attr;
@@ -29,9 +39,7 @@ pub fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<O
     let fd = unsafe {
         perf_event_open_sys::perf_event_open(&mut attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC as _)
     };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = check(fd)?;
     // SAFETY: the kernel just returned this fd to us and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -41,10 +49,7 @@ pub fn event_id(fd: &OwnedFd) -> io::Result<u64> {
     let mut id = 0u64;
     // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer, which
     // points at a live local.
-    let r = unsafe { perf_event_open_sys::ioctls::ID(fd.as_raw_fd(), &mut id) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    check(unsafe { perf_event_open_sys::ioctls::ID(fd.as_raw_fd(), &mut id) })?;
     Ok(id)
 }
 
@@ -52,20 +57,14 @@ pub fn event_id(fd: &OwnedFd) -> io::Result<u64> {
 pub fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     // SAFETY: plain ioctl on two fds we own; no memory is passed.
     let r = unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    check(r).map(drop)
 }
 
 /// Starts an event that was opened disabled.
 pub fn enable(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: plain ioctl on an fd we own; no memory is passed.
     let r = unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    check(r).map(drop)
 }
 
 /// The effective user id of pfprof.
@@ -96,10 +95,7 @@ pub fn monotonic_ns() -> u64 {
 pub fn disable(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: plain ioctl on an fd we own; no memory is passed.
     let r = unsafe { perf_event_open_sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    check(r).map(drop)
 }
 
 /// Reads the event's counter: every event the kernel counted, sampled or not,
@@ -318,9 +314,7 @@ impl SpawnStep {
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two fds into the live 2-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
     // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
@@ -355,10 +349,7 @@ pub fn spawn_paused(
     // only calls async-signal-safe functions (read, setgroups, setgid,
     // setuid, prctl, getppid, sigaction, sigprocmask, execv, write, _exit)
     // on memory prepared before the fork.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let pid = check(unsafe { libc::fork() })?;
     if pid == 0 {
         // SAFETY: child side of fork: async-signal-safe calls only, on fds and
         // buffers that were set up before the fork; never returns.
@@ -596,9 +587,7 @@ pub fn get_limit(limit: Limit) -> io::Result<(u64, u64)> {
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes one rlimit into a live local.
-    if unsafe { libc::getrlimit(limit.resource(), &mut rlim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    check(unsafe { libc::getrlimit(limit.resource(), &mut rlim) })?;
     Ok((rlim.rlim_cur, rlim.rlim_max))
 }
 
@@ -610,10 +599,7 @@ pub fn set_soft_limit(limit: Limit, soft: u64) -> io::Result<()> {
         rlim_max: hard,
     };
     // SAFETY: setrlimit reads one rlimit from a live local.
-    if unsafe { libc::setrlimit(limit.resource(), &rlim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    check(unsafe { libc::setrlimit(limit.resource(), &rlim) }).map(drop)
 }
 
 /// Mounts tracefs at `target`.
@@ -628,10 +614,7 @@ pub fn mount_tracefs(target: &CStr) -> io::Result<()> {
             std::ptr::null(),
         )
     };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    check(r).map(drop)
 }
 
 /// A zeroed attr with `size` set, ready to fill in.
@@ -718,6 +701,17 @@ impl Drop for MappedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A negative result is the errno; zero and positive ones are values.
+    #[test]
+    fn results_of_system_calls() {
+        assert_eq!(check(0).unwrap(), 0);
+        assert_eq!(check(7i64).unwrap(), 7);
+        // SAFETY: close of an fd that cannot be open fails with EBADF and
+        // touches no memory.
+        let r = check(unsafe { libc::close(-1) });
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
 
     /// Supplementary groups: the group database's list for a known user
     /// (with the primary group), the primary group alone otherwise.
