@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::analysis::Profile;
-use crate::format::buildid_cache::{entry_dir, Cache, Stored};
+use crate::format::buildid_cache::{Cache, Stored};
 use crate::record::HeldFile;
 
 /// A file the recording names: its recorded path and build-id.
@@ -174,7 +174,7 @@ fn candidates(path: &str, build_id: &[u8], sources: &Sources) -> Vec<PathBuf> {
         sources
             .caches
             .iter()
-            .filter_map(|cache| entry_dir(cache, build_id))
+            .filter_map(|cache| pfprof_symbolize::build_id_dir(cache, build_id))
             .map(|dir| dir.join("elf")),
     );
     out

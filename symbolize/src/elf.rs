@@ -404,17 +404,8 @@ pub(crate) fn debug_file_candidates(
     debuglink: Option<&[u8]>,
     debug_dirs: &[PathBuf],
 ) -> Vec<DebugCandidate> {
-    let mut out = Vec::new();
-    if let Some(id) = build_id.filter(|id| id.len() >= 2) {
-        let hex = crate::hex(id);
-        for dir in debug_dirs {
-            out.push(
-                dir.join(".build-id")
-                    .join(&hex[..2])
-                    .join(format!("{}.debug", &hex[2..])),
-            );
-        }
-    }
+    let mut out: Vec<PathBuf> = crate::build_id_debug_files(debug_dirs, build_id).collect();
+    let by_build_id = out.len();
     if let Some(link) = debuglink.and_then(|l| std::str::from_utf8(l).ok()) {
         if !link.is_empty() && !link.contains('/') {
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -432,11 +423,6 @@ pub(crate) fn debug_file_candidates(
             }
         }
     }
-    let by_build_id = if build_id.is_some_and(|id| id.len() >= 2) {
-        debug_dirs.len()
-    } else {
-        0
-    };
     let mut seen = std::collections::HashSet::new();
     out.into_iter()
         .enumerate()

@@ -127,12 +127,44 @@ impl Default for Options {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             demangle: true,
             symfs: None,
-            build_id_caches: std::env::var_os("HOME")
-                .map(|home| PathBuf::from(home).join(".debug"))
-                .into_iter()
-                .collect(),
+            build_id_caches: default_build_id_cache().into_iter().collect(),
         }
     }
+}
+
+/// `$HOME/.debug`, perf's default build-id cache (`$HOME` of the user this
+/// process runs as); None without a `HOME` or with an empty one.
+pub fn default_build_id_cache() -> Option<PathBuf> {
+    build_id_cache_in(std::env::var_os("HOME"))
+}
+
+fn build_id_cache_in(home: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    home.filter(|home| !home.is_empty())
+        .map(|home| PathBuf::from(home).join(".debug"))
+}
+
+/// `ROOT/.build-id/xx/yyyy…`, where a build-id tree keeps the files of
+/// `build_id` (hex, split after its first byte): perf's caches a directory
+/// holding `elf`, a debug directory the file `yyyy….debug` (see
+/// [`build_id_debug_files`]). None for a build-id shorter than 2 bytes.
+pub fn build_id_dir(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    (build_id.len() >= 2).then(|| {
+        let hex = hex(build_id);
+        root.join(".build-id").join(&hex[..2]).join(&hex[2..])
+    })
+}
+
+/// The separate debug files of `build_id` in `debug_dirs`,
+/// `DIR/.build-id/xx/yyyy….debug`, in order.
+fn build_id_debug_files<'a>(
+    debug_dirs: &'a [PathBuf],
+    build_id: Option<&'a [u8]>,
+) -> impl Iterator<Item = PathBuf> + 'a {
+    debug_dirs.iter().filter_map(move |dir| {
+        let mut path = build_id_dir(dir, build_id?)?.into_os_string();
+        path.push(".debug");
+        Some(PathBuf::from(path))
+    })
 }
 
 impl Options {
@@ -148,29 +180,14 @@ impl Options {
         if let Some(symfs) = &self.symfs {
             out.push(symfs.join(relative));
         }
-        let id = build_id.filter(|id| id.len() >= 2).map(hex);
-        if let Some(hex) = &id {
+        if let Some(id) = build_id.filter(|id| id.len() >= 2) {
             for cache in &self.build_id_caches {
-                out.push(
-                    cache
-                        .join(".build-id")
-                        .join(&hex[..2])
-                        .join(&hex[2..])
-                        .join("elf"),
-                );
-                out.push(cache.join(relative).join(hex).join("elf"));
+                out.extend(build_id_dir(cache, id).map(|dir| dir.join("elf")));
+                out.push(cache.join(relative).join(hex(id)).join("elf"));
             }
         }
         out.push(path.to_path_buf());
-        if let Some(hex) = &id {
-            for dir in &self.debug_dirs {
-                out.push(
-                    dir.join(".build-id")
-                        .join(&hex[..2])
-                        .join(format!("{}.debug", &hex[2..])),
-                );
-            }
-        }
+        out.extend(build_id_debug_files(&self.debug_dirs, build_id));
         out
     }
 }
@@ -200,8 +217,14 @@ pub enum Reason {
     Unsupported,
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Bytes in lower-case hex (build-ids, as readelf and perf print them).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 impl fmt::Display for Reason {
@@ -1266,6 +1289,56 @@ mod tests {
             let got = options.file_candidates(Path::new("/usr/lib/x.so"), build_id);
             assert_eq!(got, want, "{build_id:?}");
         }
+    }
+
+    /// A build-id's place in a build-id tree: the first byte splits off;
+    /// a build-id shorter than 2 bytes has none.
+    #[test]
+    fn build_id_dir_table() {
+        let root = Path::new("/r");
+        let cases: &[(&[u8], Option<&str>)] = &[
+            (&[0xab, 0xcd, 0xef], Some("/r/.build-id/ab/cdef")),
+            (&[0x01, 0x02], Some("/r/.build-id/01/02")),
+            (&[0xab], None),
+            (&[], None),
+        ];
+        for &(id, want) in cases {
+            assert_eq!(build_id_dir(root, id), want.map(PathBuf::from), "{id:?}");
+        }
+        let dirs = [PathBuf::from("/a"), PathBuf::from("/b")];
+        let debug: Vec<PathBuf> = build_id_debug_files(&dirs, Some(&[0xab, 0xcd])).collect();
+        assert_eq!(
+            debug,
+            [p("/a/.build-id/ab/cd.debug"), p("/b/.build-id/ab/cd.debug")]
+        );
+        assert_eq!(build_id_debug_files(&dirs, Some(&[0xab])).count(), 0);
+        assert_eq!(build_id_debug_files(&dirs, None).count(), 0);
+    }
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    /// `$HOME/.debug`, and no cache for an unset or empty `HOME` (an empty
+    /// one made it the relative `.debug`).
+    #[test]
+    fn default_cache_needs_a_home() {
+        let cases = [
+            (Some("/home/ann"), Some("/home/ann/.debug")),
+            (Some(""), None),
+            (None, None),
+        ];
+        for (home, want) in cases {
+            let got = build_id_cache_in(home.map(std::ffi::OsString::from));
+            assert_eq!(got, want.map(PathBuf::from), "{home:?}");
+        }
+    }
+
+    /// Lower-case hex, two digits a byte.
+    #[test]
+    fn hex_table() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
     }
 
     fn seg(svma: u64, file_offset: u64, file_size: u64, mem_size: u64) -> SegmentInfo {
