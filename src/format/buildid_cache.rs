@@ -73,10 +73,7 @@ impl Cache {
             }
         }
         let meta = real_dir(root)?;
-        let trusted = meta.uid() == 0
-            || meta.uid() == crate::sys::euid()
-            || crate::user::invoking_user().is_some_and(|u| u.uid == meta.uid());
-        if !trusted {
+        if !crate::user::is_trusted_owner(meta.uid()) {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
