@@ -948,7 +948,6 @@ fn entry_symbol(
     sections: &[SectionInfo],
     entry: u64,
 ) -> Option<elf::Sym> {
-    const SHF_EXECINSTR: u64 = 0x4;
     if entry == 0
         || syms
             .iter()
@@ -996,7 +995,10 @@ fn outside_sections(module: &Module, file_offset: u64, svma: u64) -> Option<&str
 }
 
 /// `SHF_TLS`: `.tbss` takes no room in the segment.
-const SHF_TLS: u64 = 0x400;
+const SHF_TLS: u64 = object::elf::SHF_TLS.0;
+
+/// `SHF_EXECINSTR`: code.
+const SHF_EXECINSTR: u64 = object::elf::SHF_EXECINSTR.0;
 
 fn outside_sections_of<'s>(
     sections: &'s [SectionInfo],
