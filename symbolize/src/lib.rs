@@ -145,8 +145,8 @@ fn build_id_cache_in(home: Option<std::ffi::OsString>) -> Option<PathBuf> {
 
 /// `ROOT/.build-id/xx/yyyy…`, where a build-id tree keeps the files of
 /// `build_id` (hex, split after its first byte): perf's caches a directory
-/// holding `elf`, a debug directory the file `yyyy….debug` (see
-/// [`build_id_debug_files`]). None for a build-id shorter than 2 bytes.
+/// holding `elf`, a debug directory the file `yyyy….debug`. None for a
+/// build-id shorter than 2 bytes.
 pub fn build_id_dir(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
     (build_id.len() >= 2).then(|| {
         let hex = hex(build_id);
@@ -168,13 +168,23 @@ fn build_id_debug_files<'a>(
 }
 
 impl Options {
-    /// Where the file recorded at `path` may be read, in search order: under
-    /// [`Options::symfs`], then (only with a `build_id` to check candidates
-    /// against) perf's build-id caches, which hold the recorded build even
-    /// after the path was rebuilt or stripped, the path itself, and the
-    /// debug directories' `.build-id/xx/yyyy.debug`. A caller that knows the
+    /// Where the file recorded at `path` may be read, in search order: the
+    /// [`Options::file_copies`], then (with a `build_id`) the debug
+    /// directories' `.build-id/xx/yyyy.debug`. A caller that knows the
     /// build-id takes the first candidate that has it.
     pub fn file_candidates(&self, path: &Path, build_id: Option<&[u8]>) -> Vec<PathBuf> {
+        let mut out = self.file_copies(path, build_id);
+        out.extend(build_id_debug_files(&self.debug_dirs, build_id));
+        out
+    }
+
+    /// Where a copy of the file recorded at `path` itself (not a separate
+    /// debug file) may be, in search order: under [`Options::symfs`], then
+    /// (only with a `build_id` to check candidates against) perf's build-id
+    /// caches, `.build-id/xx/yyyy/elf` and `<path>/<build-id>/elf`, which
+    /// hold the recorded build (pfprof's from the very file the process
+    /// mapped) even after the path was rebuilt or stripped, then the path.
+    pub fn file_copies(&self, path: &Path, build_id: Option<&[u8]>) -> Vec<PathBuf> {
         let mut out = Vec::new();
         let relative = path.strip_prefix("/").unwrap_or(path);
         if let Some(symfs) = &self.symfs {
@@ -187,7 +197,6 @@ impl Options {
             }
         }
         out.push(path.to_path_buf());
-        out.extend(build_id_debug_files(&self.debug_dirs, build_id));
         out
     }
 }
