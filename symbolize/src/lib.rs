@@ -411,8 +411,38 @@ pub struct PageRelocations {
 pub struct RejectedDebugFile {
     /// Where it was found.
     pub path: PathBuf,
-    /// Why it was not used (a sentence fragment: "its CRC-32 is ...").
-    pub reason: String,
+    /// Why it was not used.
+    pub reason: Rejection,
+}
+
+/// Why a separate debug file was not used; shown as a sentence fragment
+/// ("its CRC-32 is ...").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// It is not an ELF file, or a truncated or corrupt one.
+    #[error("not a valid ELF file")]
+    NotElf,
+    /// Found by the `.gnu_debuglink` name of `module`, it has not the CRC-32
+    /// the debuglink gives.
+    #[error("its CRC-32 is {found:08x} but the .gnu_debuglink of {} says {expected:08x}", .module.display())]
+    CrcMismatch {
+        /// The module's path.
+        module: PathBuf,
+        /// The CRC-32 of the debug file.
+        found: u32,
+        /// The CRC-32 in the module's `.gnu_debuglink`.
+        expected: u32,
+    },
+    /// It is of another build than `module`.
+    #[error("its build-id is {} but {} has {}", .found.as_deref().map_or("missing".into(), hex), .module.display(), hex(.expected))]
+    BuildIdMismatch {
+        /// The module's path.
+        module: PathBuf,
+        /// The debug file's build-id, if it has one.
+        found: Option<Vec<u8>>,
+        /// The module's build-id.
+        expected: Vec<u8>,
+    },
 }
 
 /// Facts about one module (ELF file), cached per [`Symbolizer`].
@@ -760,14 +790,14 @@ impl Symbolizer {
                 let Ok(map) = elf::map_file(&candidate) else {
                     continue;
                 };
-                let mut reject = |why: String| {
+                let mut reject = |reason: Rejection| {
                     rejected_debug_files.push(RejectedDebugFile {
                         path: candidate.clone(),
-                        reason: why,
+                        reason,
                     })
                 };
                 let Some(debug) = elf::parse_elf(&map) else {
-                    reject("not a valid ELF file".into());
+                    reject(Rejection::NotElf);
                     continue;
                 };
                 // A debuglink names a file, not a build: its CRC must match
@@ -777,10 +807,11 @@ impl Symbolizer {
                 if let (true, Some((_, crc))) = (via_debuglink, debuglink) {
                     let found = elf::crc32(&map);
                     if found != crc {
-                        reject(format!(
-                            "its CRC-32 is {found:08x} but the .gnu_debuglink of {} says {crc:08x}",
-                            path.display()
-                        ));
+                        reject(Rejection::CrcMismatch {
+                            module: path.to_path_buf(),
+                            found,
+                            expected: crc,
+                        });
                         continue;
                     }
                 }
@@ -788,12 +819,11 @@ impl Symbolizer {
                     match elf::build_id(&debug) {
                         Some(got) if got == *want => {}
                         got => {
-                            reject(format!(
-                                "its build-id is {} but {} has {}",
-                                got.as_deref().map_or("missing".into(), hex),
-                                path.display(),
-                                hex(want)
-                            ));
+                            reject(Rejection::BuildIdMismatch {
+                                module: path.to_path_buf(),
+                                found: got,
+                                expected: want.clone(),
+                            });
                             continue;
                         }
                     }
@@ -1482,6 +1512,42 @@ mod tests {
         }
         // No section headers: nothing to tell.
         assert_eq!(outside_sections_of(&[], &segments, &headers, 0, 0), None);
+    }
+
+    /// A rejected debug file's reason reads as it did when it was text.
+    #[test]
+    fn rejections_read_as_before() {
+        let module = PathBuf::from("/usr/lib/x.so");
+        let cases = [
+            (Rejection::NotElf, "not a valid ELF file"),
+            (
+                Rejection::CrcMismatch {
+                    module: module.clone(),
+                    found: 0xab,
+                    expected: 0x1234_5678,
+                },
+                "its CRC-32 is 000000ab but the .gnu_debuglink of /usr/lib/x.so says 12345678",
+            ),
+            (
+                Rejection::BuildIdMismatch {
+                    module: module.clone(),
+                    found: Some(vec![0x01, 0xff]),
+                    expected: vec![0xab, 0xcd],
+                },
+                "its build-id is 01ff but /usr/lib/x.so has abcd",
+            ),
+            (
+                Rejection::BuildIdMismatch {
+                    module,
+                    found: None,
+                    expected: vec![0xab, 0xcd],
+                },
+                "its build-id is missing but /usr/lib/x.so has abcd",
+            ),
+        ];
+        for (rejection, want) in cases {
+            assert_eq!(rejection.to_string(), want);
+        }
     }
 
     #[test]
