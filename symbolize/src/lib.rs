@@ -476,10 +476,7 @@ impl ModuleInfo {
 
     /// Converts an svma back to a (possibly virtual) file offset.
     pub fn svma_to_file_offset(&self, svma: u64) -> Option<u64> {
-        self.segments.iter().find_map(|seg| {
-            let delta = svma.checked_sub(seg.svma)?;
-            (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
-        })
+        svma_to_file_offset(&self.segments, svma)
     }
 
     /// The SHF_ALLOC section containing `svma`. Non-TLS sections win over
@@ -503,6 +500,15 @@ pub fn file_offset_to_svma(segments: &[SegmentInfo], file_offset: u64) -> Option
         .find(|seg| within(seg, seg.file_size))
         .or_else(|| segments.iter().find(|seg| within(seg, seg.mem_size)))?;
     seg.svma.checked_add(file_offset - seg.file_offset)
+}
+
+/// An svma back to a (possibly virtual) file offset: the first PT_LOAD
+/// whose `[p_vaddr, p_vaddr + p_memsz)` holds it.
+fn svma_to_file_offset(segments: &[SegmentInfo], svma: u64) -> Option<u64> {
+    segments.iter().find_map(|seg| {
+        let delta = svma.checked_sub(seg.svma)?;
+        (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
+    })
 }
 
 /// Demangles a Rust (legacy or v0) or C++ symbol, code and data alike, as
@@ -562,6 +568,92 @@ struct Module {
     code_cache: HashMap<u64, Result<CodeSite, Reason>>,
     /// Lazily read start-up relocations.
     relocations: Option<Result<RelocationInfo, Reason>>,
+}
+
+/// What a module reads from its file, and what it lacks that a separate
+/// debug file may give.
+struct Contents {
+    /// Code and data symbols (`.symtab` and `.dynsym`; the debug file's
+    /// `.symtab` when the file has none).
+    symbols: Vec<elf::Sym>,
+    /// SHF_ALLOC sections (the debug file's when the file has none).
+    sections: Vec<SectionInfo>,
+    /// The file holding DWARF, this one or the debug file.
+    dwarf_path: Option<PathBuf>,
+    /// The file has a `.symtab`.
+    has_symtab: bool,
+}
+
+impl Contents {
+    /// What the file at `path` (`file`) has itself.
+    fn of(path: &Path, file: &object::File<'_>, origin: Origin) -> Contents {
+        use object::Object;
+        let mut symbols = elf::symbols(file, true, true);
+        if origin == Origin::Image {
+            symbols = elf::without_weak_aliases(file, symbols);
+        }
+        Contents {
+            symbols,
+            sections: elf::alloc_sections(file),
+            dwarf_path: dwarf::has_debug_info(file).then(|| path.to_path_buf()),
+            has_symtab: file.symbol_table().is_some(),
+        }
+    }
+
+    /// Whether DWARF, `.symtab` or the section headers are missing.
+    fn lacks_some(&self) -> bool {
+        self.dwarf_path.is_none() || !self.has_symtab || self.sections.is_empty()
+    }
+
+    /// Takes what is missing from `debug`, the debug file at `debug_path`.
+    fn complete_from(&mut self, debug: &object::File<'_>, debug_path: &Path) {
+        if self.dwarf_path.is_none() && dwarf::has_debug_info(debug) {
+            self.dwarf_path = Some(debug_path.to_path_buf());
+        }
+        if !self.has_symtab {
+            self.symbols.extend(elf::symbols(debug, true, false));
+        }
+        if self.sections.is_empty() {
+            self.sections = elf::alloc_sections(debug);
+        }
+    }
+}
+
+/// `data` parsed as the separate debug file of the module at `module`,
+/// unless it is not ELF, does not have the CRC-32 of the module's
+/// `.gnu_debuglink` (`debuglink_crc`, when the debuglink named it) or is
+/// not of the module's build (`build_id`, when it has one). A debuglink
+/// names a file, not a build: its CRC must match even when the build-id
+/// does (a build-id is often the same for a rebuilt debug file that no
+/// longer fits, and files may lack one).
+fn check_debug_file<'d>(
+    data: &'d [u8],
+    module: &Path,
+    build_id: Option<&[u8]>,
+    debuglink_crc: Option<u32>,
+) -> Result<object::File<'d>, Rejection> {
+    let debug = elf::parse_elf(data).ok_or(Rejection::NotElf)?;
+    if let Some(expected) = debuglink_crc {
+        let found = elf::crc32(data);
+        if found != expected {
+            return Err(Rejection::CrcMismatch {
+                module: module.to_path_buf(),
+                found,
+                expected,
+            });
+        }
+    }
+    if let Some(expected) = build_id {
+        let found = elf::build_id(&debug);
+        if found.as_deref() != Some(expected) {
+            return Err(Rejection::BuildIdMismatch {
+                module: module.to_path_buf(),
+                found,
+                expected: expected.to_vec(),
+            });
+        }
+    }
+    Ok(debug)
 }
 
 /// Path-based cache key: a replaced file gets a new entry.
@@ -760,102 +852,27 @@ impl Symbolizer {
         build_id: Option<Vec<u8>>,
         origin: Origin,
     ) -> Result<Module, Reason> {
-        use object::Object;
         let headers = elf::program_headers(file);
-        let mut sections = elf::alloc_sections(file);
-        let main_has_dwarf = dwarf::has_debug_info(file);
-        let main_has_symtab = file.symbol_table().is_some();
-        let mut syms = elf::symbols(file, true, true);
-        if origin == Origin::Image {
-            syms = elf::without_weak_aliases(file, syms);
-        }
-
+        let mut contents = Contents::of(path, file, origin);
         // Separate debug file: only needed when something is missing.
-        let mut debug_file = None;
-        let mut rejected_debug_files = Vec::new();
-        let mut dwarf_path = main_has_dwarf.then(|| path.to_path_buf());
-        if origin == Origin::File && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
-            let debuglink = file.gnu_debuglink().ok().flatten();
-            let candidates = elf::debug_file_candidates(
-                self.stands_for.get(path).map_or(path, PathBuf::as_path),
-                build_id.as_deref(),
-                debuglink.map(|(name, _)| name),
-                &self.options.debug_dirs,
-            );
-            for candidate in candidates {
-                let elf::DebugCandidate {
-                    path: candidate,
-                    via_debuglink,
-                } = candidate;
-                let Ok(map) = elf::map_file(&candidate) else {
-                    continue;
-                };
-                let mut reject = |reason: Rejection| {
-                    rejected_debug_files.push(RejectedDebugFile {
-                        path: candidate.clone(),
-                        reason,
-                    })
-                };
-                let Some(debug) = elf::parse_elf(&map) else {
-                    reject(Rejection::NotElf);
-                    continue;
-                };
-                // A debuglink names a file, not a build: its CRC must match
-                // even when the build-id does (a build-id is often the same
-                // for a rebuilt debug file that no longer fits, and files
-                // may lack one).
-                if let (true, Some((_, crc))) = (via_debuglink, debuglink) {
-                    let found = elf::crc32(&map);
-                    if found != crc {
-                        reject(Rejection::CrcMismatch {
-                            module: path.to_path_buf(),
-                            found,
-                            expected: crc,
-                        });
-                        continue;
-                    }
-                }
-                if let Some(want) = &build_id {
-                    match elf::build_id(&debug) {
-                        Some(got) if got == *want => {}
-                        got => {
-                            reject(Rejection::BuildIdMismatch {
-                                module: path.to_path_buf(),
-                                found: got,
-                                expected: want.clone(),
-                            });
-                            continue;
-                        }
-                    }
-                }
-                if !main_has_dwarf && dwarf::has_debug_info(&debug) {
-                    dwarf_path = Some(candidate.clone());
-                }
-                if !main_has_symtab {
-                    syms.extend(elf::symbols(&debug, true, false));
-                }
-                if sections.is_empty() {
-                    sections = elf::alloc_sections(&debug);
-                }
-                debug_file = Some(candidate);
-                break;
-            }
-        }
+        let (debug_file, rejected_debug_files) = if origin == Origin::File && contents.lacks_some()
+        {
+            self.find_debug_file(path, file, build_id.as_deref(), &mut contents)
+        } else {
+            (None, Vec::new())
+        };
+        let Contents {
+            mut symbols,
+            mut sections,
+            dwarf_path,
+            ..
+        } = contents;
         // NOBITS sections: report the virtual file offset of their start.
         for section in sections.iter_mut().filter(|s| s.nobits) {
-            section.file_offset = headers
-                .loads
-                .iter()
-                .find_map(|seg| {
-                    let delta = section.svma.checked_sub(seg.svma)?;
-                    (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
-                })
-                .unwrap_or(0);
+            section.file_offset = svma_to_file_offset(&headers.loads, section.svma).unwrap_or(0);
         }
-        syms.extend(entry_symbol(file, &syms, &sections, headers.entry));
-        let symbols = SymbolTable::new(syms);
-        let plt = SymbolTable::new(plt::symbols(file));
-        let header_ranges = [headers.elf_header, headers.program_headers];
+        symbols.extend(entry_symbol(file, &symbols, &sections, headers.entry));
+        let symbols = SymbolTable::new(symbols);
         let info = ModuleInfo {
             path: path.to_path_buf(),
             build_id,
@@ -869,13 +886,55 @@ impl Symbolizer {
         Ok(Module {
             info,
             symbols,
-            plt,
-            header_ranges,
+            plt: SymbolTable::new(plt::symbols(file)),
+            header_ranges: [headers.elf_header, headers.program_headers],
             dwarf: None,
             dwarf_path,
             code_cache: HashMap::new(),
             relocations: None,
         })
+    }
+
+    /// The separate debug file of the module at `path` (`file`): the first
+    /// candidate that [`check_debug_file`] accepts, from which `contents`
+    /// takes what it lacks; and the candidates rejected before it.
+    fn find_debug_file(
+        &self,
+        path: &Path,
+        file: &object::File<'_>,
+        build_id: Option<&[u8]>,
+        contents: &mut Contents,
+    ) -> (Option<PathBuf>, Vec<RejectedDebugFile>) {
+        use object::Object;
+        let debuglink = file.gnu_debuglink().ok().flatten();
+        let candidates = elf::debug_file_candidates(
+            self.stands_for.get(path).map_or(path, PathBuf::as_path),
+            build_id,
+            debuglink.map(|(name, _)| name),
+            &self.options.debug_dirs,
+        );
+        let mut rejected = Vec::new();
+        for elf::DebugCandidate {
+            path: candidate,
+            via_debuglink,
+        } in candidates
+        {
+            let Ok(map) = elf::map_file(&candidate) else {
+                continue;
+            };
+            let crc = debuglink.filter(|_| via_debuglink).map(|(_, crc)| crc);
+            match check_debug_file(&map, path, build_id, crc) {
+                Ok(debug) => {
+                    contents.complete_from(&debug, &candidate);
+                    return (Some(candidate), rejected);
+                }
+                Err(reason) => rejected.push(RejectedDebugFile {
+                    path: candidate,
+                    reason,
+                }),
+            }
+        }
+        (None, rejected)
     }
 
     /// Facts about the module at `path`, parsed once and cached. Errors:
@@ -1512,6 +1571,40 @@ mod tests {
         }
         // No section headers: nothing to tell.
         assert_eq!(outside_sections_of(&[], &segments, &headers, 0, 0), None);
+    }
+
+    /// A debug file is refused when not ELF, of another CRC-32 than the
+    /// debuglink's (when found by it) or of another build; else accepted.
+    #[test]
+    fn check_debug_file_table() {
+        let own = std::fs::read("/proc/self/exe").unwrap();
+        let own_id = image_build_id(&own);
+        let crc = elf::crc32(&own);
+        let module = Path::new("/m");
+        let other = [0x01, 0x02];
+        let check = |data: &[u8], id: Option<&[u8]>, crc| {
+            check_debug_file(data, module, id, crc)
+                .map(|_| ())
+                .map_err(|r| r.to_string())
+        };
+        assert_eq!(
+            check(b"garbage", None, None),
+            Err("not a valid ELF file".into())
+        );
+        assert_eq!(
+            check(&own, own_id.as_deref(), Some(crc ^ 1)),
+            Err(format!(
+                "its CRC-32 is {crc:08x} but the .gnu_debuglink of /m says {:08x}",
+                crc ^ 1
+            ))
+        );
+        let found = own_id.as_deref().map_or("missing".into(), hex);
+        assert_eq!(
+            check(&own, Some(&other), None),
+            Err(format!("its build-id is {found} but /m has 0102"))
+        );
+        assert_eq!(check(&own, own_id.as_deref(), Some(crc)), Ok(()));
+        assert_eq!(check(&own, None, None), Ok(()));
     }
 
     /// A rejected debug file's reason reads as it did when it was text.
