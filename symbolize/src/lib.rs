@@ -1210,7 +1210,7 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
         })
         .collect();
     Ok(Inspection {
-        relocations: reloc::relocations(data, &module.info),
+        relocations: reloc::relocations(&file, &module.info),
         unwind: unwind_sections(data),
         info: module.info,
         debuglink,
@@ -1277,7 +1277,9 @@ impl Symbolizer {
         // `path` is the file just checked against the cache (same key, or
         // same build-id as the cached module).
         let result = match elf::map_file(path) {
-            Ok(map) => reloc::relocations(&map, &module.info),
+            Ok(map) => elf::parse_elf(&map)
+                .ok_or(Reason::NotElf)
+                .and_then(|file| reloc::relocations(&file, &module.info)),
             Err(_) => Err(Reason::MissingFile),
         };
         module.relocations = Some(result.clone());

@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use object::elf::{self, FileHeader32, FileHeader64};
-use object::read::elf::{Dyn, FileHeader, ProgramHeader, RelrIterator};
+use object::elf::{self, FileHeader64};
+use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader, RelrIterator};
 use object::Endianness;
 
 use crate::{ModuleInfo, Reason, RelocationInfo};
@@ -146,10 +146,15 @@ fn read_table(
     Ok(())
 }
 
-/// Reads the start-up relocations of the 64-bit little-endian x86_64 ELF
-/// file `data`; `info` (its module) names the sections of the pages.
-pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationInfo, Reason> {
-    let (endian, headers) = x86_64_program_headers(data)?;
+/// Reads the start-up relocations of `file`, which must be a 64-bit
+/// little-endian x86_64 ELF file ([`Reason::Unsupported`] otherwise);
+/// `info` (its module) names the sections of the pages.
+pub(crate) fn relocations(
+    file: &object::File<'_>,
+    info: &ModuleInfo,
+) -> Result<RelocationInfo, Reason> {
+    let file = x86_64(file)?;
+    let (data, endian, headers) = (file.data(), file.endian(), file.elf_program_headers());
     let mut out = RelocationInfo::default();
     let (relro, dynamic) = relro_and_dynamic(data, endian, headers)?;
     out.relro = relro;
@@ -186,27 +191,18 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
     Ok(out)
 }
 
-/// The program headers of a 64-bit little-endian x86_64 ELF file;
-/// [`Reason::Unsupported`] for other ELF files, [`Reason::NotElf`] for
-/// anything else.
-fn x86_64_program_headers(
-    data: &[u8],
-) -> Result<(Endianness, &[elf::ProgramHeader64<Endianness>]), Reason> {
-    let Ok(header) = FileHeader64::<Endianness>::parse(data) else {
-        return Err(if FileHeader32::<Endianness>::parse(data).is_ok() {
-            Reason::Unsupported
-        } else {
-            Reason::NotElf
-        });
-    };
-    let endian = header.endian().map_err(|_| Reason::NotElf)?;
-    if endian != Endianness::Little || header.e_machine(endian) != elf::EM_X86_64 {
-        return Err(Reason::Unsupported);
+/// `file` as the 64-bit little-endian x86_64 ELF file it must be, else
+/// [`Reason::Unsupported`].
+fn x86_64<'f, 'd>(file: &'f object::File<'d>) -> Result<&'f ElfFile64<'d, Endianness>, Reason> {
+    match file {
+        object::File::Elf64(elf)
+            if elf.endian() == Endianness::Little
+                && elf.elf_header().e_machine(elf.endian()) == elf::EM_X86_64 =>
+        {
+            Ok(elf)
+        }
+        _ => Err(Reason::Unsupported),
     }
-    let headers = header
-        .program_headers(endian, data)
-        .map_err(|_| Reason::NotElf)?;
-    Ok((endian, headers))
 }
 
 /// The `PT_GNU_RELRO` svma range (the last one) and the entries of the
@@ -480,6 +476,49 @@ mod tests {
         }
     }
 
+    /// [`relocations`] of an image: [`Reason::NotElf`] unless it parses.
+    fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationInfo, Reason> {
+        let file = crate::elf::parse_elf(data).ok_or(Reason::NotElf)?;
+        super::relocations(&file, info)
+    }
+
+    /// An ELF header without program or section headers: 64-bit or not,
+    /// little-endian or not, for `machine`.
+    fn bare_header(class64: bool, little: bool, machine: u16) -> Vec<u8> {
+        let mut out = vec![
+            0x7f,
+            b'E',
+            b'L',
+            b'F',
+            1 + u8::from(class64),
+            2 - u8::from(little),
+            1,
+        ];
+        out.resize(16, 0);
+        let mut put = |value: u64, width: usize| {
+            let bytes = value.to_le_bytes();
+            let field = &bytes[..width];
+            if little {
+                out.extend_from_slice(field);
+            } else {
+                out.extend(field.iter().rev());
+            }
+        };
+        let word = if class64 { 8 } else { 4 };
+        put(3, 2); // e_type = ET_DYN
+        put(u64::from(machine), 2);
+        put(1, 4); // e_version
+        for _ in 0..3 {
+            put(0, word); // e_entry, e_phoff, e_shoff
+        }
+        put(0, 4); // e_flags
+        let (ehsize, phentsize, shentsize) = if class64 { (64, 56, 64) } else { (52, 32, 40) };
+        for value in [ehsize, phentsize, 0, shentsize, 0, 0] {
+            put(value, 2);
+        }
+        out
+    }
+
     /// Non-ELF, foreign-architecture and corrupt inputs give a reason, never a panic.
     #[test]
     fn bad_inputs_give_reasons() {
@@ -489,21 +528,27 @@ mod tests {
         let whole = relocations(&own, &info).unwrap();
         assert!(whole.by_type.get("R_X86_64_RELATIVE").copied().unwrap_or(0) + whole.relr > 0);
 
-        let mut big_endian = own[..own.len().min(4096)].to_vec();
-        big_endian[5] = 2; // EI_DATA = ELFDATA2MSB
+        let x86_64 = elf::EM_X86_64.0;
         let mut aarch64 = own.clone();
-        aarch64[18..20].copy_from_slice(&183u16.to_le_bytes());
-        let mut elf32 = own[..64].to_vec();
-        elf32[4] = 1; // EI_CLASS = ELFCLASS32
-        let cases: Vec<(&str, Vec<u8>, Option<Reason>)> = vec![
-            ("empty", Vec::new(), Some(Reason::NotElf)),
-            ("text", b"hello world".to_vec(), Some(Reason::NotElf)),
-            ("big-endian", big_endian, Some(Reason::Unsupported)),
-            ("aarch64", aarch64, Some(Reason::Unsupported)),
-            ("elf32", elf32, Some(Reason::Unsupported)),
+        aarch64[18..20].copy_from_slice(&elf::EM_AARCH64.0.to_le_bytes());
+        let cases: Vec<(&str, Vec<u8>, Result<(), Reason>)> = vec![
+            ("empty", Vec::new(), Err(Reason::NotElf)),
+            ("text", b"hello world".to_vec(), Err(Reason::NotElf)),
+            ("bare", bare_header(true, true, x86_64), Ok(())),
+            (
+                "big-endian",
+                bare_header(true, false, x86_64),
+                Err(Reason::Unsupported),
+            ),
+            ("aarch64", aarch64, Err(Reason::Unsupported)),
+            (
+                "elf32",
+                bare_header(false, true, x86_64),
+                Err(Reason::Unsupported),
+            ),
         ];
         for (name, input, want) in cases {
-            assert_eq!(relocations(&input, &info).err(), want, "{name}");
+            assert_eq!(relocations(&input, &info).map(|_| ()), want, "{name}");
         }
         // Truncations and flipped bytes: any answer but a panic.
         for n in (0..own.len()).step_by(own.len() / 31 + 1) {
