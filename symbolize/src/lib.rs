@@ -99,6 +99,7 @@ use std::rc::Rc;
 
 pub use kernel::KernelSymbols;
 pub use perfmap::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
+pub use reloc::RelocType;
 
 use crate::elf::{SymKind, SymbolTable};
 pub use crate::unwind::{read_unwind_sections, unwind_sections, SectionBytes, UnwindSections};
@@ -352,13 +353,12 @@ pub struct SegmentInfo {
 /// number to get process pages.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelocationInfo {
-    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type name as
-    /// readelf prints it (`R_X86_64_RELATIVE`, `R_X86_64_GLOB_DAT`,
-    /// `R_X86_64_JUMP_SLOT`, `R_X86_64_64`, `R_X86_64_COPY`,
-    /// `R_X86_64_IRELATIVE`, `R_X86_64_DTPMOD64`, …); unknown types as
-    /// `R_X86_64_<n>`. RELR entries are not included (see
-    /// [`RelocationInfo::relr`]).
-    pub by_type: BTreeMap<String, u64>,
+    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type
+    /// (`R_X86_64_RELATIVE`, `R_X86_64_GLOB_DAT`, `R_X86_64_JUMP_SLOT`,
+    /// `R_X86_64_64`, `R_X86_64_COPY`, `R_X86_64_IRELATIVE`,
+    /// `R_X86_64_DTPMOD64`, …), in the order of their names. RELR entries
+    /// are not included (see [`RelocationInfo::relr`]).
+    pub by_type: BTreeMap<RelocType, u64>,
     /// Number of relocations (addresses) encoded in `DT_RELR`, each a
     /// RELATIVE relocation; 0 when absent.
     pub relr: u64,
@@ -400,8 +400,8 @@ pub struct RelocationInfo {
 /// The relocations whose targets lie on one page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PageRelocations {
-    /// By x86_64 type name; RELR addresses count as `R_X86_64_RELATIVE`.
-    pub by_type: BTreeMap<String, u64>,
+    /// By x86_64 type; RELR addresses count as `R_X86_64_RELATIVE`.
+    pub by_type: BTreeMap<RelocType, u64>,
     /// The SHF_ALLOC sections holding the targets (`.got.plt`, `.data`, …).
     pub sections: std::collections::BTreeSet<String>,
 }

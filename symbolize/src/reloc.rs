@@ -3,7 +3,9 @@
 //! the way ld.so finds them: `DT_RELA`/`DT_RELASZ`, `DT_REL`/`DT_RELSZ`,
 //! `DT_JMPREL`/`DT_PLTRELSZ` (of kind `DT_PLTREL`) and `DT_RELR`/`DT_RELRSZ`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 
 use object::elf::{self, FileHeader64};
 use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader, RelrIterator};
@@ -18,14 +20,71 @@ const PAGE_SHIFT: u32 = 12;
 /// 64-bit word); a target straddling a page boundary dirties both pages.
 const TARGET_WIDTH: u64 = 8;
 
-/// The x86_64 name of a relocation type as readelf prints it
-/// (`R_X86_64_RELATIVE`), `R_X86_64_<n>` for types object does not know.
-pub(crate) fn x86_64_type_name(r_type: u32) -> String {
-    elf::machine_names(elf::EM_X86_64)
-        .r
-        .name(elf::RelocationType(r_type))
-        .filter(|name| name.starts_with("R_X86_64_"))
-        .map_or_else(|| format!("R_X86_64_{r_type}"), str::to_string)
+/// An x86_64 relocation type (`r_type`), known by its name as readelf
+/// prints it (`R_X86_64_RELATIVE`); `R_X86_64_<n>` for a type object does
+/// not know. Ordered by name (then number), as the reports list them, and
+/// serialized (feature `serde`) as its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RelocType(pub u32);
+
+impl RelocType {
+    /// `R_X86_64_NONE`: nothing to do.
+    pub const NONE: RelocType = RelocType(elf::R_X86_64_NONE.0);
+    /// `R_X86_64_RELATIVE`: the load bias added to a pointer in data.
+    pub const RELATIVE: RelocType = RelocType(elf::R_X86_64_RELATIVE.0);
+    /// `R_X86_64_JUMP_SLOT`: a `.got.plt` slot of a function.
+    pub const JUMP_SLOT: RelocType = RelocType(elf::R_X86_64_JUMP_SLOT.0);
+
+    /// `R_X86_64_RELATIVE`, `R_X86_64_<n>` for a type object does not know.
+    pub fn name(self) -> Cow<'static, str> {
+        elf::machine_names(elf::EM_X86_64)
+            .r
+            .name(elf::RelocationType(self.0))
+            .filter(|name| name.starts_with(PREFIX))
+            .map_or_else(|| Cow::Owned(format!("{PREFIX}{}", self.0)), Cow::Borrowed)
+    }
+
+    /// The name without `R_X86_64_` (`RELATIVE`), unless a number is left
+    /// (`R_X86_64_64`, `R_X86_64_200` stay whole).
+    pub fn short_name(self) -> Cow<'static, str> {
+        match self.name() {
+            Cow::Borrowed(name) => match name.strip_prefix(PREFIX) {
+                Some(rest) if !rest.starts_with(|c: char| c.is_ascii_digit()) => {
+                    Cow::Borrowed(rest)
+                }
+                _ => Cow::Borrowed(name),
+            },
+            owned => owned,
+        }
+    }
+}
+
+/// What every x86_64 relocation type's name starts with.
+const PREFIX: &str = "R_X86_64_";
+
+impl fmt::Display for RelocType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl Ord for RelocType {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.name(), self.0).cmp(&(other.name(), other.0))
+    }
+}
+
+impl PartialOrd for RelocType {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for RelocType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
 }
 
 /// Decodes `DT_RELR` words into the addresses they relocate.
@@ -175,7 +234,7 @@ pub(crate) fn relocations(
     }
     out.by_type = std::mem::take(&mut tally.by_type)
         .into_iter()
-        .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+        .map(|(r_type, count)| (RelocType(r_type), count))
         .collect();
     if let Some(relr) = tags.relr {
         let bytes = bytes_at(data, endian, headers, relr, tags.relr_size).ok_or(Reason::NotElf)?;
@@ -346,7 +405,7 @@ impl PageTally {
                     .collect();
                 let by_type = types
                     .into_iter()
-                    .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+                    .map(|(r_type, count)| (RelocType(r_type), count))
                     .collect();
                 (page, crate::PageRelocations { by_type, sections })
             })
@@ -425,8 +484,40 @@ mod tests {
             (u32::MAX, "R_X86_64_4294967295"),
         ];
         for (r_type, want) in cases {
-            assert_eq!(x86_64_type_name(r_type), want, "{r_type}");
+            assert_eq!(RelocType(r_type).name(), want, "{r_type}");
+            assert_eq!(RelocType(r_type).to_string(), want, "{r_type}");
         }
+    }
+
+    /// Short names drop the prefix unless a number would be left; types
+    /// sort by name, as the reports list them (`R_X86_64_64` before
+    /// `R_X86_64_COPY` though 1 < 5 < 8 says otherwise).
+    #[test]
+    fn short_names_and_order() {
+        let cases = [
+            (8, "RELATIVE"),
+            (7, "JUMP_SLOT"),
+            (1, "R_X86_64_64"),
+            (10, "R_X86_64_32"),
+            (200, "R_X86_64_200"),
+        ];
+        for (r_type, want) in cases {
+            assert_eq!(RelocType(r_type).short_name(), want, "{r_type}");
+        }
+        let mut types: Vec<RelocType> = [8, 200, 5, 1, 64, 37].map(RelocType).to_vec();
+        types.sort();
+        let names: Vec<String> = types.iter().map(|t| format!("{t}/{}", t.0)).collect();
+        assert_eq!(
+            names,
+            [
+                "R_X86_64_200/200",
+                "R_X86_64_64/1",
+                "R_X86_64_64/64",
+                "R_X86_64_COPY/5",
+                "R_X86_64_IRELATIVE/37",
+                "R_X86_64_RELATIVE/8",
+            ]
+        );
     }
 
     /// The tally: a target straddling a page boundary dirties both pages
@@ -526,7 +617,15 @@ mod tests {
         let info = empty_info();
         // The test binary itself is a PIE with dynamic relocations.
         let whole = relocations(&own, &info).unwrap();
-        assert!(whole.by_type.get("R_X86_64_RELATIVE").copied().unwrap_or(0) + whole.relr > 0);
+        assert!(
+            whole
+                .by_type
+                .get(&RelocType::RELATIVE)
+                .copied()
+                .unwrap_or(0)
+                + whole.relr
+                > 0
+        );
 
         let x86_64 = elf::EM_X86_64.0;
         let mut aarch64 = own.clone();
