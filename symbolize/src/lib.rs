@@ -590,7 +590,7 @@ impl Contents {
         use object::Object;
         let mut symbols = elf::symbols(file, true, true);
         if origin == Origin::Image {
-            symbols = elf::without_weak_aliases(file, symbols);
+            symbols = elf::without_weak_aliases(symbols);
         }
         Contents {
             symbols,
@@ -854,6 +854,7 @@ impl Symbolizer {
     ) -> Result<Module, Reason> {
         let headers = elf::program_headers(file);
         let mut contents = Contents::of(path, file, origin);
+        let plt = SymbolTable::new(plt::symbols(file, &contents.symbols));
         // Separate debug file: only needed when something is missing.
         let (debug_file, rejected_debug_files) = if origin == Origin::File && contents.lacks_some()
         {
@@ -886,7 +887,7 @@ impl Symbolizer {
         Ok(Module {
             info,
             symbols,
-            plt: SymbolTable::new(plt::symbols(file)),
+            plt,
             header_ranges: [headers.elf_header, headers.program_headers],
             dwarf: None,
             dwarf_path,
@@ -1075,6 +1076,7 @@ fn entry_symbol(
         size: end - entry,
         kind: SymKind::Function,
         global: false,
+        weak: false,
         name: "_start".to_string(),
         section_end,
     })
