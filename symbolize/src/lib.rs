@@ -656,6 +656,24 @@ fn check_debug_file<'d>(
     Ok(debug)
 }
 
+impl Module {
+    /// [`Symbolizer::function_ranges`] of this module.
+    fn function_ranges(&self, names: &[&str]) -> Vec<(String, std::ops::Range<u64>)> {
+        let found = self.symbols.functions_named(names);
+        let mut seen = std::collections::HashSet::new();
+        names
+            .iter()
+            .filter(|name| seen.insert(**name))
+            .filter_map(|&name| {
+                let sym = found.get(name)?;
+                let start = self.info.svma_to_file_offset(sym.svma)?;
+                let end = start.checked_add(sym.size)?;
+                Some((name.to_string(), start..end))
+            })
+            .collect()
+    }
+}
+
 /// Path-based cache key: a replaced file gets a new entry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct PathKey {
@@ -1201,16 +1219,7 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
         .iter()
         .map(|&file_offset| data_target(&module, file_offset, true))
         .collect();
-    let names = ["main", "__libc_start_call_main", "_start"];
-    let found = module.symbols.functions_named(&names);
-    let functions = names
-        .iter()
-        .filter_map(|&name| {
-            let sym = found.get(name)?;
-            let start = module.info.svma_to_file_offset(sym.svma)?;
-            Some((name.to_string(), start..start.checked_add(sym.size)?))
-        })
-        .collect();
+    let functions = module.function_ranges(&["main", "__libc_start_call_main", "_start"]);
     Ok(Inspection {
         relocations: reloc::relocations(&file, &module.info),
         unwind: unwind_sections(data),
@@ -1245,19 +1254,8 @@ impl Symbolizer {
         let Ok((_, module)) = self.module(path, expected_build_id) else {
             return Vec::new();
         };
-        let module = module.borrow();
-        let found = module.symbols.functions_named(names);
-        let mut seen = std::collections::HashSet::new();
-        names
-            .iter()
-            .filter(|name| seen.insert(**name))
-            .filter_map(|&name| {
-                let sym = found.get(name)?;
-                let start = module.info.svma_to_file_offset(sym.svma)?;
-                let end = start.checked_add(sym.size)?;
-                Some((name.to_string(), start..end))
-            })
-            .collect()
+        let ranges = module.borrow().function_ranges(names);
+        ranges
     }
 
     /// The dynamic relocations ld.so applies to the module at start-up
