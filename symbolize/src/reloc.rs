@@ -554,6 +554,36 @@ mod tests {
         }
     }
 
+    /// An unknown type named like a known one (64 is `R_X86_64_64`, as
+    /// type 1 is) is counted apart: by name, one count overwrote the other.
+    #[test]
+    fn types_named_alike_are_counted_apart() {
+        let mut tally = PageTally::default();
+        for r_type in [1, 64, 64] {
+            tally.add(
+                &Target {
+                    offset: 0x1000,
+                    r_type,
+                },
+                true,
+            );
+        }
+        let mut out = RelocationInfo::default();
+        tally.finish(&empty_info(), &mut out);
+        let on_page: Vec<(String, u64)> = out.page_writes[&1]
+            .by_type
+            .iter()
+            .map(|(t, &n)| (format!("{t}/{}", t.0), n))
+            .collect();
+        assert_eq!(
+            on_page,
+            [
+                ("R_X86_64_64/1".to_string(), 1),
+                ("R_X86_64_64/64".to_string(), 2)
+            ]
+        );
+    }
+
     fn empty_info() -> ModuleInfo {
         ModuleInfo {
             path: "/nonexistent".into(),
