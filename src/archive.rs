@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::analysis::Profile;
-use crate::format::buildid_cache::{entry_dir, Cache, Stored};
+use crate::format::buildid_cache::{Cache, Stored};
 use crate::record::HeldFile;
 
 /// A file the recording names: its recorded path and build-id.
@@ -161,23 +161,23 @@ pub fn keep(cache: &mut Cache, needed: &[Needed], held: &[HeldFile], sources: &S
     kept
 }
 
-/// Where a file recorded at `path` may be read besides a held file.
+/// Where a file recorded at `path` may be read besides a held file: the
+/// copies of it `report` looks for, in its order
+/// ([`pfprof_symbolize::Options::file_copies`]: under `--symfs`, the
+/// caches, the path). Any of them with the recorded build-id will do, but a
+/// cache entry `record` made is the very file the process mapped, where
+/// the path may since hold the build stripped (`strip` keeps the
+/// build-id). Not the debug directories' files: they have the build-id but
+/// not the code.
 fn candidates(path: &str, build_id: &[u8], sources: &Sources) -> Vec<PathBuf> {
     // The kernel names a deleted file `PATH (deleted)`.
     let live = path.strip_suffix(" (deleted)").unwrap_or(path);
-    let mut out = Vec::new();
-    if let Some(symfs) = &sources.symfs {
-        out.push(symfs.join(live.trim_start_matches('/')));
-    }
-    out.push(PathBuf::from(live));
-    out.extend(
-        sources
-            .caches
-            .iter()
-            .filter_map(|cache| entry_dir(cache, build_id))
-            .map(|dir| dir.join("elf")),
-    );
-    out
+    let options = pfprof_symbolize::Options {
+        symfs: sources.symfs.clone(),
+        build_id_caches: sources.caches.clone(),
+        ..pfprof_symbolize::Options::default()
+    };
+    options.file_copies(Path::new(live), Some(build_id))
 }
 
 /// `pfprof archive DIR`: copies the files `profile` (DIR's recording) needs
@@ -207,4 +207,31 @@ pub fn archive(
     without_id.sort();
     without_id.dedup();
     Ok((kept, without_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file is looked for where `report` looks, in its order (under
+    /// --symfs, perf's two cache layouts, the path), a deleted one at its
+    /// live path, never in a debug directory.
+    #[test]
+    fn candidates_in_report_order() {
+        let sources = Sources {
+            symfs: Some(PathBuf::from("/sym")),
+            caches: vec![PathBuf::from("/c")],
+        };
+        let got = candidates("/usr/lib/x.so (deleted)", &[0xab, 0xcd], &sources);
+        let want: Vec<PathBuf> = [
+            "/sym/usr/lib/x.so",
+            "/c/.build-id/ab/cd/elf",
+            "/c/usr/lib/x.so/abcd/elf",
+            "/usr/lib/x.so",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(got, want);
+    }
 }

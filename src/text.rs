@@ -131,15 +131,10 @@ pub fn xml_text(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Bytes in lower-case hex (build-ids, as readelf and perf print them).
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
+/// Bytes in lower-case hex (build-ids, as readelf and perf print them):
+/// the symbolizer's, so that a build-id reads the same in its messages
+/// and in pfprof's.
+pub use pfprof_symbolize::hex;
 
 /// A path's file name; `[heap]` and other pseudo-paths stay whole.
 pub fn short(path: &str) -> &str {

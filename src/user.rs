@@ -49,6 +49,20 @@ fn from_env(uid: Option<&str>, gid: Option<&str>, name: Option<&str>) -> Option<
     })
 }
 
+/// Who may own what pfprof reads as its user's or writes into (a perf map
+/// in `/tmp`, anyone's to write; a build-id cache): root, the user pfprof
+/// runs as, and the user who ran `sudo pfprof`.
+pub fn trusted_owners() -> Vec<u32> {
+    let mut owners = vec![0, sys::euid()];
+    owners.extend(invoking_user().map(|u| u.uid));
+    owners
+}
+
+/// Whether `uid` is one of the [`trusted_owners`].
+pub fn is_trusted_owner(uid: u32) -> bool {
+    trusted_owners().contains(&uid)
+}
+
 /// Gives what pfprof creates to the user who ran `sudo pfprof`.
 pub fn give_to_invoker(file: &File) -> io::Result<()> {
     match invoking_user() {
@@ -89,6 +103,15 @@ pub fn create_dir(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Root and pfprof's own user are trusted owners, a stranger is not.
+    #[test]
+    fn trusted_owners_are_root_and_us() {
+        assert!(is_trusted_owner(0));
+        assert!(is_trusted_owner(sys::euid()));
+        let stranger = 4_000_000_000;
+        assert!(!trusted_owners().contains(&stranger) && !is_trusted_owner(stranger));
+    }
 
     /// Only complete, numeric, non-root sudo variables name an invoker.
     #[test]

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pfprof_symbolize::PageRelocations;
+use pfprof_symbolize::{PageRelocations, RelocType};
 use serde::Serialize;
 
 /// What the loader did to a page, as far as the advice differs.
@@ -68,11 +68,11 @@ pub fn loader_write<'a>(innermost_first: impl IntoIterator<Item = &'a str>) -> O
         .map(|kind| kind.map_or(LoaderWrite::Any, LoaderWrite::Kind))
 }
 
-/// The kind of a relocation type (as readelf names it).
-pub fn kind_of(r_type: &str, bind_now: bool) -> RelocationKind {
+/// The kind of a relocation type.
+pub fn kind_of(r_type: RelocType, bind_now: bool) -> RelocationKind {
     match r_type {
-        "R_X86_64_RELATIVE" => RelocationKind::Relative,
-        "R_X86_64_JUMP_SLOT" if !bind_now => RelocationKind::LazyBinding,
+        RelocType::RELATIVE => RelocationKind::Relative,
+        RelocType::JUMP_SLOT if !bind_now => RelocationKind::LazyBinding,
         _ => RelocationKind::Symbol,
     }
 }
@@ -87,7 +87,7 @@ pub fn credit(
 ) -> Option<RelocationKind> {
     let mut counts: BTreeMap<RelocationKind, u64> = BTreeMap::new();
     for (r_type, n) in &page.by_type {
-        *counts.entry(kind_of(r_type, bind_now)).or_default() += n;
+        *counts.entry(kind_of(*r_type, bind_now)).or_default() += n;
     }
     if let LoaderWrite::Kind(kind) = write {
         if counts.contains_key(&kind) {
@@ -110,7 +110,7 @@ pub struct Credited {
     /// Sections among them.
     pub sections: BTreeSet<String>,
     /// Relocations on them, by type.
-    pub by_type: BTreeMap<String, u64>,
+    pub by_type: BTreeMap<RelocType, u64>,
 }
 
 /// Credits an object's loader-written COW pages (page → the loader code
@@ -133,7 +133,7 @@ pub fn credit_pages(
         credited.pages.insert(page);
         credited.sections.extend(on_page.sections.iter().cloned());
         for (r_type, n) in &on_page.by_type {
-            *credited.by_type.entry(r_type.clone()).or_default() += n;
+            *credited.by_type.entry(*r_type).or_default() += n;
         }
     }
     out
@@ -143,9 +143,12 @@ pub fn credit_pages(
 mod tests {
     use super::*;
 
-    fn page(types: &[(&str, u64)], sections: &[&str]) -> PageRelocations {
+    const GLOB_DAT: RelocType = RelocType(6);
+    const R_64: RelocType = RelocType(1);
+
+    fn page(types: &[(RelocType, u64)], sections: &[&str]) -> PageRelocations {
         PageRelocations {
-            by_type: types.iter().map(|&(t, n)| (t.to_string(), n)).collect(),
+            by_type: types.iter().copied().collect(),
             sections: sections.iter().map(|s| s.to_string()).collect(),
         }
     }
@@ -198,9 +201,9 @@ mod tests {
     #[test]
     fn pages_go_to_what_is_on_them() {
         use RelocationKind::*;
-        let got_plt = page(&[("R_X86_64_JUMP_SLOT", 512)], &[".got.plt"]);
+        let got_plt = page(&[(RelocType::JUMP_SLOT, 512)], &[".got.plt"]);
         let mixed = page(
-            &[("R_X86_64_RELATIVE", 3), ("R_X86_64_GLOB_DAT", 40)],
+            &[(RelocType::RELATIVE, 3), (GLOB_DAT, 40)],
             &[".got", ".data"],
         );
         // Whatever the loader function, a page of JUMP_SLOTs is lazy binding.
@@ -228,15 +231,15 @@ mod tests {
     #[test]
     fn credited_pages_sum_what_is_on_them() {
         let page_writes: BTreeMap<u64, PageRelocations> = [
-            (1, page(&[("R_X86_64_RELATIVE", 512)], &[".data.rel.ro"])),
+            (1, page(&[(RelocType::RELATIVE, 512)], &[".data.rel.ro"])),
             (
                 2,
                 page(
-                    &[("R_X86_64_RELATIVE", 500), ("R_X86_64_64", 1)],
+                    &[(RelocType::RELATIVE, 500), (R_64, 1)],
                     &[".data.rel.ro", ".init_array"],
                 ),
             ),
-            (3, page(&[("R_X86_64_JUMP_SLOT", 300)], &[".got.plt"])),
+            (3, page(&[(RelocType::JUMP_SLOT, 300)], &[".got.plt"])),
         ]
         .into_iter()
         .collect();
@@ -261,8 +264,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             [".data.rel.ro", ".init_array"]
         );
-        assert_eq!(relative.by_type["R_X86_64_RELATIVE"], 1012);
-        assert_eq!(relative.by_type["R_X86_64_64"], 1);
+        assert_eq!(relative.by_type[&RelocType::RELATIVE], 1012);
+        assert_eq!(relative.by_type[&R_64], 1);
         let lazy = &got[&RelocationKind::LazyBinding];
         assert_eq!(lazy.pages, [3].into_iter().collect());
         assert_eq!(got.len(), 2);

@@ -19,24 +19,14 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use pfprof_symbolize::build_id_dir;
+
 /// The default size limit of the cache's `.build-id` tree.
 pub const DEFAULT_LIMIT_BYTES: u64 = 4 << 30;
 
-/// `~/.debug`, perf's default cache (`$HOME` of the user pfprof runs as).
-pub fn default_root() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .filter(|home| !home.is_empty())
-        .map(|home| PathBuf::from(home).join(".debug"))
-}
-
-/// The directory of `build_id`'s entry (`ROOT/.build-id/xx/yyyy…`); None
-/// for a build-id too short to split.
-pub fn entry_dir(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
-    (build_id.len() >= 2).then(|| {
-        let hex = crate::text::hex(build_id);
-        root.join(".build-id").join(&hex[..2]).join(&hex[2..])
-    })
-}
+/// `~/.debug`, perf's default cache (`$HOME` of the user pfprof runs as;
+/// none without a `HOME`): the symbolizer's default too.
+pub use pfprof_symbolize::default_build_id_cache as default_root;
 
 /// What [`Cache::store`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,10 +73,7 @@ impl Cache {
             }
         }
         let meta = real_dir(root)?;
-        let trusted = meta.uid() == 0
-            || meta.uid() == crate::sys::euid()
-            || crate::user::invoking_user().is_some_and(|u| u.uid == meta.uid());
-        if !trusted {
+        if !crate::user::is_trusted_owner(meta.uid()) {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
@@ -111,14 +98,14 @@ impl Cache {
 
     /// Whether the cache holds an entry for `build_id` (perf's or pfprof's).
     pub fn contains(&self, build_id: &[u8]) -> bool {
-        entry_dir(&self.root, build_id).is_some_and(|dir| dir.join("elf").exists())
+        build_id_dir(&self.root, build_id).is_some_and(|dir| dir.join("elf").exists())
     }
 
     /// Copies `source` (an open ELF file whose build-id the caller checked
     /// to be `build_id`) into the cache, unless an entry is there already or
     /// the copy would pass the size limit.
     pub fn store(&mut self, build_id: &[u8], source: &File) -> io::Result<Stored> {
-        let Some(dir) = entry_dir(&self.root, build_id) else {
+        let Some(dir) = build_id_dir(&self.root, build_id) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a build-id of fewer than 2 bytes",
@@ -137,9 +124,9 @@ impl Cache {
         if used.saturating_add(size) > self.limit_bytes {
             return Ok(Stored::OverLimit);
         }
-        let build_id_dir = self.root.join(".build-id");
-        let fan_out = dir.parent().unwrap_or(&build_id_dir).to_path_buf();
-        for d in [&build_id_dir, &fan_out, &dir] {
+        let tree = self.root.join(".build-id");
+        let fan_out = dir.parent().unwrap_or(&tree).to_path_buf();
+        for d in [&tree, &fan_out, &dir] {
             self.ensure_dir(d)?;
         }
         let temp = dir.join(format!(".elf.{}.pfprof-tmp", std::process::id()));

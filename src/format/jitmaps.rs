@@ -44,13 +44,11 @@ pub fn is_map_name(name: &str) -> bool {
 }
 
 /// The limits of [`read_perf_map_file`]: [`MAX_BYTES`], and the owners
-/// pfprof trusts besides root.
+/// pfprof trusts.
 fn limits() -> PerfMapLimits {
-    let mut owners = vec![crate::sys::euid()];
-    owners.extend(crate::user::invoking_user().map(|u| u.uid));
     PerfMapLimits {
         max_bytes: MAX_BYTES,
-        owners,
+        owners: crate::user::trusted_owners(),
     }
 }
 

@@ -1071,6 +1071,7 @@ pub(crate) mod tests {
         use crate::model::startup::{
             Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
         };
+        use pfprof_symbolize::RelocType;
         let section = |name: &str, minor, cow, touched, total| StartupSection {
             section: name.into(),
             minor,
@@ -1092,7 +1093,7 @@ pub(crate) mod tests {
                     faults: ClassCounts { minor: 520, major: 0, cow: 0 },
                     share: 96.83,
                     sections: vec![section(".bss", 512, 0, Some(512), Some(513)), section(".text", 8, 0, Some(8), Some(40))],
-                    relocations: [("R_X86_64_RELATIVE".to_string(), 3), ("R_X86_64_GLOB_DAT".to_string(), 5)].into_iter().collect(),
+                    relocations: [(RelocType::RELATIVE, 3), (RelocType(6), 5)].into_iter().collect(), // 6: GLOB_DAT
                     relr: 0,
                     uses_relr: false,
                     bind_now: false,
@@ -1105,7 +1106,7 @@ pub(crate) mod tests {
                     faults: ClassCounts { minor: 0, major: 0, cow: 17 },
                     share: 3.17,
                     sections: vec![section(".data.rel.ro", 0, 16, Some(16), Some(16)), section(".init_array", 0, 1, Some(1), Some(1))],
-                    relocations: [("R_X86_64_RELATIVE".to_string(), 8195)].into_iter().collect(),
+                    relocations: [(RelocType::RELATIVE, 8195)].into_iter().collect(),
                     relr: 0,
                     uses_relr: false,
                     bind_now: false,

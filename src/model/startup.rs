@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use pfprof_symbolize::RelocType;
 use serde::Serialize;
 
 use crate::analysis::classify::FaultClass;
@@ -61,7 +62,7 @@ pub struct StartupObject {
     /// By section.
     pub sections: Vec<StartupSection>,
     /// Dynamic relocations by type (without RELR).
-    pub relocations: BTreeMap<String, u64>,
+    pub relocations: BTreeMap<RelocType, u64>,
     /// Relocations packed in DT_RELR.
     pub relr: u64,
     /// Uses DT_RELR.
@@ -113,7 +114,7 @@ pub struct HintRelocations {
     /// Every section among them.
     pub sections: Vec<String>,
     /// The relocations on them, by type.
-    pub relocations: BTreeMap<String, u64>,
+    pub relocations: BTreeMap<RelocType, u64>,
 }
 
 /// The start-up section of the report.
@@ -401,13 +402,13 @@ fn relocation_hints(o: &StartupObject, kinds: &BTreeMap<RelocationKind, Credited
             let of_kind: u64 = c
                 .by_type
                 .iter()
-                .filter(|(t, _)| crate::analysis::relocation_pages::kind_of(t, o.bind_now) == kind)
+                .filter(|(t, _)| crate::analysis::relocation_pages::kind_of(**t, o.bind_now) == kind)
                 .map(|(_, n)| n)
                 .sum();
             let types: Vec<String> = c
                 .by_type
                 .iter()
-                .map(|(t, n)| format!("{} {}", short_type(t), thousands(*n)))
+                .map(|(t, n)| format!("{} {}", t.short_name(), thousands(*n)))
                 .collect();
             let head = match kind {
                 RelocationKind::Relative => format!("{} RELATIVE relocations", thousands(of_kind)),
@@ -441,14 +442,6 @@ fn relocation_hints(o: &StartupObject, kinds: &BTreeMap<RelocationKind, Credited
             }
         })
         .collect()
-}
-
-/// `RELATIVE` for `R_X86_64_RELATIVE`; `R_X86_64_64` stays whole.
-fn short_type(r_type: &str) -> &str {
-    match r_type.strip_prefix("R_X86_64_") {
-        Some(rest) if !rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
-        _ => r_type,
-    }
 }
 
 /// What removes the pages a kind of relocation writes.

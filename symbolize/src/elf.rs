@@ -1,5 +1,23 @@
 //! ELF facts read with `object`: program headers, section headers, symbols,
 //! build-id and `.gnu_debuglink`, and the search for separate debug files.
+//!
+//! # Which alias names an address
+//!
+//! Symbols often share an address. Three choices between them are made
+//! here, on purpose not one:
+//!
+//! * A lookup ([`SymbolTable::lookup`]) takes the smallest symbol covering
+//!   the address and, among equally sized ones at one address, a global
+//!   one, then the first name in byte order: the names pfprof's reports
+//!   have always given (perf's rule would name some differently, e.g.
+//!   `strnlen` for `__strnlen`).
+//! * perf's rule ([`perf_alias_rank`]: non-weak, global, fewer leading
+//!   underscores, the longer name) where pfprof gives the name perf gives:
+//!   the IFUNC resolver behind a PLT slot (`plt.rs`).
+//! * An image in memory (the vDSO) first loses the weak aliases of a
+//!   non-weak function ([`without_weak_aliases`], perf's first criterion),
+//!   as perf shows vDSO frames (`__vdso_time`, not `time`); then the
+//!   lookup's rule applies.
 
 use std::path::{Path, PathBuf};
 
@@ -148,6 +166,8 @@ pub(crate) struct Sym {
     pub(crate) kind: SymKind,
     /// Global symbols win over local ones at the same address.
     pub(crate) global: bool,
+    /// `STB_WEAK` (which is global too).
+    pub(crate) weak: bool,
     pub(crate) name: String,
     /// End svma of the symbol's section: an unsized code symbol covers up
     /// to the next code symbol, never past its section.
@@ -193,6 +213,7 @@ pub(crate) fn symbols(file: &object::File<'_>, symtab: bool, dynsym: bool) -> Ve
             size: sym.size(),
             kind,
             global: sym.is_global(),
+            weak: sym.is_weak(),
             name: name.to_string(),
             section_end: section.address().saturating_add(section.size()),
         });
@@ -207,27 +228,33 @@ pub(crate) fn symbols(file: &object::File<'_>, symtab: bool, dynsym: bool) -> Ve
 }
 
 /// `syms` without the function symbols that are weak aliases of a
-/// non-weak function symbol of `file` at the same address (the vDSO's
-/// `time` beside `__vdso_time`).
-pub(crate) fn without_weak_aliases(file: &object::File<'_>, syms: Vec<Sym>) -> Vec<Sym> {
-    let mut weak = std::collections::HashSet::new();
-    let mut strong = std::collections::HashSet::new();
-    let all = file.symbols().chain(file.dynamic_symbols());
-    for sym in all.filter(|s| s.kind() == SymbolKind::Text) {
-        let Ok(name) = sym.name() else { continue };
-        if sym.is_weak() {
-            weak.insert((sym.address(), name.to_string()));
-        } else if sym.is_global() {
-            strong.insert(sym.address());
-        }
-    }
-    syms.into_iter()
-        .filter(|s| {
-            s.kind != SymKind::Function
-                || !strong.contains(&s.svma)
-                || !weak.contains(&(s.svma, s.name.clone()))
-        })
-        .collect()
+/// non-weak global function symbol at the same address (the vDSO's `time`
+/// beside `__vdso_time`).
+pub(crate) fn without_weak_aliases(mut syms: Vec<Sym>) -> Vec<Sym> {
+    let function = |s: &&Sym| s.kind == SymKind::Function;
+    let strong: std::collections::HashSet<u64> = syms
+        .iter()
+        .filter(function)
+        .filter(|s| s.global && !s.weak)
+        .map(|s| s.svma)
+        .collect();
+    syms.retain(|s| !(function(&s) && s.weak && strong.contains(&s.svma)));
+    syms
+}
+
+/// How perf ranks aliases at one address (`choose_best_symbol`), best
+/// first: non-weak over weak, global over local, fewer leading
+/// underscores, the longer name; then the name itself, for a stable
+/// answer.
+pub(crate) fn perf_alias_rank(sym: &Sym) -> impl Ord + '_ {
+    let underscores = sym.name.bytes().take_while(|&b| b == b'_').count();
+    (
+        sym.weak,
+        !sym.global,
+        underscores,
+        std::cmp::Reverse(sym.name.len()),
+        &sym.name,
+    )
 }
 
 /// Sorted symbol lookup table.
@@ -404,17 +431,8 @@ pub(crate) fn debug_file_candidates(
     debuglink: Option<&[u8]>,
     debug_dirs: &[PathBuf],
 ) -> Vec<DebugCandidate> {
-    let mut out = Vec::new();
-    if let Some(id) = build_id.filter(|id| id.len() >= 2) {
-        let hex = crate::hex(id);
-        for dir in debug_dirs {
-            out.push(
-                dir.join(".build-id")
-                    .join(&hex[..2])
-                    .join(format!("{}.debug", &hex[2..])),
-            );
-        }
-    }
+    let mut out: Vec<PathBuf> = crate::build_id_debug_files(debug_dirs, build_id).collect();
+    let by_build_id = out.len();
     if let Some(link) = debuglink.and_then(|l| std::str::from_utf8(l).ok()) {
         if !link.is_empty() && !link.contains('/') {
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -432,11 +450,6 @@ pub(crate) fn debug_file_candidates(
             }
         }
     }
-    let by_build_id = if build_id.is_some_and(|id| id.len() >= 2) {
-        debug_dirs.len()
-    } else {
-        0
-    };
     let mut seen = std::collections::HashSet::new();
     out.into_iter()
         .enumerate()
@@ -487,6 +500,7 @@ mod tests {
             size,
             kind,
             global: true,
+            weak: false,
             name: name.to_string(),
             section_end: u64::MAX,
         }
@@ -618,6 +632,71 @@ mod tests {
             let got = found.get(name).map(|s| (s.svma, s.size));
             assert_eq!(got, want, "{name}");
         }
+    }
+
+    /// perf's order between aliases: `__vdso_time` (global) over `time`
+    /// (weak); any non-weak over weak; `strnlen` over `__strnlen`; the
+    /// longer name at a tie.
+    #[test]
+    fn perf_alias_rank_table() {
+        let s = |weak, global, name| Sym {
+            weak,
+            global,
+            ..sym(0x1000, 8, SymKind::Function, name)
+        };
+        let cases = [
+            (s(true, true, "time"), s(false, true, "__vdso_time")),
+            (s(false, true, "__strnlen"), s(false, true, "strnlen")),
+            (s(true, true, "weak_global"), s(false, false, "local")),
+            (s(false, true, "memcpy"), s(false, true, "memcpy_impl")),
+        ];
+        for (worse, better) in &cases {
+            assert!(
+                perf_alias_rank(better) < perf_alias_rank(worse),
+                "{} over {}",
+                better.name,
+                worse.name
+            );
+        }
+    }
+
+    /// A weak function yields to a non-weak global one at its address only;
+    /// data and lone weak functions stay.
+    #[test]
+    fn weak_aliases_of_strong_functions_go() {
+        use SymKind::{Data, Function};
+        let weak = |svma, kind, name| Sym {
+            weak: true,
+            ..sym(svma, 8, kind, name)
+        };
+        let local = |svma, name| Sym {
+            global: false,
+            ..sym(svma, 8, Function, name)
+        };
+        let syms = vec![
+            weak(0x1000, Function, "time"),
+            sym(0x1000, 8, Function, "__vdso_time"),
+            weak(0x2000, Function, "lone_weak"),
+            weak(0x3000, Function, "beside_a_local"),
+            local(0x3000, "local"),
+            weak(0x4000, Data, "weak_data"),
+            sym(0x4000, 8, Function, "code_at_data"),
+        ];
+        let kept: Vec<String> = without_weak_aliases(syms)
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "__vdso_time",
+                "lone_weak",
+                "beside_a_local",
+                "local",
+                "weak_data",
+                "code_at_data"
+            ]
+        );
     }
 
     #[test]

@@ -99,6 +99,7 @@ use std::rc::Rc;
 
 pub use kernel::KernelSymbols;
 pub use perfmap::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
+pub use reloc::RelocType;
 
 use crate::elf::{SymKind, SymbolTable};
 pub use crate::unwind::{read_unwind_sections, unwind_sections, SectionBytes, UnwindSections};
@@ -127,50 +128,76 @@ impl Default for Options {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             demangle: true,
             symfs: None,
-            build_id_caches: std::env::var_os("HOME")
-                .map(|home| PathBuf::from(home).join(".debug"))
-                .into_iter()
-                .collect(),
+            build_id_caches: default_build_id_cache().into_iter().collect(),
         }
     }
 }
 
+/// `$HOME/.debug`, perf's default build-id cache (`$HOME` of the user this
+/// process runs as); None without a `HOME` or with an empty one.
+pub fn default_build_id_cache() -> Option<PathBuf> {
+    build_id_cache_in(std::env::var_os("HOME"))
+}
+
+fn build_id_cache_in(home: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    home.filter(|home| !home.is_empty())
+        .map(|home| PathBuf::from(home).join(".debug"))
+}
+
+/// `ROOT/.build-id/xx/yyyy…`, where a build-id tree keeps the files of
+/// `build_id` (hex, split after its first byte): perf's caches a directory
+/// holding `elf`, a debug directory the file `yyyy….debug`. None for a
+/// build-id shorter than 2 bytes.
+pub fn build_id_dir(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    (build_id.len() >= 2).then(|| {
+        let hex = hex(build_id);
+        root.join(".build-id").join(&hex[..2]).join(&hex[2..])
+    })
+}
+
+/// The separate debug files of `build_id` in `debug_dirs`,
+/// `DIR/.build-id/xx/yyyy….debug`, in order.
+fn build_id_debug_files<'a>(
+    debug_dirs: &'a [PathBuf],
+    build_id: Option<&'a [u8]>,
+) -> impl Iterator<Item = PathBuf> + 'a {
+    debug_dirs.iter().filter_map(move |dir| {
+        let mut path = build_id_dir(dir, build_id?)?.into_os_string();
+        path.push(".debug");
+        Some(PathBuf::from(path))
+    })
+}
+
 impl Options {
-    /// Where the file recorded at `path` may be read, in search order: under
-    /// [`Options::symfs`], then (only with a `build_id` to check candidates
-    /// against) perf's build-id caches, which hold the recorded build even
-    /// after the path was rebuilt or stripped, the path itself, and the
-    /// debug directories' `.build-id/xx/yyyy.debug`. A caller that knows the
+    /// Where the file recorded at `path` may be read, in search order: the
+    /// [`Options::file_copies`], then (with a `build_id`) the debug
+    /// directories' `.build-id/xx/yyyy.debug`. A caller that knows the
     /// build-id takes the first candidate that has it.
     pub fn file_candidates(&self, path: &Path, build_id: Option<&[u8]>) -> Vec<PathBuf> {
+        let mut out = self.file_copies(path, build_id);
+        out.extend(build_id_debug_files(&self.debug_dirs, build_id));
+        out
+    }
+
+    /// Where a copy of the file recorded at `path` itself (not a separate
+    /// debug file) may be, in search order: under [`Options::symfs`], then
+    /// (only with a `build_id` to check candidates against) perf's build-id
+    /// caches, `.build-id/xx/yyyy/elf` and `<path>/<build-id>/elf`, which
+    /// hold the recorded build (pfprof's from the very file the process
+    /// mapped) even after the path was rebuilt or stripped, then the path.
+    pub fn file_copies(&self, path: &Path, build_id: Option<&[u8]>) -> Vec<PathBuf> {
         let mut out = Vec::new();
         let relative = path.strip_prefix("/").unwrap_or(path);
         if let Some(symfs) = &self.symfs {
             out.push(symfs.join(relative));
         }
-        let id = build_id.filter(|id| id.len() >= 2).map(hex);
-        if let Some(hex) = &id {
+        if let Some(id) = build_id.filter(|id| id.len() >= 2) {
             for cache in &self.build_id_caches {
-                out.push(
-                    cache
-                        .join(".build-id")
-                        .join(&hex[..2])
-                        .join(&hex[2..])
-                        .join("elf"),
-                );
-                out.push(cache.join(relative).join(hex).join("elf"));
+                out.extend(build_id_dir(cache, id).map(|dir| dir.join("elf")));
+                out.push(cache.join(relative).join(hex(id)).join("elf"));
             }
         }
         out.push(path.to_path_buf());
-        if let Some(hex) = &id {
-            for dir in &self.debug_dirs {
-                out.push(
-                    dir.join(".build-id")
-                        .join(&hex[..2])
-                        .join(format!("{}.debug", &hex[2..])),
-                );
-            }
-        }
         out
     }
 }
@@ -200,8 +227,14 @@ pub enum Reason {
     Unsupported,
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Bytes in lower-case hex (build-ids, as readelf and perf print them).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 impl fmt::Display for Reason {
@@ -320,13 +353,12 @@ pub struct SegmentInfo {
 /// number to get process pages.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelocationInfo {
-    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type name as
-    /// readelf prints it (`R_X86_64_RELATIVE`, `R_X86_64_GLOB_DAT`,
-    /// `R_X86_64_JUMP_SLOT`, `R_X86_64_64`, `R_X86_64_COPY`,
-    /// `R_X86_64_IRELATIVE`, `R_X86_64_DTPMOD64`, …); unknown types as
-    /// `R_X86_64_<n>`. RELR entries are not included (see
-    /// [`RelocationInfo::relr`]).
-    pub by_type: BTreeMap<String, u64>,
+    /// `DT_RELA`/`DT_REL`/`DT_JMPREL` entries by x86_64 type
+    /// (`R_X86_64_RELATIVE`, `R_X86_64_GLOB_DAT`, `R_X86_64_JUMP_SLOT`,
+    /// `R_X86_64_64`, `R_X86_64_COPY`, `R_X86_64_IRELATIVE`,
+    /// `R_X86_64_DTPMOD64`, …), in the order of their names. RELR entries
+    /// are not included (see [`RelocationInfo::relr`]).
+    pub by_type: BTreeMap<RelocType, u64>,
     /// Number of relocations (addresses) encoded in `DT_RELR`, each a
     /// RELATIVE relocation; 0 when absent.
     pub relr: u64,
@@ -368,8 +400,8 @@ pub struct RelocationInfo {
 /// The relocations whose targets lie on one page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PageRelocations {
-    /// By x86_64 type name; RELR addresses count as `R_X86_64_RELATIVE`.
-    pub by_type: BTreeMap<String, u64>,
+    /// By x86_64 type; RELR addresses count as `R_X86_64_RELATIVE`.
+    pub by_type: BTreeMap<RelocType, u64>,
     /// The SHF_ALLOC sections holding the targets (`.got.plt`, `.data`, …).
     pub sections: std::collections::BTreeSet<String>,
 }
@@ -379,8 +411,38 @@ pub struct PageRelocations {
 pub struct RejectedDebugFile {
     /// Where it was found.
     pub path: PathBuf,
-    /// Why it was not used (a sentence fragment: "its CRC-32 is ...").
-    pub reason: String,
+    /// Why it was not used.
+    pub reason: Rejection,
+}
+
+/// Why a separate debug file was not used; shown as a sentence fragment
+/// ("its CRC-32 is ...").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// It is not an ELF file, or a truncated or corrupt one.
+    #[error("not a valid ELF file")]
+    NotElf,
+    /// Found by the `.gnu_debuglink` name of `module`, it has not the CRC-32
+    /// the debuglink gives.
+    #[error("its CRC-32 is {found:08x} but the .gnu_debuglink of {} says {expected:08x}", .module.display())]
+    CrcMismatch {
+        /// The module's path.
+        module: PathBuf,
+        /// The CRC-32 of the debug file.
+        found: u32,
+        /// The CRC-32 in the module's `.gnu_debuglink`.
+        expected: u32,
+    },
+    /// It is of another build than `module`.
+    #[error("its build-id is {} but {} has {}", .found.as_deref().map_or("missing".into(), hex), .module.display(), hex(.expected))]
+    BuildIdMismatch {
+        /// The module's path.
+        module: PathBuf,
+        /// The debug file's build-id, if it has one.
+        found: Option<Vec<u8>>,
+        /// The module's build-id.
+        expected: Vec<u8>,
+    },
 }
 
 /// Facts about one module (ELF file), cached per [`Symbolizer`].
@@ -414,10 +476,7 @@ impl ModuleInfo {
 
     /// Converts an svma back to a (possibly virtual) file offset.
     pub fn svma_to_file_offset(&self, svma: u64) -> Option<u64> {
-        self.segments.iter().find_map(|seg| {
-            let delta = svma.checked_sub(seg.svma)?;
-            (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
-        })
+        svma_to_file_offset(&self.segments, svma)
     }
 
     /// The SHF_ALLOC section containing `svma`. Non-TLS sections win over
@@ -441,6 +500,15 @@ pub fn file_offset_to_svma(segments: &[SegmentInfo], file_offset: u64) -> Option
         .find(|seg| within(seg, seg.file_size))
         .or_else(|| segments.iter().find(|seg| within(seg, seg.mem_size)))?;
     seg.svma.checked_add(file_offset - seg.file_offset)
+}
+
+/// An svma back to a (possibly virtual) file offset: the first PT_LOAD
+/// whose `[p_vaddr, p_vaddr + p_memsz)` holds it.
+fn svma_to_file_offset(segments: &[SegmentInfo], svma: u64) -> Option<u64> {
+    segments.iter().find_map(|seg| {
+        let delta = svma.checked_sub(seg.svma)?;
+        (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
+    })
 }
 
 /// Demangles a Rust (legacy or v0) or C++ symbol, code and data alike, as
@@ -500,6 +568,110 @@ struct Module {
     code_cache: HashMap<u64, Result<CodeSite, Reason>>,
     /// Lazily read start-up relocations.
     relocations: Option<Result<RelocationInfo, Reason>>,
+}
+
+/// What a module reads from its file, and what it lacks that a separate
+/// debug file may give.
+struct Contents {
+    /// Code and data symbols (`.symtab` and `.dynsym`; the debug file's
+    /// `.symtab` when the file has none).
+    symbols: Vec<elf::Sym>,
+    /// SHF_ALLOC sections (the debug file's when the file has none).
+    sections: Vec<SectionInfo>,
+    /// The file holding DWARF, this one or the debug file.
+    dwarf_path: Option<PathBuf>,
+    /// The file has a `.symtab`.
+    has_symtab: bool,
+}
+
+impl Contents {
+    /// What the file at `path` (`file`) has itself.
+    fn of(path: &Path, file: &object::File<'_>, origin: Origin) -> Contents {
+        use object::Object;
+        let mut symbols = elf::symbols(file, true, true);
+        if origin == Origin::Image {
+            symbols = elf::without_weak_aliases(symbols);
+        }
+        Contents {
+            symbols,
+            sections: elf::alloc_sections(file),
+            dwarf_path: dwarf::has_debug_info(file).then(|| path.to_path_buf()),
+            has_symtab: file.symbol_table().is_some(),
+        }
+    }
+
+    /// Whether DWARF, `.symtab` or the section headers are missing.
+    fn lacks_some(&self) -> bool {
+        self.dwarf_path.is_none() || !self.has_symtab || self.sections.is_empty()
+    }
+
+    /// Takes what is missing from `debug`, the debug file at `debug_path`.
+    fn complete_from(&mut self, debug: &object::File<'_>, debug_path: &Path) {
+        if self.dwarf_path.is_none() && dwarf::has_debug_info(debug) {
+            self.dwarf_path = Some(debug_path.to_path_buf());
+        }
+        if !self.has_symtab {
+            self.symbols.extend(elf::symbols(debug, true, false));
+        }
+        if self.sections.is_empty() {
+            self.sections = elf::alloc_sections(debug);
+        }
+    }
+}
+
+/// `data` parsed as the separate debug file of the module at `module`,
+/// unless it is not ELF, does not have the CRC-32 of the module's
+/// `.gnu_debuglink` (`debuglink_crc`, when the debuglink named it) or is
+/// not of the module's build (`build_id`, when it has one). A debuglink
+/// names a file, not a build: its CRC must match even when the build-id
+/// does (a build-id is often the same for a rebuilt debug file that no
+/// longer fits, and files may lack one).
+fn check_debug_file<'d>(
+    data: &'d [u8],
+    module: &Path,
+    build_id: Option<&[u8]>,
+    debuglink_crc: Option<u32>,
+) -> Result<object::File<'d>, Rejection> {
+    let debug = elf::parse_elf(data).ok_or(Rejection::NotElf)?;
+    if let Some(expected) = debuglink_crc {
+        let found = elf::crc32(data);
+        if found != expected {
+            return Err(Rejection::CrcMismatch {
+                module: module.to_path_buf(),
+                found,
+                expected,
+            });
+        }
+    }
+    if let Some(expected) = build_id {
+        let found = elf::build_id(&debug);
+        if found.as_deref() != Some(expected) {
+            return Err(Rejection::BuildIdMismatch {
+                module: module.to_path_buf(),
+                found,
+                expected: expected.to_vec(),
+            });
+        }
+    }
+    Ok(debug)
+}
+
+impl Module {
+    /// [`Symbolizer::function_ranges`] of this module.
+    fn function_ranges(&self, names: &[&str]) -> Vec<(String, std::ops::Range<u64>)> {
+        let found = self.symbols.functions_named(names);
+        let mut seen = std::collections::HashSet::new();
+        names
+            .iter()
+            .filter(|name| seen.insert(**name))
+            .filter_map(|&name| {
+                let sym = found.get(name)?;
+                let start = self.info.svma_to_file_offset(sym.svma)?;
+                let end = start.checked_add(sym.size)?;
+                Some((name.to_string(), start..end))
+            })
+            .collect()
+    }
 }
 
 /// Path-based cache key: a replaced file gets a new entry.
@@ -698,102 +870,28 @@ impl Symbolizer {
         build_id: Option<Vec<u8>>,
         origin: Origin,
     ) -> Result<Module, Reason> {
-        use object::Object;
         let headers = elf::program_headers(file);
-        let mut sections = elf::alloc_sections(file);
-        let main_has_dwarf = dwarf::has_debug_info(file);
-        let main_has_symtab = file.symbol_table().is_some();
-        let mut syms = elf::symbols(file, true, true);
-        if origin == Origin::Image {
-            syms = elf::without_weak_aliases(file, syms);
-        }
-
+        let mut contents = Contents::of(path, file, origin);
+        let plt = SymbolTable::new(plt::symbols(file, &contents.symbols));
         // Separate debug file: only needed when something is missing.
-        let mut debug_file = None;
-        let mut rejected_debug_files = Vec::new();
-        let mut dwarf_path = main_has_dwarf.then(|| path.to_path_buf());
-        if origin == Origin::File && (!main_has_dwarf || !main_has_symtab || sections.is_empty()) {
-            let debuglink = file.gnu_debuglink().ok().flatten();
-            let candidates = elf::debug_file_candidates(
-                self.stands_for.get(path).map_or(path, PathBuf::as_path),
-                build_id.as_deref(),
-                debuglink.map(|(name, _)| name),
-                &self.options.debug_dirs,
-            );
-            for candidate in candidates {
-                let elf::DebugCandidate {
-                    path: candidate,
-                    via_debuglink,
-                } = candidate;
-                let Ok(map) = elf::map_file(&candidate) else {
-                    continue;
-                };
-                let mut reject = |why: String| {
-                    rejected_debug_files.push(RejectedDebugFile {
-                        path: candidate.clone(),
-                        reason: why,
-                    })
-                };
-                let Some(debug) = elf::parse_elf(&map) else {
-                    reject("not a valid ELF file".into());
-                    continue;
-                };
-                // A debuglink names a file, not a build: its CRC must match
-                // even when the build-id does (a build-id is often the same
-                // for a rebuilt debug file that no longer fits, and files
-                // may lack one).
-                if let (true, Some((_, crc))) = (via_debuglink, debuglink) {
-                    let found = elf::crc32(&map);
-                    if found != crc {
-                        reject(format!(
-                            "its CRC-32 is {found:08x} but the .gnu_debuglink of {} says {crc:08x}",
-                            path.display()
-                        ));
-                        continue;
-                    }
-                }
-                if let Some(want) = &build_id {
-                    match elf::build_id(&debug) {
-                        Some(got) if got == *want => {}
-                        got => {
-                            reject(format!(
-                                "its build-id is {} but {} has {}",
-                                got.as_deref().map_or("missing".into(), hex),
-                                path.display(),
-                                hex(want)
-                            ));
-                            continue;
-                        }
-                    }
-                }
-                if !main_has_dwarf && dwarf::has_debug_info(&debug) {
-                    dwarf_path = Some(candidate.clone());
-                }
-                if !main_has_symtab {
-                    syms.extend(elf::symbols(&debug, true, false));
-                }
-                if sections.is_empty() {
-                    sections = elf::alloc_sections(&debug);
-                }
-                debug_file = Some(candidate);
-                break;
-            }
-        }
+        let (debug_file, rejected_debug_files) = if origin == Origin::File && contents.lacks_some()
+        {
+            self.find_debug_file(path, file, build_id.as_deref(), &mut contents)
+        } else {
+            (None, Vec::new())
+        };
+        let Contents {
+            mut symbols,
+            mut sections,
+            dwarf_path,
+            ..
+        } = contents;
         // NOBITS sections: report the virtual file offset of their start.
         for section in sections.iter_mut().filter(|s| s.nobits) {
-            section.file_offset = headers
-                .loads
-                .iter()
-                .find_map(|seg| {
-                    let delta = section.svma.checked_sub(seg.svma)?;
-                    (delta < seg.mem_size).then(|| seg.file_offset.checked_add(delta))?
-                })
-                .unwrap_or(0);
+            section.file_offset = svma_to_file_offset(&headers.loads, section.svma).unwrap_or(0);
         }
-        syms.extend(entry_symbol(file, &syms, &sections, headers.entry));
-        let symbols = SymbolTable::new(syms);
-        let plt = SymbolTable::new(plt::symbols(file));
-        let header_ranges = [headers.elf_header, headers.program_headers];
+        symbols.extend(entry_symbol(file, &symbols, &sections, headers.entry));
+        let symbols = SymbolTable::new(symbols);
         let info = ModuleInfo {
             path: path.to_path_buf(),
             build_id,
@@ -808,12 +906,54 @@ impl Symbolizer {
             info,
             symbols,
             plt,
-            header_ranges,
+            header_ranges: [headers.elf_header, headers.program_headers],
             dwarf: None,
             dwarf_path,
             code_cache: HashMap::new(),
             relocations: None,
         })
+    }
+
+    /// The separate debug file of the module at `path` (`file`): the first
+    /// candidate that [`check_debug_file`] accepts, from which `contents`
+    /// takes what it lacks; and the candidates rejected before it.
+    fn find_debug_file(
+        &self,
+        path: &Path,
+        file: &object::File<'_>,
+        build_id: Option<&[u8]>,
+        contents: &mut Contents,
+    ) -> (Option<PathBuf>, Vec<RejectedDebugFile>) {
+        use object::Object;
+        let debuglink = file.gnu_debuglink().ok().flatten();
+        let candidates = elf::debug_file_candidates(
+            self.stands_for.get(path).map_or(path, PathBuf::as_path),
+            build_id,
+            debuglink.map(|(name, _)| name),
+            &self.options.debug_dirs,
+        );
+        let mut rejected = Vec::new();
+        for elf::DebugCandidate {
+            path: candidate,
+            via_debuglink,
+        } in candidates
+        {
+            let Ok(map) = elf::map_file(&candidate) else {
+                continue;
+            };
+            let crc = debuglink.filter(|_| via_debuglink).map(|(_, crc)| crc);
+            match check_debug_file(&map, path, build_id, crc) {
+                Ok(debug) => {
+                    contents.complete_from(&debug, &candidate);
+                    return (Some(candidate), rejected);
+                }
+                Err(reason) => rejected.push(RejectedDebugFile {
+                    path: candidate,
+                    reason,
+                }),
+            }
+        }
+        (None, rejected)
     }
 
     /// Facts about the module at `path`, parsed once and cached. Errors:
@@ -925,7 +1065,6 @@ fn entry_symbol(
     sections: &[SectionInfo],
     entry: u64,
 ) -> Option<elf::Sym> {
-    const SHF_EXECINSTR: u64 = 0x4;
     if entry == 0
         || syms
             .iter()
@@ -955,6 +1094,7 @@ fn entry_symbol(
         size: end - entry,
         kind: SymKind::Function,
         global: false,
+        weak: false,
         name: "_start".to_string(),
         section_end,
     })
@@ -973,7 +1113,10 @@ fn outside_sections(module: &Module, file_offset: u64, svma: u64) -> Option<&str
 }
 
 /// `SHF_TLS`: `.tbss` takes no room in the segment.
-const SHF_TLS: u64 = 0x400;
+const SHF_TLS: u64 = object::elf::SHF_TLS.0;
+
+/// `SHF_EXECINSTR`: code.
+const SHF_EXECINSTR: u64 = object::elf::SHF_EXECINSTR.0;
 
 fn outside_sections_of<'s>(
     sections: &'s [SectionInfo],
@@ -1076,18 +1219,9 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
         .iter()
         .map(|&file_offset| data_target(&module, file_offset, true))
         .collect();
-    let names = ["main", "__libc_start_call_main", "_start"];
-    let found = module.symbols.functions_named(&names);
-    let functions = names
-        .iter()
-        .filter_map(|&name| {
-            let sym = found.get(name)?;
-            let start = module.info.svma_to_file_offset(sym.svma)?;
-            Some((name.to_string(), start..start.checked_add(sym.size)?))
-        })
-        .collect();
+    let functions = module.function_ranges(&["main", "__libc_start_call_main", "_start"]);
     Ok(Inspection {
-        relocations: reloc::relocations(data, &module.info),
+        relocations: reloc::relocations(&file, &module.info),
         unwind: unwind_sections(data),
         info: module.info,
         debuglink,
@@ -1120,19 +1254,8 @@ impl Symbolizer {
         let Ok((_, module)) = self.module(path, expected_build_id) else {
             return Vec::new();
         };
-        let module = module.borrow();
-        let found = module.symbols.functions_named(names);
-        let mut seen = std::collections::HashSet::new();
-        names
-            .iter()
-            .filter(|name| seen.insert(**name))
-            .filter_map(|&name| {
-                let sym = found.get(name)?;
-                let start = module.info.svma_to_file_offset(sym.svma)?;
-                let end = start.checked_add(sym.size)?;
-                Some((name.to_string(), start..end))
-            })
-            .collect()
+        let ranges = module.borrow().function_ranges(names);
+        ranges
     }
 
     /// The dynamic relocations ld.so applies to the module at start-up
@@ -1154,7 +1277,9 @@ impl Symbolizer {
         // `path` is the file just checked against the cache (same key, or
         // same build-id as the cached module).
         let result = match elf::map_file(path) {
-            Ok(map) => reloc::relocations(&map, &module.info),
+            Ok(map) => elf::parse_elf(&map)
+                .ok_or(Reason::NotElf)
+                .and_then(|file| reloc::relocations(&file, &module.info)),
             Err(_) => Err(Reason::MissingFile),
         };
         module.relocations = Some(result.clone());
@@ -1266,6 +1391,56 @@ mod tests {
             let got = options.file_candidates(Path::new("/usr/lib/x.so"), build_id);
             assert_eq!(got, want, "{build_id:?}");
         }
+    }
+
+    /// A build-id's place in a build-id tree: the first byte splits off;
+    /// a build-id shorter than 2 bytes has none.
+    #[test]
+    fn build_id_dir_table() {
+        let root = Path::new("/r");
+        let cases: &[(&[u8], Option<&str>)] = &[
+            (&[0xab, 0xcd, 0xef], Some("/r/.build-id/ab/cdef")),
+            (&[0x01, 0x02], Some("/r/.build-id/01/02")),
+            (&[0xab], None),
+            (&[], None),
+        ];
+        for &(id, want) in cases {
+            assert_eq!(build_id_dir(root, id), want.map(PathBuf::from), "{id:?}");
+        }
+        let dirs = [PathBuf::from("/a"), PathBuf::from("/b")];
+        let debug: Vec<PathBuf> = build_id_debug_files(&dirs, Some(&[0xab, 0xcd])).collect();
+        assert_eq!(
+            debug,
+            [p("/a/.build-id/ab/cd.debug"), p("/b/.build-id/ab/cd.debug")]
+        );
+        assert_eq!(build_id_debug_files(&dirs, Some(&[0xab])).count(), 0);
+        assert_eq!(build_id_debug_files(&dirs, None).count(), 0);
+    }
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    /// `$HOME/.debug`, and no cache for an unset or empty `HOME` (an empty
+    /// one made it the relative `.debug`).
+    #[test]
+    fn default_cache_needs_a_home() {
+        let cases = [
+            (Some("/home/ann"), Some("/home/ann/.debug")),
+            (Some(""), None),
+            (None, None),
+        ];
+        for (home, want) in cases {
+            let got = build_id_cache_in(home.map(std::ffi::OsString::from));
+            assert_eq!(got, want.map(PathBuf::from), "{home:?}");
+        }
+    }
+
+    /// Lower-case hex, two digits a byte.
+    #[test]
+    fn hex_table() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
     }
 
     fn seg(svma: u64, file_offset: u64, file_size: u64, mem_size: u64) -> SegmentInfo {
@@ -1398,6 +1573,76 @@ mod tests {
         }
         // No section headers: nothing to tell.
         assert_eq!(outside_sections_of(&[], &segments, &headers, 0, 0), None);
+    }
+
+    /// A debug file is refused when not ELF, of another CRC-32 than the
+    /// debuglink's (when found by it) or of another build; else accepted.
+    #[test]
+    fn check_debug_file_table() {
+        let own = std::fs::read("/proc/self/exe").unwrap();
+        let own_id = image_build_id(&own);
+        let crc = elf::crc32(&own);
+        let module = Path::new("/m");
+        let other = [0x01, 0x02];
+        let check = |data: &[u8], id: Option<&[u8]>, crc| {
+            check_debug_file(data, module, id, crc)
+                .map(|_| ())
+                .map_err(|r| r.to_string())
+        };
+        assert_eq!(
+            check(b"garbage", None, None),
+            Err("not a valid ELF file".into())
+        );
+        assert_eq!(
+            check(&own, own_id.as_deref(), Some(crc ^ 1)),
+            Err(format!(
+                "its CRC-32 is {crc:08x} but the .gnu_debuglink of /m says {:08x}",
+                crc ^ 1
+            ))
+        );
+        let found = own_id.as_deref().map_or("missing".into(), hex);
+        assert_eq!(
+            check(&own, Some(&other), None),
+            Err(format!("its build-id is {found} but /m has 0102"))
+        );
+        assert_eq!(check(&own, own_id.as_deref(), Some(crc)), Ok(()));
+        assert_eq!(check(&own, None, None), Ok(()));
+    }
+
+    /// A rejected debug file's reason reads as it did when it was text.
+    #[test]
+    fn rejections_read_as_before() {
+        let module = PathBuf::from("/usr/lib/x.so");
+        let cases = [
+            (Rejection::NotElf, "not a valid ELF file"),
+            (
+                Rejection::CrcMismatch {
+                    module: module.clone(),
+                    found: 0xab,
+                    expected: 0x1234_5678,
+                },
+                "its CRC-32 is 000000ab but the .gnu_debuglink of /usr/lib/x.so says 12345678",
+            ),
+            (
+                Rejection::BuildIdMismatch {
+                    module: module.clone(),
+                    found: Some(vec![0x01, 0xff]),
+                    expected: vec![0xab, 0xcd],
+                },
+                "its build-id is 01ff but /usr/lib/x.so has abcd",
+            ),
+            (
+                Rejection::BuildIdMismatch {
+                    module,
+                    found: None,
+                    expected: vec![0xab, 0xcd],
+                },
+                "its build-id is missing but /usr/lib/x.so has abcd",
+            ),
+        ];
+        for (rejection, want) in cases {
+            assert_eq!(rejection.to_string(), want);
+        }
     }
 
     #[test]

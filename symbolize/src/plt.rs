@@ -15,9 +15,9 @@
 //!
 //! A slot's name comes from its `JUMP_SLOT` or `GLOB_DAT` relocation's
 //! symbol; an `IRELATIVE` slot (a local IFUNC) has no symbol but an addend,
-//! the IFUNC resolver's address: it takes the name of the function symbol
-//! there (chosen as perf chooses between aliases), else objdump's
-//! `*ABS*+0x<addend>`. The `@plt` suffix is added by the caller, after
+//! the IFUNC resolver's address: it takes the name of the file's function
+//! symbol there (chosen as perf chooses between aliases,
+//! `elf::perf_alias_rank`), else objdump's `*ABS*+0x<addend>`. The `@plt` suffix is added by the caller, after
 //! demangling the name.
 
 use std::collections::HashMap;
@@ -25,10 +25,9 @@ use std::collections::HashMap;
 use object::elf;
 use object::{
     Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget,
-    SymbolKind, SymbolSection,
 };
 
-use crate::elf::{Sym, SymKind};
+use crate::elf::{perf_alias_rank, Sym, SymKind};
 
 /// The PLT sections, with the entry size used when `sh_entsize` is not 8
 /// or 16.
@@ -38,13 +37,14 @@ const PLT_SECTIONS: [(&str, u64); 3] = [(".plt", 16), (".plt.sec", 16), (".plt.g
 const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 
 /// The synthetic symbols of every PLT entry that jumps through a GOT slot
-/// with a dynamic relocation, raw names without `@plt`, sized by entry.
+/// with a dynamic relocation, raw names without `@plt`, sized by entry;
+/// `symbols` are the file's own (`elf::symbols`), to name IFUNC resolvers.
 /// Anything but x86_64 ELF, or a file without PLT sections, has none.
-pub(crate) fn symbols(file: &object::File<'_>) -> Vec<Sym> {
+pub(crate) fn symbols(file: &object::File<'_>, symbols: &[Sym]) -> Vec<Sym> {
     if file.architecture() != object::Architecture::X86_64 {
         return Vec::new();
     }
-    let slots = got_slot_names(file);
+    let slots = got_slot_names(file, symbols);
     if slots.is_empty() {
         return Vec::new();
     }
@@ -69,6 +69,7 @@ pub(crate) fn symbols(file: &object::File<'_>) -> Vec<Sym> {
                 size: entry_size,
                 kind: SymKind::Function,
                 global: false,
+                weak: false,
                 name: function.clone(),
                 section_end,
             });
@@ -118,13 +119,13 @@ pub(crate) fn jump_slot(entry: &[u8], svma: u64) -> Option<u64> {
 }
 
 /// GOT slot svma → the raw name of the function its dynamic relocation
-/// binds (`JUMP_SLOT`, `GLOB_DAT`, `IRELATIVE`).
-fn got_slot_names(file: &object::File<'_>) -> HashMap<u64, String> {
+/// binds (`JUMP_SLOT`, `GLOB_DAT`, `IRELATIVE`, named from `symbols`).
+fn got_slot_names(file: &object::File<'_>, symbols: &[Sym]) -> HashMap<u64, String> {
     let Some(relocations) = file.dynamic_relocations() else {
         return HashMap::new();
     };
     let dynsym = file.dynamic_symbol_table();
-    let mut resolvers: Option<HashMap<u64, String>> = None;
+    let mut resolvers: Option<HashMap<u64, &str>> = None;
     let mut out = HashMap::new();
     for (slot, relocation) in relocations {
         let RelocationFlags::Elf { r_type } = relocation.flags() else {
@@ -143,9 +144,9 @@ fn got_slot_names(file: &object::File<'_>) -> HashMap<u64, String> {
             }
             (elf::R_X86_64_IRELATIVE, _) => {
                 let resolver = relocation.addend() as u64;
-                let names = resolvers.get_or_insert_with(|| function_aliases(file));
+                let names = resolvers.get_or_insert_with(|| function_aliases(symbols));
                 match names.get(&resolver) {
-                    Some(name) => name.clone(),
+                    Some(name) => name.to_string(),
                     None => format!("*ABS*+{resolver:#x}"),
                 }
             }
@@ -156,44 +157,20 @@ fn got_slot_names(file: &object::File<'_>) -> HashMap<u64, String> {
     out
 }
 
-/// How perf ranks aliases at one address (`choose_best_symbol`): non-weak
-/// over weak, global over local, fewer leading underscores, the longer
-/// name; then the name itself, for a stable answer.
-fn alias_rank(weak: bool, global: bool, name: &str) -> impl Ord + '_ {
-    let underscores = name.bytes().take_while(|&b| b == b'_').count();
-    (
-        weak,
-        !global,
-        underscores,
-        std::cmp::Reverse(name.len()),
-        name,
-    )
-}
-
-/// svma → the best-ranked function symbol (of `.dynsym` and `.symtab`)
-/// starting there. (Not `is_definition`, which leaves out IFUNCs.)
-fn function_aliases(file: &object::File<'_>) -> HashMap<u64, String> {
-    let mut best: HashMap<u64, (bool, bool, String)> = HashMap::new();
-    let symbols = file.dynamic_symbols().chain(file.symbols());
-    for symbol in symbols.filter(|s| {
-        s.kind() == SymbolKind::Text && matches!(s.section(), SymbolSection::Section(_))
-    }) {
-        let Ok(name) = symbol.name() else { continue };
-        if name.is_empty() {
-            continue;
-        }
-        let candidate = (symbol.is_weak(), symbol.is_global(), name.to_string());
-        match best.get(&symbol.address()) {
-            Some((weak, global, old))
-                if alias_rank(*weak, *global, old)
-                    <= alias_rank(candidate.0, candidate.1, &candidate.2) => {}
+/// svma → the name of the best-ranked function symbol (perf's rank)
+/// starting there. (IFUNCs included.)
+fn function_aliases(symbols: &[Sym]) -> HashMap<u64, &str> {
+    let mut best: HashMap<u64, &Sym> = HashMap::new();
+    for symbol in symbols.iter().filter(|s| s.kind == SymKind::Function) {
+        match best.get(&symbol.svma) {
+            Some(old) if perf_alias_rank(old) <= perf_alias_rank(symbol) => {}
             _ => {
-                best.insert(symbol.address(), candidate);
+                best.insert(symbol.svma, symbol);
             }
         }
     }
     best.into_iter()
-        .map(|(svma, (_, _, name))| (svma, name))
+        .map(|(svma, symbol)| (svma, symbol.name.as_str()))
         .collect()
 }
 
@@ -249,25 +226,6 @@ mod tests {
         ];
         for &(what, entry, svma, want) in cases {
             assert_eq!(jump_slot(entry, svma), want, "{what}");
-        }
-    }
-
-    /// perf's order between aliases: `__vdso_time` (global) over `time`
-    /// (weak); any non-weak over weak; `strnlen` over `__strnlen`; the
-    /// longer name at a tie.
-    #[test]
-    fn alias_rank_table() {
-        let cases = [
-            ((true, true, "time"), (false, true, "__vdso_time")),
-            ((false, true, "__strnlen"), (false, true, "strnlen")),
-            ((true, true, "weak_global"), (false, false, "local")),
-            ((false, true, "memcpy"), (false, true, "memcpy_impl")),
-        ];
-        for (worse, better) in cases {
-            assert!(
-                alias_rank(better.0, better.1, better.2) < alias_rank(worse.0, worse.1, worse.2),
-                "{better:?} over {worse:?}"
-            );
         }
     }
 }

@@ -3,10 +3,12 @@
 //! the way ld.so finds them: `DT_RELA`/`DT_RELASZ`, `DT_REL`/`DT_RELSZ`,
 //! `DT_JMPREL`/`DT_PLTRELSZ` (of kind `DT_PLTREL`) and `DT_RELR`/`DT_RELRSZ`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 
-use object::elf::{self, FileHeader32, FileHeader64};
-use object::read::elf::{Dyn, FileHeader, ProgramHeader, RelrIterator};
+use object::elf::{self, FileHeader64};
+use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader, RelrIterator};
 use object::Endianness;
 
 use crate::{ModuleInfo, Reason, RelocationInfo};
@@ -18,14 +20,71 @@ const PAGE_SHIFT: u32 = 12;
 /// 64-bit word); a target straddling a page boundary dirties both pages.
 const TARGET_WIDTH: u64 = 8;
 
-/// The x86_64 name of a relocation type as readelf prints it
-/// (`R_X86_64_RELATIVE`), `R_X86_64_<n>` for types object does not know.
-pub(crate) fn x86_64_type_name(r_type: u32) -> String {
-    elf::machine_names(elf::EM_X86_64)
-        .r
-        .name(elf::RelocationType(r_type))
-        .filter(|name| name.starts_with("R_X86_64_"))
-        .map_or_else(|| format!("R_X86_64_{r_type}"), str::to_string)
+/// An x86_64 relocation type (`r_type`), known by its name as readelf
+/// prints it (`R_X86_64_RELATIVE`); `R_X86_64_<n>` for a type object does
+/// not know. Ordered by name (then number), as the reports list them, and
+/// serialized (feature `serde`) as its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RelocType(pub u32);
+
+impl RelocType {
+    /// `R_X86_64_NONE`: nothing to do.
+    pub const NONE: RelocType = RelocType(elf::R_X86_64_NONE.0);
+    /// `R_X86_64_RELATIVE`: the load bias added to a pointer in data.
+    pub const RELATIVE: RelocType = RelocType(elf::R_X86_64_RELATIVE.0);
+    /// `R_X86_64_JUMP_SLOT`: a `.got.plt` slot of a function.
+    pub const JUMP_SLOT: RelocType = RelocType(elf::R_X86_64_JUMP_SLOT.0);
+
+    /// `R_X86_64_RELATIVE`, `R_X86_64_<n>` for a type object does not know.
+    pub fn name(self) -> Cow<'static, str> {
+        elf::machine_names(elf::EM_X86_64)
+            .r
+            .name(elf::RelocationType(self.0))
+            .filter(|name| name.starts_with(PREFIX))
+            .map_or_else(|| Cow::Owned(format!("{PREFIX}{}", self.0)), Cow::Borrowed)
+    }
+
+    /// The name without `R_X86_64_` (`RELATIVE`), unless a number is left
+    /// (`R_X86_64_64`, `R_X86_64_200` stay whole).
+    pub fn short_name(self) -> Cow<'static, str> {
+        match self.name() {
+            Cow::Borrowed(name) => match name.strip_prefix(PREFIX) {
+                Some(rest) if !rest.starts_with(|c: char| c.is_ascii_digit()) => {
+                    Cow::Borrowed(rest)
+                }
+                _ => Cow::Borrowed(name),
+            },
+            owned => owned,
+        }
+    }
+}
+
+/// What every x86_64 relocation type's name starts with.
+const PREFIX: &str = "R_X86_64_";
+
+impl fmt::Display for RelocType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl Ord for RelocType {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.name(), self.0).cmp(&(other.name(), other.0))
+    }
+}
+
+impl PartialOrd for RelocType {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for RelocType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
 }
 
 /// Decodes `DT_RELR` words into the addresses they relocate.
@@ -146,10 +205,15 @@ fn read_table(
     Ok(())
 }
 
-/// Reads the start-up relocations of the 64-bit little-endian x86_64 ELF
-/// file `data`; `info` (its module) names the sections of the pages.
-pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationInfo, Reason> {
-    let (endian, headers) = x86_64_program_headers(data)?;
+/// Reads the start-up relocations of `file`, which must be a 64-bit
+/// little-endian x86_64 ELF file ([`Reason::Unsupported`] otherwise);
+/// `info` (its module) names the sections of the pages.
+pub(crate) fn relocations(
+    file: &object::File<'_>,
+    info: &ModuleInfo,
+) -> Result<RelocationInfo, Reason> {
+    let file = x86_64(file)?;
+    let (data, endian, headers) = (file.data(), file.endian(), file.elf_program_headers());
     let mut out = RelocationInfo::default();
     let (relro, dynamic) = relro_and_dynamic(data, endian, headers)?;
     out.relro = relro;
@@ -170,7 +234,7 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
     }
     out.by_type = std::mem::take(&mut tally.by_type)
         .into_iter()
-        .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+        .map(|(r_type, count)| (RelocType(r_type), count))
         .collect();
     if let Some(relr) = tags.relr {
         let bytes = bytes_at(data, endian, headers, relr, tags.relr_size).ok_or(Reason::NotElf)?;
@@ -186,27 +250,18 @@ pub(crate) fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationIn
     Ok(out)
 }
 
-/// The program headers of a 64-bit little-endian x86_64 ELF file;
-/// [`Reason::Unsupported`] for other ELF files, [`Reason::NotElf`] for
-/// anything else.
-fn x86_64_program_headers(
-    data: &[u8],
-) -> Result<(Endianness, &[elf::ProgramHeader64<Endianness>]), Reason> {
-    let Ok(header) = FileHeader64::<Endianness>::parse(data) else {
-        return Err(if FileHeader32::<Endianness>::parse(data).is_ok() {
-            Reason::Unsupported
-        } else {
-            Reason::NotElf
-        });
-    };
-    let endian = header.endian().map_err(|_| Reason::NotElf)?;
-    if endian != Endianness::Little || header.e_machine(endian) != elf::EM_X86_64 {
-        return Err(Reason::Unsupported);
+/// `file` as the 64-bit little-endian x86_64 ELF file it must be, else
+/// [`Reason::Unsupported`].
+fn x86_64<'f, 'd>(file: &'f object::File<'d>) -> Result<&'f ElfFile64<'d, Endianness>, Reason> {
+    match file {
+        object::File::Elf64(elf)
+            if elf.endian() == Endianness::Little
+                && elf.elf_header().e_machine(elf.endian()) == elf::EM_X86_64 =>
+        {
+            Ok(elf)
+        }
+        _ => Err(Reason::Unsupported),
     }
-    let headers = header
-        .program_headers(endian, data)
-        .map_err(|_| Reason::NotElf)?;
-    Ok((endian, headers))
 }
 
 /// The `PT_GNU_RELRO` svma range (the last one) and the entries of the
@@ -350,7 +405,7 @@ impl PageTally {
                     .collect();
                 let by_type = types
                     .into_iter()
-                    .map(|(r_type, count)| (x86_64_type_name(r_type), count))
+                    .map(|(r_type, count)| (RelocType(r_type), count))
                     .collect();
                 (page, crate::PageRelocations { by_type, sections })
             })
@@ -429,8 +484,40 @@ mod tests {
             (u32::MAX, "R_X86_64_4294967295"),
         ];
         for (r_type, want) in cases {
-            assert_eq!(x86_64_type_name(r_type), want, "{r_type}");
+            assert_eq!(RelocType(r_type).name(), want, "{r_type}");
+            assert_eq!(RelocType(r_type).to_string(), want, "{r_type}");
         }
+    }
+
+    /// Short names drop the prefix unless a number would be left; types
+    /// sort by name, as the reports list them (`R_X86_64_64` before
+    /// `R_X86_64_COPY` though 1 < 5 < 8 says otherwise).
+    #[test]
+    fn short_names_and_order() {
+        let cases = [
+            (8, "RELATIVE"),
+            (7, "JUMP_SLOT"),
+            (1, "R_X86_64_64"),
+            (10, "R_X86_64_32"),
+            (200, "R_X86_64_200"),
+        ];
+        for (r_type, want) in cases {
+            assert_eq!(RelocType(r_type).short_name(), want, "{r_type}");
+        }
+        let mut types: Vec<RelocType> = [8, 200, 5, 1, 64, 37].map(RelocType).to_vec();
+        types.sort();
+        let names: Vec<String> = types.iter().map(|t| format!("{t}/{}", t.0)).collect();
+        assert_eq!(
+            names,
+            [
+                "R_X86_64_200/200",
+                "R_X86_64_64/1",
+                "R_X86_64_64/64",
+                "R_X86_64_COPY/5",
+                "R_X86_64_IRELATIVE/37",
+                "R_X86_64_RELATIVE/8",
+            ]
+        );
     }
 
     /// The tally: a target straddling a page boundary dirties both pages
@@ -467,6 +554,36 @@ mod tests {
         }
     }
 
+    /// An unknown type named like a known one (64 is `R_X86_64_64`, as
+    /// type 1 is) is counted apart: by name, one count overwrote the other.
+    #[test]
+    fn types_named_alike_are_counted_apart() {
+        let mut tally = PageTally::default();
+        for r_type in [1, 64, 64] {
+            tally.add(
+                &Target {
+                    offset: 0x1000,
+                    r_type,
+                },
+                true,
+            );
+        }
+        let mut out = RelocationInfo::default();
+        tally.finish(&empty_info(), &mut out);
+        let on_page: Vec<(String, u64)> = out.page_writes[&1]
+            .by_type
+            .iter()
+            .map(|(t, &n)| (format!("{t}/{}", t.0), n))
+            .collect();
+        assert_eq!(
+            on_page,
+            [
+                ("R_X86_64_64/1".to_string(), 1),
+                ("R_X86_64_64/64".to_string(), 2)
+            ]
+        );
+    }
+
     fn empty_info() -> ModuleInfo {
         ModuleInfo {
             path: "/nonexistent".into(),
@@ -480,6 +597,49 @@ mod tests {
         }
     }
 
+    /// [`relocations`] of an image: [`Reason::NotElf`] unless it parses.
+    fn relocations(data: &[u8], info: &ModuleInfo) -> Result<RelocationInfo, Reason> {
+        let file = crate::elf::parse_elf(data).ok_or(Reason::NotElf)?;
+        super::relocations(&file, info)
+    }
+
+    /// An ELF header without program or section headers: 64-bit or not,
+    /// little-endian or not, for `machine`.
+    fn bare_header(class64: bool, little: bool, machine: u16) -> Vec<u8> {
+        let mut out = vec![
+            0x7f,
+            b'E',
+            b'L',
+            b'F',
+            1 + u8::from(class64),
+            2 - u8::from(little),
+            1,
+        ];
+        out.resize(16, 0);
+        let mut put = |value: u64, width: usize| {
+            let bytes = value.to_le_bytes();
+            let field = &bytes[..width];
+            if little {
+                out.extend_from_slice(field);
+            } else {
+                out.extend(field.iter().rev());
+            }
+        };
+        let word = if class64 { 8 } else { 4 };
+        put(3, 2); // e_type = ET_DYN
+        put(u64::from(machine), 2);
+        put(1, 4); // e_version
+        for _ in 0..3 {
+            put(0, word); // e_entry, e_phoff, e_shoff
+        }
+        put(0, 4); // e_flags
+        let (ehsize, phentsize, shentsize) = if class64 { (64, 56, 64) } else { (52, 32, 40) };
+        for value in [ehsize, phentsize, 0, shentsize, 0, 0] {
+            put(value, 2);
+        }
+        out
+    }
+
     /// Non-ELF, foreign-architecture and corrupt inputs give a reason, never a panic.
     #[test]
     fn bad_inputs_give_reasons() {
@@ -487,23 +647,37 @@ mod tests {
         let info = empty_info();
         // The test binary itself is a PIE with dynamic relocations.
         let whole = relocations(&own, &info).unwrap();
-        assert!(whole.by_type.get("R_X86_64_RELATIVE").copied().unwrap_or(0) + whole.relr > 0);
+        assert!(
+            whole
+                .by_type
+                .get(&RelocType::RELATIVE)
+                .copied()
+                .unwrap_or(0)
+                + whole.relr
+                > 0
+        );
 
-        let mut big_endian = own[..own.len().min(4096)].to_vec();
-        big_endian[5] = 2; // EI_DATA = ELFDATA2MSB
+        let x86_64 = elf::EM_X86_64.0;
         let mut aarch64 = own.clone();
-        aarch64[18..20].copy_from_slice(&183u16.to_le_bytes());
-        let mut elf32 = own[..64].to_vec();
-        elf32[4] = 1; // EI_CLASS = ELFCLASS32
-        let cases: Vec<(&str, Vec<u8>, Option<Reason>)> = vec![
-            ("empty", Vec::new(), Some(Reason::NotElf)),
-            ("text", b"hello world".to_vec(), Some(Reason::NotElf)),
-            ("big-endian", big_endian, Some(Reason::Unsupported)),
-            ("aarch64", aarch64, Some(Reason::Unsupported)),
-            ("elf32", elf32, Some(Reason::Unsupported)),
+        aarch64[18..20].copy_from_slice(&elf::EM_AARCH64.0.to_le_bytes());
+        let cases: Vec<(&str, Vec<u8>, Result<(), Reason>)> = vec![
+            ("empty", Vec::new(), Err(Reason::NotElf)),
+            ("text", b"hello world".to_vec(), Err(Reason::NotElf)),
+            ("bare", bare_header(true, true, x86_64), Ok(())),
+            (
+                "big-endian",
+                bare_header(true, false, x86_64),
+                Err(Reason::Unsupported),
+            ),
+            ("aarch64", aarch64, Err(Reason::Unsupported)),
+            (
+                "elf32",
+                bare_header(false, true, x86_64),
+                Err(Reason::Unsupported),
+            ),
         ];
         for (name, input, want) in cases {
-            assert_eq!(relocations(&input, &info).err(), want, "{name}");
+            assert_eq!(relocations(&input, &info).map(|_| ()), want, "{name}");
         }
         // Truncations and flipped bytes: any answer but a panic.
         for n in (0..own.len()).step_by(own.len() / 31 + 1) {

@@ -78,34 +78,20 @@ pub fn read_unwind_sections(path: &Path) -> Result<UnwindSections, Reason> {
 /// Reads the unwind sections of an ELF image in memory (e.g. the vDSO).
 pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
     let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
-    let range = |name: &str| {
-        let s = file.section_by_name(name)?;
-        Some(s.address()..s.address().checked_add(s.size())?)
-    };
-    let bytes = |name: &str| {
-        let s = file.section_by_name(name)?;
-        let data = s.uncompressed_data().ok()?.into_owned();
-        Some(SectionBytes {
-            svma: s.address()..s.address().checked_add(s.size())?,
-            data,
-        })
-    };
-    let eh_frame = bytes(".eh_frame").filter(|s| !s.data.is_empty());
+    let eh_frame = section_bytes(&file, ".eh_frame").filter(|s| !s.data.is_empty());
     let debug_frame = if eh_frame.is_none() {
-        bytes(".debug_frame").map(|s| s.data)
+        section_bytes(&file, ".debug_frame").map(|s| s.data)
     } else {
         None
     };
-    let fdes = eh_frame
-        .as_ref()
-        .and_then(|e| fde_ranges(e, range(".text"), range(".got")));
+    let fdes = eh_frame.as_ref().and_then(|e| fde_ranges(&file, e));
     Ok(UnwindSections {
         build_id: elf::build_id(&file),
         segments: elf::program_headers(&file).loads,
         entry_svma: file.entry(),
-        text_svma: range(".text"),
-        got_svma: range(".got"),
-        eh_frame_hdr: bytes(".eh_frame_hdr").filter(|_| eh_frame.is_some()),
+        text_svma: section_svma(&file, ".text"),
+        got_svma: section_svma(&file, ".got"),
+        eh_frame_hdr: section_bytes(&file, ".eh_frame_hdr").filter(|_| eh_frame.is_some()),
         debug_frame,
         sigreturn_svmas: sigreturn_trampolines(&file, fdes.as_ref().map(|f| &f.signal[..])),
         fde_svmas: fdes.map(|f| f.all),
@@ -113,19 +99,27 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
     })
 }
 
+/// The svma range of the section `name`; None when `file` has none (or
+/// its end overflows).
+fn section_svma(file: &object::File<'_>, name: &str) -> Option<Range<u64>> {
+    let s = file.section_by_name(name)?;
+    Some(s.address()..s.address().checked_add(s.size())?)
+}
+
+/// The section `name`, its bytes decompressed.
+fn section_bytes(file: &object::File<'_>, name: &str) -> Option<SectionBytes> {
+    let s = file.section_by_name(name)?;
+    Some(SectionBytes {
+        svma: section_svma(file, name)?,
+        data: s.uncompressed_data().ok()?.into_owned(),
+    })
+}
+
 /// The svma ranges `.eh_frame`'s FDEs cover in `file`, sorted by start;
 /// None when it has none or they do not parse.
 pub(crate) fn fde_svmas(file: &object::File<'_>) -> Option<Vec<Range<u64>>> {
-    let range = |name: &str| {
-        let s = file.section_by_name(name)?;
-        Some(s.address()..s.address().checked_add(s.size())?)
-    };
-    let section = file.section_by_name(".eh_frame")?;
-    let eh_frame = SectionBytes {
-        svma: range(".eh_frame")?,
-        data: section.uncompressed_data().ok()?.into_owned(),
-    };
-    fde_ranges(&eh_frame, range(".text"), range(".got")).map(|f| f.all)
+    let eh_frame = section_bytes(file, ".eh_frame")?;
+    fde_ranges(file, &eh_frame).map(|f| f.all)
 }
 
 /// The code `.eh_frame`'s FDEs cover.
@@ -137,19 +131,17 @@ struct FdeRanges {
     signal: Vec<Range<u64>>,
 }
 
-/// The svma ranges of every FDE in `.eh_frame`, sorted by start.
-fn fde_ranges(
-    eh_frame: &SectionBytes,
-    text: Option<Range<u64>>,
-    got: Option<Range<u64>>,
-) -> Option<FdeRanges> {
+/// The svma ranges of every FDE in `file`'s `.eh_frame` (`eh_frame`),
+/// sorted by start; pointers relative to `.text` and `.got` are read
+/// against `file`'s.
+fn fde_ranges(file: &object::File<'_>, eh_frame: &SectionBytes) -> Option<FdeRanges> {
     use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
     let section = EhFrame::new(&eh_frame.data, LittleEndian);
     let mut bases = BaseAddresses::default().set_eh_frame(eh_frame.svma.start);
-    if let Some(text) = text {
+    if let Some(text) = section_svma(file, ".text") {
         bases = bases.set_text(text.start);
     }
-    if let Some(got) = got {
+    if let Some(got) = section_svma(file, ".got") {
         bases = bases.set_got(got.start);
     }
     let mut ranges = Vec::new();
