@@ -20,9 +20,6 @@ use std::path::Path;
 use super::records::MISC_BUILD_ID_SIZE;
 use serde::{Deserialize, Serialize};
 
-/// Name of the main-entry event in recordings.
-pub const MAIN_ENTRY_EVENT: &str = "pfprof:main_entry";
-
 /// Which faults `record` samples.
 #[derive(
     Debug,
@@ -1125,7 +1122,7 @@ pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
                 }
             }
             // pfprof's only other event: the uprobe on main (dynamic PMU type).
-            _ => MAIN_ENTRY_EVENT.to_string(),
+            _ => super::records::MAIN_ENTRY.name.to_string(),
         };
         events.push(EventDesc { attr, name, ids });
     }

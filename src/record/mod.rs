@@ -36,8 +36,9 @@ use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
 use crate::format::call_graph::CallGraph;
+use crate::format::perf_data::RecordClass;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
-use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
+use crate::format::records as rec;
 use crate::sys::maps;
 use crate::sys::procfs;
 use crate::sys::vdso;
@@ -467,7 +468,7 @@ fn permission_error(e: &io::Error) -> anyhow::Error {
 }
 
 /// The tracepoints pfprof records (tracefs `events/` paths).
-const TRACEPOINTS: [&str; 2] = ["exceptions/page_fault_user", "exceptions/page_fault_kernel"];
+const TRACEPOINTS: [&str; 2] = rec::TRACEPOINT_PATHS;
 
 struct EventSpec {
     name: &'static str,
@@ -553,8 +554,8 @@ fn event_specs(
     ];
     if let Some((user_id, kernel_id)) = tracepoints {
         for (name, id) in [
-            ("exceptions:page_fault_user", user_id),
-            ("exceptions:page_fault_kernel", kernel_id),
+            (rec::FAULT_ENTRY_USER.name, user_id),
+            (rec::FAULT_ENTRY_KERNEL.name, kernel_id),
         ] {
             let mut attr = base_attr(cfg);
             attr.type_ = b::PERF_TYPE_TRACEPOINT;
@@ -576,9 +577,9 @@ fn event_specs(
 /// event's ring size and build-ids) makes it carry the side-band records.
 fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>) -> EventSpec {
     let name = if config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN {
-        "minor-faults"
+        rec::MINOR_FAULTS.name
     } else {
-        "major-faults"
+        rec::MAJOR_FAULTS.name
     };
     let mut attr = base_attr(cfg);
     attr.type_ = b::PERF_TYPE_SOFTWARE;
@@ -657,7 +658,7 @@ fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSpec {
     // event whose samples have neither IP nor address.
     attr.sample_type |= b::PERF_SAMPLE_IP as u64;
     EventSpec {
-        name: MAIN_ENTRY_EVENT,
+        name: rec::MAIN_ENTRY.name,
         attr,
         file_attr: None,
     }
@@ -2089,7 +2090,7 @@ mod tests {
                 "major-faults",
                 "exceptions:page_fault_user",
                 "exceptions:page_fault_kernel",
-                MAIN_ENTRY_EVENT
+                "pfprof:main_entry"
             ]
         );
         let side_band: Vec<bool> = specs.iter().map(|s| s.attr.mmap2() == 1).collect();
