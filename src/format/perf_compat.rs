@@ -293,30 +293,6 @@ pub fn build_id_section(entries: &[BuildIdEntry]) -> Vec<u8> {
     out
 }
 
-/// The GNU build-id in a run of ELF notes (`/sys/kernel/notes`).
-pub fn build_id_in_notes(notes: &[u8]) -> Option<Vec<u8>> {
-    const NT_GNU_BUILD_ID: u32 = 3;
-    let mut at = 0usize;
-    let u32_at = |at: usize| {
-        notes
-            .get(at..at.checked_add(4)?)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    loop {
-        let (name_size, desc_size, kind) = (u32_at(at)?, u32_at(at + 4)?, u32_at(at + 8)?);
-        let name_at = at + 12;
-        let desc_at = name_at.checked_add((name_size as usize).div_ceil(4) * 4)?;
-        let next = desc_at.checked_add((desc_size as usize).div_ceil(4) * 4)?;
-        if kind == NT_GNU_BUILD_ID && notes.get(name_at..name_at + name_size as usize)? == b"GNU\0"
-        {
-            return notes
-                .get(desc_at..desc_at.checked_add(desc_size as usize)?)
-                .map(<[u8]>::to_vec);
-        }
-        at = next;
-    }
-}
-
 /// Start and end of the kernel's text (`_text`, `_etext` in
 /// `/proc/kallsyms`); None when the addresses are hidden (shown as zeros).
 pub fn kernel_text(kallsyms: &str) -> Option<(u64, u64)> {
@@ -497,33 +473,6 @@ mod tests {
         for cut in [1, 35, 99, 101, 199] {
             let got = crate::format::perf_data::build_ids(&bytes[..cut], 0..cut);
             assert!(got.is_err(), "cut at {cut}");
-        }
-    }
-
-    #[test]
-    fn kernel_build_id_from_notes() {
-        let note = |name: &[u8], kind: u32, desc: &[u8]| {
-            let mut n = Vec::new();
-            n.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
-            n.extend_from_slice(&kind.to_le_bytes());
-            n.extend_from_slice(name);
-            n.resize(n.len().div_ceil(4) * 4, 0);
-            n.extend_from_slice(desc);
-            n.resize(n.len().div_ceil(4) * 4, 0);
-            n
-        };
-        let mut notes = note(b"Xen\0", 3, &[9; 5]);
-        notes.extend(note(b"GNU\0", 1, &[8; 4]));
-        notes.extend(note(b"GNU\0", 3, &[0x42; 20]));
-        let cases: [(&[u8], Option<Vec<u8>>); 4] = [
-            (&notes, Some(vec![0x42; 20])),
-            (&notes[..notes.len() - 1], None),
-            (&notes[..24], None),
-            (b"", None),
-        ];
-        for (bytes, want) in cases {
-            assert_eq!(build_id_in_notes(bytes), want, "{} bytes", bytes.len());
         }
     }
 

@@ -1740,10 +1740,7 @@ impl Session<'_> {
             })
             .collect();
         if self.kernel_text {
-            if let Some(id) = std::fs::read("/sys/kernel/notes")
-                .ok()
-                .and_then(|notes| compat::build_id_in_notes(&notes))
-            {
+            if let Some(id) = procfs::kernel_build_id() {
                 build_ids.push(BuildIdEntry {
                     kernel: true,
                     build_id: id,

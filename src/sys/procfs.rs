@@ -41,6 +41,12 @@ fn kernel_string(name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The running kernel's GNU build-id, from its notes
+/// (`/sys/kernel/notes`); None when unreadable or absent.
+pub fn kernel_build_id() -> Option<Vec<u8>> {
+    pfprof_symbolize::gnu_build_id_in_notes(&std::fs::read("/sys/kernel/notes").ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +63,14 @@ mod tests {
         );
         assert!(mem_available_bytes().is_some_and(|b| b > 0));
         assert!(!os_release().is_empty());
+    }
+
+    /// The running kernel has a build-id (SHA-1, as kbuild links it with
+    /// `--build-id=sha1`), when its notes are readable at all.
+    #[test]
+    fn running_kernel_build_id() {
+        if std::fs::metadata("/sys/kernel/notes").is_ok() {
+            assert_eq!(kernel_build_id().map(|id| id.len()), Some(20));
+        }
     }
 }
