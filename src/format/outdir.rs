@@ -22,7 +22,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::CodedError;
-use crate::format::perf_data::{HeaderFacts, PFPROF_META_FEATURE};
+use crate::format::perf_data::{HeaderFacts, HEADER_SIZE, PFPROF_META_FEATURE};
+use crate::format::records::{OwnEvent, MAJOR_FAULTS, MINOR_FAULTS};
 use crate::user;
 
 /// The recording in an output directory.
@@ -271,39 +272,44 @@ pub fn inspect(path: &Path) -> io::Result<Found> {
 /// `major-faults`, as pfprof writes them.
 pub fn is_pfprof_recording(path: &Path) -> bool {
     let read = || -> io::Result<bool> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)?;
-        if !file.metadata()?.is_file() {
-            return Ok(false);
-        }
-        let mut header = [0u8; 104];
-        file.read_exact(&mut header)?;
-        let Some(facts) = HeaderFacts::parse(&header) else {
+        let Some((mut file, facts)) = open_recording(path)? else {
             return Ok(false);
         };
-        let meta_bit = PFPROF_META_FEATURE as usize;
-        if facts.features[meta_bit / 64] & (1 << (meta_bit % 64)) != 0 {
+        if facts.features.has(PFPROF_META_FEATURE) {
             return Ok(true);
         }
-        if facts.features != [0; 4] || !(80..=4096).contains(&facts.attr_size) {
+        if !facts.features.is_empty() || !(80..=4096).contains(&facts.attr_size) {
             return Ok(false);
         }
-        // attr: u32 type, u32 size, u64 config.
         let mut attrs = vec![0u8; 2 * facts.attr_size as usize];
         file.seek(SeekFrom::Start(facts.attrs.0))?;
         file.read_exact(&mut attrs)?;
+        // attr: u32 type, u32 size, u64 config.
         let event = |i: usize| {
             let at = i * facts.attr_size as usize;
             let type_ = u32::from_le_bytes(attrs[at..at + 4].try_into().unwrap_or_default());
             let config = u64::from_le_bytes(attrs[at + 8..at + 16].try_into().unwrap_or_default());
-            (type_, config)
+            OwnEvent::of_attr(type_, config, 0)
         };
-        const SOFTWARE: u32 = 1;
-        Ok(event(0) == (SOFTWARE, 5) && event(1) == (SOFTWARE, 6))
+        Ok(event(0) == Some(MINOR_FAULTS) && event(1) == Some(MAJOR_FAULTS))
     };
     read().unwrap_or(false)
+}
+
+/// A regular file at `path` (not through a link, and without blocking on
+/// a FIFO) and its perf.data header; None when it is something else or
+/// its header is not one.
+fn open_recording(path: &Path) -> io::Result<Option<(File, HeaderFacts)>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut header = [0u8; HEADER_SIZE as usize];
+    file.read_exact(&mut header)?;
+    Ok(HeaderFacts::parse(&header).map(|facts| (file, facts)))
 }
 
 /// Deletes a directory holding only what pfprof writes: each known file,
@@ -408,14 +414,11 @@ impl Staging {
 
     /// Whether `DIR.partial` holds records worth keeping.
     pub fn holds_records(&self) -> bool {
-        let path = self.partial.path.join(DATA_FILE);
-        let len = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
-        let mut header = [0u8; 104];
-        File::open(&path)
-            .and_then(|mut f| f.read_exact(&mut header))
-            .ok()
-            .and_then(|()| HeaderFacts::parse(&header))
-            .is_some_and(|facts| len > facts.data.0)
+        let recording = open_recording(&self.partial.path.join(DATA_FILE));
+        let Ok(Some((file, facts))) = recording else {
+            return false;
+        };
+        file.metadata().is_ok_and(|m| m.len() > facts.data.0)
     }
 
     /// Deletes `DIR.partial` (a run that failed before recording anything).

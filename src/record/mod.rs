@@ -1725,10 +1725,12 @@ impl Session<'_> {
     /// build-ids of the files (and kernel, and vDSO) the samples may fall
     /// in, and the architecture.
     fn add_perf_features(&mut self) {
-        use crate::format::perf_compat::{self as compat, BuildIdEntry};
+        use crate::format::perf_compat as compat;
+        use crate::format::perf_data::{build_id_section, BuildIdEntry};
+        use crate::format::perf_data::{HEADER_ARCH, HEADER_BUILD_ID, HEADER_TRACING_DATA};
         if let Some(formats) = &self.tracing_data {
             self.writer
-                .add_feature(compat::HEADER_TRACING_DATA, formats.encode());
+                .add_feature(HEADER_TRACING_DATA, formats.encode());
         }
         let mut build_ids: Vec<BuildIdEntry> = self
             .files
@@ -1757,12 +1759,9 @@ impl Session<'_> {
                 path: vdso::PATH.to_string(),
             });
         }
-        self.writer.add_feature(
-            compat::HEADER_BUILD_ID,
-            compat::build_id_section(&build_ids),
-        );
         self.writer
-            .add_feature(compat::HEADER_ARCH, compat::arch_section());
+            .add_feature(HEADER_BUILD_ID, build_id_section(&build_ids));
+        self.writer.add_feature(HEADER_ARCH, compat::arch_section());
     }
 }
 
