@@ -11,6 +11,11 @@
 //! pfprof's own facts about the run (command, exit status, the kernel's fault
 //! counters, whether the tracepoints were available) live in a private feature
 //! section, [`PFPROF_META_FEATURE`], as JSON.
+//!
+//! Each section pfprof both writes and reads (`EVENT_DESC`, the build-id
+//! table) is encoded beside its decoder, every section is read through one
+//! bounds-checked cursor, and [`repair`] rebuilds a recording whose end is
+//! missing with the same checks as the reader.
 
 use std::collections::BTreeMap;
 use std::fs::File;
