@@ -306,7 +306,7 @@ pub fn is_pfprof_recording(path: &Path) -> bool {
         if facts.features.has(PFPROF_META_FEATURE) {
             return Ok(true);
         }
-        if !facts.features.is_empty() || !(80..=4096).contains(&facts.attr_size) {
+        if !facts.features.is_empty() || facts.attr_len().is_none() {
             return Ok(false);
         }
         let mut attrs = vec![0u8; 2 * facts.attr_size as usize];

@@ -786,6 +786,15 @@ impl HeaderFacts {
     pub fn finished(&self) -> bool {
         self.features.has(HEADER_EVENT_DESC)
     }
+
+    /// The length of an attr without its ids' place (`attr_size` - 16),
+    /// when it is one a `perf_event_attr` can have.
+    pub fn attr_len(&self) -> Option<usize> {
+        let len = usize::try_from(self.attr_size.checked_sub(16)?).ok()?;
+        (ATTR_SIZE_MIN..=ATTR_SIZE_MAX)
+            .contains(&len)
+            .then_some(len)
+    }
 }
 
 /// Where and why a recording's header, attributes or feature sections do
@@ -996,13 +1005,9 @@ fn check_sections(
     facts: &HeaderFacts,
 ) -> Result<(usize, std::ops::Range<usize>), LayoutError> {
     let at = |offset: u64, what: String| LayoutError { offset, what };
-    let attr_len = facts.attr_size.wrapping_sub(16) as usize;
-    if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
-        return Err(at(
-            16,
-            format!("attr size {} is impossible", facts.attr_size),
-        ));
-    }
+    let attr_len = facts
+        .attr_len()
+        .ok_or_else(|| at(16, format!("attr size {} is impossible", facts.attr_size)))?;
     let (attrs_offset, attrs_size) = facts.attrs;
     let attrs = range_in(bytes, attrs_offset, attrs_size).ok_or_else(|| {
         at(
