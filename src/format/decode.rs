@@ -307,13 +307,13 @@ fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
         (PerfEventType::Software(SoftwareCounterType::PageFaultsMaj), _) => EventKind::Major,
         // perf's `page-faults` does not tell minor from major.
         (PerfEventType::Software(SoftwareCounterType::PageFaults), _) => EventKind::Minor,
-        (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_user") => {
+        (PerfEventType::Tracepoint(_), Some(name)) if rec::FAULT_ENTRY_USER.is_named(name) => {
             EventKind::EntryUser
         }
-        (PerfEventType::Tracepoint(_), Some(name)) if name.ends_with("page_fault_kernel") => {
+        (PerfEventType::Tracepoint(_), Some(name)) if rec::FAULT_ENTRY_KERNEL.is_named(name) => {
             EventKind::EntryKernel
         }
-        (_, Some(crate::format::perf_data::MAIN_ENTRY_EVENT)) => EventKind::MainEntry,
+        (_, Some(name)) if rec::MAIN_ENTRY.is_named(name) => EventKind::MainEntry,
         _ => EventKind::Other,
     }
 }

@@ -22,7 +22,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::CodedError;
-use crate::format::perf_data::{HeaderFacts, PFPROF_META_FEATURE};
+use crate::format::perf_data::{HeaderFacts, HEADER_SIZE, PFPROF_META_FEATURE};
+use crate::format::records::{OwnEvent, MAJOR_FAULTS, MINOR_FAULTS};
 use crate::user;
 
 /// The recording in an output directory.
@@ -211,9 +212,36 @@ pub enum Found {
     /// A pfprof output: a real directory holding a pfprof recording and
     /// only the regular files pfprof writes.
     Output,
-    /// Something else; says what ("is a symbolic link", "holds notes.txt,
-    /// which pfprof does not write").
-    Other(String),
+    /// Something else, and why it is not an output.
+    Other(NotOutput),
+}
+
+/// Why what is at an output path is not a pfprof output. Shown after "it"
+/// ("refusing to delete DIR: it holds notes.txt, which pfprof does not
+/// write").
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotOutput {
+    /// A symbolic link (never followed).
+    #[error("is a symbolic link")]
+    SymbolicLink,
+    /// A file or anything else but a directory.
+    #[error("is not a directory")]
+    NotADirectory,
+    /// Its build-id cache holds more than `pfprof archive` copies there.
+    #[error("holds {ARCHIVE_DIR} with more than the files `pfprof archive` copies")]
+    ForeignArchive,
+    /// It holds a name pfprof does not write.
+    #[error("holds {0}, which pfprof does not write")]
+    ForeignName(String),
+    /// One of pfprof's names is not a regular file there (a link, a FIFO).
+    #[error("holds {0}, which is not a regular file")]
+    NotRegularFile(String),
+    /// Only pfprof's names, but no recording (a run that failed early).
+    #[error("holds no {DATA_FILE}")]
+    NoRecording,
+    /// Only pfprof's names, but the recording is not pfprof's.
+    #[error("holds a {DATA_FILE} that pfprof did not write")]
+    ForeignRecording,
 }
 
 /// What is at `path`, without following a link there.
@@ -222,46 +250,47 @@ pub fn inspect(path: &Path) -> io::Result<Found> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Absent),
         other => other?,
     };
-    if meta.file_type().is_symlink() {
-        return Ok(Found::Other("is a symbolic link".into()));
-    }
-    if !meta.is_dir() {
-        return Ok(Found::Other("is not a directory".into()));
-    }
+    let why = if meta.file_type().is_symlink() {
+        Some(NotOutput::SymbolicLink)
+    } else if !meta.is_dir() {
+        Some(NotOutput::NotADirectory)
+    } else {
+        not_an_output_dir(path)?
+    };
+    Ok(why.map_or(Found::Output, Found::Other))
+}
+
+/// Why the directory at `path` is not a pfprof output (None when it is):
+/// the first name pfprof does not write, or does not write so, else a
+/// missing or foreign recording.
+fn not_an_output_dir(path: &Path) -> io::Result<Option<NotOutput>> {
     let mut has_data = false;
     for entry in std::fs::read_dir(path)? {
         let entry = entry?;
         let name = entry.file_name();
         if name == ARCHIVE_DIR && entry.file_type()?.is_dir() {
             if !is_archive_tree(&entry.path(), 0) {
-                return Ok(Found::Other(format!(
-                    "holds {ARCHIVE_DIR} with more than the files `pfprof archive` copies"
-                )));
+                return Ok(Some(NotOutput::ForeignArchive));
             }
             continue;
         }
         let Some(name) = name.to_str().filter(|n| is_output_name(n)) else {
-            return Ok(Found::Other(format!(
-                "holds {}, which pfprof does not write",
-                name.to_string_lossy()
+            return Ok(Some(NotOutput::ForeignName(
+                name.to_string_lossy().into_owned(),
             )));
         };
         if !entry.file_type()?.is_file() {
-            return Ok(Found::Other(format!(
-                "holds {name}, which is not a regular file"
-            )));
+            return Ok(Some(NotOutput::NotRegularFile(name.to_string())));
         }
         has_data |= name == DATA_FILE;
     }
     if !has_data {
-        return Ok(Found::Other(format!("holds no {DATA_FILE}")));
+        return Ok(Some(NotOutput::NoRecording));
     }
     if !is_pfprof_recording(&path.join(DATA_FILE)) {
-        return Ok(Found::Other(format!(
-            "holds a {DATA_FILE} that pfprof did not write"
-        )));
+        return Ok(Some(NotOutput::ForeignRecording));
     }
-    Ok(Found::Output)
+    Ok(None)
 }
 
 /// Whether the file is a recording pfprof wrote: a `PERFILE2` whose feature
@@ -271,39 +300,44 @@ pub fn inspect(path: &Path) -> io::Result<Found> {
 /// `major-faults`, as pfprof writes them.
 pub fn is_pfprof_recording(path: &Path) -> bool {
     let read = || -> io::Result<bool> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)?;
-        if !file.metadata()?.is_file() {
-            return Ok(false);
-        }
-        let mut header = [0u8; 104];
-        file.read_exact(&mut header)?;
-        let Some(facts) = HeaderFacts::parse(&header) else {
+        let Some((mut file, facts)) = open_recording(path)? else {
             return Ok(false);
         };
-        let meta_bit = PFPROF_META_FEATURE as usize;
-        if facts.features[meta_bit / 64] & (1 << (meta_bit % 64)) != 0 {
+        if facts.features.has(PFPROF_META_FEATURE) {
             return Ok(true);
         }
-        if facts.features != [0; 4] || !(80..=4096).contains(&facts.attr_size) {
+        if !facts.features.is_empty() || facts.attr_len().is_none() {
             return Ok(false);
         }
-        // attr: u32 type, u32 size, u64 config.
         let mut attrs = vec![0u8; 2 * facts.attr_size as usize];
         file.seek(SeekFrom::Start(facts.attrs.0))?;
         file.read_exact(&mut attrs)?;
+        // attr: u32 type, u32 size, u64 config.
         let event = |i: usize| {
             let at = i * facts.attr_size as usize;
             let type_ = u32::from_le_bytes(attrs[at..at + 4].try_into().unwrap_or_default());
             let config = u64::from_le_bytes(attrs[at + 8..at + 16].try_into().unwrap_or_default());
-            (type_, config)
+            OwnEvent::of_attr(type_, config, 0)
         };
-        const SOFTWARE: u32 = 1;
-        Ok(event(0) == (SOFTWARE, 5) && event(1) == (SOFTWARE, 6))
+        Ok(event(0) == Some(MINOR_FAULTS) && event(1) == Some(MAJOR_FAULTS))
     };
     read().unwrap_or(false)
+}
+
+/// A regular file at `path` (not through a link, and without blocking on
+/// a FIFO) and its perf.data header; None when it is something else or
+/// its header is not one.
+fn open_recording(path: &Path) -> io::Result<Option<(File, HeaderFacts)>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut header = [0u8; HEADER_SIZE as usize];
+    file.read_exact(&mut header)?;
+    Ok(HeaderFacts::parse(&header).map(|facts| (file, facts)))
 }
 
 /// Deletes a directory holding only what pfprof writes: each known file,
@@ -312,8 +346,10 @@ fn remove_output(path: &Path, require_recording: bool) -> anyhow::Result<()> {
     match inspect(path)? {
         Found::Absent => return Ok(()),
         Found::Output => {}
-        Found::Other(why) if !require_recording && why.starts_with("holds no ") => {}
-        Found::Other(why) if !require_recording && why.contains("did not write") => {}
+        // A run that failed early: pfprof's names only, without a
+        // recording of pfprof's.
+        Found::Other(NotOutput::NoRecording | NotOutput::ForeignRecording)
+            if !require_recording => {}
         Found::Other(why) => {
             return Err(refuse(format!(
                 "refusing to delete {}: it {why}",
@@ -408,14 +444,11 @@ impl Staging {
 
     /// Whether `DIR.partial` holds records worth keeping.
     pub fn holds_records(&self) -> bool {
-        let path = self.partial.path.join(DATA_FILE);
-        let len = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
-        let mut header = [0u8; 104];
-        File::open(&path)
-            .and_then(|mut f| f.read_exact(&mut header))
-            .ok()
-            .and_then(|()| HeaderFacts::parse(&header))
-            .is_some_and(|facts| len > facts.data.0)
+        let recording = open_recording(&self.partial.path.join(DATA_FILE));
+        let Ok(Some((file, facts))) = recording else {
+            return false;
+        };
+        file.metadata().is_ok_and(|m| m.len() > facts.data.0)
     }
 
     /// Deletes `DIR.partial` (a run that failed before recording anything).
@@ -565,21 +598,27 @@ mod tests {
         let user = output("user", &["notes.txt"]);
         assert_eq!(
             inspect(&user).unwrap(),
-            Found::Other("holds notes.txt, which pfprof does not write".into())
+            Found::Other(NotOutput::ForeignName("notes.txt".into()))
         );
         let empty = root.join("empty");
         std::fs::create_dir(&empty).unwrap();
-        assert!(matches!(inspect(&empty).unwrap(), Found::Other(_)));
+        assert_eq!(
+            inspect(&empty).unwrap(),
+            Found::Other(NotOutput::NoRecording)
+        );
         let link = root.join("link");
         std::os::unix::fs::symlink(root.join("plain"), &link).unwrap();
         assert_eq!(
             inspect(&link).unwrap(),
-            Found::Other("is a symbolic link".into())
+            Found::Other(NotOutput::SymbolicLink)
         );
         let planted = output("planted", &[]);
         std::fs::remove_file(planted.join("report.txt")).unwrap();
         std::os::unix::fs::symlink("/etc/hostname", planted.join("report.txt")).unwrap();
-        assert!(matches!(inspect(&planted).unwrap(), Found::Other(_)));
+        assert_eq!(
+            inspect(&planted).unwrap(),
+            Found::Other(NotOutput::NotRegularFile("report.txt".into()))
+        );
         // remove_output deletes an output and refuses anything else.
         remove_output(&root.join("plain"), true).unwrap();
         assert!(!root.join("plain").exists());
@@ -619,6 +658,57 @@ mod tests {
         left.sort();
         assert_eq!(left, ["out", "out.old"]);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Each reason reads as the refusals say it, after "it".
+    #[test]
+    fn reasons_as_text() {
+        for (why, text) in [
+            (NotOutput::SymbolicLink, "is a symbolic link"),
+            (NotOutput::NotADirectory, "is not a directory"),
+            (
+                NotOutput::ForeignArchive,
+                "holds .build-id with more than the files `pfprof archive` copies",
+            ),
+            (
+                NotOutput::ForeignName("notes".into()),
+                "holds notes, which pfprof does not write",
+            ),
+            (
+                NotOutput::NotRegularFile("report.txt".into()),
+                "holds report.txt, which is not a regular file",
+            ),
+            (NotOutput::NoRecording, "holds no pfprof.data"),
+            (
+                NotOutput::ForeignRecording,
+                "holds a pfprof.data that pfprof did not write",
+            ),
+        ] {
+            assert_eq!(why.to_string(), text);
+        }
+    }
+
+    /// A foreign file in `DIR.partial` is refused whatever its name: one
+    /// named like a reason (`no notes`, `... did not write`) passed for
+    /// pfprof's own state, and `discard` deleted pfprof's files, then failed
+    /// to remove the directory, instead of refusing.
+    #[test]
+    fn discard_refuses_foreign_files_whatever_their_names() {
+        for (i, name) in ["no notes", "what I did not write"].into_iter().enumerate() {
+            let root = scratch(&format!("foreign-{i}"));
+            let staging = Staging::begin(&root.join("out")).unwrap();
+            let partial = staging.out_dir().path().to_path_buf();
+            std::fs::write(partial.join("report.txt"), "r").unwrap();
+            std::fs::write(partial.join(name), "mine").unwrap();
+            let error = staging.discard().unwrap_err();
+            assert!(
+                error.to_string().starts_with("refusing to delete"),
+                "{name}: {error}"
+            );
+            assert!(partial.join("report.txt").exists(), "{name}: ours deleted");
+            assert!(partial.join(name).exists(), "{name}");
+            std::fs::remove_dir_all(&root).unwrap();
+        }
     }
 
     /// Files are created exclusively, without following links; outputs are

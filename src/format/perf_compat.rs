@@ -1,8 +1,9 @@
 //! What `perf` needs besides the records to open a pfprof recording without
 //! complaint: the tracepoints' formats (`HEADER_TRACING_DATA`: perf refuses
-//! a file with tracepoint events and no formats), the build-ids of the
-//! mapped files (`HEADER_BUILD_ID`), and the kernel's text mapping (else perf
-//! warns that the kernel maps were restricted).
+//! a file with tracepoint events and no formats), the machine's
+//! architecture (`HEADER_ARCH`), and the kernel's text mapping (else perf
+//! warns that the kernel maps were restricted). The build-id table perf
+//! reads too is perf_data's, which reads it back from perf's recordings.
 //!
 //! The tracing data is laid out as perf's `trace-event-info.c` writes it and
 //! `trace-event-read.c` reads it (version 0.6): magic, version, endianness,
@@ -11,28 +12,16 @@
 //! saved command lines (none). pfprof itself never reads it back;
 //! [`TracingData::parse`] checks the layout in tests.
 
-use super::records::{MISC_BUILD_ID_SIZE, MISC_KERNEL, MISC_USER};
+use super::perf_data::{put_string, Fields, LayoutError};
 use std::io;
 use std::path::Path;
-
-/// Feature bit of the tracing data section.
-pub const HEADER_TRACING_DATA: u32 = 1;
-/// Feature bit of the build-id table.
-pub const HEADER_BUILD_ID: u32 = 2;
-
-/// Feature bit of the machine's architecture (`uname -m`).
-pub const HEADER_ARCH: u32 = 6;
 
 /// `HEADER_ARCH`: a `perf_header_string` (u32 length, the name NUL-padded
 /// to 64 bytes). perf and its readers (hotspot's perfparser) pick register
 /// names and the unwinder by it.
 pub fn arch_section() -> Vec<u8> {
-    let arch = std::env::consts::ARCH;
-    let padded = (arch.len() + 1).div_ceil(64) * 64;
-    let mut out = Vec::with_capacity(4 + padded);
-    out.extend_from_slice(&(padded as u32).to_le_bytes());
-    out.extend_from_slice(arch.as_bytes());
-    out.resize(4 + padded, 0);
+    let mut out = Vec::new();
+    put_string(&mut out, std::env::consts::ARCH);
     out
 }
 
@@ -120,17 +109,17 @@ impl TracingData {
 
     /// Reads a section back the way perf does, every size checked; the
     /// error names what is wrong and where.
-    pub fn parse(bytes: &[u8]) -> Result<TracingData, String> {
-        let mut r = Reader { bytes, at: 0 };
+    pub fn parse(bytes: &[u8]) -> Result<TracingData, LayoutError> {
+        let mut r = Fields::new(bytes, 0, bytes.len(), "tracing data");
         if r.take(10)? != TRACING_MAGIC {
-            return Err("no tracing magic".into());
+            return Err(r.error("no tracing magic"));
         }
         let version = r.cstring()?;
         if version != TRACING_VERSION {
-            return Err(format!("version {version:?}"));
+            return Err(r.error(format_args!("version {version:?}")));
         }
         if r.take(1)? != [0] {
-            return Err("not little-endian".into());
+            return Err(r.error("not little-endian"));
         }
         let long_size = r.take(1)?[0];
         let page_size = r.u32()?;
@@ -138,7 +127,7 @@ impl TracingData {
         for tag in ["header_page", "header_event"] {
             let got = r.cstring()?;
             if got != tag {
-                return Err(format!("{got:?} where {tag:?} belongs (byte {})", r.at));
+                return Err(r.error(format_args!("{got:?} where {tag:?} belongs")));
             }
             let len = r.u64()?;
             headers.push(r.take_u64(len)?.to_vec());
@@ -163,8 +152,8 @@ impl TracingData {
         }
         let len = r.u64()?;
         r.take_u64(len)?;
-        if r.at != bytes.len() {
-            return Err(format!("{} bytes left over", bytes.len() - r.at));
+        if r.left() != 0 {
+            return Err(r.error(format_args!("{} bytes left over", r.left())));
         }
         let header_event = headers.pop().unwrap_or_default();
         let header_page = headers.pop().unwrap_or_default();
@@ -193,127 +182,6 @@ fn read_whole(path: &Path) -> io::Result<Vec<u8>> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// Bounds-checked reads for [`TracingData::parse`].
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| {
-                format!(
-                    "{n} bytes declared at byte {}, {} left",
-                    self.at,
-                    self.bytes.len() - self.at
-                )
-            })?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-
-    fn take_u64(&mut self, n: u64) -> Result<&'a [u8], String> {
-        self.take(usize::try_from(n).unwrap_or(usize::MAX))
-    }
-
-    fn u32(&mut self) -> Result<u32, String> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&mut self) -> Result<u64, String> {
-        let b = self.take(8)?;
-        Ok(u64::from_le_bytes(b.try_into().unwrap_or_default()))
-    }
-
-    fn cstring(&mut self) -> Result<String, String> {
-        let rest = &self.bytes[self.at..];
-        let len = rest
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or_else(|| format!("unterminated string at byte {}", self.at))?;
-        let s = String::from_utf8_lossy(&rest[..len]).into_owned();
-        self.at += len + 1;
-        Ok(s)
-    }
-}
-
-/// header (8), pid (4), build-id (20), its size (1), padding (3).
-const BUILD_ID_ENTRY: usize = 36;
-/// perf pads the names in its build-id table to 64 bytes.
-const NAME_ALIGN: usize = 64;
-/// perf's pid for the host machine (`HOST_KERNEL_ID`).
-const HOST: i32 = -1;
-
-/// One file of the build-id table.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct BuildIdEntry {
-    /// The kernel image rather than a user-space file.
-    pub kernel: bool,
-    /// The GNU build-id (at most 20 bytes).
-    pub build_id: Vec<u8>,
-    /// The path as the mappings name it (`[kernel.kallsyms]` for the kernel).
-    pub path: String,
-}
-
-/// The `HEADER_BUILD_ID` section: one `perf_record_header_build_id` per
-/// file, its name NUL-padded to 64 bytes. Ids longer than 20 bytes are
-/// left out (the entry has no room for them).
-pub fn build_id_section(entries: &[BuildIdEntry]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for e in entries {
-        if e.build_id.is_empty() || e.build_id.len() > 20 {
-            continue;
-        }
-        let name_len = (e.path.len() + 1).div_ceil(NAME_ALIGN) * NAME_ALIGN;
-        let size = BUILD_ID_ENTRY + name_len;
-        let Ok(size) = u16::try_from(size) else {
-            continue; // a path perf could not store either
-        };
-        let misc = MISC_BUILD_ID_SIZE | if e.kernel { MISC_KERNEL } else { MISC_USER };
-        out.extend_from_slice(&0u32.to_le_bytes()); // type: unused here
-        out.extend_from_slice(&misc.to_le_bytes());
-        out.extend_from_slice(&size.to_le_bytes());
-        out.extend_from_slice(&HOST.to_le_bytes());
-        let mut id = [0u8; 24];
-        id[..e.build_id.len()].copy_from_slice(&e.build_id);
-        id[20] = e.build_id.len() as u8;
-        out.extend_from_slice(&id);
-        out.extend_from_slice(e.path.as_bytes());
-        out.resize(out.len() + name_len - e.path.len(), 0);
-    }
-    out
-}
-
-/// The GNU build-id in a run of ELF notes (`/sys/kernel/notes`).
-pub fn build_id_in_notes(notes: &[u8]) -> Option<Vec<u8>> {
-    const NT_GNU_BUILD_ID: u32 = 3;
-    let mut at = 0usize;
-    let u32_at = |at: usize| {
-        notes
-            .get(at..at.checked_add(4)?)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    loop {
-        let (name_size, desc_size, kind) = (u32_at(at)?, u32_at(at + 4)?, u32_at(at + 8)?);
-        let name_at = at + 12;
-        let desc_at = name_at.checked_add((name_size as usize).div_ceil(4) * 4)?;
-        let next = desc_at.checked_add((desc_size as usize).div_ceil(4) * 4)?;
-        if kind == NT_GNU_BUILD_ID && notes.get(name_at..name_at + name_size as usize)? == b"GNU\0"
-        {
-            return notes
-                .get(desc_at..desc_at.checked_add(desc_size as usize)?)
-                .map(<[u8]>::to_vec);
-        }
-        at = next;
     }
 }
 
@@ -406,6 +274,7 @@ mod tests {
         version[12] = b'5';
         assert!(TracingData::parse(&version)
             .unwrap_err()
+            .what
             .contains("version"));
     }
 
@@ -449,82 +318,6 @@ mod tests {
         let missing = TracingData::read(&dir, &["exceptions/nope"]).unwrap_err();
         assert!(missing.to_string().contains("exceptions/nope"), "{missing}");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// Build-id entries: 36-byte header, name padded to 64, the id's size
-    /// given; ids perf cannot hold are left out.
-    #[test]
-    fn build_id_table() {
-        let entries = vec![
-            BuildIdEntry {
-                kernel: true,
-                build_id: vec![0xab; 20],
-                path: "[kernel.kallsyms]".into(),
-            },
-            BuildIdEntry {
-                kernel: false,
-                build_id: vec![1, 2, 3, 4, 5, 6, 7, 8],
-                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
-            },
-            BuildIdEntry {
-                kernel: false,
-                build_id: vec![7; 64],
-                path: "/too/long/an/id".into(),
-            },
-            BuildIdEntry {
-                kernel: false,
-                build_id: vec![],
-                path: "/no/id".into(),
-            },
-        ];
-        let bytes = build_id_section(&entries);
-        assert_eq!(bytes.len(), 2 * (36 + 64));
-        assert_eq!(
-            &bytes[4..6],
-            (MISC_BUILD_ID_SIZE | MISC_KERNEL).to_le_bytes()
-        );
-        assert_eq!(&bytes[6..8], 100u16.to_le_bytes());
-        assert_eq!(&bytes[8..12], (-1i32).to_le_bytes());
-        assert_eq!(bytes[32], 20);
-        // Read back by the one reader of recordings (the kernel flag is
-        // perf's to use; the reader keeps path and id).
-        let read = crate::format::perf_data::build_ids(&bytes, 0..bytes.len()).unwrap();
-        let want: Vec<(Vec<u8>, Vec<u8>)> = entries[..2]
-            .iter()
-            .map(|e| (e.path.clone().into_bytes(), e.build_id.clone()))
-            .collect();
-        assert_eq!(read, want);
-        for cut in [1, 35, 99, 101, 199] {
-            let got = crate::format::perf_data::build_ids(&bytes[..cut], 0..cut);
-            assert!(got.is_err(), "cut at {cut}");
-        }
-    }
-
-    #[test]
-    fn kernel_build_id_from_notes() {
-        let note = |name: &[u8], kind: u32, desc: &[u8]| {
-            let mut n = Vec::new();
-            n.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
-            n.extend_from_slice(&kind.to_le_bytes());
-            n.extend_from_slice(name);
-            n.resize(n.len().div_ceil(4) * 4, 0);
-            n.extend_from_slice(desc);
-            n.resize(n.len().div_ceil(4) * 4, 0);
-            n
-        };
-        let mut notes = note(b"Xen\0", 3, &[9; 5]);
-        notes.extend(note(b"GNU\0", 1, &[8; 4]));
-        notes.extend(note(b"GNU\0", 3, &[0x42; 20]));
-        let cases: [(&[u8], Option<Vec<u8>>); 4] = [
-            (&notes, Some(vec![0x42; 20])),
-            (&notes[..notes.len() - 1], None),
-            (&notes[..24], None),
-            (b"", None),
-        ];
-        for (bytes, want) in cases {
-            assert_eq!(build_id_in_notes(bytes), want, "{} bytes", bytes.len());
-        }
     }
 
     /// `perf_header_string`: length (a multiple of 64), name, NUL padding.

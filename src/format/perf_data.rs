@@ -11,17 +11,20 @@
 //! pfprof's own facts about the run (command, exit status, the kernel's fault
 //! counters, whether the tracepoints were available) live in a private feature
 //! section, [`PFPROF_META_FEATURE`], as JSON.
+//!
+//! Each section pfprof both writes and reads (`EVENT_DESC`, the build-id
+//! table) is encoded beside its decoder, every section is read through one
+//! bounds-checked cursor, and [`repair`] rebuilds a recording whose end is
+//! missing with the same checks as the reader.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use super::records::MISC_BUILD_ID_SIZE;
+use super::events::RecordHead;
+use super::records::{OwnEvent, BUILD_ID_SIZE_MAX, MISC_BUILD_ID_SIZE, MISC_KERNEL, MISC_USER};
 use serde::{Deserialize, Serialize};
-
-/// Name of the main-entry event in recordings.
-pub const MAIN_ENTRY_EVENT: &str = "pfprof:main_entry";
 
 /// Which faults `record` samples.
 #[derive(
@@ -52,16 +55,59 @@ pub enum RecordClass {
 /// Feature bit of pfprof's metadata section. perf only interprets bits below
 /// its `HEADER_LAST_FEATURE` (32 today) and skips the rest.
 pub const PFPROF_META_FEATURE: u32 = 200;
-const HEADER_BUILD_ID: u32 = 2;
+/// Feature bit of the tracepoints' formats (perf_compat's `TracingData`).
+pub const HEADER_TRACING_DATA: u32 = 1;
+/// Feature bit of the build-id table ([`build_id_section`]).
+pub const HEADER_BUILD_ID: u32 = 2;
 const HEADER_HOSTNAME: u32 = 3;
 const HEADER_OSRELEASE: u32 = 4;
+/// Feature bit of the machine's architecture (`uname -m`).
+pub const HEADER_ARCH: u32 = 6;
 const HEADER_NRCPUS: u32 = 7;
 const HEADER_CMDLINE: u32 = 11;
 const HEADER_EVENT_DESC: u32 = 12;
 /// `PERF_RECORD_FINISHED_ROUND`: all records before it may be sorted with
 /// those of the next round only.
 pub(crate) const PERF_RECORD_FINISHED_ROUND: u32 = 68;
-const HEADER_SIZE: u64 = 104;
+/// Bytes of the fixed header (`struct perf_file_header`).
+pub const HEADER_SIZE: u64 = 104;
+/// The magic of a little-endian perf.data file.
+const MAGIC: &[u8; 8] = b"PERFILE2";
+
+/// The header's feature bitmap: bit `b` set says feature section `b`
+/// follows the data (the sections in bit order, bits below 256).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Features([u64; 4]);
+
+impl Features {
+    /// Whether feature `bit`'s section is there.
+    pub fn has(&self, bit: u32) -> bool {
+        let (word, mask) = Self::place(bit);
+        self.0.get(word).is_some_and(|w| w & mask != 0)
+    }
+
+    /// Marks feature `bit`'s section as there (bits past 255 have no place).
+    pub fn set(&mut self, bit: u32) {
+        let (word, mask) = Self::place(bit);
+        if let Some(w) = self.0.get_mut(word) {
+            *w |= mask;
+        }
+    }
+
+    /// Whether no section is there (a recording not finished).
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+
+    /// The bits set, ascending: the order of the sections.
+    pub fn bits(self) -> impl Iterator<Item = u32> {
+        (0..256).filter(move |&bit| self.has(bit))
+    }
+
+    fn place(bit: u32) -> (usize, u64) {
+        ((bit / 64) as usize, 1 << (bit % 64))
+    }
+}
 
 /// One event of the recording: its attr, name and the ids the kernel gave
 /// each of its per-CPU instances.
@@ -393,9 +439,18 @@ fn put_u32(buf: &mut Vec<u8>, v: u32) {
 fn put_u64(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(&v.to_le_bytes());
 }
+/// perf pads the strings of its header (and the names of its build-id
+/// table) with NULs to a multiple of 64 bytes (`NAME_ALIGN`).
+const NAME_ALIGN: usize = 64;
+
+/// Bytes a NUL-padded name of `len` bytes takes: at least one NUL.
+pub(crate) fn name_padded(len: usize) -> usize {
+    (len + 1).div_ceil(NAME_ALIGN) * NAME_ALIGN
+}
+
 /// `perf_header_string`: u32 length (NUL-padded to 64 bytes), then the bytes.
-fn put_string(buf: &mut Vec<u8>, s: &str) {
-    let padded = (s.len() + 1).div_ceil(64) * 64;
+pub(crate) fn put_string(buf: &mut Vec<u8>, s: &str) {
+    let padded = name_padded(s.len());
     put_u32(buf, padded as u32);
     buf.extend_from_slice(s.as_bytes());
     buf.resize(buf.len() + padded - s.len(), 0);
@@ -496,20 +551,19 @@ impl PerfDataWriter {
         self.data_size
     }
 
-    fn header(&self, features: [u64; 4]) -> Vec<u8> {
-        let mut h = Vec::with_capacity(HEADER_SIZE as usize);
-        h.extend_from_slice(b"PERFILE2");
-        put_u64(&mut h, HEADER_SIZE);
-        put_u64(&mut h, self.attr_size);
-        put_u64(&mut h, self.attrs_offset);
-        put_u64(&mut h, self.attr_size * self.n_events);
-        put_u64(&mut h, self.data_offset);
-        put_u64(&mut h, self.data_size);
-        put_u64(&mut h, 0);
-        put_u64(&mut h, 0);
-        for f in features {
-            put_u64(&mut h, f);
-        }
+    /// The file's header, the unused event-types section (perf's
+    /// `event_types`) zero.
+    fn header(&self, features: Features) -> Vec<u8> {
+        let mut h = vec![0u8; HEADER_SIZE as usize];
+        h[..8].copy_from_slice(MAGIC);
+        h[8..16].copy_from_slice(&HEADER_SIZE.to_le_bytes());
+        let facts = HeaderFacts {
+            attr_size: self.attr_size,
+            attrs: (self.attrs_offset, self.attr_size * self.n_events),
+            data: (self.data_offset, self.data_size),
+            features,
+        };
+        facts.write_into(&mut h);
         h
     }
 
@@ -517,7 +571,7 @@ impl PerfDataWriter {
     /// thread has written what came before), so that the file is readable
     /// even if pfprof dies before [`finish`](Self::finish).
     pub fn checkpoint(&mut self) -> io::Result<()> {
-        let h = self.header([0; 4]);
+        let h = self.header(Features::default());
         self.out()?.header(h)
     }
 
@@ -540,7 +594,7 @@ impl PerfDataWriter {
         file.set_len(self.data_offset + kept)?;
         self.data_size = kept;
         file.seek(SeekFrom::Start(0))?;
-        file.write_all(&self.header([0; 4]))?;
+        file.write_all(&self.header(Features::default()))?;
         let _ = file.sync_data();
         Ok(kept)
     }
@@ -554,43 +608,7 @@ impl PerfDataWriter {
         os_release: &str,
         nr_cpus: u32,
     ) -> io::Result<()> {
-        let mut sections: Vec<(u32, Vec<u8>)> = Vec::new();
-        let mut s = Vec::new();
-        put_string(&mut s, hostname);
-        sections.push((HEADER_HOSTNAME, s));
-        let mut s = Vec::new();
-        put_string(&mut s, os_release);
-        sections.push((HEADER_OSRELEASE, s));
-        let mut s = Vec::new();
-        put_u32(&mut s, nr_cpus);
-        put_u32(&mut s, nr_cpus);
-        sections.push((HEADER_NRCPUS, s));
-        let mut s = Vec::new();
-        let cmdline: Vec<&str> = std::iter::once("pfprof")
-            .chain(meta.command.iter().map(String::as_str))
-            .collect();
-        put_u32(&mut s, cmdline.len() as u32);
-        for arg in cmdline {
-            put_string(&mut s, arg);
-        }
-        sections.push((HEADER_CMDLINE, s));
-        let mut s = Vec::new();
-        put_u32(&mut s, self.events.len() as u32);
-        put_u32(&mut s, (self.attr_size - 16) as u32);
-        for e in &self.events {
-            let mut attr = e.attr.clone();
-            attr.resize((self.attr_size - 16) as usize, 0);
-            s.extend_from_slice(&attr);
-            put_u32(&mut s, e.ids.len() as u32);
-            put_string(&mut s, &e.name);
-            for id in &e.ids {
-                put_u64(&mut s, *id);
-            }
-        }
-        sections.push((HEADER_EVENT_DESC, s));
-        let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
-        sections.push((PFPROF_META_FEATURE, json));
-        // The table lists the sections in bit order.
+        let mut sections = self.own_sections(meta, hostname, os_release, nr_cpus)?;
         let own: Vec<u32> = sections.iter().map(|(bit, _)| *bit).collect();
         sections.extend(
             self.extra
@@ -598,30 +616,12 @@ impl PerfDataWriter {
                 .filter(|(bit, _)| *bit < 256 && !own.contains(bit))
                 .cloned(),
         );
-        sections.sort_by_key(|(bit, _)| *bit);
-
-        let mut features = [0u64; 4];
-        for (bit, _) in &sections {
-            features[(*bit / 64) as usize] |= 1 << (bit % 64);
-        }
-        // Section table, then the sections, in ascending bit order.
-        let table_offset = self.data_offset + self.data_size;
-        let mut offset = table_offset + 16 * sections.len() as u64;
-        let mut table = Vec::new();
-        for (_, body) in &sections {
-            put_u64(&mut table, offset);
-            put_u64(&mut table, body.len() as u64);
-            offset += body.len() as u64;
-        }
+        let (features, tail) = feature_tail(self.data_offset + self.data_size, sections);
         let out = self.out.take().ok_or_else(|| {
             io::Error::other("the recording was stopped by an earlier write error")
         })?;
         let (mut file, written) = out.finish();
         let result = written.and_then(|()| {
-            let mut tail = table;
-            for (_, body) in &sections {
-                tail.extend_from_slice(body);
-            }
             file.write_all(&tail)?;
             file.seek(SeekFrom::Start(0))?;
             file.write_all(&self.header(features))?;
@@ -636,6 +636,85 @@ impl PerfDataWriter {
         }
         result
     }
+
+    /// pfprof's own feature sections: host name, kernel release, CPUs,
+    /// command line, the events, and pfprof's metadata.
+    fn own_sections(
+        &self,
+        meta: &RecordingMeta,
+        hostname: &str,
+        os_release: &str,
+        nr_cpus: u32,
+    ) -> io::Result<Vec<(u32, Vec<u8>)>> {
+        let string = |text: &str| {
+            let mut s = Vec::new();
+            put_string(&mut s, text);
+            s
+        };
+        let mut cpus = Vec::new();
+        put_u32(&mut cpus, nr_cpus);
+        put_u32(&mut cpus, nr_cpus);
+        let mut cmdline = Vec::new();
+        put_u32(&mut cmdline, meta.command.len() as u32 + 1);
+        for arg in std::iter::once("pfprof").chain(meta.command.iter().map(String::as_str)) {
+            put_string(&mut cmdline, arg);
+        }
+        let attr_len = (self.attr_size - 16) as usize;
+        Ok(vec![
+            (HEADER_HOSTNAME, string(hostname)),
+            (HEADER_OSRELEASE, string(os_release)),
+            (HEADER_NRCPUS, cpus),
+            (HEADER_CMDLINE, cmdline),
+            (
+                HEADER_EVENT_DESC,
+                event_desc_section(&self.events, attr_len),
+            ),
+            (
+                PFPROF_META_FEATURE,
+                serde_json::to_vec(meta).map_err(io::Error::other)?,
+            ),
+        ])
+    }
+}
+
+/// What follows the data section: the feature section table (offset and
+/// size of each section, in bit order), then the sections; with the
+/// bitmap that lists them. `table_offset` is where the table goes.
+fn feature_tail(table_offset: u64, mut sections: Vec<(u32, Vec<u8>)>) -> (Features, Vec<u8>) {
+    sections.sort_by_key(|(bit, _)| *bit);
+    let mut features = Features::default();
+    let mut offset = table_offset + 16 * sections.len() as u64;
+    let mut tail = Vec::new();
+    for (bit, body) in &sections {
+        features.set(*bit);
+        put_u64(&mut tail, offset);
+        put_u64(&mut tail, body.len() as u64);
+        offset += body.len() as u64;
+    }
+    for (_, body) in &sections {
+        tail.extend_from_slice(body);
+    }
+    (features, tail)
+}
+
+/// The `EVENT_DESC` feature: u32 count, u32 attr size, then per event the
+/// attr (zero-padded to `attr_len`), u32 id count, the name
+/// (`perf_header_string`) and the ids.
+fn event_desc_section(events: &[EventDesc], attr_len: usize) -> Vec<u8> {
+    let mut s = Vec::new();
+    put_u32(&mut s, events.len() as u32);
+    put_u32(&mut s, attr_len as u32);
+    for e in events {
+        let start = s.len();
+        s.extend_from_slice(&e.attr);
+        s.resize(start + attr_len, 0);
+        put_u32(&mut s, e.ids.len() as u32);
+        put_string(&mut s, &e.name);
+        for id in &e.ids {
+            put_u64(&mut s, *id);
+        }
+    }
+    s
 }
 
 /// The parts of a perf.data header that decide how to read the file.
@@ -648,8 +727,15 @@ pub struct HeaderFacts {
     /// Data section (offset, size).
     pub data: (u64, u64),
     /// Feature bitmap.
-    pub features: [u64; 4],
+    pub features: Features,
 }
+
+/// Where [`HeaderFacts`]' fields lie in the header: attr size, attr
+/// section, data section (offset and size each), feature bitmap.
+const AT_ATTR_SIZE: usize = 16;
+const AT_ATTRS: usize = 24;
+const AT_DATA: usize = 40;
+const AT_FEATURES: usize = 72;
 
 fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
@@ -657,24 +743,57 @@ fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
     ))
 }
 
+/// The little-endian u64s of `bytes` (an id array; a partial last one is
+/// left out).
+fn le_u64s(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
+
 impl HeaderFacts {
     /// Parses the fixed header; None if it is not a little-endian PERFILE2.
     pub fn parse(bytes: &[u8]) -> Option<Self> {
-        if bytes.get(..8)? != b"PERFILE2" {
+        if bytes.get(..8)? != MAGIC {
             return None;
         }
         let u = |i: usize| le_u64(bytes, i);
+        let f = AT_FEATURES;
         Some(HeaderFacts {
-            attr_size: u(16)?,
-            attrs: (u(24)?, u(32)?),
-            data: (u(40)?, u(48)?),
-            features: [u(72)?, u(80)?, u(88)?, u(96)?],
+            attr_size: u(AT_ATTR_SIZE)?,
+            attrs: (u(AT_ATTRS)?, u(AT_ATTRS + 8)?),
+            data: (u(AT_DATA)?, u(AT_DATA + 8)?),
+            features: Features([u(f)?, u(f + 8)?, u(f + 16)?, u(f + 24)?]),
         })
+    }
+
+    /// Writes the fields into `header` (at least [`HEADER_SIZE`] bytes),
+    /// leaving the others (magic, header size, event types) as they are.
+    fn write_into(&self, header: &mut [u8]) {
+        let mut put = |at: usize, v: u64| header[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        put(AT_ATTR_SIZE, self.attr_size);
+        put(AT_ATTRS, self.attrs.0);
+        put(AT_ATTRS + 8, self.attrs.1);
+        put(AT_DATA, self.data.0);
+        put(AT_DATA + 8, self.data.1);
+        for (i, word) in self.features.0.iter().enumerate() {
+            put(AT_FEATURES + 8 * i, *word);
+        }
     }
 
     /// Whether the file was finished (feature sections written).
     pub fn finished(&self) -> bool {
-        self.features[(HEADER_EVENT_DESC / 64) as usize] & (1 << (HEADER_EVENT_DESC % 64)) != 0
+        self.features.has(HEADER_EVENT_DESC)
+    }
+
+    /// The length of an attr without its ids' place (`attr_size` - 16),
+    /// when it is one a `perf_event_attr` can have.
+    pub fn attr_len(&self) -> Option<usize> {
+        let len = usize::try_from(self.attr_size.checked_sub(16)?).ok()?;
+        (ATTR_SIZE_MIN..=ATTR_SIZE_MAX)
+            .contains(&len)
+            .then_some(len)
     }
 }
 
@@ -721,8 +840,9 @@ pub struct Layout {
 pub type PathBuildId = (Vec<u8>, Vec<u8>);
 
 /// Bounds-checked little-endian reads over a part of the file, reporting
-/// failures at absolute file offsets.
-struct Fields<'a> {
+/// failures at absolute file offsets: every reader of perf.data sections
+/// (here, and perf_compat's) reads through it.
+pub(crate) struct Fields<'a> {
     bytes: &'a [u8],
     /// Next read position (absolute).
     at: usize,
@@ -733,7 +853,9 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    fn new(bytes: &'a [u8], start: usize, len: usize, part: &'static str) -> Self {
+    /// Reads `len` bytes of `bytes` from `start` (fewer if the bytes end
+    /// first), the part named `part` in errors.
+    pub(crate) fn new(bytes: &'a [u8], start: usize, len: usize, part: &'static str) -> Self {
         Fields {
             bytes,
             at: start,
@@ -742,14 +864,21 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn error(&self, what: impl std::fmt::Display) -> LayoutError {
+    /// An error at the next read's offset.
+    pub(crate) fn error(&self, what: impl std::fmt::Display) -> LayoutError {
         LayoutError {
             offset: self.at as u64,
             what: format!("{}: {what}", self.part),
         }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], LayoutError> {
+    /// Bytes not read yet.
+    pub(crate) fn left(&self) -> usize {
+        self.end.saturating_sub(self.at)
+    }
+
+    /// The next `n` bytes.
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], LayoutError> {
         match self.at.checked_add(n).filter(|&e| e <= self.end) {
             Some(end) => {
                 let out = &self.bytes[self.at..end];
@@ -763,9 +892,41 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn u32(&mut self) -> Result<u32, LayoutError> {
+    /// The next `n` bytes, `n` as a file states it.
+    pub(crate) fn take_u64(&mut self, n: u64) -> Result<&'a [u8], LayoutError> {
+        self.take(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, LayoutError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, LayoutError> {
+        Ok(le_u64(self.take(8)?, 0).unwrap_or_default())
+    }
+
+    /// A NUL-terminated string (the NUL read too).
+    pub(crate) fn cstring(&mut self) -> Result<String, LayoutError> {
+        let rest = &self.bytes[self.at.min(self.end)..self.end];
+        let len = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| self.error("unterminated string"))?;
+        let text = String::from_utf8_lossy(&rest[..len]).into_owned();
+        self.at += len + 1;
+        Ok(text)
+    }
+
+    /// The header of the record that starts here.
+    fn record_head(&mut self) -> Result<RecordHead, LayoutError> {
+        let bytes = self.take(8)?;
+        RecordHead::parse(bytes).ok_or_else(|| self.error("a cut record header"))
+    }
+
+    /// The bytes read since `start`.
+    fn since(&self, start: usize) -> &'a [u8] {
+        &self.bytes[start..self.at]
     }
 
     /// `perf_header_string`: u32 length, then that many bytes, NUL padded.
@@ -844,13 +1005,9 @@ fn check_sections(
     facts: &HeaderFacts,
 ) -> Result<(usize, std::ops::Range<usize>), LayoutError> {
     let at = |offset: u64, what: String| LayoutError { offset, what };
-    let attr_len = facts.attr_size.wrapping_sub(16) as usize;
-    if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
-        return Err(at(
-            16,
-            format!("attr size {} is impossible", facts.attr_size),
-        ));
-    }
+    let attr_len = facts
+        .attr_len()
+        .ok_or_else(|| at(16, format!("attr size {} is impossible", facts.attr_size)))?;
     let (attrs_offset, attrs_size) = facts.attrs;
     let attrs = range_in(bytes, attrs_offset, attrs_size).ok_or_else(|| {
         at(
@@ -936,10 +1093,7 @@ fn attr_section(
         events.push(EventDesc {
             attr: entry[..attr_len].to_vec(),
             name: String::new(),
-            ids: bytes[ids]
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
+            ids: le_u64s(&bytes[ids]),
         });
     }
     Ok((events, event_offsets))
@@ -962,10 +1116,7 @@ fn read_features(bytes: &[u8], layout: &mut Layout) -> Result<(), LayoutError> {
             ),
         })?;
     let mut entries = Fields::new(bytes, table as usize, usize::MAX, "feature section table");
-    for bit in 0..256u32 {
-        if facts.features[(bit / 64) as usize] & (1 << (bit % 64)) == 0 {
-            continue;
-        }
+    for bit in facts.features.bits() {
         let entry_at = entries.at as u64;
         let entry = entries.take(16)?;
         let (offset, size) = (
@@ -1004,31 +1155,85 @@ fn cmdline(bytes: &[u8], range: std::ops::Range<usize>) -> Result<Vec<String>, L
     Ok(args)
 }
 
-/// The `BUILD_ID` feature: records of u32 type, u16 misc, u16 size, i32
-/// pid, 20 build-id bytes, u8 length (with [`MISC_BUILD_ID_SIZE`]; else 20),
-/// 3 reserved bytes, then the NUL-padded path, up to `size`.
+/// One file of the build-id table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BuildIdEntry {
+    /// The kernel image rather than a user-space file.
+    pub kernel: bool,
+    /// The GNU build-id (at most [`BUILD_ID_SIZE_MAX`] bytes).
+    pub build_id: Vec<u8>,
+    /// The path as the mappings name it (`[kernel.kallsyms]` for the kernel).
+    pub path: String,
+}
+
+/// A build-id table entry (perf's `perf_record_header_build_id`): a record
+/// header, then, at these offsets from the entry's start, i32 pid, the
+/// build-id in a field of [`BUILD_ID_SIZE_MAX`] bytes, u8 its length (valid
+/// with [`MISC_BUILD_ID_SIZE`]; else the whole field), 3 reserved bytes, and
+/// the NUL-padded path, up to the header's size.
+const ENTRY_PID: usize = 8;
+const ENTRY_ID: usize = ENTRY_PID + 4;
+const ENTRY_ID_LEN: usize = ENTRY_ID + BUILD_ID_SIZE_MAX;
+const ENTRY_PATH: usize = ENTRY_ID_LEN + 4;
+/// perf's pid for the host machine (`HOST_KERNEL_ID`).
+const HOST: i32 = -1;
+
+/// The `BUILD_ID` section: one entry per file, its path NUL-padded to 64
+/// bytes. Ids longer than [`BUILD_ID_SIZE_MAX`] are left out (the entry
+/// has no room for them), and paths longer than an entry can hold.
+pub fn build_id_section(entries: &[BuildIdEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in entries {
+        let id_len = e.build_id.len();
+        if id_len == 0 || id_len > BUILD_ID_SIZE_MAX {
+            continue;
+        }
+        let path_len = name_padded(e.path.len());
+        let Ok(size) = u16::try_from(ENTRY_PATH + path_len) else {
+            continue; // a path perf could not store either
+        };
+        let misc = MISC_BUILD_ID_SIZE | if e.kernel { MISC_KERNEL } else { MISC_USER };
+        let mut entry = vec![0u8; ENTRY_PATH + path_len];
+        // Record header: type (unused here), misc, size.
+        entry[4..6].copy_from_slice(&misc.to_le_bytes());
+        entry[6..8].copy_from_slice(&size.to_le_bytes());
+        entry[ENTRY_PID..ENTRY_ID].copy_from_slice(&HOST.to_le_bytes());
+        entry[ENTRY_ID..ENTRY_ID + id_len].copy_from_slice(&e.build_id);
+        entry[ENTRY_ID_LEN] = id_len as u8;
+        entry[ENTRY_PATH..ENTRY_PATH + e.path.len()].copy_from_slice(e.path.as_bytes());
+        out.extend_from_slice(&entry);
+    }
+    out
+}
+
+/// The `BUILD_ID` feature's (path, build-id) pairs, entries laid out as
+/// [`build_id_section`] writes them; entries without a path or an id are
+/// skipped.
 pub(crate) fn build_ids(
     bytes: &[u8],
     range: std::ops::Range<usize>,
 ) -> Result<Vec<PathBuildId>, LayoutError> {
     let mut f = Fields::new(bytes, range.start, range.len(), "BUILD_ID feature");
     let mut out = Vec::new();
-    while f.at < f.end {
-        let head = f.take(8)?;
-        let misc = u16::from_le_bytes([head[4], head[5]]);
-        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
-        if size < 36 {
-            return Err(f.error(format_args!("an entry of {size} bytes")));
+    while f.left() > 0 {
+        let start = f.at;
+        let head = f.record_head()?;
+        if head.size < ENTRY_PATH {
+            return Err(f.error(format_args!("an entry of {} bytes", head.size)));
         }
-        let body = f.take(size - 8)?;
-        let len = if misc & MISC_BUILD_ID_SIZE != 0 {
-            usize::from(body[24]).min(20)
+        f.take(head.size - 8)?;
+        let entry = f.since(start);
+        let len = if head.misc & MISC_BUILD_ID_SIZE != 0 {
+            usize::from(entry[ENTRY_ID_LEN]).min(BUILD_ID_SIZE_MAX)
         } else {
-            20
+            BUILD_ID_SIZE_MAX
         };
-        let path = body[28..].split(|&b| b == 0).next().unwrap_or_default();
+        let path = entry[ENTRY_PATH..]
+            .split(|&b| b == 0)
+            .next()
+            .unwrap_or_default();
         if len > 0 && !path.is_empty() {
-            out.push((path.to_vec(), body[4..4 + len].to_vec()));
+            out.push((path.to_vec(), entry[ENTRY_ID..ENTRY_ID + len].to_vec()));
         }
     }
     Ok(out)
@@ -1058,15 +1263,8 @@ fn event_desc(
         let attr = f.take(attr_len)?.to_vec();
         let n_ids = f.u32()? as usize;
         let name = f.string()?;
-        let ids = f.take(n_ids.saturating_mul(8))?;
-        events.push(EventDesc {
-            attr,
-            name,
-            ids: ids
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-        });
+        let ids = le_u64s(f.take(n_ids.saturating_mul(8))?);
+        events.push(EventDesc { attr, name, ids });
     }
     Ok((events, offsets))
 }
@@ -1075,64 +1273,43 @@ fn event_desc(
 /// killed before writing the feature sections, or the file was cut. Keeps
 /// every complete record and synthesizes `EVENT_DESC` from the attrs and
 /// their ids (pfprof writes its events in a fixed order, which names the
-/// tracepoints). Returns the image and the number of data bytes kept.
+/// tracepoints). Returns the image and the number of data bytes kept; None
+/// when the header or the attrs do not hold together.
 pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
     let facts = HeaderFacts::parse(bytes)?;
-    let attr_len = facts.attr_size.checked_sub(16)? as usize;
-    if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_len) {
-        return None;
-    }
-    let (attrs_offset, attrs_size) = facts.attrs;
-    let attrs = range_in(bytes, attrs_offset, attrs_size)?;
-    let n_attrs = attrs_size / facts.attr_size;
-    if n_attrs == 0 || n_attrs > MAX_EVENTS as u64 {
-        return None;
-    }
-    // Each attr's ids are copied: arrays adding up to more than the file
-    // are a lie, not a reason to allocate.
-    let mut id_bytes = 0usize;
-    let mut events = Vec::new();
+    let (attr_len, events) = events_from_attrs(bytes, &facts)?;
+    let end = complete_records_end(bytes, &facts);
+    let image = image_with_event_desc(bytes, facts, end, &events, attr_len);
+    Some((image, end as u64 - facts.data.0))
+}
+
+/// The events of the attr section, checked as [`read_layout`] checks them,
+/// named as pfprof names its own (see [`OwnEvent::of_attr`]); with the
+/// attrs' length.
+fn events_from_attrs(bytes: &[u8], facts: &HeaderFacts) -> Option<(usize, Vec<EventDesc>)> {
+    let (attr_len, attrs) = check_sections(bytes, facts).ok()?;
+    let (mut events, _) = attr_section(bytes, facts, attr_len, attrs).ok()?;
     let mut tracepoints = 0;
-    for i in 0..n_attrs as usize {
-        let at = attrs.start + i * facts.attr_size as usize;
-        let attr = bytes.get(at..at + attr_len)?.to_vec();
-        let (ids_offset, ids_size) = (
-            le_u64(bytes, at + attr_len)?,
-            le_u64(bytes, at + attr_len + 8)?,
+    for e in &mut events {
+        // attr: u32 type, u32 size, u64 config (attr_len is at least 64).
+        let type_ = u32::from_le_bytes(e.attr[..4].try_into().unwrap_or_default());
+        let config = le_u64(&e.attr, 8).unwrap_or_default();
+        e.name = OwnEvent::of_attr(type_, config, tracepoints).map_or_else(
+            || format!("tracepoint:{config}"),
+            |own| own.name.to_string(),
         );
-        let ids = bytes.get(range_in(bytes, ids_offset, ids_size)?)?;
-        id_bytes += ids.len();
-        if id_bytes > bytes.len() {
-            return None;
+        if type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT {
+            tracepoints += 1;
         }
-        let ids = ids
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-            .collect();
-        let (type_, config) = (
-            u32::from_le_bytes(attr.get(..4)?.try_into().ok()?),
-            le_u64(&attr, 8)?,
-        );
-        let name = match (type_, config) {
-            (1, 5) => "minor-faults".to_string(),
-            (1, 6) => "major-faults".to_string(),
-            (2, _) => {
-                tracepoints += 1;
-                match tracepoints {
-                    1 => "exceptions:page_fault_user".to_string(),
-                    2 => "exceptions:page_fault_kernel".to_string(),
-                    _ => format!("tracepoint:{config}"),
-                }
-            }
-            // pfprof's only other event: the uprobe on main (dynamic PMU type).
-            _ => MAIN_ENTRY_EVENT.to_string(),
-        };
-        events.push(EventDesc { attr, name, ids });
     }
-    // Walk whole records from the start of the data section.
-    if facts.data.0 < HEADER_SIZE || facts.data.0 > bytes.len() as u64 {
-        return None;
-    }
+    Some((attr_len, events))
+}
+
+/// Where the last complete record ends: whole records from the data
+/// section's start, up to its declared end in a finished file, else up to
+/// the file's end.
+fn complete_records_end(bytes: &[u8], facts: &HeaderFacts) -> usize {
+    // check_sections put the data's start inside the file.
     let data_start = facts.data.0 as usize;
     let limit = if facts.finished() {
         bytes
@@ -1142,39 +1319,37 @@ pub fn repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
         bytes.len()
     };
     let mut end = data_start;
-    while end + 8 <= limit {
-        let size = u16::from_le_bytes([bytes[end + 6], bytes[end + 7]]) as usize;
-        if size < 8 || end + size > limit {
+    while let Some(head) = RecordHead::parse(&bytes[end..limit]) {
+        if head.size < 8 || head.size > limit - end {
             break;
         }
-        end += size;
+        end += head.size;
     }
-    let data = bytes.get(data_start..end)?;
-    let mut image = Vec::with_capacity(end + 4096);
-    image.extend_from_slice(bytes.get(..data_start)?);
-    image.extend_from_slice(data);
-    let mut desc = Vec::new();
-    put_u32(&mut desc, events.len() as u32);
-    put_u32(&mut desc, attr_len as u32);
-    for e in &events {
-        desc.extend_from_slice(&e.attr);
-        put_u32(&mut desc, e.ids.len() as u32);
-        put_string(&mut desc, &e.name);
-        for id in &e.ids {
-            put_u64(&mut desc, *id);
-        }
-    }
-    put_u64(&mut image, (end + 16) as u64);
-    put_u64(&mut image, desc.len() as u64);
-    image.extend_from_slice(&desc);
-    // Header: data size and a feature bitmap with EVENT_DESC only.
-    image[48..56].copy_from_slice(&((end - data_start) as u64).to_le_bytes());
-    let mut features = [0u64; 4];
-    features[(HEADER_EVENT_DESC / 64) as usize] |= 1 << (HEADER_EVENT_DESC % 64);
-    for (i, f) in features.iter().enumerate() {
-        image[72 + 8 * i..80 + 8 * i].copy_from_slice(&f.to_le_bytes());
-    }
-    Some((image, (end - data_start) as u64))
+    end
+}
+
+/// The recording's bytes up to `end` (header, attrs, complete records),
+/// then a feature section table with `EVENT_DESC` only and that section;
+/// the header says so, and how many data bytes there are.
+fn image_with_event_desc(
+    bytes: &[u8],
+    mut facts: HeaderFacts,
+    end: usize,
+    events: &[EventDesc],
+    attr_len: usize,
+) -> Vec<u8> {
+    let data_start = facts.data.0 as usize;
+    let (features, tail) = feature_tail(
+        end as u64,
+        vec![(HEADER_EVENT_DESC, event_desc_section(events, attr_len))],
+    );
+    facts.data.1 = (end - data_start) as u64;
+    facts.features = features;
+    let mut image = Vec::with_capacity(end + tail.len());
+    image.extend_from_slice(&bytes[..end]);
+    image.extend_from_slice(&tail);
+    facts.write_into(&mut image);
+    image
 }
 
 #[cfg(test)]
@@ -1495,6 +1670,152 @@ mod tests {
         assert!(repair(b"not a perf file").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Feature bits land in their word and bit, are listed ascending, and
+    /// a bit past 255 has no place (ignored, never a panic).
+    #[test]
+    fn feature_bitmap() {
+        let mut f = Features::default();
+        assert!(f.is_empty());
+        for bit in [
+            PFPROF_META_FEATURE,
+            HEADER_EVENT_DESC,
+            0,
+            255,
+            256,
+            u32::MAX,
+        ] {
+            f.set(bit);
+        }
+        assert_eq!(f.0, [1 | 1 << 12, 0, 0, 1 << 8 | 1 << 63]);
+        assert_eq!(f.bits().collect::<Vec<_>>(), [0, 12, 200, 255]);
+        assert!(f.has(200) && !f.has(201) && !f.has(256) && !f.has(u32::MAX));
+        assert!(!f.is_empty());
+    }
+
+    /// The header's fields are written where they are read, and nothing
+    /// else of the header is touched.
+    #[test]
+    fn header_fields_round_trip() {
+        let mut features = Features::default();
+        features.set(HEADER_EVENT_DESC);
+        let facts = HeaderFacts {
+            attr_size: 136,
+            attrs: (104, 408),
+            data: (600, 1 << 40),
+            features,
+        };
+        let mut header = vec![0xeeu8; HEADER_SIZE as usize];
+        header[..8].copy_from_slice(MAGIC);
+        facts.write_into(&mut header);
+        let back = HeaderFacts::parse(&header).unwrap();
+        assert_eq!(
+            (back.attr_size, back.attrs, back.data, back.features),
+            (facts.attr_size, facts.attrs, facts.data, facts.features)
+        );
+        assert!(back.finished());
+        assert!(header[8..16]
+            .iter()
+            .chain(&header[56..72])
+            .all(|&b| b == 0xee));
+        assert!(HeaderFacts::parse(&header[..HEADER_SIZE as usize - 1]).is_none());
+    }
+
+    /// EVENT_DESC as written reads back: attrs zero-padded to the common
+    /// length, names and ids kept.
+    #[test]
+    fn event_desc_round_trip() {
+        let mut events = repair_events();
+        events[1].attr.truncate(64);
+        events[2].ids.clear();
+        let bytes = event_desc_section(&events, 128);
+        let (back, offsets) = event_desc(&bytes, 0..bytes.len()).unwrap();
+        assert_eq!(offsets[0], 8);
+        for (want, got) in events.iter().zip(&back) {
+            let mut attr = want.attr.clone();
+            attr.resize(128, 0);
+            assert_eq!(
+                (&got.attr, &got.name, &got.ids),
+                (&attr, &want.name, &want.ids)
+            );
+        }
+        assert_eq!(back.len(), 3);
+    }
+
+    /// A repaired recording names pfprof's events from their attrs: the
+    /// fault events by config, the tracepoints by order (a third one by its
+    /// id), anything else as the main-entry uprobe.
+    #[test]
+    fn repair_names_events_from_attrs() {
+        let dir = std::env::temp_dir().join(format!("pfprof-repair-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("n.data");
+        let unnamed = |attr: Vec<u8>| EventDesc {
+            attr,
+            name: String::new(),
+            ids: vec![],
+        };
+        let events = vec![
+            unnamed(attr(1, 6)),
+            unnamed(attr(2, 190)),
+            unnamed(attr(1, 5)),
+            unnamed(attr(2, 189)),
+            unnamed(attr(2, 188)),
+            unnamed(attr(9, 0)),
+        ];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        w.write_records(&record(16)).unwrap();
+        w.checkpoint().unwrap();
+        w.salvage().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let (image, kept) = repair(&bytes).unwrap();
+        assert_eq!(kept, 16);
+        let names: Vec<String> = read_layout(&image)
+            .unwrap()
+            .events
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "major-faults",
+                "exceptions:page_fault_user",
+                "minor-faults",
+                "exceptions:page_fault_kernel",
+                "tracepoint:188",
+                "pfprof:main_entry"
+            ]
+        );
+    }
+
+    /// Repair checks the attrs as the reader does: an attr section that is
+    /// not whole attrs, or an id array that is not whole ids, is refused
+    /// (the image would not read either).
+    #[test]
+    fn repair_checks_attrs_as_the_reader() {
+        let dir = std::env::temp_dir().join(format!("pfprof-repair-attrs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.data");
+        let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
+        w.write_records(&record(16)).unwrap();
+        w.checkpoint().unwrap();
+        w.salvage().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(repair(&bytes).is_some());
+        let facts = HeaderFacts::parse(&bytes).unwrap();
+        let mut ragged = bytes.clone();
+        ragged[AT_ATTRS + 8..AT_ATTRS + 16].copy_from_slice(&(facts.attrs.1 - 1).to_le_bytes());
+        assert!(read_layout(&ragged).is_err());
+        assert!(repair(&ragged).is_none(), "attrs not whole");
+        let mut odd_ids = bytes;
+        let ids_size_at = (facts.attrs.0 + facts.attr_size - 8) as usize;
+        odd_ids[ids_size_at..ids_size_at + 8].copy_from_slice(&15u64.to_le_bytes());
+        assert!(read_layout(&odd_ids).is_err());
+        assert!(repair(&odd_ids).is_none(), "ids not whole");
+    }
 }
 
 #[cfg(test)]
@@ -1562,6 +1883,55 @@ mod build_id_tests {
         for (what, bytes, want) in cases {
             let got = build_ids(&bytes, 0..bytes.len()).map_err(|_| ());
             assert_eq!(got, want, "{what}");
+        }
+    }
+
+    /// Build-id entries: 36-byte header, name padded to 64, the id's size
+    /// given; ids perf cannot hold are left out.
+    #[test]
+    fn build_id_table() {
+        let entries = vec![
+            BuildIdEntry {
+                kernel: true,
+                build_id: vec![0xab; 20],
+                path: "[kernel.kallsyms]".into(),
+            },
+            BuildIdEntry {
+                kernel: false,
+                build_id: vec![1, 2, 3, 4, 5, 6, 7, 8],
+                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            },
+            BuildIdEntry {
+                kernel: false,
+                build_id: vec![7; 64],
+                path: "/too/long/an/id".into(),
+            },
+            BuildIdEntry {
+                kernel: false,
+                build_id: vec![],
+                path: "/no/id".into(),
+            },
+        ];
+        let bytes = build_id_section(&entries);
+        assert_eq!(bytes.len(), 2 * (36 + 64));
+        assert_eq!(
+            &bytes[4..6],
+            (MISC_BUILD_ID_SIZE | MISC_KERNEL).to_le_bytes()
+        );
+        assert_eq!(&bytes[6..8], 100u16.to_le_bytes());
+        assert_eq!(&bytes[8..12], (-1i32).to_le_bytes());
+        assert_eq!(bytes[32], 20);
+        // Read back (the kernel flag is perf's to use; the reader keeps
+        // path and id).
+        let read = build_ids(&bytes, 0..bytes.len()).unwrap();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = entries[..2]
+            .iter()
+            .map(|e| (e.path.clone().into_bytes(), e.build_id.clone()))
+            .collect();
+        assert_eq!(read, want);
+        for cut in [1, 35, 99, 101, 199] {
+            let got = build_ids(&bytes[..cut], 0..cut);
+            assert!(got.is_err(), "cut at {cut}");
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The perf record types, header `misc` bits and call-chain context marks
 //! pfprof reads and writes: one table, taken from the kernel's uapi as
 //! `perf_event_open_sys` carries it (the `misc` bits as the 16-bit header
-//! field holds them).
+//! field holds them). Also the one table of pfprof's own events: what each
+//! is opened as and what a recording names it.
 
 use perf_event_open_sys::bindings as b;
 
@@ -37,6 +38,102 @@ pub const CONTEXT_USER: u64 = b::PERF_CONTEXT_USER;
 /// `PERF_CONTEXT_MAX`: every value from here up is a context mark.
 pub const CONTEXT_MAX: u64 = b::PERF_CONTEXT_MAX;
 
+/// The longest build-id a perf record or build-id table entry holds
+/// (`BUILD_ID_SIZE`: a SHA-1's 20 bytes).
+pub const BUILD_ID_SIZE_MAX: usize = 20;
+
+/// What one of pfprof's events is opened as: its attr's type and config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventSource {
+    /// `PERF_TYPE_SOFTWARE` with this config.
+    Software(u64),
+    /// `PERF_TYPE_TRACEPOINT`; the config is the id tracefs gives the
+    /// tracepoint at this path (`system/name` under `events/`), which
+    /// differs between kernels.
+    Tracepoint(&'static str),
+    /// The `uprobe` PMU, whose type the kernel chooses at boot.
+    Uprobe,
+}
+
+/// One of the events pfprof records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnEvent {
+    /// The name a recording gives it (perf's: `EVENT_DESC`).
+    pub name: &'static str,
+    /// What it is opened as.
+    pub source: EventSource,
+}
+
+/// Minor faults (sampled; carries the side-band records).
+pub const MINOR_FAULTS: OwnEvent = OwnEvent {
+    name: "minor-faults",
+    source: EventSource::Software(b::PERF_COUNT_SW_PAGE_FAULTS_MIN as u64),
+};
+/// Major faults.
+pub const MAJOR_FAULTS: OwnEvent = OwnEvent {
+    name: "major-faults",
+    source: EventSource::Software(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ as u64),
+};
+/// The fault-entry tracepoints pfprof records, as tracefs `events/` paths.
+pub const TRACEPOINT_PATHS: [&str; 2] =
+    ["exceptions/page_fault_user", "exceptions/page_fault_kernel"];
+/// Fault entry in user mode (error code, for COW and the access type).
+pub const FAULT_ENTRY_USER: OwnEvent = OwnEvent {
+    name: "exceptions:page_fault_user",
+    source: EventSource::Tracepoint(TRACEPOINT_PATHS[0]),
+};
+/// Fault entry in kernel mode.
+pub const FAULT_ENTRY_KERNEL: OwnEvent = OwnEvent {
+    name: "exceptions:page_fault_kernel",
+    source: EventSource::Tracepoint(TRACEPOINT_PATHS[1]),
+};
+/// The uprobe on the program's `main`: the end of start-up.
+pub const MAIN_ENTRY: OwnEvent = OwnEvent {
+    name: "pfprof:main_entry",
+    source: EventSource::Uprobe,
+};
+
+/// pfprof's events in the order a recording holds them (each one it could
+/// open: the tracepoints and the uprobe may be missing).
+pub const OWN_EVENTS: [OwnEvent; 5] = [
+    MINOR_FAULTS,
+    MAJOR_FAULTS,
+    FAULT_ENTRY_USER,
+    FAULT_ENTRY_KERNEL,
+    MAIN_ENTRY,
+];
+
+impl OwnEvent {
+    /// Which of pfprof's events an attr of `type_` and `config` is, in a
+    /// recording pfprof wrote: the fault events by their config, the
+    /// tracepoints by their order (`tracepoints_before` of them came
+    /// earlier), anything else the uprobe. None for a tracepoint past
+    /// pfprof's.
+    pub fn of_attr(type_: u32, config: u64, tracepoints_before: usize) -> Option<OwnEvent> {
+        if type_ == b::PERF_TYPE_TRACEPOINT {
+            return [FAULT_ENTRY_USER, FAULT_ENTRY_KERNEL]
+                .get(tracepoints_before)
+                .copied();
+        }
+        let fault = [MINOR_FAULTS, MAJOR_FAULTS]
+            .into_iter()
+            .find(|e| type_ == b::PERF_TYPE_SOFTWARE && e.source == EventSource::Software(config));
+        Some(fault.unwrap_or(MAIN_ENTRY))
+    }
+
+    /// Whether a recording's event `name` is this event: pfprof's name, or
+    /// for a tracepoint any name ending in its own (`page_fault_user`), as
+    /// perf's recordings name it.
+    pub fn is_named(&self, name: &str) -> bool {
+        match self.source {
+            EventSource::Tracepoint(path) => path
+                .rsplit_once('/')
+                .is_some_and(|(_, own)| name.ends_with(own)),
+            _ => name == self.name,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +151,41 @@ mod tests {
         assert_eq!(CONTEXT_USER, (-512i64) as u64);
         assert_eq!(CONTEXT_KERNEL, (-128i64) as u64);
         assert_eq!(CONTEXT_MAX, (-4095i64) as u64);
+    }
+
+    /// pfprof's events are told back from their attrs (the fault events by
+    /// config, the tracepoints by order, the rest as the uprobe; a third
+    /// tracepoint is none of pfprof's) and from their names.
+    #[test]
+    fn own_events_from_attrs() {
+        let software = b::PERF_TYPE_SOFTWARE;
+        let tracepoint = b::PERF_TYPE_TRACEPOINT;
+        let cases = [
+            ((software, 5, 0), Some(MINOR_FAULTS)),
+            ((software, 6, 0), Some(MAJOR_FAULTS)),
+            ((software, 2, 0), Some(MAIN_ENTRY)),
+            ((tracepoint, 190, 0), Some(FAULT_ENTRY_USER)),
+            ((tracepoint, 189, 1), Some(FAULT_ENTRY_KERNEL)),
+            ((tracepoint, 188, 2), None),
+            ((9, 0, 2), Some(MAIN_ENTRY)),
+        ];
+        for ((type_, config, before), want) in cases {
+            assert_eq!(
+                OwnEvent::of_attr(type_, config, before),
+                want,
+                "{type_} {config}"
+            );
+        }
+        assert!(FAULT_ENTRY_KERNEL.is_named("exceptions:page_fault_kernel"));
+        assert!(FAULT_ENTRY_KERNEL.is_named("page_fault_kernel"));
+        assert!(!FAULT_ENTRY_KERNEL.is_named("exceptions:page_fault_user"));
+        assert!(MAIN_ENTRY.is_named("pfprof:main_entry"));
+        assert!(!MAIN_ENTRY.is_named("x:pfprof:main_entry"));
+        // Each tracepoint's name is its tracefs path with a colon.
+        for e in OWN_EVENTS {
+            if let EventSource::Tracepoint(path) = e.source {
+                assert_eq!(e.name, path.replace('/', ":"));
+            }
+        }
     }
 }

@@ -36,8 +36,9 @@ use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
 use crate::format::call_graph::CallGraph;
+use crate::format::perf_data::RecordClass;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
-use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
+use crate::format::records as rec;
 use crate::sys::procfs;
 use crate::sys::vdso;
 use crate::sys::{self, ExitStatus, PerfEventAttr};
@@ -404,7 +405,7 @@ fn permission_error(e: &io::Error) -> anyhow::Error {
 }
 
 /// The tracepoints pfprof records (tracefs `events/` paths).
-const TRACEPOINTS: [&str; 2] = ["exceptions/page_fault_user", "exceptions/page_fault_kernel"];
+const TRACEPOINTS: [&str; 2] = rec::TRACEPOINT_PATHS;
 
 struct EventSpec {
     name: &'static str,
@@ -486,8 +487,8 @@ fn event_specs(
     ];
     if let Some((user_id, kernel_id)) = tracepoints {
         for (name, id) in [
-            ("exceptions:page_fault_user", user_id),
-            ("exceptions:page_fault_kernel", kernel_id),
+            (rec::FAULT_ENTRY_USER.name, user_id),
+            (rec::FAULT_ENTRY_KERNEL.name, kernel_id),
         ] {
             let mut attr = base_attr(cfg);
             attr.type_ = b::PERF_TYPE_TRACEPOINT;
@@ -509,9 +510,9 @@ fn event_specs(
 /// event's ring size and build-ids) makes it carry the side-band records.
 fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>) -> EventSpec {
     let name = if config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN {
-        "minor-faults"
+        rec::MINOR_FAULTS.name
     } else {
-        "major-faults"
+        rec::MAJOR_FAULTS.name
     };
     let mut attr = base_attr(cfg);
     attr.type_ = b::PERF_TYPE_SOFTWARE;
@@ -590,7 +591,7 @@ fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSpec {
     // event whose samples have neither IP nor address.
     attr.sample_type |= b::PERF_SAMPLE_IP as u64;
     EventSpec {
-        name: MAIN_ENTRY_EVENT,
+        name: rec::MAIN_ENTRY.name,
         attr,
         file_attr: None,
     }
@@ -1611,10 +1612,12 @@ impl Session<'_> {
     /// build-ids of the files (and kernel, and vDSO) the samples may fall
     /// in, and the architecture.
     fn add_perf_features(&mut self) {
-        use crate::format::perf_compat::{self as compat, BuildIdEntry};
+        use crate::format::perf_compat as compat;
+        use crate::format::perf_data::{build_id_section, BuildIdEntry};
+        use crate::format::perf_data::{HEADER_ARCH, HEADER_BUILD_ID, HEADER_TRACING_DATA};
         if let Some(formats) = &self.tracing_data {
             self.writer
-                .add_feature(compat::HEADER_TRACING_DATA, formats.encode());
+                .add_feature(HEADER_TRACING_DATA, formats.encode());
         }
         let mut build_ids: Vec<BuildIdEntry> = self
             .files
@@ -1626,10 +1629,7 @@ impl Session<'_> {
             })
             .collect();
         if self.kernel_text {
-            if let Some(id) = std::fs::read("/sys/kernel/notes")
-                .ok()
-                .and_then(|notes| compat::build_id_in_notes(&notes))
-            {
+            if let Some(id) = procfs::kernel_build_id() {
                 build_ids.push(BuildIdEntry {
                     kernel: true,
                     build_id: id,
@@ -1646,12 +1646,9 @@ impl Session<'_> {
                 path: vdso::PATH.to_string(),
             });
         }
-        self.writer.add_feature(
-            compat::HEADER_BUILD_ID,
-            compat::build_id_section(&build_ids),
-        );
         self.writer
-            .add_feature(compat::HEADER_ARCH, compat::arch_section());
+            .add_feature(HEADER_BUILD_ID, build_id_section(&build_ids));
+        self.writer.add_feature(HEADER_ARCH, compat::arch_section());
     }
 }
 
@@ -1958,7 +1955,7 @@ mod tests {
                 "major-faults",
                 "exceptions:page_fault_user",
                 "exceptions:page_fault_kernel",
-                MAIN_ENTRY_EVENT
+                "pfprof:main_entry"
             ]
         );
         let side_band: Vec<bool> = specs.iter().map(|s| s.attr.mmap2() == 1).collect();

@@ -275,6 +275,12 @@ pub fn tracepoint_id(tracefs: &Path, name: &str) -> Result<u64, String> {
         .map_err(|e| format!("bad tracepoint id in {}: {e}", path.display()))
 }
 
+/// The running kernel's GNU build-id, from its notes
+/// (`/sys/kernel/notes`); None when unreadable or absent.
+pub fn kernel_build_id() -> Option<Vec<u8>> {
+    pfprof_symbolize::gnu_build_id_in_notes(&std::fs::read("/sys/kernel/notes").ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,5 +375,14 @@ mod tests {
             mapped_file_candidates(0, path, &(1..2)),
             [(path.to_path_buf(), Reach::Path)]
         );
+    }
+
+    /// The running kernel has a build-id (SHA-1, as kbuild links it with
+    /// `--build-id=sha1`), when its notes are readable at all.
+    #[test]
+    fn running_kernel_build_id() {
+        if std::fs::metadata("/sys/kernel/notes").is_ok() {
+            assert_eq!(kernel_build_id().map(|id| id.len()), Some(20));
+        }
     }
 }

@@ -85,6 +85,7 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod kernel;
+mod notes;
 mod perfmap;
 mod plt;
 mod reloc;
@@ -98,6 +99,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 pub use kernel::KernelSymbols;
+pub use notes::gnu_build_id_in_notes;
 pub use perfmap::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
 pub use reloc::RelocType;
 
