@@ -37,6 +37,14 @@ pub const CONTEXT_USER: u64 = b::PERF_CONTEXT_USER;
 /// `PERF_CONTEXT_MAX`: every value from here up is a context mark.
 pub const CONTEXT_MAX: u64 = b::PERF_CONTEXT_MAX;
 
+/// The bytes an MMAP2 record (and perf's build-id table) has for a
+/// build-id: `BUILD_ID_SIZE_MAX`, a SHA-1's.
+pub const BUILD_ID_BYTES: usize = 20;
+/// Record types from here on are perf's own (FINISHED_ROUND, the
+/// HEADER_* records of its pipe mode), never the kernel's:
+/// `PERF_RECORD_USER_TYPE_START`.
+pub const USER_TYPE_START: u32 = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;
