@@ -24,7 +24,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashSet;
 
-use crate::format::events::{records, FileId, Mapping};
+use crate::format::events::{records, FileId, Mapping, Record};
 use crate::format::perf_data::FileStamp;
 use crate::format::records as rec;
 use crate::sys::procfs;
@@ -116,14 +116,19 @@ impl MappedFiles {
             .map_or((Vec::new(), 0), |h| (h.files, h.over_limit))
     }
 
-    /// Looks at a run of whole records, as the drain hands them out (the
-    /// drain counts what is not whole; it never reaches here).
+    /// Looks at a run of whole records (the drain counts what is not
+    /// whole; it never reaches here).
     pub fn scan(&mut self, bytes: &[u8]) {
         for record in records(bytes).map_while(Result::ok) {
-            if record.head.record_type == rec::MMAP2 {
-                if let Some(mapping) = Mapping::parse(rec::MMAP2, record.head.misc, record.body()) {
-                    self.mapping(&mapping);
-                }
+            self.look(&record);
+        }
+    }
+
+    /// Looks at one record, as the drain hands them out.
+    pub fn look(&mut self, record: &Record<'_>) {
+        if record.head.record_type == rec::MMAP2 {
+            if let Some(mapping) = Mapping::parse(rec::MMAP2, record.head.misc, record.body()) {
+                self.mapping(&mapping);
             }
         }
     }

@@ -36,7 +36,7 @@ use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
 use crate::format::call_graph::CallGraph;
-use crate::format::events::own;
+use crate::format::events::{own, Record};
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::format::perf_data::{RecordClass, MAIN_ENTRY_EVENT};
 use crate::sys::maps;
@@ -844,8 +844,8 @@ pub trait Tap {
     fn finish(&mut self);
 }
 
-/// Where drained records go: the recording, the stamps of mapped files, and
-/// the live stream's decoder.
+/// Where a run of whole drained records goes: the stamps of mapped files,
+/// the live stream's decoder, and the recording.
 fn emit(
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
@@ -853,6 +853,16 @@ fn emit(
     bytes: &[u8],
 ) -> io::Result<()> {
     files.scan(bytes);
+    pass_on(writer, live, bytes)
+}
+
+/// A run of whole records whose mappings the stamps have seen: to the
+/// live stream's decoder and the recording.
+fn pass_on(
+    writer: &mut PerfDataWriter,
+    live: &mut Option<&mut (dyn Tap + 'static)>,
+    bytes: &[u8],
+) -> io::Result<()> {
     if let Some(live) = live.as_deref_mut() {
         live.record(bytes);
     }
@@ -872,25 +882,26 @@ fn drain_all(
     // (give a record 2 ms between its timestamp and its write).
     let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
     let mut total = 0;
-    {
-        let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
-        match rewriter {
-            // Dwarf mode keeps address spaces while recording: records are
-            // handled in time order across the CPUs.
-            Some(rewriter) => {
-                total += rewriter.merge_pass(rings, cutoff, last, &mut sink)?;
-                rewriter.end_pass(cutoff, last, &mut sink)?;
+    match rewriter {
+        // Dwarf mode keeps address spaces while recording: records are
+        // handled in time order across the CPUs.
+        Some(rewriter) => {
+            let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
+            total += rewriter.merge_pass(rings, cutoff, last, &mut sink)?;
+            rewriter.end_pass(cutoff, last, &mut sink)?;
+        }
+        // The stamps look at each record as the drain walks it (while it
+        // is in the cache), the rest takes them in runs.
+        None => {
+            let mut bad = 0;
+            for ring in rings.iter_mut() {
+                let look = |record: &Record<'_>| files.look(record);
+                let drained = ring.drain(look, |run| pass_on(writer, &mut live, run))?;
+                total += drained.bytes;
+                bad += drained.bad_records;
             }
-            None => {
-                let mut bad = 0;
-                for ring in rings.iter_mut() {
-                    let drained = ring.drain(&mut sink)?;
-                    total += drained.bytes;
-                    bad += drained.bad_records;
-                }
-                if bad > 0 {
-                    eprintln!("pfprof: warning: {bad} ring buffers held a record smaller than its header; what followed it there was dropped");
-                }
+            if bad > 0 {
+                eprintln!("pfprof: warning: {bad} ring buffers held a record smaller than its header; what followed it there was dropped");
             }
         }
     }

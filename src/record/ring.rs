@@ -2,9 +2,9 @@
 //! 2^n data pages that the kernel fills and we drain.
 //!
 //! The bytes between `data_tail` and `data_head` are whole records, in (at
-//! most) two slices when they wrap; [`Ring::drain`] hands them out in runs
-//! of whole records (the one record cut by the wrap copied whole, see
-//! [`drain_whole`]), so no reader downstream reassembles one. The `Acquire`
+//! most) two slices when they wrap; [`Ring::drain`] hands them out whole
+//! (the one record cut by the wrap copied whole, see [`drain_whole`]), so no
+//! reader downstream reassembles one. The `Acquire`
 //! load of `data_head` pairs with the kernel's write barrier; the `Release`
 //! store of `data_tail` tells the kernel the space may be reused only after
 //! we copied it.
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
-use crate::format::events::stream::drain_whole;
+use crate::format::events::stream::{drain_whole, Record};
 
 /// One CPU's ring buffer. Unmapped on drop.
 pub struct Ring {
@@ -103,13 +103,16 @@ impl Ring {
         }
     }
 
-    /// Hands every whole record written so far to `sink`, in runs of whole
-    /// records, then frees their space.
-    pub fn drain<E>(&mut self, sink: impl FnMut(&[u8]) -> Result<(), E>) -> Result<Drained, E> {
+    /// Hands every whole record written so far to `each` one by one and
+    /// to `sink` in runs (see [`drain_whole`]), then frees their space.
+    pub fn drain<E>(
+        &mut self,
+        each: impl FnMut(&Record<'_>),
+        sink: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<Drained, E> {
         let mut wrapped = std::mem::take(&mut self.wrapped);
         let mut bad_records = 0;
-        let (first, second) = self.pending();
-        let done = drain_whole(first, second, &mut wrapped, &mut bad_records, sink);
+        let done = drain_whole(self.pending(), &mut wrapped, &mut bad_records, each, sink);
         self.wrapped = wrapped;
         let bytes = done?;
         self.release(bytes);

@@ -253,35 +253,42 @@ fn head_at(first: &[u8], second: &[u8], offset: usize) -> Option<RecordHead> {
     RecordHead::parse(second.get(offset.checked_sub(first.len())?..)?)
 }
 
+/// At most this many bytes of whole records go to a drain's sink at a
+/// time, so that they are still in the cache when the sink copies them
+/// (the walk that finds where records end has just read them).
+const RUN_BYTES: usize = 16 << 10;
+
 /// Hands the whole records of a ring's pending bytes (`first`, then
-/// `second` after the wrap) to `sink` in order, in as few runs as there
-/// can be: each slice's records borrowed, the one that straddles the wrap
-/// copied once into `scratch`. A record not all there yet stays for the
-/// next time; at a size below a header the rest is no record stream, and
-/// is given up (counted in `bad`). Returns the bytes done with, to give
-/// back to the kernel.
+/// `second` after the wrap) to `each` one by one and to `sink` in runs (of
+/// at most [`RUN_BYTES`], or one record), in order: each slice's records
+/// borrowed, the one that straddles the wrap copied once into `scratch`.
+/// A record not all there yet stays for the next time; at a size below a
+/// header the rest is no record stream, and is given up (counted in
+/// `bad`). Returns the bytes done with, to give back to the kernel.
 pub fn drain_whole<E>(
-    first: &[u8],
-    second: &[u8],
+    (first, second): (&[u8], &[u8]),
     scratch: &mut Vec<u8>,
     bad: &mut u64,
+    mut each: impl FnMut(&Record<'_>),
     mut sink: impl FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<usize, E> {
     let total = first.len() + second.len();
-    let (run, broken) = whole_run(first);
-    if run > 0 {
-        sink(&first[..run])?;
-    }
+    let (mut offset, broken) = whole_runs(first, &mut each, &mut sink)?;
     if broken {
         *bad += 1;
         return Ok(total);
     }
-    let mut offset = run;
     if offset < first.len() {
         match record_at(first, second, offset, scratch) {
-            Ok(Some(record)) => {
-                offset += record.len();
-                sink(record)?;
+            Ok(Some(bytes)) => {
+                let head = RecordHead::parse(bytes).expect("a whole record");
+                each(&Record {
+                    offset,
+                    head,
+                    bytes,
+                });
+                sink(bytes)?;
+                offset += bytes.len();
             }
             Ok(None) => return Ok(offset),
             Err(BadSize) => {
@@ -291,10 +298,7 @@ pub fn drain_whole<E>(
         }
     }
     let second = &second[offset - first.len()..];
-    let (run, broken) = whole_run(second);
-    if run > 0 {
-        sink(&second[..run])?;
-    }
+    let (run, broken) = whole_runs(second, &mut each, &mut sink)?;
     if broken {
         *bad += 1;
         return Ok(total);
@@ -302,12 +306,33 @@ pub fn drain_whole<E>(
     Ok(offset + run)
 }
 
-/// The length of the whole records `bytes` starts with, and whether a size
-/// below a header ends them.
-fn whole_run(bytes: &[u8]) -> (usize, bool) {
+/// Hands `each` the whole records `bytes` starts with, and `sink` the same
+/// in runs of at most [`RUN_BYTES`] (or one record); returns where they
+/// end, and whether a size below a header ends them.
+fn whole_runs<E>(
+    bytes: &[u8],
+    each: &mut impl FnMut(&Record<'_>),
+    sink: &mut impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(usize, bool), E> {
+    let mut start = 0;
     let mut walk = records(bytes);
-    let broken = walk.by_ref().find_map(Result::err);
-    (walk.offset(), broken.is_some_and(|b| b.bad_size()))
+    let broken = loop {
+        match walk.next() {
+            Some(Ok(record)) => {
+                each(&record);
+                if walk.offset() - start >= RUN_BYTES {
+                    sink(&bytes[start..walk.offset()])?;
+                    start = walk.offset();
+                }
+            }
+            Some(Err(broken)) => break broken.bad_size(),
+            None => break false,
+        }
+    };
+    if start < walk.offset() {
+        sink(&bytes[start..walk.offset()])?;
+    }
+    Ok((walk.offset(), broken))
 }
 
 #[cfg(test)]
@@ -430,23 +455,36 @@ pub(crate) mod tests {
     }
 
     /// A ring drained at any wrap hands out the same records, whole, in at
-    /// most three runs, and gives back every byte; an incomplete last
-    /// record stays; a size below a header is counted once and the rest
-    /// given up, wherever it is.
+    /// most three runs (these are short), and gives back every byte; an
+    /// incomplete last record stays; a size below a header is counted once
+    /// and the rest given up, wherever it is.
     #[test]
     fn drains_whole_records_at_every_wrap() {
         let all = [record(1, 16), record(2, 24), record(3, 8), record(4, 32)].concat();
         let mut scratch = Vec::new();
         let drain = |bytes: &[u8], cut: usize, scratch: &mut Vec<u8>| {
-            let (first, second) = bytes.split_at(cut);
-            let (mut runs, mut bad) = (Vec::new(), 0);
-            let done = drain_whole(first, second, scratch, &mut bad, |run: &[u8]| {
-                runs.push(run.to_vec());
-                Ok::<(), ()>(())
-            })
+            let (mut runs, mut bad, mut each) = (Vec::new(), 0, Vec::new());
+            let done = drain_whole(
+                bytes.split_at(cut),
+                scratch,
+                &mut bad,
+                |record| each.extend_from_slice(record.bytes),
+                |run: &[u8]| {
+                    runs.push(run.to_vec());
+                    Ok::<(), ()>(())
+                },
+            )
             .unwrap();
+            // One by one, the same records as in runs.
+            assert_eq!(each, runs.concat());
             (runs, bad, done)
         };
+        // Long runs are cut at record ends after RUN_BYTES.
+        let long = vec![record(5, 4096); 2 * RUN_BYTES / 4096 + 1].concat();
+        let (runs, bad, done) = drain(&long, long.len(), &mut scratch);
+        let lens: Vec<usize> = runs.iter().map(Vec::len).collect();
+        assert_eq!(lens, [RUN_BYTES, RUN_BYTES, 4096]);
+        assert_eq!((bad, done), (0, long.len()));
         for cut in 0..=all.len() {
             let (runs, bad, done) = drain(&all, cut, &mut scratch);
             assert!(runs.len() <= 3, "cut {cut}: {} runs", runs.len());
