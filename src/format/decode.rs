@@ -749,8 +749,8 @@ impl Rounds {
     /// At a FINISHED_ROUND: hands `emit` the records no later one can
     /// precede, in order.
     fn end_round(&mut self, emit: impl FnOnce(&[TimeOrdered])) {
-        if self.flush_limit.is_some() {
-            self.queue.pop_through(self.flush_limit, emit);
+        if let Some(limit) = self.flush_limit {
+            self.queue.pop_through(Some(limit), emit);
         }
         self.flush_limit = Some(self.newest);
     }

@@ -256,7 +256,7 @@ fn head_at(first: &[u8], second: &[u8], offset: usize) -> Option<RecordHead> {
 /// At most this many bytes of whole records go to a drain's sink at a
 /// time, so that they are still in the cache when the sink copies them
 /// (the walk that finds where records end has just read them).
-const RUN_BYTES: usize = 16 << 10;
+pub const RUN_BYTES: usize = 16 << 10;
 
 /// Hands the whole records of a ring's pending bytes (`first`, then
 /// `second` after the wrap) to `each` one by one and to `sink` in runs (of
