@@ -4,24 +4,27 @@
 //! them, which decompresses into ordinary records. Replay reads the
 //! decompressed copy as it reads a plain data section.
 
+use crate::format::events::stream::Broken;
+use crate::format::events::{le_u64, records, RecordHead};
+
 /// `PERF_RECORD_COMPRESSED`.
 pub const RECORD_COMPRESSED: u32 = 81;
 /// `PERF_RECORD_COMPRESSED2`.
 pub const RECORD_COMPRESSED2: u32 = 83;
 
-/// Whether the data section holds compressed records.
+/// Whether the data section holds compressed records (before its
+/// records stop being whole).
 pub fn has_compressed(data: &[u8]) -> bool {
-    let mut offset = 0usize;
-    while let Some(head) = data.get(offset..offset + 8) {
-        let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
-        if matches!(record_type, RECORD_COMPRESSED | RECORD_COMPRESSED2) {
-            return true;
+    let compressed =
+        |head: RecordHead| matches!(head.record_type, RECORD_COMPRESSED | RECORD_COMPRESSED2);
+    for record in records(data) {
+        match record {
+            Ok(record) if compressed(record.head) => return true,
+            Ok(_) => {}
+            // A compressed record cut short is still one: decompress says
+            // what is wrong with it.
+            Err(broken) => return broken.head.is_some_and(compressed),
         }
-        if size < 8 {
-            return false;
-        }
-        offset += size;
     }
     false
 }
@@ -33,29 +36,32 @@ pub fn decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(data.len().saturating_mul(4).min(limit));
     let mut dctx = DCtx::create();
     let mut buf = vec![0u8; 1 << 20];
-    let mut offset = 0usize;
-    while let Some(head) = data.get(offset..offset + 8) {
-        let record_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let size = u16::from_le_bytes([head[6], head[7]]) as usize;
-        let Some(record) = data.get(offset..offset + size).filter(|_| size >= 8) else {
-            return Err(format!(
-                "a record of {size} bytes at offset {offset} of the data section"
-            ));
+    for record in records(data) {
+        let record = match record {
+            Ok(record) => record,
+            // Fewer bytes than a header at the end: nothing more to read.
+            Err(Broken { head: None, .. }) => break,
+            Err(Broken {
+                offset,
+                head: Some(head),
+            }) => {
+                return Err(format!(
+                    "a record of {} bytes at offset {offset} of the data section",
+                    head.size
+                ))
+            }
         };
-        offset += size;
-        let compressed = match record_type {
-            RECORD_COMPRESSED => &record[8..],
+        let compressed = match record.head.record_type {
+            RECORD_COMPRESSED => record.body(),
             RECORD_COMPRESSED2 => {
-                let len = record
-                    .get(8..16)
-                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()) as usize);
-                match len.and_then(|len| record.get(16..16usize.checked_add(len)?)) {
+                let len = le_u64(record.bytes, 8).map(|len| len as usize);
+                match len.and_then(|len| record.bytes.get(16..16usize.checked_add(len)?)) {
                     Some(c) => c,
                     None => return Err("a COMPRESSED2 record's size is wrong".into()),
                 }
             }
             _ => {
-                out.extend_from_slice(record);
+                out.extend_from_slice(record.bytes);
                 continue;
             }
         };

@@ -11,18 +11,18 @@
 
 use std::path::Path;
 
-use byteorder::LittleEndian;
-
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_id, get_record_identifier, AttrFlags, CpuMode, EventRecord, Mmap2FileId,
-    PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord, RecordIdParseInfo,
-    RecordParseInfo, RecordType, SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
+    CpuMode, EventRecord, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
+    SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
 };
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 use thiserror::Error;
 
-use crate::format::events::{EventTable, RecordHead, TimeOrdered};
+use crate::format::events::stream::Broken;
+use crate::format::events::{
+    parse_record, records, EventTable, Indexed, Mapping, RecordHead, TimeOrdered, TimeQueue,
+};
 use crate::format::perf_data::{
     read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta,
     PERF_RECORD_FINISHED_ROUND,
@@ -460,18 +460,6 @@ pub fn replay_image(
     replay_layout(&image, layout, &path, partial, Some(why), &mut on_event)
 }
 
-/// Whether `RawEventRecord::parse` would panic on this record:
-/// linux-perf-event-reader 0.10 asserts on an MMAP2 build-id longer than 20
-/// bytes. Such a record is bad, not fatal.
-pub(crate) fn would_panic(record_type: u32, misc: u16, body: &RawData<'_>) -> bool {
-    record_type == rec::MMAP2
-        && misc & rec::MISC_MMAP_BUILD_ID != 0
-        && body.get(32..33).is_some_and(|len| len.as_slice()[0] > 20)
-}
-
-/// Record types from 64 on are perf's own (FINISHED_ROUND, HEADER_*).
-const USER_RECORD_TYPE_START: u32 = 64;
-
 /// Replays a recording whose layout was read: its events and header, then
 /// its records in time order; an error when nothing (or no fault) decoded.
 fn replay_layout(
@@ -483,7 +471,6 @@ fn replay_layout(
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<(Header, DecodeStats), DecodeError> {
     let (table, kinds) = read_events(&layout, display)?;
-    let id_lookup = id_lookup(&table.attrs, &table.parse_infos);
     let weights = weights(&table.attrs, layout.meta.is_some());
     let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = layout.build_ids.iter().cloned().collect();
     let facts = layout.facts;
@@ -507,7 +494,6 @@ fn replay_layout(
         &mut out,
         facts.data.0 as usize,
         partial,
-        id_lookup,
         display,
         &mut on_event,
     )?;
@@ -669,115 +655,84 @@ fn index_records(
     out: &mut Emitter<'_>,
     data_start: usize,
     partial: bool,
-    id_lookup: IdLookup,
     display: &str,
     on_event: &mut impl FnMut(Event<'_>),
 ) -> Result<(), DecodeError> {
     let data = out.data;
     let mut rounds = Rounds::default();
     let mut indexed = 0u64;
-    let mut offset = 0usize;
-    while offset < data.len() {
-        let Some(RecordHead {
-            record_type, size, ..
-        }) = RecordHead::parse(&data[offset..])
-        else {
-            let why = format!(
-                "{} bytes left, too few for a record header",
-                data.len() - offset
-            );
-            if partial {
-                out.stats.truncated = Some(format!("after {indexed} records: {why}"));
-                break;
+    for record in records(data) {
+        let record = match record {
+            Ok(record) => record,
+            Err(broken) => {
+                let (why, record, at) = damage(broken, data.len(), data_start);
+                if partial {
+                    out.stats.truncated = Some(match record.is_empty() {
+                        true => format!("after {indexed} records: {why}"),
+                        false => format!("after {indexed} records: at byte {at}{record}: {why}"),
+                    });
+                    break;
+                }
+                return Err(DecodeError::Truncated {
+                    path: display.to_string(),
+                    offset: at as u64,
+                    record,
+                    records: indexed,
+                    what: why,
+                });
             }
-            return Err(DecodeError::Truncated {
-                path: display.to_string(),
-                offset: (data_start + offset) as u64,
-                record: String::new(),
-                records: indexed,
-                what: why,
-            });
         };
-        if size < 8 || offset + size > data.len() {
-            let why = format!("the record's size ({size} bytes) is impossible");
-            let at = data_start + offset;
-            let record = format!(
-                " (record type {record_type}, {})",
-                record_type_name(record_type)
-            );
-            if partial {
-                out.stats.truncated = Some(format!(
-                    "after {indexed} records: at byte {at}{record}: {why}"
-                ));
-                break;
-            }
-            return Err(DecodeError::Truncated {
-                path: display.to_string(),
-                offset: at as u64,
-                record,
-                records: indexed,
-                what: why,
-            });
-        }
-        let body = RawData::Single(&data[offset + 8..offset + size]);
-        let this = offset;
-        offset += size;
-        if record_type == PERF_RECORD_FINISHED_ROUND {
+        if record.head.record_type == PERF_RECORD_FINISHED_ROUND {
             rounds.end_round(|ready| out.emit(ready, on_event));
             continue;
         }
-        if record_type >= USER_RECORD_TYPE_START {
-            continue;
+        match out.table.index(&record, record.offset) {
+            Indexed::NotKernel => {}
+            Indexed::NoEvent => out.stats.bad_records += 1,
+            Indexed::At(key) => {
+                indexed += 1;
+                rounds.push(key);
+            }
         }
-        let Some(attr) = attr_of_record(out.table, id_lookup, record_type, body) else {
-            out.stats.bad_records += 1;
-            continue;
-        };
-        let time = out.table.time(record_type, body, attr).unwrap_or(0);
-        indexed += 1;
-        rounds.push(TimeOrdered::new(time, this, attr));
     }
     rounds.finish(|all| out.emit(all, on_event));
     Ok(())
 }
 
-/// The event of a record; None for an id of no event. A file without ids,
-/// or of one event, maps everything to its first attr, as perf does: with
-/// one event, records need not carry an identifier (perf's own files have
-/// none).
-fn attr_of_record(
-    table: &EventTable,
-    id_lookup: IdLookup,
-    record_type: u32,
-    body: RawData<'_>,
-) -> Option<usize> {
-    if table.has_no_ids() || table.attrs.len() == 1 {
-        return Some(0);
-    }
-    let id = match id_lookup {
-        IdLookup::Identifier(sample_id_all) => {
-            get_record_identifier::<LittleEndian>(RecordType(record_type), body, sample_id_all)
-        }
-        IdLookup::Id(info) => get_record_id::<LittleEndian>(RecordType(record_type), body, &info),
-    }?;
-    // perf synthesizes some records (the kernel's map, the command's comm
-    // before exec) with a zeroed id, and reads them with its first event,
-    // as here.
-    if id == 0 {
-        Some(0)
-    } else {
-        table.attr_of(id)
+/// What is wrong where the data section (`len` bytes, at `data_start` of
+/// the file) stops holding whole records: why, ` (record type N, NAME)`
+/// when a header was read there (else empty), and the byte in the file.
+fn damage(broken: Broken, len: usize, data_start: usize) -> (String, String, usize) {
+    let at = data_start + broken.offset;
+    match broken.head {
+        None => (
+            format!(
+                "{} bytes left, too few for a record header",
+                len - broken.offset
+            ),
+            String::new(),
+            at,
+        ),
+        Some(head) => (
+            format!("the record's size ({} bytes) is impossible", head.size),
+            format!(
+                " (record type {}, {})",
+                head.record_type,
+                record_type_name(head.record_type)
+            ),
+            at,
+        ),
     }
 }
 
 /// Records handed out in time order round by round, as perf reads them: at
 /// each FINISHED_ROUND, everything up to the newest time of the round
-/// before is in the file, so it is sorted and handed out. The index then
+/// before is in the file, so it is sorted and handed out. The queue then
 /// holds about two drain passes, not the whole recording. (A file without
 /// rounds is sorted whole at the end.)
 #[derive(Default)]
 struct Rounds {
-    index: Vec<TimeOrdered>,
+    queue: TimeQueue,
     /// The newest time indexed.
     newest: u64,
     /// The newest time when the last round ended.
@@ -788,25 +743,21 @@ impl Rounds {
     /// Indexes a record.
     fn push(&mut self, record: TimeOrdered) {
         self.newest = self.newest.max(record.time);
-        self.index.push(record);
+        self.queue.push(record);
     }
 
     /// At a FINISHED_ROUND: hands `emit` the records no later one can
     /// precede, in order.
-    fn end_round(&mut self, mut emit: impl FnMut(&[TimeOrdered])) {
+    fn end_round(&mut self, emit: impl FnOnce(&[TimeOrdered])) {
         if let Some(limit) = self.flush_limit {
-            self.index.sort_unstable();
-            let ready = self.index.partition_point(|r| r.time <= limit);
-            emit(&self.index[..ready]);
-            self.index.drain(..ready);
+            self.queue.pop_through(Some(limit), emit);
         }
         self.flush_limit = Some(self.newest);
     }
 
     /// At the end: hands `emit` the rest, in order.
-    fn finish(mut self, mut emit: impl FnMut(&[TimeOrdered])) {
-        self.index.sort_unstable();
-        emit(&self.index);
+    fn finish(mut self, emit: impl FnOnce(&[TimeOrdered])) {
+        self.queue.pop_through(Some(u64::MAX), emit);
     }
 }
 
@@ -877,15 +828,8 @@ impl Emitter<'_> {
     fn emit(&mut self, sorted: &[TimeOrdered], on_event: &mut impl FnMut(Event<'_>)) {
         let data = self.data;
         for &key in sorted {
-            let (time, offset, attr_index) = (key.time, key.offset(), key.attr());
-            let head = RecordHead::parse(&data[offset..]).expect("indexed records are whole");
-            let record_type = RecordType(head.record_type);
-            let record = RawEventRecord::new(
-                record_type,
-                head.misc,
-                RawData::Single(&data[offset + 8..offset + head.size]),
-                self.table.parse_infos[attr_index],
-            );
+            let (time, attr_index) = (key.time, key.attr());
+            let record = self.table.raw_record(data, key);
             let stats = &mut *self.stats;
             stats.records += 1;
             stats.first_time = Some(stats.first_time.map_or(time, |t| t.min(time)));
@@ -915,45 +859,11 @@ impl Emitter<'_> {
                 Ok(None) => counts.decoded += 1,
                 Err(BadRecord) => {
                     stats.bad_records += 1;
-                    counts.bad_faults += u64::from(fault_kind && record_type.0 == rec::SAMPLE);
+                    counts.bad_faults +=
+                        u64::from(fault_kind && record.record_type.0 == rec::SAMPLE);
                 }
             }
         }
-    }
-}
-
-/// Where a record's event id is.
-#[derive(Debug, Clone, Copy)]
-enum IdLookup {
-    /// `PERF_SAMPLE_IDENTIFIER`: first in a sample, last in the other
-    /// records (when `sample_id_all`, the flag). pfprof's recordings, and
-    /// perf's when its events differ in sample type.
-    Identifier(bool),
-    /// `PERF_SAMPLE_ID` only, at a place that depends on the sample type:
-    /// perf's recordings whose events share one sample type.
-    Id(RecordIdParseInfo),
-}
-
-/// How to find the event of a record: by the identifier when every event
-/// has one, else by `PERF_SAMPLE_ID` when every event puts it at the same
-/// place (perf leaves IDENTIFIER out exactly then).
-fn id_lookup(attrs: &[PerfEventAttr], parse_infos: &[RecordParseInfo]) -> IdLookup {
-    let sample_id_all = attrs
-        .first()
-        .is_some_and(|a| a.flags.contains(AttrFlags::SAMPLE_ID_ALL));
-    let all_identifier = attrs
-        .iter()
-        .all(|a| a.sample_format.contains(SampleFormat::IDENTIFIER));
-    match parse_infos.first() {
-        Some(first)
-            if !all_identifier
-                && parse_infos
-                    .iter()
-                    .all(|p| p.id_parse_info == first.id_parse_info) =>
-        {
-            IdLookup::Id(first.id_parse_info)
-        }
-        _ => IdLookup::Identifier(sample_id_all),
     }
 }
 
@@ -968,50 +878,18 @@ fn to_event<'a>(
     weight: Weight,
     time: u64,
 ) -> Result<Option<Event<'a>>, BadRecord> {
-    if would_panic(record.record_type.0, record.misc, &record.data) {
-        return Err(BadRecord);
+    let record_type = record.record_type.0;
+    if matches!(record_type, rec::MMAP | rec::MMAP2) {
+        let RawData::Single(body) = record.data else {
+            return Err(BadRecord);
+        };
+        return mapping_event(record_type, record.misc, body);
     }
-    let Ok(parsed) = record.parse() else {
+    let Some(parsed) = parse_record(record) else {
         return Err(BadRecord);
     };
     let event = match parsed {
         EventRecord::Sample(s) => return sample_event(s, kind, weight, time),
-        // perf's map of the kernel (pid -1): kernel frames are named from
-        // /proc/kallsyms.
-        EventRecord::Mmap2(m) if m.pid == -1 => return Ok(None),
-        EventRecord::Mmap(m) if m.pid == -1 => return Ok(None),
-        EventRecord::Mmap2(m) => Event::Mmap {
-            pid: m.pid,
-            avma: m.address,
-            len: m.length,
-            file_offset: m.page_offset,
-            prot: m.protection,
-            flags: m.flags,
-            path: m.path,
-            build_id: match m.file_id {
-                // The kernel writes an empty one where it found none (the
-                // vDSO, a file without the note): the header's may say.
-                Mmap2FileId::BuildId(id) if !id.is_empty() => Some(id),
-                Mmap2FileId::BuildId(_) | Mmap2FileId::InodeAndVersion(_) => None,
-            },
-        },
-        // The kernel's text, written for perf: no process's address space.
-        EventRecord::Mmap(m) if m.pid == -1 => return Ok(None),
-        EventRecord::Mmap(m) => Event::Mmap {
-            pid: m.pid,
-            avma: m.address,
-            len: m.length,
-            file_offset: m.page_offset,
-            prot: libc::PROT_READ as u32
-                | if m.is_executable {
-                    libc::PROT_EXEC as u32
-                } else {
-                    0
-                },
-            flags: libc::MAP_PRIVATE as u32,
-            path: m.path,
-            build_id: None,
-        },
         EventRecord::Comm(c) => Event::Comm {
             pid: c.pid,
             tid: c.tid,
@@ -1047,6 +925,28 @@ fn to_event<'a>(
         _ => return Ok(None),
     };
     Ok(Some(event))
+}
+
+/// A mapping record (MMAP or MMAP2) as an [`Event`]; `Ok(None)` for the
+/// kernel's text (pid -1, written for perf): no process's address space,
+/// kernel frames are named from /proc/kallsyms.
+fn mapping_event(record_type: u32, misc: u16, body: &[u8]) -> Result<Option<Event<'_>>, BadRecord> {
+    let m = Mapping::parse(record_type, misc, body).ok_or(BadRecord)?;
+    if m.pid == -1 {
+        return Ok(None);
+    }
+    Ok(Some(Event::Mmap {
+        pid: m.pid,
+        avma: m.avma,
+        len: m.len,
+        file_offset: m.file_offset,
+        prot: m.prot,
+        flags: m.flags,
+        path: RawData::Single(m.path),
+        // None for an empty one too (the vDSO, a file without the note):
+        // the header's may say.
+        build_id: m.build_id().map(<[u8]>::to_vec),
+    }))
 }
 
 /// A sample as an [`Event`] by its event's kind: `Ok(None)` for events
@@ -1111,18 +1011,16 @@ fn sample_event<'a>(
     Ok(Some(event))
 }
 
-/// Decodes records while they are being recorded (`--stream`): whole records
-/// are collected from the drained ring-buffer bytes (a record may span the
-/// end of one drained slice and the start of the next), and handed out in
-/// time order once no CPU can still deliver an older one.
+/// Decodes records while they are being recorded (`--stream`): the drained
+/// whole records are kept and indexed, and handed out in time order once
+/// no CPU can still deliver an older one.
 pub struct LiveDecoder {
     table: EventTable,
     kinds: Vec<EventKind>,
+    /// The records not handed out yet.
     buf: Vec<u8>,
-    /// Start of bytes not yet cut into records.
-    scanned: usize,
-    /// Complete records in `buf`.
-    index: Vec<TimeOrdered>,
+    /// Their places in time order.
+    queue: TimeQueue,
     /// Records that did not parse.
     pub bad_records: u64,
 }
@@ -1138,8 +1036,7 @@ impl LiveDecoder {
             table,
             kinds,
             buf: Vec::new(),
-            scanned: 0,
-            index: Vec::new(),
+            queue: TimeQueue::default(),
             bad_records: 0,
         })
     }
@@ -1149,73 +1046,53 @@ impl LiveDecoder {
         (self.kinds.iter()).any(|k| matches!(k, EventKind::EntryUser | EventKind::EntryKernel))
     }
 
-    /// Appends drained bytes and indexes the records they complete.
+    /// Keeps and indexes a run of whole records, as the recorder's drain
+    /// hands them out. Bytes that are not whole records (which the drain
+    /// never hands out) count as one bad record and are dropped.
     pub fn push(&mut self, bytes: &[u8]) {
+        let start = self.buf.len();
         self.buf.extend_from_slice(bytes);
-        while let Some(RecordHead {
-            record_type, size, ..
-        }) = RecordHead::parse(&self.buf[self.scanned..])
-        {
-            if size < 8 {
-                // Cannot happen with kernel records; drop the rest rather than loop.
-                self.bad_records += 1;
-                self.buf.truncate(self.scanned);
-                break;
-            }
-            if self.scanned + size > self.buf.len() {
-                break;
-            }
-            let offset = self.scanned;
-            self.scanned += size;
-            if record_type >= USER_RECORD_TYPE_START {
-                continue;
-            }
-            let body = RawData::Single(&self.buf[offset + 8..offset + size]);
-            let Some(attr) =
-                get_record_identifier::<LittleEndian>(RecordType(record_type), body, true)
-                    .and_then(|id| self.table.attr_of(id))
-            else {
-                self.bad_records += 1;
-                continue;
+        for record in records(&self.buf[start..]) {
+            let record = match record {
+                Ok(record) => record,
+                Err(broken) => {
+                    self.bad_records += 1;
+                    self.buf.truncate(start + broken.offset);
+                    break;
+                }
             };
-            let time = self.table.time(record_type, body, attr).unwrap_or(0);
-            self.index.push(TimeOrdered::new(time, offset, attr));
+            match self.table.index(&record, start + record.offset) {
+                Indexed::NotKernel => {}
+                Indexed::NoEvent => self.bad_records += 1,
+                Indexed::At(key) => self.queue.push(key),
+            }
         }
     }
 
     /// Hands out, in time order, every record older than `cutoff` (all of
     /// them with `u64::MAX`), keeping the others for later.
     pub fn flush_before(&mut self, cutoff: u64, mut on_event: impl FnMut(Event<'_>)) {
-        self.index.sort_unstable();
-        let ready = self.index.partition_point(|r| r.time < cutoff);
-        for &key in &self.index[..ready] {
-            let (offset, attr) = (key.offset(), key.attr());
-            let head = RecordHead::parse(&self.buf[offset..]).expect("indexed records are whole");
-            let data = RawData::Single(&self.buf[offset + 8..offset + head.size]);
-            let record = RawEventRecord::new(
-                RecordType(head.record_type),
-                head.misc,
-                data,
-                self.table.parse_infos[attr],
-            );
-            match to_event(&record, self.kinds[attr], Weight::One, key.time) {
-                Ok(Some(event)) => on_event(event),
-                Ok(None) => {}
-                Err(BadRecord) => self.bad_records += 1,
+        let (buf, table, kinds) = (&self.buf, &self.table, &self.kinds);
+        let bad_records = &mut self.bad_records;
+        self.queue.pop_through(cutoff.checked_sub(1), |ready| {
+            for &key in ready {
+                let record = table.raw_record(buf, key);
+                match to_event(&record, kinds[key.attr()], Weight::One, key.time) {
+                    Ok(Some(event)) => on_event(event),
+                    Ok(None) => {}
+                    Err(BadRecord) => *bad_records += 1,
+                }
             }
-        }
-        // Keep the records not handed out, and the incomplete tail.
+        });
+        // Keep the records not handed out, in a buffer of their own.
         let mut buf = Vec::with_capacity(self.buf.len() / 2);
-        let mut index = Vec::with_capacity(self.index.len() - ready);
-        for &key in &self.index[ready..] {
+        for key in self.queue.waiting_mut() {
             let offset = key.offset();
-            let size = u16::from_le_bytes([self.buf[offset + 6], self.buf[offset + 7]]) as usize;
-            index.push(key.moved_to(buf.len()));
-            buf.extend_from_slice(&self.buf[offset..offset + size]);
+            let head = RecordHead::parse(&self.buf[offset..]).expect("indexed records are whole");
+            *key = key.moved_to(buf.len());
+            buf.extend_from_slice(&self.buf[offset..offset + head.size]);
         }
-        let tail_start = buf.len();
-        buf.extend_from_slice(&self.buf[self.scanned..]);
-        (self.buf, self.index, self.scanned) = (buf, index, tail_start);
+        self.buf = buf;
     }
 }
 
@@ -1287,6 +1164,39 @@ pub(crate) mod tests {
         rounds.push(TimeOrdered::new(35, 32, 0));
         rounds.finish(&mut take);
         assert_eq!(out, [vec![10, 20, 30], vec![35, 40]]);
+    }
+
+    /// The live decoder hands out, at each cutoff, the records stamped
+    /// before it in time order (one at the cutoff waits), keeps the others
+    /// across pushes, and counts bytes that are not whole records once,
+    /// dropping them.
+    #[test]
+    fn live_decoder_hands_out_in_time_order() {
+        let event = |ids: Vec<u64>| EventDesc {
+            attr: minor_faults_attr(),
+            name: "minor-faults".into(),
+            ids,
+        };
+        let mut decoder = LiveDecoder::new(&[event(vec![100]), event(vec![200])]).unwrap();
+        let mut seen = Vec::new();
+        let mut flush = |decoder: &mut LiveDecoder, cutoff: u64| {
+            decoder.flush_before(cutoff, |e| {
+                if let Event::Fault(f) = e {
+                    seen.push(f.time);
+                }
+            })
+        };
+        decoder.push(&[sample(100, 0, 30), sample(200, 1, 10)].concat());
+        decoder.push(&[sample(100, 0, 20), sample(999, 0, 5)].concat());
+        flush(&mut decoder, 20);
+        let not_whole = [1, 0, 0, 0, 0, 0, 4, 0];
+        decoder.push(&[&sample(200, 1, 40)[..], &not_whole, &sample(100, 0, 15)].concat());
+        flush(&mut decoder, u64::MAX);
+        assert_eq!(seen, [10, 20, 30, 40]);
+        assert_eq!(
+            decoder.bad_records, 2,
+            "the unknown id, the bytes not whole"
+        );
     }
 
     /// An empty or faultless replay is an error naming why; pfprof's own

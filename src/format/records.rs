@@ -134,6 +134,11 @@ impl OwnEvent {
     }
 }
 
+/// Record types from here on are perf's own (FINISHED_ROUND, the
+/// HEADER_* records of its pipe mode), never the kernel's:
+/// `PERF_RECORD_USER_TYPE_START`.
+pub const USER_TYPE_START: u32 = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,8 @@ use std::os::fd::OwnedFd;
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
 use perf_event_open_sys::bindings as b;
 
+use crate::format::events::own;
+use crate::format::events::{le_u32, le_u64, le_u64s};
 use crate::sys::{bpf as sysbpf, PerfEventAttr};
 use crate::unwind::UserRegs;
 
@@ -114,7 +116,7 @@ fn map_defs(
         let def = data
             .get(offset..offset + 20)
             .ok_or_else(|| bad("a map definition is cut short"))?;
-        let word = |i: usize| u32::from_le_bytes(def[i * 4..i * 4 + 4].try_into().unwrap());
+        let word = |i: usize| le_u32(def, i * 4).unwrap_or_default();
         defs.push((
             symbol.address(),
             MapDef {
@@ -144,10 +146,7 @@ fn program(
     if data.len() % 8 != 0 {
         return Err(bad(format!("{name} is not whole instructions")));
     }
-    let mut insns: Vec<u64> = data
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let mut insns: Vec<u64> = le_u64s(data).collect();
     for (offset, relocation) in section.relocations() {
         let RelocationTarget::Symbol(index) = relocation.target() else {
             return Err(bad(format!("{name}: a relocation without a symbol")));
@@ -273,11 +272,8 @@ impl FaultCollector {
         attr.type_ = b::PERF_TYPE_SOFTWARE;
         attr.config = b::PERF_COUNT_SW_BPF_OUTPUT as u64;
         attr.__bindgen_anon_1.sample_period = 1;
-        attr.sample_type = (b::PERF_SAMPLE_IDENTIFIER
-            | b::PERF_SAMPLE_TID
-            | b::PERF_SAMPLE_TIME
-            | b::PERF_SAMPLE_CPU
-            | b::PERF_SAMPLE_RAW) as u64;
+        own::identified(&mut attr);
+        attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
         attr.sample_regs_user = 0;
         attr.sample_stack_user = 0;
         // Per CPU, for every task: never inherited, and enabled now (a
@@ -285,13 +281,7 @@ impl FaultCollector {
         attr.set_inherit(0);
         attr.set_enable_on_exec(0);
         attr.set_disabled(0);
-        attr.set_mmap(0);
-        attr.set_mmap2(0);
-        attr.set_mmap_data(0);
-        attr.set_comm(0);
-        attr.set_comm_exec(0);
-        attr.set_task(0);
-        attr.set_build_id(0);
+        own::side_band(&mut attr, false, false);
         attr.set_watermark(0);
         attr.__bindgen_anon_2.wakeup_events = 0;
         attr
@@ -334,12 +324,8 @@ impl<'a> Fault<'a> {
     /// Parses a record (a bpf-output sample's raw data); None when it is
     /// not one of the collector's or is cut short.
     pub fn parse(raw: &'a [u8]) -> Option<Fault<'a>> {
-        let word = |i: usize| -> Option<u64> {
-            Some(u64::from_le_bytes(raw.get(i..i + 8)?.try_into().ok()?))
-        };
-        let half = |i: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(raw.get(i..i + 4)?.try_into().ok()?))
-        };
+        let word = |i: usize| le_u64(raw, i);
+        let half = |i: usize| le_u32(raw, i);
         if half(0)? != MAGIC {
             return None;
         }
@@ -455,6 +441,32 @@ mod tests {
         huge[92..96].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(Fault::parse(&huge).is_none());
         assert!(Fault::parse(&[]).is_none());
+    }
+
+    /// The output event keeps the first event's sample-id layout and clock
+    /// (its records sort and name their event as the others), carries no
+    /// side-band records, and is enabled now for its CPU alone.
+    #[test]
+    fn output_attr_keeps_the_layout_not_the_side_band() {
+        let mut base = sys::new_attr();
+        own::identified(&mut base);
+        base.sample_type |= own::FAULT_FIELDS;
+        own::side_band(&mut base, true, true);
+        base.set_use_clockid(1);
+        base.clockid = libc::CLOCK_MONOTONIC;
+        base.set_watermark(1);
+        base.set_disabled(1);
+        base.set_inherit(1);
+        let attr = FaultCollector::output_attr(&base);
+        assert_eq!(attr.sample_type, own::SAMPLE_ID | b::PERF_SAMPLE_RAW as u64);
+        assert_eq!(
+            (attr.sample_id_all(), attr.use_clockid(), attr.clockid),
+            (1, 1, libc::CLOCK_MONOTONIC)
+        );
+        let off = [attr.mmap2(), attr.comm(), attr.task(), attr.build_id()];
+        assert_eq!(off, [0; 4]);
+        let now = [attr.watermark(), attr.disabled(), attr.inherit()];
+        assert_eq!(now, [0; 3]);
     }
 
     /// The committed object is what `build-bpf.sh` makes of fault.bpf.c

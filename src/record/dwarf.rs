@@ -15,15 +15,17 @@
 
 use std::io;
 
-use byteorder::LittleEndian;
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_identifier, get_record_timestamp, CpuMode, EventRecord, RawData, RawEventRecord,
-    RecordType, SampleFormat,
+    CpuMode, EventRecord, RawData, RecordParseInfo, SampleFormat, SampleRecord,
 };
 
 use super::bpf::Fault;
 use super::ring::Ring;
-use crate::format::events::{EventTable, RecordHead};
+use crate::format::events::own::{FaultRecord, SampleId};
+use crate::format::events::stream::{record_at, BadSize, HEAD_BYTES};
+use crate::format::events::{
+    le_u64, le_u64s, parse_record, records, EventTable, Mapping, RecordHead,
+};
 use crate::format::records as rec;
 use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs};
 
@@ -34,61 +36,14 @@ const TOUCH_AHEAD: usize = 32;
 /// registers, the top of the stack copy) in one independent sweep, so that
 /// their cache misses overlap instead of stalling one record at a time: the
 /// kernel wrote them from another CPU, kilobytes apart.
-fn touch_ahead(mut bytes: &[u8], count: usize) {
+fn touch_ahead(bytes: &[u8], count: usize) {
     let mut sum = 0u8;
-    for _ in 0..count {
-        let Some(RecordHead { size, .. }) = RecordHead::parse(bytes) else {
-            break;
-        };
-        if size < 8 || size > bytes.len() {
-            break;
+    for record in records(bytes).take(count).map_while(Result::ok) {
+        for offset in (64..record.bytes.len().min(512)).step_by(64) {
+            sum = sum.wrapping_add(record.bytes[offset]);
         }
-        for offset in (64..size.min(512)).step_by(64) {
-            sum = sum.wrapping_add(bytes[offset]);
-        }
-        bytes = &bytes[size..];
     }
     std::hint::black_box(sum);
-}
-
-/// The complete record at `offset` of a ring's pending bytes (`first`,
-/// then `second` after the wrap), borrowed, or copied into `wrapped` when
-/// it straddles the wrap; `Ok(None)` at the end, `Err` for a bad size.
-fn record_at<'a>(
-    first: &'a [u8],
-    second: &'a [u8],
-    offset: usize,
-    wrapped: &'a mut Vec<u8>,
-) -> Result<Option<&'a [u8]>, ()> {
-    let total = first.len() + second.len();
-    let byte = |i: usize| {
-        if i < first.len() {
-            first[i]
-        } else {
-            second[i - first.len()]
-        }
-    };
-    if offset + 8 > total {
-        return Ok(None);
-    }
-    let size = usize::from(u16::from_le_bytes([byte(offset + 6), byte(offset + 7)]));
-    if size < 8 {
-        return Err(());
-    }
-    if offset + size > total {
-        return Ok(None);
-    }
-    if offset + size <= first.len() {
-        return Ok(Some(&first[offset..offset + size]));
-    }
-    if offset >= first.len() {
-        let start = offset - first.len();
-        return Ok(Some(&second[start..start + size]));
-    }
-    wrapped.clear();
-    wrapped.extend_from_slice(&first[offset..]);
-    wrapped.extend_from_slice(&second[..size - (first.len() - offset)]);
-    Ok(Some(&wrapped[..]))
 }
 
 /// Records handled between two releases of ring space.
@@ -127,8 +82,6 @@ pub struct StackRewriter {
     /// not samples (`PERF_RECORD_LOST` written for it) are given it, since
     /// the recording does not describe the collector's own event.
     leader_id: u64,
-    /// The start of a record cut by the end of a drained slice.
-    carry: Vec<u8>,
     /// Records to hand on.
     out: Vec<u8>,
     chain: Vec<u64>,
@@ -154,7 +107,6 @@ impl StackRewriter {
             table,
             handling,
             leader_id,
-            carry: Vec::new(),
             out: Vec::with_capacity(1 << 20),
             chain: Vec::with_capacity(256),
             deferred: Vec::new(),
@@ -187,49 +139,27 @@ impl StackRewriter {
         &self.unwinder.stats
     }
 
-    /// Takes drained bytes (records may be cut at either end) and hands the
-    /// rewritten complete records to `sink`.
+    /// Takes a run of whole records (pfprof's own, for processes that
+    /// already run) and hands them on, rewritten, to `sink`. Bytes that
+    /// are not whole records count as one bad record and are dropped.
     pub fn feed(
         &mut self,
-        mut bytes: &[u8],
+        bytes: &[u8],
         sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
-        if !self.carry.is_empty() {
-            let mut carry = std::mem::take(&mut self.carry);
-            let want = |carry: &[u8]| RecordHead::parse(carry).map_or(8, |h| h.size.max(8));
-            while carry.len() < want(&carry) && !bytes.is_empty() {
-                let n = (want(&carry) - carry.len()).min(bytes.len());
-                carry.extend_from_slice(&bytes[..n]);
-                bytes = &bytes[n..];
-            }
-            if carry.len() == want(&carry) && carry.len() >= 8 {
-                self.first_look(&carry);
-                carry.clear();
-            }
-            self.carry = carry;
-        }
         let mut until_touch = 0;
-        while bytes.len() >= 8 {
+        for record in records(bytes) {
+            let Ok(record) = record else {
+                self.unwinder.stats.bad_records += 1;
+                break;
+            };
             if until_touch == 0 {
-                touch_ahead(bytes, TOUCH_AHEAD);
+                touch_ahead(&bytes[record.offset..], TOUCH_AHEAD);
                 until_touch = TOUCH_AHEAD;
             }
             until_touch -= 1;
-            let size = RecordHead::parse(bytes).map_or(0, |h| h.size);
-            if size < 8 {
-                // Not a kernel record: pass the rest on as it is.
-                self.unwinder.stats.bad_records += 1;
-                self.out.extend_from_slice(bytes);
-                bytes = &[];
-                break;
-            }
-            if bytes.len() < size {
-                break;
-            }
-            self.first_look(&bytes[..size]);
-            bytes = &bytes[size..];
+            self.first_look(record.bytes);
         }
-        self.carry.extend_from_slice(bytes);
         self.flush(sink)
     }
 
@@ -239,11 +169,9 @@ impl StackRewriter {
         let Some(head) = RecordHead::parse(record) else {
             return 0;
         };
-        let record_type = RecordType(head.record_type);
-        let body = RawData::Single(&record[8..]);
-        get_record_identifier::<LittleEndian>(record_type, body, true)
-            .and_then(|id| self.table.attr_of(id))
-            .and_then(|attr| self.table.time(record_type.0, body, attr))
+        let body = &record[HEAD_BYTES..];
+        (self.table.attr_of_record(head.record_type, body))
+            .and_then(|attr| self.table.time(head.record_type, body, attr))
             .unwrap_or(0)
     }
 
@@ -308,7 +236,7 @@ impl StackRewriter {
                                     (last || time < cutoff).then_some(time)
                                 }
                                 Ok(None) => None,
-                                Err(()) => {
+                                Err(BadSize) => {
                                     // Not a kernel record (cannot happen): drop
                                     // the rest of this ring rather than loop.
                                     self.unwinder.stats.bad_records += 1;
@@ -381,130 +309,148 @@ impl StackRewriter {
         }
     }
 
-    /// Handles one complete record; false when a sample was held back
-    /// (`settle` unset and its process or code not known yet).
+    /// Handles one whole record: a sample to unwind is rewritten, a record
+    /// that changes address spaces updates the unwinder, every other one
+    /// passes as it is. False when a sample was held back (`settle` unset
+    /// and its process or code not known yet).
     fn record(&mut self, record: &[u8], settle: bool) -> bool {
-        let Some(RecordHead {
-            record_type, misc, ..
-        }) = RecordHead::parse(record)
-        else {
+        let Some(head) = RecordHead::parse(record) else {
             return true;
         };
-        let body = RawData::Single(&record[8..]);
-        let id = get_record_identifier::<LittleEndian>(RecordType(record_type), body, true);
-        let attr = id.and_then(|id| self.table.attr_of(id));
-        let (Some(id), Some(attr)) = (id, attr) else {
+        let body = &record[HEAD_BYTES..];
+        let Some(attr) = self.table.attr_of_record(head.record_type, body) else {
             // pfprof's own records, or an id we did not open: unchanged.
             self.out.extend_from_slice(record);
             return true;
         };
-        // Only the samples to unwind and the records that change address
-        // spaces are parsed; the rest (tracepoints, ...) pass as they are.
         let how = self.handling[attr];
-        let wanted = match record_type {
-            rec::SAMPLE => how != Handling::Pass,
-            rec::MMAP2 | rec::COMM | rec::FORK | rec::EXIT => true,
-            _ => false,
-        };
-        if !wanted {
-            self.pass_on(record, how);
-            return true;
+        match head.record_type {
+            rec::SAMPLE if how != Handling::Pass => {
+                return self.sample(record, (head.misc, attr), how, settle);
+            }
+            rec::MMAP2 | rec::COMM | rec::FORK | rec::EXIT => {
+                let time = self.table.time(head.record_type, body, attr).unwrap_or(0);
+                if !self.side_band(record, attr, time) {
+                    // Counted; passed on as it is.
+                    self.out.extend_from_slice(record);
+                    return true;
+                }
+            }
+            // Tracepoints and the rest pass unparsed.
+            _ => {}
         }
-        let info = self.table.parse_infos[attr];
-        let time =
-            get_record_timestamp::<LittleEndian>(RecordType(record_type), body, &info).unwrap_or(0);
-        let parsed = if crate::format::decode::would_panic(record_type, misc, &body) {
-            Err(())
-        } else {
-            RawEventRecord::new(RecordType(record_type), misc, body, info)
-                .parse()
-                .map_err(|_| ())
-        };
-        let Ok(parsed) = parsed else {
+        self.pass_on(record, how);
+        true
+    }
+
+    /// A sample to unwind, or the collector's (its header's misc, its
+    /// event): written with its call chain; false when held back.
+    fn sample(
+        &mut self,
+        record: &[u8],
+        (misc, attr): (u16, usize),
+        how: Handling,
+        settle: bool,
+    ) -> bool {
+        let body = &record[HEAD_BYTES..];
+        let time = self.table.time(rec::SAMPLE, body, attr).unwrap_or(0);
+        let Some(EventRecord::Sample(s)) = parse_record(&self.table.raw(record, attr)) else {
             self.unwinder.stats.bad_records += 1;
             self.out.extend_from_slice(record);
             return true;
         };
-        match parsed {
-            EventRecord::Sample(s) if matches!(how, Handling::Collector { .. }) => {
-                return self.collector_sample(&s, how, time, record, settle);
+        match how {
+            Handling::Collector { minor, major } => {
+                self.collector_sample(&s, [minor, major], time, record, settle)
             }
-            EventRecord::Sample(s) => {
-                let (Some(ip), Some(pid), Some(tid), Some(addr), Some(cpu)) =
-                    (s.ip, s.pid, s.tid, s.addr, s.cpu)
-                else {
-                    // Cannot happen with the attrs pfprof opens; counted.
-                    self.unwinder.stats.bad_records += 1;
-                    return true;
-                };
-                self.chain.clear();
-                if let Some(kernel) = &s.callchain {
-                    self.chain
-                        .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
-                }
-                let own = self.own_pid == Some(pid);
-                match s.user_regs.as_ref().and_then(UserRegs::from_sample) {
-                    Some(_) if own => {}
-                    Some(regs) => {
-                        let stack = copied_stack(&s.user_stack);
-                        let kernel_mode = s.cpu_mode == CpuMode::Kernel;
-                        let at = (pid, time, kernel_mode);
-                        if !self.unwind_or_defer(at, regs, stack, settle, record) {
-                            return false;
-                        }
-                    }
-                    None => self.unwinder.stats.no_user_regs += 1,
-                }
-                // IDENTIFIER, IP, TID, TIME, ADDR, CPU, CALLCHAIN, and
-                // DATA_SRC when asked for: the kernel's record ends with it
-                // (it follows the stack copy).
-                let data_src = info
-                    .sample_format
-                    .contains(SampleFormat::DATA_SRC)
-                    .then(|| record.get(record.len().saturating_sub(8)..))
-                    .flatten();
-                let sample = Written {
-                    id,
-                    misc,
-                    ip,
-                    pid,
-                    tid,
-                    time,
-                    addr,
-                    cpu,
-                };
-                self.write_sample(sample, data_src);
-                return true;
+            _ => {
+                let info = self.table.parse_infos[attr];
+                self.kernel_sample(&s, (misc, info), time, record, settle)
             }
-            EventRecord::Mmap2(m) if record_type == rec::MMAP2 => {
-                let (file_offset, build_id) = match &m.file_id {
-                    linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(id) => {
-                        (m.page_offset, Some(&id[..]))
-                    }
-                    _ => (m.page_offset, None),
-                };
-                let path = m.path.as_slice();
-                self.unwinder.on_mmap(
-                    m.pid,
-                    m.address..m.address.saturating_add(m.length),
-                    file_offset,
-                    m.protection,
-                    &path,
-                    build_id,
-                );
-            }
-            EventRecord::Comm(c) if record_type == rec::COMM && c.is_execve => {
-                self.unwinder.on_exec(c.pid, time);
-            }
-            EventRecord::Fork(f) if record_type == rec::FORK => {
-                self.unwinder.on_fork(f.pid, f.ppid);
-            }
-            EventRecord::Exit(e) if record_type == rec::EXIT && e.pid == e.tid => {
-                self.unwinder.on_exit(e.pid, time);
-            }
-            _ => {}
         }
-        self.pass_on(record, how);
+    }
+
+    /// A sample with the user registers and stack copy (its header's misc,
+    /// its event's layout), written with the chain unwound from them after
+    /// the kernel's part of the chain, in the layout of a frame-pointer
+    /// recording's sample. False when held back.
+    fn kernel_sample(
+        &mut self,
+        s: &SampleRecord<'_>,
+        (misc, info): (u16, RecordParseInfo),
+        time: u64,
+        record: &[u8],
+        settle: bool,
+    ) -> bool {
+        let (Some(id), Some(ip), Some(pid), Some(tid), Some(addr), Some(cpu)) =
+            (s.id, s.ip, s.pid, s.tid, s.addr, s.cpu)
+        else {
+            // Cannot happen with the attrs pfprof opens; counted.
+            self.unwinder.stats.bad_records += 1;
+            return true;
+        };
+        self.chain.clear();
+        if let Some(kernel) = &s.callchain {
+            self.chain
+                .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
+        }
+        match s.user_regs.as_ref().and_then(UserRegs::from_sample) {
+            Some(_) if self.own_pid == Some(pid) => {}
+            Some(regs) => {
+                let stack = copied_stack(&s.user_stack);
+                let at = (pid, time, s.cpu_mode == CpuMode::Kernel);
+                if !self.unwind_or_defer(at, regs, stack, settle, record) {
+                    return false;
+                }
+            }
+            None => self.unwinder.stats.no_user_regs += 1,
+        }
+        // The kernel's record ends with DATA_SRC, when asked for (it
+        // follows the stack copy).
+        let data_src = (info.sample_format.contains(SampleFormat::DATA_SRC))
+            .then(|| le_u64(record, record.len().saturating_sub(8)))
+            .flatten();
+        let sample = FaultRecord {
+            misc,
+            sample_id: SampleId {
+                pid,
+                tid,
+                time,
+                cpu,
+                id,
+            },
+            ip,
+            addr,
+            data_src,
+        };
+        sample.write(&self.chain, &mut self.out);
+        true
+    }
+
+    /// A record that changes address spaces (a mapping, an exec, a fork,
+    /// a process's exit) of event `attr`, at `time`, told to the unwinder;
+    /// false when it does not parse (counted).
+    fn side_band(&mut self, record: &[u8], attr: usize, time: u64) -> bool {
+        let head = RecordHead::parse(record).expect("a whole record");
+        if head.record_type == rec::MMAP2 {
+            let Some(m) = Mapping::parse(rec::MMAP2, head.misc, &record[HEAD_BYTES..]) else {
+                self.unwinder.stats.bad_records += 1;
+                return false;
+            };
+            let avma = m.avma..m.avma.saturating_add(m.len);
+            (self.unwinder).on_mmap(m.pid, avma, m.file_offset, m.prot, m.path, m.build_id());
+            return true;
+        }
+        match parse_record(&self.table.raw(record, attr)) {
+            Some(EventRecord::Comm(c)) if c.is_execve => self.unwinder.on_exec(c.pid, time),
+            Some(EventRecord::Fork(f)) => self.unwinder.on_fork(f.pid, f.ppid),
+            Some(EventRecord::Exit(e)) if e.pid == e.tid => self.unwinder.on_exit(e.pid, time),
+            Some(_) => {}
+            None => {
+                self.unwinder.stats.bad_records += 1;
+                return false;
+            }
+        }
         true
     }
 
@@ -513,11 +459,10 @@ impl StackRewriter {
     /// (its records other than samples: `PERF_RECORD_LOST`, written with the
     /// id of the event whose output found the ring full).
     fn pass_on(&mut self, record: &[u8], how: Handling) {
+        let start = self.out.len();
         self.out.extend_from_slice(record);
-        if matches!(how, Handling::Collector { .. }) && record.len() >= 16 {
-            // sample_id_all puts PERF_SAMPLE_IDENTIFIER last.
-            let end = self.out.len();
-            self.out[end - 8..end].copy_from_slice(&self.leader_id.to_le_bytes());
+        if matches!(how, Handling::Collector { .. }) {
+            SampleId::set_trailer_id(&mut self.out[start..], self.leader_id);
         }
     }
 
@@ -545,19 +490,17 @@ impl StackRewriter {
     }
 
     /// A record of the BPF collector: unwound, and written as the sample of
-    /// the fault event it stands for, in the recording's layout for fault
-    /// samples. False when held back (see [`StackRewriter::record`]).
+    /// the fault event it stands for (`ids`: minor's, major's), in the
+    /// recording's layout for fault samples. False when held back (see
+    /// [`StackRewriter::record`]).
     fn collector_sample(
         &mut self,
-        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
-        how: Handling,
+        s: &SampleRecord<'_>,
+        [minor, major]: [u64; 2],
         time: u64,
         record: &[u8],
         settle: bool,
     ) -> bool {
-        let Handling::Collector { minor, major } = how else {
-            return true;
-        };
         let fault = match (&s.raw, s.pid, s.tid, s.cpu) {
             (Some(RawData::Single(raw)), Some(pid), Some(tid), Some(cpu)) => {
                 Fault::parse(raw).map(|f| (f, pid, tid, cpu))
@@ -568,16 +511,10 @@ impl StackRewriter {
             self.unwinder.stats.bad_records += 1;
             return true;
         };
-
         self.chain.clear();
         if !fault.kernel_ips.is_empty() {
             self.chain.push(rec::CONTEXT_KERNEL);
-            self.chain.extend(
-                fault
-                    .kernel_ips
-                    .chunks_exact(8)
-                    .map(|ip| u64::from_le_bytes(ip.try_into().unwrap())),
-            );
+            self.chain.extend(le_u64s(fault.kernel_ips));
         }
         if self.own_pid != Some(pid) {
             let at = (pid, time, fault.kernel_mode);
@@ -585,68 +522,33 @@ impl StackRewriter {
                 return false;
             }
         }
-        let sample = Written {
-            id: if fault.major { major } else { minor },
+        let sample = FaultRecord {
             misc: if fault.kernel_mode {
                 rec::MISC_KERNEL
             } else {
                 rec::MISC_USER
             },
+            sample_id: SampleId {
+                pid,
+                tid,
+                time,
+                cpu,
+                id: if fault.major { major } else { minor },
+            },
             ip: fault.ip,
-            pid,
-            tid,
-            time,
             addr: fault.addr,
-            cpu,
+            data_src: Some(DATA_SRC_NA),
         };
-        self.write_sample(sample, Some(&DATA_SRC_NA.to_le_bytes()));
+        sample.write(&self.chain, &mut self.out);
         true
     }
-
-    /// Appends a fault sample with `self.chain` as its call chain: the
-    /// layout of the recording's fault events (IDENTIFIER, IP, TID, TIME,
-    /// ADDR, CPU, CALLCHAIN, then DATA_SRC when they have it).
-    fn write_sample(&mut self, w: Written, data_src: Option<&[u8]>) {
-        let size = 8 + 7 * 8 + 8 * self.chain.len() + data_src.map_or(0, <[u8]>::len);
-        let out = &mut self.out;
-        out.extend_from_slice(&rec::SAMPLE.to_le_bytes());
-        out.extend_from_slice(&w.misc.to_le_bytes());
-        out.extend_from_slice(&(size as u16).to_le_bytes());
-        for value in [w.id, w.ip] {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
-        out.extend_from_slice(&w.pid.to_le_bytes());
-        out.extend_from_slice(&w.tid.to_le_bytes());
-        for value in [w.time, w.addr] {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
-        out.extend_from_slice(&w.cpu.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&(self.chain.len() as u64).to_le_bytes());
-        for &frame in &self.chain {
-            out.extend_from_slice(&frame.to_le_bytes());
-        }
-        out.extend_from_slice(data_src.unwrap_or_default());
-    }
-}
-
-/// The fields of a fault sample as written (its chain is the rewriter's).
-#[derive(Debug, Clone, Copy)]
-struct Written {
-    id: u64,
-    misc: u16,
-    ip: u64,
-    pid: i32,
-    tid: i32,
-    time: u64,
-    addr: u64,
-    cpu: u32,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::format::decode::tests::sample_with_chain;
+    use crate::format::events::{own, FileId};
     use crate::record::{synth, sys};
     use crate::sys::maps::MapsLine;
     use crate::unwind::tests::{snapshot, unwinder_with_nofp, DIR, PID};
@@ -654,43 +556,6 @@ mod tests {
     use perf_event_open_sys::bindings as b;
 
     const ID: u64 = 42;
-
-    /// Records are cut out of a ring's pending bytes whole: borrowed from
-    /// either slice, copied when they straddle the wrap, not at all while
-    /// incomplete, and a size below a header is an error.
-    #[test]
-    fn records_across_the_wrap() {
-        let record = |tag: u8, len: u16| {
-            let mut r = vec![tag; usize::from(len)];
-            r[6..8].copy_from_slice(&len.to_le_bytes());
-            r
-        };
-        let (a, b, c) = (record(1, 16), record(2, 24), record(3, 8));
-        let all = [&a[..], &b[..], &c[..]].concat();
-        let mut wrapped = Vec::new();
-        // (cut between first and second slice, offset) → the record wanted.
-        let cases: [(usize, usize, Option<&[u8]>); 8] = [
-            (48, 0, Some(&a)),
-            (48, 16, Some(&b)),
-            (48, 40, Some(&c)),
-            (48, 48, None),
-            (20, 16, Some(&b)),
-            (16, 16, Some(&b)),
-            (3, 0, Some(&a)),
-            (44, 40, Some(&c)),
-        ];
-        for (cut, offset, want) in cases {
-            let (first, second) = all.split_at(cut);
-            let got = record_at(first, second, offset, &mut wrapped);
-            assert_eq!(got, Ok(want), "cut {cut} offset {offset}");
-        }
-        assert_eq!(
-            record_at(&all[..20], &[], 16, &mut wrapped),
-            Ok(None),
-            "incomplete"
-        );
-        assert_eq!(record_at(&[0u8; 8], &[], 0, &mut wrapped), Err(()));
-    }
 
     /// The kernel's sample of a dwarf-mode fault: registers and stack copy.
     fn kernel_sample(time: u64, addr: u64, regs: UserRegs, stack: &[u8]) -> Vec<u8> {
@@ -730,61 +595,82 @@ mod tests {
         sys::attr_bytes(&attr).to_vec()
     }
 
-    /// Drained bytes cut anywhere (inside a header, inside the stack copy)
-    /// come out as the side-band record unchanged and the sample rewritten
-    /// with the chain the unwinder finds, in the layout of a frame-pointer
-    /// recording; the process's sample waits for its mapping when the
-    /// mapping arrives later in the same pass (another CPU's buffer).
-    #[test]
-    fn rewrites_samples_cut_anywhere() {
-        let snap = snapshot();
+    /// The mapping of the snapshot's executable, as an MMAP2 record
+    /// (`build_id`: in the kernel's build-id form, else by inode).
+    fn nofp_mmap(snap: &crate::unwind::tests::Snapshot, build_id: Option<&[u8]>) -> Vec<u8> {
+        let line = MapsLine {
+            start_avma: snap.text.start,
+            end_avma: snap.text.end,
+            prot: 5,
+            flags: 2,
+            file_offset: snap.text_file_offset,
+            dev: (0, 0),
+            inode: 0,
+            path: format!("{DIR}/nofp"),
+        };
+        let record = synth::mmap2(PID, &line, 1, ID);
+        let Some(build_id) = build_id else {
+            return record;
+        };
+        // synth writes none that is empty: the kernel does, for a file
+        // without the note.
+        let mapping = Mapping {
+            file: FileId::BuildId(build_id),
+            ..Mapping::parse(rec::MMAP2, 0, &record[8..]).unwrap()
+        };
+        let mut rewritten = Vec::new();
+        let start = RecordHead::begin(rec::MMAP2, mapping.mmap2_misc(), &mut rewritten);
+        mapping.write_mmap2(&mut rewritten);
+        rewritten.extend_from_slice(&record[record.len() - own::TRAILER_BYTES..]);
+        RecordHead::end(&mut rewritten, start);
+        rewritten
+    }
+
+    /// The snapshot's fault as the kernel samples it, and as the rewriter
+    /// should write it (the chain the unwinder finds, in the layout of a
+    /// frame-pointer recording).
+    fn nofp_sample(snap: &crate::unwind::tests::Snapshot) -> (Vec<u8>, Vec<u8>) {
         let mut chain = vec![rec::CONTEXT_USER];
-        unwinder_with_nofp(&snap).unwind(PID, 5, false, snap.regs, &snap.stack, true, &mut chain);
+        unwinder_with_nofp(snap).unwind(PID, 5, false, snap.regs, &snap.stack, true, &mut chain);
         assert_eq!(chain.last(), Some(&TRUNCATED_FRAME));
         let mut want = sample_with_chain(ID, 1, 5, 0x1234, &chain);
         // sample_with_chain's pid/tid is 7; the sample belongs to PID.
         want[24..32].copy_from_slice(&((PID as u64) << 32 | PID as u64).to_le_bytes());
-
-        let mmap = synth::mmap2(
-            PID,
-            &MapsLine {
-                start_avma: snap.text.start,
-                end_avma: snap.text.end,
-                prot: 5,
-                flags: 2,
-                file_offset: snap.text_file_offset,
-                dev: (0, 0),
-                inode: 0,
-                path: format!("{DIR}/nofp"),
-            },
-            1,
-            ID,
-        );
         let mut sample = kernel_sample(5, 0x1234, snap.regs, &snap.stack);
         sample[24..32].copy_from_slice(&((PID as u64) << 32 | PID as u64).to_le_bytes());
-        let attr = kernel_attr();
+        (sample, want)
+    }
 
-        for (order, cuts) in [
-            ("mmap first", vec![3, mmap.len() + 5, mmap.len() + 100]),
-            ("mmap first", vec![mmap.len()]),
-            ("sample first", vec![]),
-            ("no mmap", vec![]),
+    /// Fed in runs of whole records, the side-band record comes out
+    /// unchanged and the sample rewritten with the chain the unwinder
+    /// finds; the process's sample waits for its mapping when the mapping
+    /// arrives later in the same pass (another CPU's buffer).
+    #[test]
+    fn rewrites_samples_in_the_recordings_layout() {
+        let snap = snapshot();
+        let (sample, want) = nofp_sample(&snap);
+        let mmap = nofp_mmap(&snap, None);
+        let attr = kernel_attr();
+        for (order, together) in [
+            ("mmap first", true),
+            ("mmap first", false),
+            ("sample first", true),
+            ("no mmap", true),
         ] {
             let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
-            let bytes = match order {
-                "mmap first" => [&mmap[..], &sample[..]].concat(),
-                "sample first" => [&sample[..], &mmap[..]].concat(),
-                _ => sample.clone(),
+            let runs = match order {
+                "mmap first" => vec![mmap.clone(), sample.clone()],
+                "sample first" => vec![sample.clone(), mmap.clone()],
+                _ => vec![sample.clone()],
             };
+            let runs = if together { vec![runs.concat()] } else { runs };
             let mut out = Vec::new();
             let mut sink = |b: &[u8]| {
                 out.extend_from_slice(b);
                 Ok(())
             };
-            let mut start = 0;
-            for &cut in cuts.iter().chain([bytes.len()].iter()) {
-                rewriter.feed(&bytes[start..cut], &mut sink).unwrap();
-                start = cut;
+            for run in &runs {
+                rewriter.feed(run, &mut sink).unwrap();
             }
             // Passes that cannot settle it yet, then the last one.
             rewriter.end_pass(0, false, &mut sink).unwrap();
@@ -799,10 +685,53 @@ mod tests {
                 continue;
             }
             let deferred = u64::from(order != "mmap first");
-            assert_eq!(rewriter.stats().deferred, deferred, "{order} {cuts:?}");
+            assert_eq!(rewriter.stats().deferred, deferred, "{order} {together}");
             assert_eq!(rewriter.stats().bad_records, 0);
-            assert_eq!(out, [&mmap[..], &want[..]].concat(), "{order} {cuts:?}");
+            assert_eq!(out, [&mmap[..], &want[..]].concat(), "{order} {together}");
         }
+    }
+
+    /// A mapping whose build-id the kernel left empty (a file without the
+    /// note) is known by its path, as replay reads it: the sample unwinds
+    /// as with an inode (with the empty id taken for one, no file matched
+    /// it and the chain stopped at the IP).
+    #[test]
+    fn empty_build_id_is_none() {
+        let snap = snapshot();
+        let (sample, want) = nofp_sample(&snap);
+        let mmap = nofp_mmap(&snap, Some(&[]));
+        let attr = kernel_attr();
+        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        rewriter
+            .feed(&[&mmap[..], &sample[..]].concat(), &mut sink)
+            .unwrap();
+        rewriter.end_pass(0, true, &mut sink).unwrap();
+        assert_eq!(rewriter.stats().bad_records, 0);
+        assert_eq!(out, [&mmap[..], &want[..]].concat());
+    }
+
+    /// Bytes that are not whole records (a size below a header after a
+    /// whole one) count as one bad record, once, and are not passed on.
+    #[test]
+    fn counts_what_is_not_a_record_once() {
+        let attr = kernel_attr();
+        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
+        let exit = synth::comm(PID, PID, "x", 1, 99);
+        let mut bytes = [&exit[..], &[0; 8], &exit[..]].concat();
+        bytes[exit.len()..exit.len() + 8].copy_from_slice(&[1, 0, 0, 0, 0, 0, 4, 0]);
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        rewriter.feed(&bytes, &mut sink).unwrap();
+        assert_eq!(rewriter.stats().bad_records, 1);
+        assert_eq!(out, exit);
     }
 
     /// With DATA_SRC asked for, the kernel's value (the last field of its

@@ -24,20 +24,14 @@ use std::path::Path;
 
 use rustc_hash::FxHashSet;
 
+use crate::format::events::{records, FileId, Mapping, Record};
 use crate::format::perf_data::FileStamp;
 use crate::format::records as rec;
 use crate::sys::procfs;
 
-/// Offset of the protection in an MMAP2 record.
-const MMAP2_PROT: usize = 64;
-/// Offset of the file name in an MMAP2 record.
-const MMAP2_PATH: usize = 72;
-
 /// Files seen in MMAP2 records, and their stamps.
 #[derive(Default)]
 pub struct MappedFiles {
-    /// A record cut by the end of the ring buffer's first slice.
-    partial: Vec<u8>,
     /// (path, device, inode) already stamped.
     seen: FxHashSet<(Vec<u8>, u32, u32, u64)>,
     /// Path → the distinct stamps seen under it.
@@ -122,109 +116,57 @@ impl MappedFiles {
             .map_or((Vec::new(), 0), |h| (h.files, h.over_limit))
     }
 
-    /// Looks at a run of whole records, possibly cut anywhere between two
-    /// calls (a ring buffer's two slices).
-    pub fn scan(&mut self, mut bytes: &[u8]) {
-        // First complete a record cut by the previous call, copying only
-        // its own bytes.
-        while !self.partial.is_empty() && !bytes.is_empty() {
-            let want = record_size(&self.partial).max(8);
-            let take = want.saturating_sub(self.partial.len()).min(bytes.len());
-            self.partial.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            // The size is known once the header is complete.
-            if self.partial.len() >= record_size(&self.partial).max(8) {
-                let record = std::mem::take(&mut self.partial);
-                self.record(&record);
-            }
-        }
-        while !bytes.is_empty() {
-            let size = record_size(bytes);
-            if bytes.len() < 8 || size > bytes.len() {
-                self.partial.extend_from_slice(bytes);
-                return;
-            }
-            if size < 8 {
-                return; // not a record stream
-            }
-            self.record(&bytes[..size]);
-            bytes = &bytes[size..];
+    /// Looks at a run of whole records (the drain counts what is not
+    /// whole; it never reaches here).
+    pub fn scan(&mut self, bytes: &[u8]) {
+        for record in records(bytes).map_while(Result::ok) {
+            self.look(&record);
         }
     }
 
-    fn record(&mut self, record: &[u8]) {
-        let u32_at = |o: usize| {
-            record
-                .get(o..o + 4)
-                .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
-        };
-        let u64_at = |o: usize| {
-            record
-                .get(o..o + 8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-        };
-        if record.len() < 8 || u32_at(0) != Some(rec::MMAP2) {
-            return;
-        }
-        let misc = u16::from_le_bytes([record[4], record[5]]);
-        let executable = u32_at(MMAP2_PROT).is_some_and(|p| p & libc::PROT_EXEC as u32 != 0);
-        if misc & rec::MISC_MMAP_BUILD_ID != 0 {
-            // The build-id says which file it was: no stamp needed.
-            let (Some(&len), Some(tail)) = (record.get(40), record.get(MMAP2_PATH..)) else {
-                return;
-            };
-            let path = &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())];
-            let id = record
-                .get(44..44 + (len as usize).min(20))
-                .unwrap_or_default();
-            if path.starts_with(b"/") && !id.is_empty() {
-                if let (true, Some(held), Some(pid), Some(start), Some(len)) = (
-                    executable,
-                    self.held.as_mut(),
-                    u32_at(8),
-                    u64_at(16),
-                    u64_at(24),
-                ) {
-                    if held.build_ids.insert(id.to_vec()) {
-                        held.open(pid, start, len, path, Some(id));
-                    }
-                }
-                match self.build_ids.get_mut(path) {
-                    Some(ids) if ids.iter().any(|i| i == id) => {}
-                    Some(ids) => ids.push(id.to_vec()),
-                    None => {
-                        self.build_ids.insert(path.to_vec(), vec![id.to_vec()]);
-                    }
-                }
+    /// Looks at one record, as the drain hands them out.
+    pub fn look(&mut self, record: &Record<'_>) {
+        if record.head.record_type == rec::MMAP2 {
+            if let Some(mapping) = Mapping::parse(rec::MMAP2, record.head.misc, record.body()) {
+                self.mapping(&mapping);
             }
-            return;
         }
-        let (Some(pid), Some(start), Some(len), Some(major), Some(minor), Some(inode)) = (
-            u32_at(8),
-            u64_at(16),
-            u64_at(24),
-            u32_at(40),
-            u32_at(44),
-            u64_at(48),
-        ) else {
-            return;
+    }
+
+    /// An MMAP2 record: its build-id noted, or its file stamped; the file
+    /// of an executable mapping held.
+    fn mapping(&mut self, m: &Mapping<'_>) {
+        let executable = m.prot & libc::PROT_EXEC as u32 != 0;
+        let (pid, path) = (m.pid as u32, m.path);
+        let (major, minor, inode) = match m.file {
+            // The build-id says which file it was: no stamp needed.
+            FileId::BuildId(id) => {
+                if path.starts_with(b"/") && !id.is_empty() {
+                    self.build_id(m, id, executable);
+                }
+                return;
+            }
+            FileId::Inode {
+                major,
+                minor,
+                inode,
+                ..
+            } => (major, minor, inode),
+            FileId::Unknown => return,
         };
-        let Some(tail) = record.get(MMAP2_PATH..) else {
-            return;
-        };
-        let path = &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())];
         if !path.starts_with(b"/") || path.starts_with(b"//") || inode == 0 {
             return;
         }
         if let (true, Some(held)) = (executable, self.held.as_mut()) {
             if held.inodes.insert((major, minor, inode)) {
-                held.open(pid, start, len, path, None);
+                held.open(pid, m.avma, m.len, path, None);
             }
         }
         if !self.seen.insert((path.to_vec(), major, minor, inode)) {
             return;
         }
-        let Some(stamp) = stamp(pid as i32, start, start.wrapping_add(len), path, inode) else {
+        let end = m.avma.wrapping_add(m.len);
+        let Some(stamp) = stamp(pid as i32, m.avma, end, path, inode) else {
             return;
         };
         let stamps = self
@@ -233,6 +175,23 @@ impl MappedFiles {
             .or_default();
         if !stamps.contains(&stamp) {
             stamps.push(stamp);
+        }
+    }
+
+    /// A mapping of a file with build-id `id`: in the build-id table (once
+    /// per path and id), and held once per id when executable.
+    fn build_id(&mut self, m: &Mapping<'_>, id: &[u8], executable: bool) {
+        if let (true, Some(held)) = (executable, self.held.as_mut()) {
+            if held.build_ids.insert(id.to_vec()) {
+                held.open(m.pid as u32, m.avma, m.len, m.path, Some(id));
+            }
+        }
+        match self.build_ids.get_mut(m.path) {
+            Some(ids) if ids.iter().any(|i| i == id) => {}
+            Some(ids) => ids.push(id.to_vec()),
+            None => {
+                self.build_ids.insert(m.path.to_vec(), vec![id.to_vec()]);
+            }
         }
     }
 
@@ -248,13 +207,6 @@ impl MappedFiles {
                 .map(|id| (String::from_utf8_lossy(path).into_owned(), &id[..]))
         })
     }
-}
-
-/// The size in a record's header; 0 when the header is not all there.
-fn record_size(bytes: &[u8]) -> usize {
-    bytes
-        .get(6..8)
-        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize)
 }
 
 /// Size and mtime of the file mapped at `start..end` in `pid`: the mapped
@@ -280,8 +232,9 @@ mod tests {
     use crate::record::synth;
     use crate::sys::maps::MapsLine;
 
-    /// Records cut anywhere are all seen; the file is stamped by its path
-    /// when the process is gone, with its own size and mtime, and only once.
+    /// Records in runs of any length are all seen; the file is stamped by
+    /// its path when the process is gone, with its own size and mtime, and
+    /// only once.
     #[test]
     fn stamps_files_across_cuts() {
         let dir = std::env::temp_dir().join(format!("pfprof-files-{}", std::process::id()));
@@ -316,11 +269,19 @@ mod tests {
             ..m.clone()
         };
         stream.extend(synth::mmap2(pid, &other_inode, 6, 1));
+        // Runs of any number of whole records, as the drain hands them out.
+        let ends: Vec<usize> = records(&stream)
+            .map(|r| r.unwrap().bytes.len())
+            .scan(0, |end, len| {
+                *end += len;
+                Some(*end)
+            })
+            .collect();
         for cuts in [
             vec![],
-            vec![3],
-            vec![50, 51, 200],
-            (1..stream.len()).collect(),
+            vec![ends[0]],
+            vec![ends[1], ends[2], ends[4]],
+            ends.clone(),
         ] {
             let mut files = MappedFiles::default();
             let mut last = 0;

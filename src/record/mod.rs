@@ -36,6 +36,7 @@ use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
 use crate::format::call_graph::CallGraph;
+use crate::format::events::{own, Record};
 use crate::format::perf_data::RecordClass;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::format::records as rec;
@@ -418,16 +419,15 @@ struct EventSpec {
 fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
     let mut attr = sys::new_attr();
     attr.__bindgen_anon_1.sample_period = 1;
-    attr.sample_type =
-        (b::PERF_SAMPLE_IDENTIFIER | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_CPU)
-            as u64;
+    // Every record says whose, when, where and of which event, in the
+    // layout the records pfprof writes itself share.
+    own::identified(&mut attr);
     attr.set_disabled(1);
     // A command's events start at its exec; attached and system-wide ones
     // are enabled once the existing address spaces are written down.
     let command = matches!(cfg.target, Target::Command(_));
     attr.set_inherit(u64::from(!matches!(cfg.target, Target::System)));
     attr.set_enable_on_exec(u64::from(command));
-    attr.set_sample_id_all(1);
     // CLOCK_MONOTONIC, so that records pfprof writes itself (the mappings of
     // processes that already run) sort with the kernel's.
     attr.set_use_clockid(1);
@@ -525,9 +525,7 @@ fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>
         RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
     };
     attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
-    // DATA_SRC (the kernel says "not available" for faults) makes the
-    // recording one `perf report --mem-mode` accepts.
-    attr.sample_type |= (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_ADDR | b::PERF_SAMPLE_DATA_SRC) as u64;
+    attr.sample_type |= own::FAULT_FIELDS;
     match cfg.call_graph {
         CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
         CallGraph::Dwarf { stack_bytes } => {
@@ -544,13 +542,7 @@ fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>
     }
     if let Some((mmap_pages, build_id)) = side_band {
         // The side-band records come from the first event only.
-        attr.set_mmap(1);
-        attr.set_mmap2(1);
-        attr.set_mmap_data(1);
-        attr.set_comm(1);
-        attr.set_comm_exec(1);
-        attr.set_task(1);
-        attr.set_build_id(build_id as u64);
+        own::side_band(&mut attr, true, build_id);
         attr.set_watermark(1);
         // Woken at 1/32 of a ring instead, the drain's fixed cost per
         // pass (8 times as many) lost the fork storm's records in 1 of 3
@@ -561,8 +553,7 @@ fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>
     // and stack copies: the recording says so.
     let file_attr = matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
         let mut file_attr = attr;
-        file_attr.sample_type &= !((b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64);
-        file_attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+        file_attr.sample_type = own::FAULT_SAMPLE;
         file_attr.sample_regs_user = 0;
         file_attr.sample_stack_user = 0;
         file_attr.set_exclude_callchain_user(0);
@@ -778,7 +769,8 @@ pub trait Tap {
     /// The events opened, before the first record, and what is known of
     /// the recording then (its metadata but for the outcome).
     fn start(&mut self, events: &[EventDesc], meta: &RecordingMeta) -> Result<()>;
-    /// One drained record, as the kernel wrote it.
+    /// A run of whole drained records, as the kernel wrote them (dwarf
+    /// mode: as rewritten).
     fn record(&mut self, bytes: &[u8]);
     /// Every record older than `cutoff` has been given to [`Tap::record`].
     fn settled(&mut self, cutoff: u64);
@@ -786,8 +778,8 @@ pub trait Tap {
     fn finish(&mut self);
 }
 
-/// Where drained records go: the recording, the stamps of mapped files, and
-/// the live stream's decoder.
+/// Where a run of whole drained records goes: the stamps of mapped files,
+/// the live stream's decoder, and the recording.
 fn emit(
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
@@ -795,6 +787,16 @@ fn emit(
     bytes: &[u8],
 ) -> io::Result<()> {
     files.scan(bytes);
+    pass_on(writer, live, bytes)
+}
+
+/// A run of whole records whose mappings the stamps have seen: to the
+/// live stream's decoder and the recording.
+fn pass_on(
+    writer: &mut PerfDataWriter,
+    live: &mut Option<&mut (dyn Tap + 'static)>,
+    bytes: &[u8],
+) -> io::Result<()> {
     if let Some(live) = live.as_deref_mut() {
         live.record(bytes);
     }
@@ -814,19 +816,26 @@ fn drain_all(
     // (give a record 2 ms between its timestamp and its write).
     let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
     let mut total = 0;
-    {
-        let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
-        match rewriter {
-            // Dwarf mode keeps address spaces while recording: records are
-            // handled in time order across the CPUs.
-            Some(rewriter) => {
-                total += rewriter.merge_pass(rings, cutoff, last, &mut sink)?;
-                rewriter.end_pass(cutoff, last, &mut sink)?;
+    match rewriter {
+        // Dwarf mode keeps address spaces while recording: records are
+        // handled in time order across the CPUs.
+        Some(rewriter) => {
+            let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
+            total += rewriter.merge_pass(rings, cutoff, last, &mut sink)?;
+            rewriter.end_pass(cutoff, last, &mut sink)?;
+        }
+        // The stamps look at each record as the drain walks it (while it
+        // is in the cache), the rest takes them in runs.
+        None => {
+            let mut bad = 0;
+            for ring in rings.iter_mut() {
+                let look = |record: &Record<'_>| files.look(record);
+                let drained = ring.drain(look, |run| pass_on(writer, &mut live, run))?;
+                total += drained.bytes;
+                bad += drained.bad_records;
             }
-            None => {
-                for ring in rings.iter_mut() {
-                    total += ring.drain(&mut sink)?;
-                }
+            if bad > 0 {
+                eprintln!("pfprof: warning: {bad} ring buffers held a record smaller than its header; what followed it there was dropped");
             }
         }
     }

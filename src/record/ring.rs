@@ -1,17 +1,21 @@
 //! The mmap'ed perf ring buffer of one CPU: a metadata page followed by
 //! 2^n data pages that the kernel fills and we drain.
 //!
-//! Draining never parses records: the bytes between `data_tail` and
-//! `data_head` are whole records, handed out as (at most) two slices when they
-//! wrap, and written to the recording as they are. The `Acquire` load of
-//! `data_head` pairs with the kernel's write barrier; the `Release` store of
-//! `data_tail` tells the kernel the space may be reused only after we copied it.
+//! The bytes between `data_tail` and `data_head` are whole records, in (at
+//! most) two slices when they wrap; [`Ring::drain`] hands them out whole
+//! (the one record cut by the wrap copied whole, see [`drain_whole`]), so no
+//! reader downstream reassembles one. The `Acquire`
+//! load of `data_head` pairs with the kernel's write barrier; the `Release`
+//! store of `data_tail` tells the kernel the space may be reused only after
+//! we copied it.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings::perf_event_mmap_page;
+
+use crate::format::events::stream::{drain_whole, Record};
 
 /// One CPU's ring buffer. Unmapped on drop.
 pub struct Ring {
@@ -20,27 +24,29 @@ pub struct Ring {
     map_len: usize,
     data_offset: usize,
     data_size: usize,
+    /// The record cut by the wrap, copied whole.
+    wrapped: Vec<u8>,
 }
 
 // SAFETY: the mapping is owned by this struct alone; moving it to another
 // thread moves that ownership.
 unsafe impl Send for Ring {}
 
-fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 {
-        size as usize
-    } else {
-        4096
-    }
+/// What one [`Ring::drain`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Bytes given back to the kernel.
+    pub bytes: usize,
+    /// Records whose size was below a header's (what followed them in the
+    /// ring was given up): never the kernel's.
+    pub bad_records: u64,
 }
 
 impl Ring {
     /// Maps `data_pages` (a power of two) data pages of the event `fd`.
     pub fn new(fd: &OwnedFd, data_pages: usize) -> io::Result<Ring> {
         assert!(data_pages.is_power_of_two());
-        let page = page_size();
+        let page = crate::sys::page_size() as usize;
         let map_len = (data_pages + 1) * page;
         // SAFETY: mapping a perf fd with the length the kernel expects
         // (1 + 2^n pages); the result is checked against MAP_FAILED.
@@ -75,6 +81,7 @@ impl Ring {
             map_len,
             data_offset,
             data_size,
+            wrapped: Vec::new(),
         })
     }
 
@@ -96,33 +103,22 @@ impl Ring {
         }
     }
 
-    /// Hands every complete record written so far to `sink` (one or two
-    /// slices), then frees the space. Returns the number of bytes drained.
-    pub fn drain(&mut self, mut sink: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<usize> {
-        let (head_atomic, tail_atomic) = self.head_tail();
-        let head = head_atomic.load(Ordering::Acquire);
-        let tail = tail_atomic.load(Ordering::Relaxed);
-        let len = (head - tail) as usize;
-        if len == 0 {
-            return Ok(0);
-        }
-        let start = (tail as usize) % self.data_size;
-        // SAFETY: the data area is `data_size` bytes at `data_offset` inside
-        // the mapping; the kernel does not write to [tail, head) until we
-        // publish a new tail below, so the bytes are stable while borrowed.
-        let data =
-            unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
-        let first = len.min(self.data_size - start);
-        sink(&data[start..start + first])?;
-        if first < len {
-            sink(&data[..len - first])?;
-        }
-        tail_atomic.store(head, Ordering::Release);
-        Ok(len)
+    /// Hands every whole record written so far to `each` one by one and
+    /// to `sink` in runs (see [`drain_whole`]), then frees their space.
+    pub fn drain<E>(
+        &mut self,
+        each: impl FnMut(&Record<'_>),
+        sink: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<Drained, E> {
+        let mut wrapped = std::mem::take(&mut self.wrapped);
+        let mut bad_records = 0;
+        let done = drain_whole(self.pending(), &mut wrapped, &mut bad_records, each, sink);
+        self.wrapped = wrapped;
+        let bytes = done?;
+        self.release(bytes);
+        Ok(Drained { bytes, bad_records })
     }
-}
 
-impl Ring {
     /// The bytes written and not yet released, as (at most) two slices in
     /// ring order (the second when they wrap). They stay put until
     /// [`release`](Self::release) gives them back to the kernel, so records
@@ -133,10 +129,10 @@ impl Ring {
         let tail = tail_atomic.load(Ordering::Relaxed);
         let len = ((head - tail) as usize).min(self.data_size);
         let start = (tail as usize) % self.data_size;
-        // SAFETY: as in `drain`: the data area is `data_size` bytes at
-        // `data_offset`, and the kernel does not write to [tail, head)
-        // until `release` publishes a new tail; the slices borrow `self`,
-        // so they end before `release` (which takes `&mut self`) runs.
+        // SAFETY: the data area is `data_size` bytes at `data_offset` inside
+        // the mapping, and the kernel does not write to [tail, head) until
+        // `release` publishes a new tail; the slices borrow `self`, so they
+        // end before `release` (which takes `&mut self`) runs.
         let data =
             unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
         let first = len.min(self.data_size - start);
@@ -154,7 +150,7 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping created in `new`; no borrow of
-        // it outlives `self` (drain's slices end with the call).
+        // it outlives `self` (`pending`'s slices borrow it).
         unsafe { libc::munmap(self.base.cast(), self.map_len) };
     }
 }

@@ -5,12 +5,14 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::format::events::mapping::put_string;
+use crate::format::events::own::SampleId;
+use crate::format::events::{FileId, Mapping, RecordHead};
 use crate::format::records as rec;
 use crate::sys::maps::MapsLine;
 
-/// Bytes the kernel's MMAP2 record has for a build-id.
-const BUILD_ID_BYTES: usize = 20;
-
+/// A record of `record_type` and `misc` with `body`, then the `sample_id`
+/// trailer of pfprof's events (of `pid`/`tid` at `time`, event `id`).
 fn record(
     record_type: u32,
     misc: u16,
@@ -21,28 +23,18 @@ fn record(
     id: u64,
 ) -> Vec<u8> {
     let mut r = Vec::with_capacity(8 + body.len() + 32);
-    r.extend_from_slice(&record_type.to_le_bytes());
-    r.extend_from_slice(&misc.to_le_bytes());
-    r.extend_from_slice(&0u16.to_le_bytes()); // size, set below
+    let start = RecordHead::begin(record_type, misc, &mut r);
     r.extend_from_slice(body);
-    // sample_id: TID, TIME, CPU, IDENTIFIER
-    r.extend_from_slice(&pid.to_le_bytes());
-    r.extend_from_slice(&tid.to_le_bytes());
-    r.extend_from_slice(&time.to_le_bytes());
-    r.extend_from_slice(&0u64.to_le_bytes());
-    r.extend_from_slice(&id.to_le_bytes());
-    let size = r.len() as u16;
-    r[6..8].copy_from_slice(&size.to_le_bytes());
-    r
-}
-
-/// NUL-terminated, padded to 8 bytes.
-fn put_string(body: &mut Vec<u8>, s: &str) {
-    body.extend_from_slice(s.as_bytes());
-    body.push(0);
-    while body.len() % 8 != 0 {
-        body.push(0);
+    SampleId {
+        pid,
+        tid,
+        time,
+        cpu: 0,
+        id,
     }
+    .write_trailer(&mut r);
+    RecordHead::end(&mut r, start);
+    r
 }
 
 /// A file's device (major, minor) and inode.
@@ -97,7 +89,7 @@ pub fn comm(pid: i32, tid: i32, comm: &str, time: u64, id: u64) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&pid.to_le_bytes());
     body.extend_from_slice(&tid.to_le_bytes());
-    put_string(&mut body, comm);
+    put_string(&mut body, comm.as_bytes());
     record(rec::COMM, 0, &body, pid, tid, time, id)
 }
 
@@ -115,7 +107,7 @@ pub fn kernel_mmap(start: u64, end: u64, id: u64) -> Vec<u8> {
     for v in [start, end - start, start] {
         body.extend_from_slice(&v.to_le_bytes());
     }
-    put_string(&mut body, KERNEL_MMAP_NAME);
+    put_string(&mut body, KERNEL_MMAP_NAME.as_bytes());
     record(rec::MMAP, rec::MISC_KERNEL, &body, -1, 0, 0, id)
 }
 
@@ -131,38 +123,30 @@ pub fn mmap2(pid: i32, m: &MapsLine, time: u64, id: u64) -> Vec<u8> {
 /// u8[20] build-id` in place of maj/min/ino/ino_generation). A build-id longer
 /// than 20 bytes does not fit: the mapping is then identified by inode.
 pub fn mmap2_with(pid: i32, m: &MapsLine, build_id: Option<&[u8]>, time: u64, id: u64) -> Vec<u8> {
-    let build_id = build_id.filter(|b| !b.is_empty() && b.len() <= BUILD_ID_BYTES);
+    let file = match build_id.filter(|b| !b.is_empty() && b.len() <= rec::BUILD_ID_SIZE_MAX) {
+        Some(build_id) => FileId::BuildId(build_id),
+        None => FileId::Inode {
+            major: m.dev.0,
+            minor: m.dev.1,
+            inode: m.inode,
+            // Unknown.
+            generation: 0,
+        },
+    };
+    let mapping = Mapping {
+        pid,
+        tid: pid,
+        avma: m.start_avma,
+        len: m.end_avma - m.start_avma,
+        file_offset: m.file_offset,
+        file,
+        prot: m.prot,
+        flags: m.flags,
+        path: m.path.as_bytes(),
+    };
     let mut body = Vec::new();
-    body.extend_from_slice(&pid.to_le_bytes());
-    body.extend_from_slice(&pid.to_le_bytes());
-    body.extend_from_slice(&m.start_avma.to_le_bytes());
-    body.extend_from_slice(&(m.end_avma - m.start_avma).to_le_bytes());
-    body.extend_from_slice(&m.file_offset.to_le_bytes());
-    match build_id {
-        Some(build_id) => {
-            body.push(build_id.len() as u8);
-            body.extend_from_slice(&[0u8; 3]);
-            body.extend_from_slice(build_id);
-            body.resize(body.len() + BUILD_ID_BYTES - build_id.len(), 0);
-        }
-        None => {
-            body.extend_from_slice(&m.dev.0.to_le_bytes());
-            body.extend_from_slice(&m.dev.1.to_le_bytes());
-            body.extend_from_slice(&m.inode.to_le_bytes());
-            body.extend_from_slice(&0u64.to_le_bytes()); // ino_generation: unknown
-        }
-    }
-    body.extend_from_slice(&m.prot.to_le_bytes());
-    body.extend_from_slice(&m.flags.to_le_bytes());
-    put_string(&mut body, &m.path);
-    let mut misc = rec::MISC_USER;
-    if m.prot & libc::PROT_EXEC as u32 == 0 {
-        misc |= rec::MISC_MMAP_DATA;
-    }
-    if build_id.is_some() {
-        misc |= rec::MISC_MMAP_BUILD_ID;
-    }
-    record(rec::MMAP2, misc, &body, pid, pid, time, id)
+    mapping.write_mmap2(&mut body);
+    record(rec::MMAP2, mapping.mmap2_misc(), &body, pid, pid, time, id)
 }
 
 #[cfg(test)]
@@ -209,11 +193,11 @@ mod tests {
         ];
         for (build_id, want) in cases {
             let bytes = mmap2_with(7, &m, build_id, 5, 1);
-            let size = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
-            assert_eq!(size, bytes.len());
+            let head = RecordHead::parse(&bytes).unwrap();
+            assert_eq!(head.size, bytes.len());
             let raw = RawEventRecord::new(
                 RecordType(rec::MMAP2),
-                u16::from_le_bytes([bytes[4], bytes[5]]),
+                head.misc,
                 RawData::Single(&bytes[8..]),
                 info,
             );
@@ -233,13 +217,11 @@ mod tests {
         }
         // The kernel's text: pid -1, executable, page offset = start.
         let bytes = kernel_mmap(0xffffffff81000000, 0xffffffff8220bb08, 9);
-        assert_eq!(
-            u16::from_le_bytes([bytes[6], bytes[7]]) as usize,
-            bytes.len()
-        );
+        let head = RecordHead::parse(&bytes).unwrap();
+        assert_eq!(head.size, bytes.len());
         let raw = RawEventRecord::new(
             RecordType(rec::MMAP),
-            u16::from_le_bytes([bytes[4], bytes[5]]),
+            head.misc,
             RawData::Single(&bytes[8..]),
             info,
         );
