@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use super::events::RecordHead;
+use super::events::{le_u64, le_u64s, records, RecordHead};
 use super::records::{OwnEvent, BUILD_ID_SIZE_MAX, MISC_BUILD_ID_SIZE, MISC_KERNEL, MISC_USER};
 use serde::{Deserialize, Serialize};
 
@@ -532,11 +532,12 @@ impl PerfDataWriter {
 
     /// Marks the end of one drain pass over all ring buffers.
     pub fn finish_round(&mut self) -> io::Result<()> {
-        let mut rec = Vec::with_capacity(8);
-        put_u32(&mut rec, PERF_RECORD_FINISHED_ROUND);
-        rec.extend_from_slice(&0u16.to_le_bytes());
-        rec.extend_from_slice(&8u16.to_le_bytes());
-        self.write_records(&rec)
+        let round = RecordHead {
+            record_type: PERF_RECORD_FINISHED_ROUND,
+            misc: 0,
+            size: 8,
+        };
+        self.write_records(&round.encode())
     }
 
     /// A feature section (`bit`, below 256) for [`finish`](Self::finish)
@@ -736,21 +737,6 @@ const AT_ATTR_SIZE: usize = 16;
 const AT_ATTRS: usize = 24;
 const AT_DATA: usize = 40;
 const AT_FEATURES: usize = 72;
-
-fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        bytes.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
-}
-
-/// The little-endian u64s of `bytes` (an id array; a partial last one is
-/// left out).
-fn le_u64s(bytes: &[u8]) -> Vec<u64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-        .collect()
-}
 
 impl HeaderFacts {
     /// Parses the fixed header; None if it is not a little-endian PERFILE2.
@@ -1093,7 +1079,7 @@ fn attr_section(
         events.push(EventDesc {
             attr: entry[..attr_len].to_vec(),
             name: String::new(),
-            ids: le_u64s(&bytes[ids]),
+            ids: le_u64s(&bytes[ids]).collect(),
         });
     }
     Ok((events, event_offsets))
@@ -1194,9 +1180,13 @@ pub fn build_id_section(entries: &[BuildIdEntry]) -> Vec<u8> {
         };
         let misc = MISC_BUILD_ID_SIZE | if e.kernel { MISC_KERNEL } else { MISC_USER };
         let mut entry = vec![0u8; ENTRY_PATH + path_len];
-        // Record header: type (unused here), misc, size.
-        entry[4..6].copy_from_slice(&misc.to_le_bytes());
-        entry[6..8].copy_from_slice(&size.to_le_bytes());
+        // A record header whose type is unused here.
+        let head = RecordHead {
+            record_type: 0,
+            misc,
+            size: usize::from(size),
+        };
+        entry[..8].copy_from_slice(&head.encode());
         entry[ENTRY_PID..ENTRY_ID].copy_from_slice(&HOST.to_le_bytes());
         entry[ENTRY_ID..ENTRY_ID + id_len].copy_from_slice(&e.build_id);
         entry[ENTRY_ID_LEN] = id_len as u8;
@@ -1263,7 +1253,7 @@ fn event_desc(
         let attr = f.take(attr_len)?.to_vec();
         let n_ids = f.u32()? as usize;
         let name = f.string()?;
-        let ids = le_u64s(f.take(n_ids.saturating_mul(8))?);
+        let ids = le_u64s(f.take(n_ids.saturating_mul(8))?).collect();
         events.push(EventDesc { attr, name, ids });
     }
     Ok((events, offsets))
@@ -1318,14 +1308,9 @@ fn complete_records_end(bytes: &[u8], facts: &HeaderFacts) -> usize {
     } else {
         bytes.len()
     };
-    let mut end = data_start;
-    while let Some(head) = RecordHead::parse(&bytes[end..limit]) {
-        if head.size < 8 || head.size > limit - end {
-            break;
-        }
-        end += head.size;
-    }
-    end
+    let mut whole = records(&bytes[data_start..limit]);
+    whole.by_ref().take_while(Result::is_ok).for_each(drop);
+    data_start + whole.offset()
 }
 
 /// The recording's bytes up to `end` (header, attrs, complete records),
