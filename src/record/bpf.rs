@@ -26,7 +26,7 @@ use perf_event_open_sys::bindings as b;
 
 use crate::format::events::own;
 use crate::format::events::{le_u32, le_u64, le_u64s};
-use crate::sys::{bpf as sysbpf, PerfEventAttr};
+use crate::sys::{bpf as sysbpf, procfs, PerfEventAttr};
 use crate::unwind::UserRegs;
 
 /// The compiled collector (see `build-bpf.sh`).
@@ -177,18 +177,10 @@ fn program(
     Ok(insns)
 }
 
-/// The number of CPU ids (`/sys/devices/system/cpu/possible`), for the
-/// maps indexed by CPU.
+/// The number of CPU ids, for the maps indexed by CPU (1,024 when the
+/// kernel does not say).
 fn possible_cpus() -> u32 {
-    std::fs::read_to_string("/sys/devices/system/cpu/possible")
-        .ok()
-        .and_then(|s| {
-            s.trim()
-                .split(',')
-                .filter_map(|range| range.rsplit('-').next()?.parse::<u32>().ok())
-                .max()
-        })
-        .map_or(1024, |max| max + 1)
+    procfs::possible_cpu_ids().unwrap_or(1024)
 }
 
 impl FaultCollector {

@@ -209,6 +209,15 @@ pub fn online_cpus() -> Vec<i32> {
     }
 }
 
+/// How many CPU ids the kernel may use (the highest possible CPU, from
+/// `/sys/devices/system/cpu/possible`, plus one): the size of per-CPU
+/// tables. None when unreadable.
+pub fn possible_cpu_ids() -> Option<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+    let highest = parse_cpu_list(text.trim()).into_iter().max()?;
+    u32::try_from(highest).ok()?.checked_add(1)
+}
+
 /// A kernel CPU list ("0-3,5"); parts that do not parse are left out.
 fn parse_cpu_list(text: &str) -> Vec<i32> {
     let mut cpus = Vec::new();
@@ -318,6 +327,7 @@ mod tests {
         assert!(kernel_setting("perf_event_paranoid").is_some());
         assert!(kernel_setting("no_such_setting").is_none());
         assert!(!online_cpus().is_empty());
+        assert!(possible_cpu_ids().unwrap() as usize >= online_cpus().len());
         assert!(pmu_type("no such pmu").is_none());
     }
 
