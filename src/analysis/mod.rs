@@ -55,6 +55,32 @@ pub enum TargetKey {
     Unknown,
 }
 
+impl TargetKey {
+    /// The label of a target no object names: `[heap]`, `[stack]`,
+    /// `[anon]`, `[unknown]`; and `[anon]` for a bss tail the symbolizer
+    /// placed in none of its object's sections (`in_object` false):
+    /// anonymous memory that merely follows the object's data, beyond its
+    /// last segment. None: the object's path names the target.
+    pub fn label(self, in_object: bool) -> Option<&'static str> {
+        match self {
+            TargetKey::Module { bss_tail: true, .. } if !in_object => Some("[anon]"),
+            TargetKey::Module { .. } | TargetKey::Pseudo(_) => None,
+            TargetKey::Heap => Some("[heap]"),
+            TargetKey::Stack => Some("[stack]"),
+            TargetKey::Anon => Some("[anon]"),
+            TargetKey::Unknown => Some("[unknown]"),
+        }
+    }
+
+    /// The module the target lies in, if any.
+    pub fn module(self) -> Option<ModuleId> {
+        match self {
+            TargetKey::Module { module, .. } | TargetKey::Pseudo(module) => Some(module),
+            _ => None,
+        }
+    }
+}
+
 /// What a fault is counted under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SampleKey {
@@ -216,10 +242,7 @@ impl Profile {
             FrameKey::Code { module, .. } => Some(module),
             _ => None,
         });
-        let in_targets = self.counts.keys().filter_map(|key| match key.target {
-            TargetKey::Module { module, .. } | TargetKey::Pseudo(module) => Some(module),
-            _ => None,
-        });
+        let in_targets = self.counts.keys().filter_map(|key| key.target.module());
         let ids: std::collections::BTreeSet<ModuleId> = in_frames.chain(in_targets).collect();
         ids.into_iter().collect()
     }
@@ -1020,6 +1043,33 @@ mod tests {
             }
             assert_eq!(frames, want, "kernel {kernel}");
         }
+    }
+
+    /// Each target without an object of its own has its label, a bss tail
+    /// beyond its object's sections is `[anon]`; modules are named by path.
+    #[test]
+    fn target_labels() {
+        let module = |bss_tail| TargetKey::Module {
+            module: 3,
+            file_offset: 0x2000,
+            bss_tail,
+        };
+        for (target, in_object, want) in [
+            (module(false), false, None),
+            (module(false), true, None),
+            (module(true), true, None),
+            (module(true), false, Some("[anon]")),
+            (TargetKey::Pseudo(3), false, None),
+            (TargetKey::Heap, false, Some("[heap]")),
+            (TargetKey::Stack, true, Some("[stack]")),
+            (TargetKey::Anon, false, Some("[anon]")),
+            (TargetKey::Unknown, false, Some("[unknown]")),
+        ] {
+            assert_eq!(target.label(in_object), want, "{target:?} {in_object}");
+        }
+        assert_eq!(module(true).module(), Some(3));
+        assert_eq!(TargetKey::Pseudo(4).module(), Some(4));
+        assert_eq!(TargetKey::Heap.module(), None);
     }
 
     #[test]

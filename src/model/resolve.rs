@@ -231,30 +231,30 @@ impl<'p> Names<'p> {
 
     /// A fault's target: object, region, section, data symbol.
     fn target(&self, target: TargetKey) -> TargetRow {
-        let (object, region, section, symbol) = match target {
+        let (section, symbol, svma) = match target {
             TargetKey::Module {
                 module,
                 file_offset,
-                bss_tail,
-            } => {
-                let (section, symbol, svma) = self
-                    .data
-                    .get(&(module, file_offset))
-                    .cloned()
-                    .unwrap_or((None, None, None));
-                match (bss_tail, svma) {
-                    // Anonymous memory that merely follows the object's data
-                    // but lies beyond its last segment: not its .bss.
-                    (true, None) => ("[anon]".into(), Region::Anon, None, None),
-                    (true, Some(_)) => (self.path_of(module), Region::Anon, section, symbol),
-                    (false, _) => (self.path_of(module), Region::File, section, symbol),
-                }
-            }
-            TargetKey::Pseudo(module) => (self.path_of(module), Region::Special, None, None),
-            TargetKey::Heap => ("[heap]".into(), Region::Heap, None, None),
-            TargetKey::Stack => ("[stack]".into(), Region::Stack, None, None),
-            TargetKey::Anon => ("[anon]".into(), Region::Anon, None, None),
-            TargetKey::Unknown => ("[unknown]".into(), Region::Unknown, None, None),
+                ..
+            } => self.data.get(&(module, file_offset)).cloned(),
+            _ => None,
+        }
+        .unwrap_or((None, None, None));
+        let region = match target {
+            TargetKey::Module {
+                bss_tail: false, ..
+            } => Region::File,
+            TargetKey::Module { bss_tail: true, .. } | TargetKey::Anon => Region::Anon,
+            TargetKey::Pseudo(_) => Region::Special,
+            TargetKey::Heap => Region::Heap,
+            TargetKey::Stack => Region::Stack,
+            TargetKey::Unknown => Region::Unknown,
+        };
+        // Section and symbol are None wherever the label applies (the
+        // symbolizer placed the address nowhere).
+        let object = match target.label(svma.is_some()) {
+            Some(label) => label.to_string(),
+            None => target.module().map(|m| self.path_of(m)).unwrap_or_default(),
         };
         TargetRow {
             object,
