@@ -20,7 +20,7 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
-use crate::analysis::process::{MapKind, ModuleId, Place, Process, Processes};
+use crate::analysis::process::{MapKind, ModuleId, Modules, Place, Process, Processes};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
 use crate::format::call_graph::CallGraph;
@@ -767,9 +767,10 @@ impl Analyzer {
                 self.last_chain.clear();
                 self.last_chain
                     .extend((0..chain.len()).map_while(|i| chain.get(i)));
-                let process = self.profile.processes.by_pid.get(&sample.pid);
+                let processes = &self.profile.processes;
                 let user = UserFrames {
-                    process,
+                    process: processes.by_pid.get(&sample.pid),
+                    modules: &processes.modules,
                     pid: sample.pid,
                     kernel_mode,
                     kernel: self.options.kernel,
@@ -820,6 +821,8 @@ fn count_truncated(
 struct UserFrames<'p> {
     /// The faulting process (its address space places the frames).
     process: Option<&'p Process>,
+    /// The modules the address space names.
+    modules: &'p Modules,
     pid: i32,
     /// The fault was taken in kernel mode.
     kernel_mode: bool,
@@ -870,12 +873,17 @@ impl UserFrames<'_> {
                 module,
                 file_offset,
                 kind: MapKind::File(_) | MapKind::Pseudo(_),
-            } => FrameKey::Code {
+            } if !self.modules.get(module).is_anonymous() => FrameKey::Code {
                 module,
                 lookup_file_offset: file_offset,
             },
-            // Executed anonymous memory: JIT code.
-            Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
+            // Executed anonymous memory (a memfd and `[anon:NAME]` too, as
+            // the unwinder takes them): JIT code.
+            Place::Module {
+                kind: MapKind::File(_) | MapKind::Pseudo(_),
+                ..
+            }
+            | Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
                 if avma != TRUNCATED_FRAME =>
             {
                 FrameKey::Jit {
@@ -1031,6 +1039,7 @@ mod tests {
         for kernel in [false, true] {
             let user = UserFrames {
                 process: None,
+                modules: &Modules::default(),
                 pid: 1,
                 kernel_mode: true,
                 kernel,
@@ -1042,6 +1051,47 @@ mod tests {
                 want.insert(0, FrameKey::Kernel { avma: 0xffff_1000 });
             }
             assert_eq!(frames, want, "kernel {kernel}");
+        }
+    }
+
+    /// Code in a file or `[vdso]` is a code frame; code in a memfd, in
+    /// `[anon:NAME]` memory or in anonymous memory is JIT code (as the
+    /// unwinder takes it), named from the perf map; a frame outside every
+    /// mapping is unknown.
+    #[test]
+    fn frames_by_mapping_kind() {
+        let mut processes = Processes::default();
+        let rx = (libc::PROT_READ | libc::PROT_EXEC) as u32;
+        let mut map = |avma, path: &[u8]| processes.on_mmap(7, avma, 0x1000, 0, rx, 2, path, None);
+        let file = map(0x1000, b"/usr/bin/app");
+        let vdso = map(0x3000, b"[vdso]");
+        map(0x5000, b"/memfd:jit (deleted)");
+        map(0x7000, b"[anon:v8 code]");
+        map(0x9000, b"//anon");
+        let code = |kind| match kind {
+            MapKind::File(module) | MapKind::Pseudo(module) => FrameKey::Code {
+                module,
+                lookup_file_offset: 0x10,
+            },
+            _ => unreachable!(),
+        };
+        let jit = |avma| FrameKey::Jit { pid: 7, avma };
+        let user = UserFrames {
+            process: processes.by_pid.get(&7),
+            modules: &processes.modules,
+            pid: 7,
+            kernel_mode: false,
+            kernel: false,
+        };
+        for (avma, want) in [
+            (0x1010, code(file)),
+            (0x3010, code(vdso)),
+            (0x5010, jit(0x5010)),
+            (0x7010, jit(0x7010)),
+            (0x9010, jit(0x9010)),
+            (0xb010, FrameKey::Unknown),
+        ] {
+            assert_eq!(user.frame(avma, avma), want, "{avma:#x}");
         }
     }
 

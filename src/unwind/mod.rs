@@ -1152,7 +1152,7 @@ fn load_file(
 ) -> Option<Arc<UnwindFile>> {
     use std::os::unix::ffi::OsStrExt;
     let name = String::from_utf8_lossy(path);
-    let sections = if path == b"[vdso]" {
+    let sections = if path == crate::sys::vdso::PATH.as_bytes() {
         own_vdso().and_then(|image| pfprof_symbolize::unwind_sections(&image).ok())
     } else if let Some(located) = located {
         pfprof_symbolize::read_unwind_sections(&located.path).ok()
