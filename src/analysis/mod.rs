@@ -20,7 +20,9 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
-use crate::analysis::process::{MapKind, ModuleId, Modules, Place, Process, Processes};
+use crate::analysis::process::{
+    MapKind, MmapRecord, ModuleId, Modules, Place, Process, Processes, USER_TOP,
+};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
 use crate::format::call_graph::CallGraph;
@@ -510,36 +512,24 @@ impl Analyzer {
         }
     }
 
+    /// One event of the recording, in time order: side-band records
+    /// change the address spaces (both the analysis's and the unwinder's),
+    /// faults are counted.
     fn on_event(&mut self, event: Event<'_>) {
         if matches!(
             event,
             Event::Mmap { .. } | Event::Comm { .. } | Event::Fork { .. }
         ) {
+            // An address space changes: the last stack is not reused.
             self.generation += 1;
         }
         match event {
-            Event::Begin(header) => {
-                self.profile.sampling = header.sampling;
-                self.profile.any_fault_event = header.any_fault_event;
-                if header.user_stacks {
-                    let options = symbolizer_options(&self.options);
-                    self.unwinder = Some(StackUnwinder::offline(options));
-                }
-                if let Some(meta) = &header.meta {
-                    self.begin(meta);
-                }
-            }
+            Event::Begin(header) => self.on_begin(header),
             Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {
                 self.profile.totals.pfprof_faults += 1;
             }
             Event::Fault(sample) => self.on_unwound_fault(sample),
-            Event::Entry(entry) => {
-                if entry.addr_avma < crate::analysis::process::USER_TOP
-                    && self.pending.insert(entry.tid, entry).is_some()
-                {
-                    self.profile.totals.entries_without_completion += 1;
-                }
-            }
+            Event::Entry(entry) => self.on_entry(entry),
             Event::Mmap {
                 pid,
                 avma,
@@ -551,25 +541,15 @@ impl Analyzer {
                 build_id,
                 ..
             } => {
-                let path = path.as_slice();
-                if let Some(unwinder) = &mut self.unwinder {
-                    let avma_range = avma..avma.saturating_add(len);
-                    let id = build_id.as_deref();
-                    unwinder.on_mmap(pid, avma_range, file_offset, prot, &path, id);
-                }
-                let kind = self.profile.processes.on_mmap(
+                let mapping = MmapRecord {
                     pid,
                     avma,
                     len,
                     file_offset,
                     prot,
                     flags,
-                    &path,
-                    build_id,
-                );
-                if let MapKind::File(module) = kind {
-                    self.profile.startup.on_module(pid, module);
-                }
+                };
+                self.on_mmap(mapping, &path.as_slice(), build_id);
             }
             Event::Comm {
                 pid,
@@ -577,29 +557,8 @@ impl Analyzer {
                 name,
                 exec,
                 time,
-            } => {
-                if exec {
-                    let comm = String::from_utf8_lossy(&name.as_slice()).into_owned();
-                    self.profile.startup.on_exec(pid, &comm, time);
-                    if let Some(unwinder) = &mut self.unwinder {
-                        unwinder.on_exec(pid, time);
-                    }
-                }
-                self.profile
-                    .processes
-                    .on_comm(pid, tid, &name.as_slice(), exec);
-            }
-            Event::Fork { pid, ppid, tid } => {
-                if pid == tid && pid != ppid {
-                    self.profile.startup.on_new_process(pid);
-                    // The pid is reused: the new process must stay.
-                    self.exited.retain(|&p| p != pid);
-                }
-                if let Some(unwinder) = &mut self.unwinder {
-                    unwinder.on_fork(pid, ppid);
-                }
-                self.profile.processes.on_fork(pid, ppid, tid)
-            }
+            } => self.on_comm(pid, tid, &name.as_slice(), exec, time),
+            Event::Fork { pid, ppid, tid } => self.on_fork(pid, ppid, tid),
             Event::Exit { pid, tid } => {
                 if self.prune_exited && pid == tid {
                     self.exited.push(pid);
@@ -612,6 +571,70 @@ impl Analyzer {
             }
             Event::MainEntry { pid, time } => self.profile.startup.on_main(pid, time),
         }
+    }
+
+    /// The recording's header: how faults were sampled, whether user
+    /// stacks are to be unwound, and what its metadata says.
+    fn on_begin(&mut self, header: &decode::Header) {
+        self.profile.sampling = header.sampling;
+        self.profile.any_fault_event = header.any_fault_event;
+        if header.user_stacks {
+            let options = symbolizer_options(&self.options);
+            self.unwinder = Some(StackUnwinder::offline(options));
+        }
+        if let Some(meta) = &header.meta {
+            self.begin(meta);
+        }
+    }
+
+    /// A fault's entry, waiting for its completion; an entry its thread
+    /// left without completion is counted.
+    fn on_entry(&mut self, entry: FaultEntry) {
+        if entry.addr_avma < USER_TOP && self.pending.insert(entry.tid, entry).is_some() {
+            self.profile.totals.entries_without_completion += 1;
+        }
+    }
+
+    /// A mapping: both address spaces take it (the unwinder's, for perf's
+    /// dwarf stacks, and the analysis's: they classify its path alike,
+    /// [`crate::sys::maps::MappingPath`]); a file joins the load order of
+    /// the process's start-up window.
+    fn on_mmap(&mut self, m: MmapRecord, path: &[u8], build_id: Option<Vec<u8>>) {
+        if let Some(unwinder) = &mut self.unwinder {
+            let avma_range = m.avma..m.avma.saturating_add(m.len);
+            let id = build_id.as_deref();
+            unwinder.on_mmap(m.pid, avma_range, m.file_offset, m.prot, path, id);
+        }
+        let kind = self.profile.processes.on_mmap(m, path, build_id);
+        if let MapKind::File(module) = kind {
+            self.profile.startup.on_module(m.pid, module);
+        }
+    }
+
+    /// A thread's new name; an exec opens a start-up window and a new
+    /// address space.
+    fn on_comm(&mut self, pid: i32, tid: i32, name: &[u8], exec: bool, time: u64) {
+        if exec {
+            let comm = String::from_utf8_lossy(name).into_owned();
+            self.profile.startup.on_exec(pid, &comm, time);
+            if let Some(unwinder) = &mut self.unwinder {
+                unwinder.on_exec(pid, time);
+            }
+        }
+        self.profile.processes.on_comm(pid, tid, name, exec);
+    }
+
+    /// A new process (a copy of its parent's address space) or thread.
+    fn on_fork(&mut self, pid: i32, ppid: i32, tid: i32) {
+        if process::is_new_process(pid, ppid, tid) {
+            self.profile.startup.on_new_process(pid);
+            // The pid is reused: the new process must stay.
+            self.exited.retain(|&p| p != pid);
+        }
+        if let Some(unwinder) = &mut self.unwinder {
+            unwinder.on_fork(pid, ppid);
+        }
+        self.profile.processes.on_fork(pid, ppid, tid)
     }
 
     /// Counts one completed fault: pairs it with its entry, classifies it,
@@ -1062,7 +1085,17 @@ mod tests {
     fn frames_by_mapping_kind() {
         let mut processes = Processes::default();
         let rx = (libc::PROT_READ | libc::PROT_EXEC) as u32;
-        let mut map = |avma, path: &[u8]| processes.on_mmap(7, avma, 0x1000, 0, rx, 2, path, None);
+        let mut map = |avma, path: &[u8]| {
+            let m = MmapRecord {
+                pid: 7,
+                avma,
+                len: 0x1000,
+                file_offset: 0,
+                prot: rx,
+                flags: 2,
+            };
+            processes.on_mmap(m, path, None)
+        };
         let file = map(0x1000, b"/usr/bin/app");
         let vdso = map(0x3000, b"[vdso]");
         map(0x5000, b"/memfd:jit (deleted)");

@@ -271,6 +271,30 @@ pub enum Place {
     Unknown,
 }
 
+/// Whether a fork record `(pid, ppid, tid)` is of a new process (its main
+/// thread, in another process than its parent's), not of a new thread.
+pub fn is_new_process(pid: i32, ppid: i32, tid: i32) -> bool {
+    pid == tid && pid != ppid
+}
+
+/// What an mmap/mmap2 record says of a new mapping, but its path and
+/// build-id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmapRecord {
+    /// The process.
+    pub pid: i32,
+    /// First address.
+    pub avma: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset of `avma`.
+    pub file_offset: u64,
+    /// PROT_* bits.
+    pub prot: u32,
+    /// MAP_* bits.
+    pub flags: u32,
+}
+
 /// All processes of a recording.
 #[derive(Debug, Default)]
 pub struct Processes {
@@ -290,19 +314,16 @@ impl Processes {
         self.by_pid.entry(pid).or_insert_with(|| Process::new(pid))
     }
 
-    /// An mmap/mmap2 record.
-    #[allow(clippy::too_many_arguments)]
-    pub fn on_mmap(
-        &mut self,
-        pid: i32,
-        avma: u64,
-        len: u64,
-        file_offset: u64,
-        prot: u32,
-        flags: u32,
-        path: &[u8],
-        build_id: Option<Vec<u8>>,
-    ) -> MapKind {
+    /// An mmap/mmap2 record: the kind of mapping it made, as placed.
+    pub fn on_mmap(&mut self, m: MmapRecord, path: &[u8], build_id: Option<Vec<u8>>) -> MapKind {
+        let MmapRecord {
+            pid,
+            avma,
+            len,
+            file_offset,
+            prot,
+            flags,
+        } = m;
         let end_avma = avma.saturating_add(len);
         // A memfd and prctl-named memory keep their names as targets; their
         // modules say they are no files (code there is JIT code).
@@ -373,7 +394,7 @@ impl Processes {
     /// A fork record: a new process copies its parent's address space; a new
     /// thread shares it.
     pub fn on_fork(&mut self, pid: i32, ppid: i32, tid: i32) {
-        if pid == tid && pid != ppid {
+        if is_new_process(pid, ppid, tid) {
             let parent = self.by_pid.get(&ppid).cloned();
             let child = self.get_or_create(pid);
             child.ppid = ppid;
@@ -428,6 +449,18 @@ impl Process {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An mmap record of `len` bytes at `avma`.
+    fn rec(pid: i32, avma: u64, len: u64, file_offset: u64, prot: u32, flags: u32) -> MmapRecord {
+        MmapRecord {
+            pid,
+            avma,
+            len,
+            file_offset,
+            prot,
+            flags,
+        }
+    }
 
     fn map(start: u64, end: u64, off: u64) -> Mapping {
         Mapping {
@@ -519,7 +552,7 @@ mod tests {
         let mut p = Processes::default();
         let prw = (libc::PROT_READ | libc::PROT_WRITE) as u32;
         let mut module_at =
-            |avma, path: &[u8]| match p.on_mmap(1, avma, 0x1000, 0, prw, 1, path, None) {
+            |avma, path: &[u8]| match p.on_mmap(rec(1, avma, 0x1000, 0, prw, 1), path, None) {
                 MapKind::File(id) | MapKind::Pseudo(id) => id,
                 kind => panic!("{kind:?}"),
             };
@@ -537,10 +570,14 @@ mod tests {
         assert_eq!(flags(named), (false, false, true));
         // Right after the writable memfd mapping (where mmap places memory,
         // far from the first heap): anonymous memory, no tail.
-        let after = p.on_mmap(1, 0x7f00_0000_1000, 0x1000, 0, prw, 0x22, b"//anon", None);
+        let after = p.on_mmap(
+            rec(1, 0x7f00_0000_1000, 0x1000, 0, prw, 0x22),
+            b"//anon",
+            None,
+        );
         assert_eq!(after, MapKind::Anon);
         // Right after the writable file mapping: its .bss tail.
-        let after = p.on_mmap(1, 0x2000, 0x1000, 0, prw, 0x22, b"//anon", None);
+        let after = p.on_mmap(rec(1, 0x2000, 0x1000, 0, prw, 0x22), b"//anon", None);
         assert_eq!(after, MapKind::BssTail(file));
     }
 
@@ -552,32 +589,26 @@ mod tests {
         let prw = (libc::PROT_READ | libc::PROT_WRITE) as u32;
         p.on_comm(10, 10, b"app", true);
         p.on_mmap(
-            10,
-            0x40_0000,
-            0x1000,
-            0,
-            5,
-            2,
+            rec(10, 0x40_0000, 0x1000, 0, 5, 2),
             b"/bin/app",
             Some(vec![1, 2]),
         );
         p.on_mmap(
-            10,
-            0x40_3000,
-            0x1000,
-            0x2000,
-            prw,
-            2,
+            rec(10, 0x40_3000, 0x1000, 0x2000, prw, 2),
             b"/bin/app",
             Some(vec![1, 2]),
         );
-        p.on_mmap(10, 0x40_4000, 0x3000, 0, prw, 0x22, b"//anon", None);
+        p.on_mmap(rec(10, 0x40_4000, 0x3000, 0, prw, 0x22), b"//anon", None);
         // The first anonymous mapping within 1 GiB after the executable is
         // the heap's first growth (named //anon by the kernel); later ones,
         // and those where mmap places memory, are anonymous memory.
-        p.on_mmap(10, 0x50_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
-        p.on_mmap(10, 0x60_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
-        p.on_mmap(10, 0x7f00_0000_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
+        p.on_mmap(rec(10, 0x50_0000, 0x1000, 0, prw, 0x22), b"//anon", None);
+        p.on_mmap(rec(10, 0x60_0000, 0x1000, 0, prw, 0x22), b"//anon", None);
+        p.on_mmap(
+            rec(10, 0x7f00_0000_0000, 0x1000, 0, prw, 0x22),
+            b"//anon",
+            None,
+        );
         let app = p.modules.intern("/bin/app", Some(vec![1, 2]));
         assert_eq!(p.by_pid[&10].exe, Some(app));
         assert_eq!(
