@@ -474,14 +474,10 @@ impl Analyzer {
         };
         self.unwound.clear();
         if let Some(kernel) = &sample.callchain {
-            self.unwound.extend(
-                (0..kernel.len())
-                    .map_while(|i| kernel.get(i))
-                    .take_while(|&a| a != rec::CONTEXT_USER),
-            );
+            self.unwound
+                .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
         }
-        self.unwound.push(rec::CONTEXT_USER);
-        unwinder.unwind(
+        unwinder.unwind_user_part(
             sample.pid,
             sample.time,
             sample.kernel_mode,

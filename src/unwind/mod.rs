@@ -39,6 +39,11 @@ use serde::{Deserialize, Serialize};
 use crate::sys::maps::MappingPath;
 use crate::sys::procfs;
 
+/// `PERF_CONTEXT_USER`, the call-chain mark before the user frames (the
+/// kernel's uapi value; `format::records` holds every mark for the later
+/// stages).
+const CONTEXT_USER: u64 = perf_event_open_sys::bindings::PERF_CONTEXT_USER;
+
 /// The last frame of a chain whose unwinding stopped early. Address 0 is
 /// never code; perf shows it as `[unknown]` too.
 pub const TRUNCATED_FRAME: u64 = 0;
@@ -668,6 +673,36 @@ impl StackUnwinder {
                 true
             }
         });
+    }
+
+    /// Completes a sample's call chain as the kernel writes one when it
+    /// walks the user stack itself: `chain` holds the kernel's part (its
+    /// context marks included), then come perf's user mark and the frames
+    /// [`StackUnwinder::unwind`] finds. A kernel part that goes on into
+    /// user frames (a recording made without `exclude_callchain_user`) is
+    /// cut at its user mark first: the unwound frames replace those. On
+    /// [`Outcome::Unknown`] `chain` keeps the kernel's part only.
+    #[allow(clippy::too_many_arguments)]
+    pub fn unwind_user_part(
+        &mut self,
+        pid: i32,
+        time: u64,
+        kernel_mode: bool,
+        regs: UserRegs,
+        stack: &[u8],
+        final_attempt: bool,
+        chain: &mut Vec<u64>,
+    ) -> Outcome {
+        if let Some(user) = chain.iter().position(|&a| a == CONTEXT_USER) {
+            chain.truncate(user);
+        }
+        let kernel_len = chain.len();
+        chain.push(CONTEXT_USER);
+        let outcome = self.unwind(pid, time, kernel_mode, regs, stack, final_attempt, chain);
+        if outcome == Outcome::Unknown {
+            chain.truncate(kernel_len);
+        }
+        outcome
     }
 
     /// Unwinds one sample into `chain` (appended: leaf IP first, then return
@@ -1417,6 +1452,40 @@ pub(crate) mod tests {
         u.forget_exited(31);
         let forgotten = u.unwind(PID + 1, 40, false, snap.regs, &snap.stack, true, &mut chain);
         assert_eq!(forgotten, Outcome::NoProcess);
+    }
+
+    /// The user part follows the kernel's part after perf's user mark; a
+    /// kernel part that went on into user frames is cut at its mark; a
+    /// sample held back leaves the kernel's part alone.
+    #[test]
+    fn user_part_after_the_kernel_part() {
+        let snap = snapshot();
+        let kernel = (-128i64) as u64; // PERF_CONTEXT_KERNEL
+        assert_eq!(CONTEXT_USER, (-512i64) as u64);
+        let mut want = vec![kernel, 0xffff_1000, CONTEXT_USER];
+        want.extend(&snap.expected);
+        for given in [
+            vec![kernel, 0xffff_1000],
+            vec![kernel, 0xffff_1000, CONTEXT_USER, 0x1234, 0x5678],
+        ] {
+            let mut u = unwinder_with_nofp(&snap);
+            let mut chain = given.clone();
+            let got = u.unwind_user_part(PID, 0, true, snap.regs, &snap.stack, true, &mut chain);
+            assert_eq!(got, Outcome::Truncated(Stop::NoUnwindInfo), "{given:x?}");
+            assert_eq!(chain[..want.len()], want[..], "{given:x?}");
+            assert_eq!(chain.len(), want.len() + 2, "main's caller, the marker");
+        }
+        let mut u = unwinder_with_nofp(&snap);
+        let mut chain = vec![kernel, 0xffff_1000];
+        let regs = UserRegs {
+            ip: 0x10,
+            ..snap.regs
+        };
+        let held = u.unwind_user_part(PID, 0, true, regs, &snap.stack, false, &mut chain);
+        assert_eq!(
+            (held, &chain[..]),
+            (Outcome::Unknown, &[kernel, 0xffff_1000][..])
+        );
     }
 
     /// A chain that reaches the entry code of a file is complete even
