@@ -281,7 +281,9 @@ fn jit_frames_are_named_in_intervals() {
 /// process's perf map (`memfd_jit_code`), never `memfd:…+0x5`, and no
 /// module problem or warning says the memfd's "file" is missing (its path
 /// names no file to open). Its own page's instruction fetch is a fault in
-/// the memfd, at `memfd_jit_code`. With dwarf and frame-pointer stacks.
+/// the memfd, at `memfd_jit_code`. With dwarf and frame-pointer stacks;
+/// the dwarf unwinder steps through the memfd's first page though the
+/// mapping's second page was made read-only.
 #[test]
 fn memfd_code_is_named_from_the_perf_map() {
     if !can_record() {
