@@ -30,7 +30,7 @@ pub fn needed(profile: &Profile) -> Vec<Needed> {
         .modules_in_use()
         .into_iter()
         .map(|id| profile.processes.modules.get(id))
-        .filter(|m| m.path.starts_with('/'))
+        .filter(|m| m.is_file())
         .filter_map(|m| {
             Some(Needed {
                 path: m.path.clone(),
@@ -201,7 +201,7 @@ pub fn archive(
             _ => None,
         })
         .map(|id| profile.processes.modules.get(id))
-        .filter(|m| m.path.starts_with('/') && !m.build_id.as_ref().is_some_and(|id| id.len() >= 2))
+        .filter(|m| m.is_file() && !m.build_id.as_ref().is_some_and(|id| id.len() >= 2))
         .map(|m| m.path.clone())
         .collect();
     without_id.sort();

@@ -20,7 +20,9 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
-use crate::analysis::process::{MapKind, ModuleId, Place, Process, Processes};
+use crate::analysis::process::{
+    MapKind, MmapRecord, ModuleId, Modules, Place, Process, Processes, USER_TOP,
+};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
 use crate::format::call_graph::CallGraph;
@@ -53,6 +55,32 @@ pub enum TargetKey {
     Anon,
     /// No known mapping.
     Unknown,
+}
+
+impl TargetKey {
+    /// The label of a target no object names: `[heap]`, `[stack]`,
+    /// `[anon]`, `[unknown]`; and `[anon]` for a bss tail the symbolizer
+    /// placed in none of its object's sections (`in_object` false):
+    /// anonymous memory that merely follows the object's data, beyond its
+    /// last segment. None: the object's path names the target.
+    pub fn label(self, in_object: bool) -> Option<&'static str> {
+        match self {
+            TargetKey::Module { bss_tail: true, .. } if !in_object => Some("[anon]"),
+            TargetKey::Module { .. } | TargetKey::Pseudo(_) => None,
+            TargetKey::Heap => Some("[heap]"),
+            TargetKey::Stack => Some("[stack]"),
+            TargetKey::Anon => Some("[anon]"),
+            TargetKey::Unknown => Some("[unknown]"),
+        }
+    }
+
+    /// The module the target lies in, if any.
+    pub fn module(self) -> Option<ModuleId> {
+        match self {
+            TargetKey::Module { module, .. } | TargetKey::Pseudo(module) => Some(module),
+            _ => None,
+        }
+    }
 }
 
 /// What a fault is counted under.
@@ -216,10 +244,7 @@ impl Profile {
             FrameKey::Code { module, .. } => Some(module),
             _ => None,
         });
-        let in_targets = self.counts.keys().filter_map(|key| match key.target {
-            TargetKey::Module { module, .. } | TargetKey::Pseudo(module) => Some(module),
-            _ => None,
-        });
+        let in_targets = self.counts.keys().filter_map(|key| key.target.module());
         let ids: std::collections::BTreeSet<ModuleId> = in_frames.chain(in_targets).collect();
         ids.into_iter().collect()
     }
@@ -449,14 +474,10 @@ impl Analyzer {
         };
         self.unwound.clear();
         if let Some(kernel) = &sample.callchain {
-            self.unwound.extend(
-                (0..kernel.len())
-                    .map_while(|i| kernel.get(i))
-                    .take_while(|&a| a != rec::CONTEXT_USER),
-            );
+            self.unwound
+                .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
         }
-        self.unwound.push(rec::CONTEXT_USER);
-        unwinder.unwind(
+        unwinder.unwind_user_part(
             sample.pid,
             sample.time,
             sample.kernel_mode,
@@ -487,36 +508,24 @@ impl Analyzer {
         }
     }
 
+    /// One event of the recording, in time order: side-band records
+    /// change the address spaces (both the analysis's and the unwinder's),
+    /// faults are counted.
     fn on_event(&mut self, event: Event<'_>) {
         if matches!(
             event,
             Event::Mmap { .. } | Event::Comm { .. } | Event::Fork { .. }
         ) {
+            // An address space changes: the last stack is not reused.
             self.generation += 1;
         }
         match event {
-            Event::Begin(header) => {
-                self.profile.sampling = header.sampling;
-                self.profile.any_fault_event = header.any_fault_event;
-                if header.user_stacks {
-                    let options = symbolizer_options(&self.options);
-                    self.unwinder = Some(StackUnwinder::offline(options));
-                }
-                if let Some(meta) = &header.meta {
-                    self.begin(meta);
-                }
-            }
+            Event::Begin(header) => self.on_begin(header),
             Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {
                 self.profile.totals.pfprof_faults += 1;
             }
             Event::Fault(sample) => self.on_unwound_fault(sample),
-            Event::Entry(entry) => {
-                if entry.addr_avma < crate::analysis::process::USER_TOP
-                    && self.pending.insert(entry.tid, entry).is_some()
-                {
-                    self.profile.totals.entries_without_completion += 1;
-                }
-            }
+            Event::Entry(entry) => self.on_entry(entry),
             Event::Mmap {
                 pid,
                 avma,
@@ -528,25 +537,15 @@ impl Analyzer {
                 build_id,
                 ..
             } => {
-                let path = path.as_slice();
-                if let Some(unwinder) = &mut self.unwinder {
-                    let avma_range = avma..avma.saturating_add(len);
-                    let id = build_id.as_deref();
-                    unwinder.on_mmap(pid, avma_range, file_offset, prot, &path, id);
-                }
-                let kind = self.profile.processes.on_mmap(
+                let mapping = MmapRecord {
                     pid,
                     avma,
                     len,
                     file_offset,
                     prot,
                     flags,
-                    &path,
-                    build_id,
-                );
-                if let MapKind::File(module) = kind {
-                    self.profile.startup.on_module(pid, module);
-                }
+                };
+                self.on_mmap(mapping, &path.as_slice(), build_id);
             }
             Event::Comm {
                 pid,
@@ -554,29 +553,8 @@ impl Analyzer {
                 name,
                 exec,
                 time,
-            } => {
-                if exec {
-                    let comm = String::from_utf8_lossy(&name.as_slice()).into_owned();
-                    self.profile.startup.on_exec(pid, &comm, time);
-                    if let Some(unwinder) = &mut self.unwinder {
-                        unwinder.on_exec(pid, time);
-                    }
-                }
-                self.profile
-                    .processes
-                    .on_comm(pid, tid, &name.as_slice(), exec);
-            }
-            Event::Fork { pid, ppid, tid } => {
-                if pid == tid && pid != ppid {
-                    self.profile.startup.on_new_process(pid);
-                    // The pid is reused: the new process must stay.
-                    self.exited.retain(|&p| p != pid);
-                }
-                if let Some(unwinder) = &mut self.unwinder {
-                    unwinder.on_fork(pid, ppid);
-                }
-                self.profile.processes.on_fork(pid, ppid, tid)
-            }
+            } => self.on_comm(pid, tid, &name.as_slice(), exec, time),
+            Event::Fork { pid, ppid, tid } => self.on_fork(pid, ppid, tid),
             Event::Exit { pid, tid } => {
                 if self.prune_exited && pid == tid {
                     self.exited.push(pid);
@@ -589,6 +567,70 @@ impl Analyzer {
             }
             Event::MainEntry { pid, time } => self.profile.startup.on_main(pid, time),
         }
+    }
+
+    /// The recording's header: how faults were sampled, whether user
+    /// stacks are to be unwound, and what its metadata says.
+    fn on_begin(&mut self, header: &decode::Header) {
+        self.profile.sampling = header.sampling;
+        self.profile.any_fault_event = header.any_fault_event;
+        if header.user_stacks {
+            let options = symbolizer_options(&self.options);
+            self.unwinder = Some(StackUnwinder::offline(options));
+        }
+        if let Some(meta) = &header.meta {
+            self.begin(meta);
+        }
+    }
+
+    /// A fault's entry, waiting for its completion; an entry its thread
+    /// left without completion is counted.
+    fn on_entry(&mut self, entry: FaultEntry) {
+        if entry.addr_avma < USER_TOP && self.pending.insert(entry.tid, entry).is_some() {
+            self.profile.totals.entries_without_completion += 1;
+        }
+    }
+
+    /// A mapping: both address spaces take it (the unwinder's, for perf's
+    /// dwarf stacks, and the analysis's: they classify its path alike,
+    /// [`crate::sys::maps::MappingPath`]); a file joins the load order of
+    /// the process's start-up window.
+    fn on_mmap(&mut self, m: MmapRecord, path: &[u8], build_id: Option<Vec<u8>>) {
+        if let Some(unwinder) = &mut self.unwinder {
+            let avma_range = m.avma..m.avma.saturating_add(m.len);
+            let id = build_id.as_deref();
+            unwinder.on_mmap(m.pid, avma_range, m.file_offset, m.prot, path, id);
+        }
+        let kind = self.profile.processes.on_mmap(m, path, build_id);
+        if let MapKind::File(module) = kind {
+            self.profile.startup.on_module(m.pid, module);
+        }
+    }
+
+    /// A thread's new name; an exec opens a start-up window and a new
+    /// address space.
+    fn on_comm(&mut self, pid: i32, tid: i32, name: &[u8], exec: bool, time: u64) {
+        if exec {
+            let comm = String::from_utf8_lossy(name).into_owned();
+            self.profile.startup.on_exec(pid, &comm, time);
+            if let Some(unwinder) = &mut self.unwinder {
+                unwinder.on_exec(pid, time);
+            }
+        }
+        self.profile.processes.on_comm(pid, tid, name, exec);
+    }
+
+    /// A new process (a copy of its parent's address space) or thread.
+    fn on_fork(&mut self, pid: i32, ppid: i32, tid: i32) {
+        if process::is_new_process(pid, ppid, tid) {
+            self.profile.startup.on_new_process(pid);
+            // The pid is reused: the new process must stay.
+            self.exited.retain(|&p| p != pid);
+        }
+        if let Some(unwinder) = &mut self.unwinder {
+            unwinder.on_fork(pid, ppid);
+        }
+        self.profile.processes.on_fork(pid, ppid, tid)
     }
 
     /// Counts one completed fault: pairs it with its entry, classifies it,
@@ -744,9 +786,10 @@ impl Analyzer {
                 self.last_chain.clear();
                 self.last_chain
                     .extend((0..chain.len()).map_while(|i| chain.get(i)));
-                let process = self.profile.processes.by_pid.get(&sample.pid);
+                let processes = &self.profile.processes;
                 let user = UserFrames {
-                    process,
+                    process: processes.by_pid.get(&sample.pid),
+                    modules: &processes.modules,
                     pid: sample.pid,
                     kernel_mode,
                     kernel: self.options.kernel,
@@ -797,6 +840,8 @@ fn count_truncated(
 struct UserFrames<'p> {
     /// The faulting process (its address space places the frames).
     process: Option<&'p Process>,
+    /// The modules the address space names.
+    modules: &'p Modules,
     pid: i32,
     /// The fault was taken in kernel mode.
     kernel_mode: bool,
@@ -847,12 +892,17 @@ impl UserFrames<'_> {
                 module,
                 file_offset,
                 kind: MapKind::File(_) | MapKind::Pseudo(_),
-            } => FrameKey::Code {
+            } if !self.modules.get(module).is_anonymous() => FrameKey::Code {
                 module,
                 lookup_file_offset: file_offset,
             },
-            // Executed anonymous memory: JIT code.
-            Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
+            // Executed anonymous memory (a memfd and `[anon:NAME]` too, as
+            // the unwinder takes them): JIT code.
+            Place::Module {
+                kind: MapKind::File(_) | MapKind::Pseudo(_),
+                ..
+            }
+            | Place::Region(MapKind::Anon | MapKind::Heap | MapKind::Stack)
                 if avma != TRUNCATED_FRAME =>
             {
                 FrameKey::Jit {
@@ -1008,6 +1058,7 @@ mod tests {
         for kernel in [false, true] {
             let user = UserFrames {
                 process: None,
+                modules: &Modules::default(),
                 pid: 1,
                 kernel_mode: true,
                 kernel,
@@ -1020,6 +1071,84 @@ mod tests {
             }
             assert_eq!(frames, want, "kernel {kernel}");
         }
+    }
+
+    /// Code in a file or `[vdso]` is a code frame; code in a memfd, in
+    /// `[anon:NAME]` memory or in anonymous memory is JIT code (as the
+    /// unwinder takes it), named from the perf map; a frame outside every
+    /// mapping is unknown.
+    #[test]
+    fn frames_by_mapping_kind() {
+        let mut processes = Processes::default();
+        let rx = (libc::PROT_READ | libc::PROT_EXEC) as u32;
+        let mut map = |avma, path: &[u8]| {
+            let m = MmapRecord {
+                pid: 7,
+                avma,
+                len: 0x1000,
+                file_offset: 0,
+                prot: rx,
+                flags: 2,
+            };
+            processes.on_mmap(m, path, None)
+        };
+        let file = map(0x1000, b"/usr/bin/app");
+        let vdso = map(0x3000, b"[vdso]");
+        map(0x5000, b"/memfd:jit (deleted)");
+        map(0x7000, b"[anon:v8 code]");
+        map(0x9000, b"//anon");
+        let code = |kind| match kind {
+            MapKind::File(module) | MapKind::Pseudo(module) => FrameKey::Code {
+                module,
+                lookup_file_offset: 0x10,
+            },
+            _ => unreachable!(),
+        };
+        let jit = |avma| FrameKey::Jit { pid: 7, avma };
+        let user = UserFrames {
+            process: processes.by_pid.get(&7),
+            modules: &processes.modules,
+            pid: 7,
+            kernel_mode: false,
+            kernel: false,
+        };
+        for (avma, want) in [
+            (0x1010, code(file)),
+            (0x3010, code(vdso)),
+            (0x5010, jit(0x5010)),
+            (0x7010, jit(0x7010)),
+            (0x9010, jit(0x9010)),
+            (0xb010, FrameKey::Unknown),
+        ] {
+            assert_eq!(user.frame(avma, avma), want, "{avma:#x}");
+        }
+    }
+
+    /// Each target without an object of its own has its label, a bss tail
+    /// beyond its object's sections is `[anon]`; modules are named by path.
+    #[test]
+    fn target_labels() {
+        let module = |bss_tail| TargetKey::Module {
+            module: 3,
+            file_offset: 0x2000,
+            bss_tail,
+        };
+        for (target, in_object, want) in [
+            (module(false), false, None),
+            (module(false), true, None),
+            (module(true), true, None),
+            (module(true), false, Some("[anon]")),
+            (TargetKey::Pseudo(3), false, None),
+            (TargetKey::Heap, false, Some("[heap]")),
+            (TargetKey::Stack, true, Some("[stack]")),
+            (TargetKey::Anon, false, Some("[anon]")),
+            (TargetKey::Unknown, false, Some("[unknown]")),
+        ] {
+            assert_eq!(target.label(in_object), want, "{target:?} {in_object}");
+        }
+        assert_eq!(module(true).module(), Some(3));
+        assert_eq!(TargetKey::Pseudo(4).module(), Some(4));
+        assert_eq!(TargetKey::Heap.module(), None);
     }
 
     #[test]

@@ -16,19 +16,38 @@ use crate::sys::maps::MappingPath;
 /// Index into [`Modules`].
 pub type ModuleId = u32;
 
-/// A mapped file (or pseudo-file like `[vdso]`), identified by path and build-id.
+/// A mapped file (or pseudo-file like `[vdso]`, or named memory: a memfd,
+/// `[anon:NAME]`), identified by path and build-id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Module {
     /// Path as the kernel reported it.
     pub path: String,
     /// GNU build-id from the mmap2 record.
     pub build_id: Option<Vec<u8>>,
+    /// What the path says the memory is (a function of `path`, kept so
+    /// that no consumer guesses it again from the string).
+    kind: MappingPath,
 }
 
 impl Module {
     /// The file name, for compact display.
     pub fn short_name(&self) -> &str {
         crate::text::short(&self.path)
+    }
+    /// A file on disk: the symbolizer may open it, an archive may copy
+    /// it. Not a memfd (its path names no file), `[vdso]` or named memory.
+    pub fn is_file(&self) -> bool {
+        self.kind == MappingPath::File
+    }
+    /// The kernel's vDSO, named from pfprof's own image when the
+    /// recording's build-id says it is the same.
+    pub fn is_vdso(&self) -> bool {
+        self.path == crate::sys::vdso::PATH
+    }
+    /// Memory without a file to read code from (a memfd, `[anon:NAME]`):
+    /// code executed there is JIT code, as the unwinder takes it too.
+    pub fn is_anonymous(&self) -> bool {
+        self.kind.is_anonymous()
     }
 }
 
@@ -45,6 +64,7 @@ impl Modules {
         let key = Module {
             path: path.to_string(),
             build_id,
+            kind: MappingPath::of(path.as_bytes()),
         };
         if let Some(&id) = self.index.get(&key) {
             return id;
@@ -70,7 +90,9 @@ impl Modules {
 /// What backs a mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MapKind {
-    /// A file (an ELF object or any mapped file).
+    /// A file (an ELF object or any mapped file), or a memfd: shared
+    /// memory whose pages are a file's (copy-on-write as a file's), though
+    /// its module names no file on disk ([`Module::is_file`]).
     File(ModuleId),
     /// The anonymous mapping right after an object's last file page: the rest
     /// of its `.bss`. Its `file_offset` continues the file mapping's, so the
@@ -249,6 +271,30 @@ pub enum Place {
     Unknown,
 }
 
+/// Whether a fork record `(pid, ppid, tid)` is of a new process (its main
+/// thread, in another process than its parent's), not of a new thread.
+pub fn is_new_process(pid: i32, ppid: i32, tid: i32) -> bool {
+    pid == tid && pid != ppid
+}
+
+/// What an mmap/mmap2 record says of a new mapping, but its path and
+/// build-id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmapRecord {
+    /// The process.
+    pub pid: i32,
+    /// First address.
+    pub avma: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset of `avma`.
+    pub file_offset: u64,
+    /// PROT_* bits.
+    pub prot: u32,
+    /// MAP_* bits.
+    pub flags: u32,
+}
+
 /// All processes of a recording.
 #[derive(Debug, Default)]
 pub struct Processes {
@@ -265,34 +311,22 @@ fn lossy(bytes: &[u8]) -> String {
 impl Processes {
     /// The process, created on first sight.
     pub fn get_or_create(&mut self, pid: i32) -> &mut Process {
-        self.by_pid.entry(pid).or_insert_with(|| Process {
-            pid,
-            ppid: 0,
-            comm: String::from("?"),
-            exe: None,
-            execs: Vec::new(),
-            space: AddressSpace::default(),
-            threads: 1,
-            exec_pending: false,
-        })
+        self.by_pid.entry(pid).or_insert_with(|| Process::new(pid))
     }
 
-    /// An mmap/mmap2 record.
-    #[allow(clippy::too_many_arguments)]
-    pub fn on_mmap(
-        &mut self,
-        pid: i32,
-        avma: u64,
-        len: u64,
-        file_offset: u64,
-        prot: u32,
-        flags: u32,
-        path: &[u8],
-        build_id: Option<Vec<u8>>,
-    ) -> MapKind {
+    /// An mmap/mmap2 record: the kind of mapping it made, as placed.
+    pub fn on_mmap(&mut self, m: MmapRecord, path: &[u8], build_id: Option<Vec<u8>>) -> MapKind {
+        let MmapRecord {
+            pid,
+            avma,
+            len,
+            file_offset,
+            prot,
+            flags,
+        } = m;
         let end_avma = avma.saturating_add(len);
-        // A memfd and prctl-named memory keep their names as targets (the
-        // unwinder reads no code from them).
+        // A memfd and prctl-named memory keep their names as targets; their
+        // modules say they are no files (code there is JIT code).
         let kind = match MappingPath::of(path) {
             MappingPath::Anon => MapKind::Anon,
             MappingPath::Heap => MapKind::Heap,
@@ -305,15 +339,19 @@ impl Processes {
                 MapKind::Pseudo(self.modules.intern(&lossy(path), build_id))
             }
         };
-        let process = self.get_or_create(pid);
+        let modules = &self.modules;
+        let process = self.by_pid.entry(pid).or_insert_with(|| Process::new(pid));
         let (kind, file_offset) = match kind {
             MapKind::Anon => match process.space.ending_at(avma) {
                 // ld.so (and the kernel's ELF loader) maps the .bss pages past
-                // the file's last page as anonymous memory right after it.
-                Some(prev) if matches!(prev.kind, MapKind::File(_)) && prev.is_writable() => {
-                    let MapKind::File(module) = prev.kind else {
-                        unreachable!()
-                    };
+                // an object's last page as anonymous memory right after it
+                // (a memfd has no .bss).
+                Some(
+                    prev @ &Mapping {
+                        kind: MapKind::File(module),
+                        ..
+                    },
+                ) if prev.is_writable() && modules.get(module).is_file() => {
                     (MapKind::BssTail(module), prev.file_offset_of(avma))
                 }
                 _ if process.space.first_heap_at(avma, process.exe) => (MapKind::Heap, 0),
@@ -356,7 +394,7 @@ impl Processes {
     /// A fork record: a new process copies its parent's address space; a new
     /// thread shares it.
     pub fn on_fork(&mut self, pid: i32, ppid: i32, tid: i32) {
-        if pid == tid && pid != ppid {
+        if is_new_process(pid, ppid, tid) {
             let parent = self.by_pid.get(&ppid).cloned();
             let child = self.get_or_create(pid);
             child.ppid = ppid;
@@ -372,6 +410,20 @@ impl Processes {
 }
 
 impl Process {
+    /// A process first seen now: nothing known yet.
+    fn new(pid: i32) -> Process {
+        Process {
+            pid,
+            ppid: 0,
+            comm: String::from("?"),
+            exe: None,
+            execs: Vec::new(),
+            space: AddressSpace::default(),
+            threads: 1,
+            exec_pending: false,
+        }
+    }
+
     /// Where `avma` points in this process right now.
     pub fn place(&self, avma: u64) -> Place {
         let process = self;
@@ -397,6 +449,18 @@ impl Process {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An mmap record of `len` bytes at `avma`.
+    fn rec(pid: i32, avma: u64, len: u64, file_offset: u64, prot: u32, flags: u32) -> MmapRecord {
+        MmapRecord {
+            pid,
+            avma,
+            len,
+            file_offset,
+            prot,
+            flags,
+        }
+    }
 
     fn map(start: u64, end: u64, off: u64) -> Mapping {
         Mapping {
@@ -480,6 +544,43 @@ mod tests {
         }
     }
 
+    /// A module knows what its path named: a file to open, the vDSO, or
+    /// memory without a file (a memfd, `[anon:NAME]`); anonymous memory
+    /// right after a writable memfd mapping is no .bss tail of it.
+    #[test]
+    fn module_kinds() {
+        let mut p = Processes::default();
+        let prw = (libc::PROT_READ | libc::PROT_WRITE) as u32;
+        let mut module_at =
+            |avma, path: &[u8]| match p.on_mmap(rec(1, avma, 0x1000, 0, prw, 1), path, None) {
+                MapKind::File(id) | MapKind::Pseudo(id) => id,
+                kind => panic!("{kind:?}"),
+            };
+        let file = module_at(0x1000, b"/usr/lib/libc.so.6");
+        let vdso = module_at(0x3000, b"[vdso]");
+        let memfd = module_at(0x7f00_0000_0000, b"/memfd:jit (deleted)");
+        let named = module_at(0x7000, b"[anon:v8 code]");
+        let flags = |id| {
+            let m = p.modules.get(id);
+            (m.is_file(), m.is_vdso(), m.is_anonymous())
+        };
+        assert_eq!(flags(file), (true, false, false));
+        assert_eq!(flags(vdso), (false, true, false));
+        assert_eq!(flags(memfd), (false, false, true));
+        assert_eq!(flags(named), (false, false, true));
+        // Right after the writable memfd mapping (where mmap places memory,
+        // far from the first heap): anonymous memory, no tail.
+        let after = p.on_mmap(
+            rec(1, 0x7f00_0000_1000, 0x1000, 0, prw, 0x22),
+            b"//anon",
+            None,
+        );
+        assert_eq!(after, MapKind::Anon);
+        // Right after the writable file mapping: its .bss tail.
+        let after = p.on_mmap(rec(1, 0x2000, 0x1000, 0, prw, 0x22), b"//anon", None);
+        assert_eq!(after, MapKind::BssTail(file));
+    }
+
     /// An anonymous mapping right after a writable file mapping is that
     /// object's .bss tail, with file offsets continuing the file's.
     #[test]
@@ -488,32 +589,26 @@ mod tests {
         let prw = (libc::PROT_READ | libc::PROT_WRITE) as u32;
         p.on_comm(10, 10, b"app", true);
         p.on_mmap(
-            10,
-            0x40_0000,
-            0x1000,
-            0,
-            5,
-            2,
+            rec(10, 0x40_0000, 0x1000, 0, 5, 2),
             b"/bin/app",
             Some(vec![1, 2]),
         );
         p.on_mmap(
-            10,
-            0x40_3000,
-            0x1000,
-            0x2000,
-            prw,
-            2,
+            rec(10, 0x40_3000, 0x1000, 0x2000, prw, 2),
             b"/bin/app",
             Some(vec![1, 2]),
         );
-        p.on_mmap(10, 0x40_4000, 0x3000, 0, prw, 0x22, b"//anon", None);
+        p.on_mmap(rec(10, 0x40_4000, 0x3000, 0, prw, 0x22), b"//anon", None);
         // The first anonymous mapping within 1 GiB after the executable is
         // the heap's first growth (named //anon by the kernel); later ones,
         // and those where mmap places memory, are anonymous memory.
-        p.on_mmap(10, 0x50_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
-        p.on_mmap(10, 0x60_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
-        p.on_mmap(10, 0x7f00_0000_0000, 0x1000, 0, prw, 0x22, b"//anon", None);
+        p.on_mmap(rec(10, 0x50_0000, 0x1000, 0, prw, 0x22), b"//anon", None);
+        p.on_mmap(rec(10, 0x60_0000, 0x1000, 0, prw, 0x22), b"//anon", None);
+        p.on_mmap(
+            rec(10, 0x7f00_0000_0000, 0x1000, 0, prw, 0x22),
+            b"//anon",
+            None,
+        );
         let app = p.modules.intern("/bin/app", Some(vec![1, 2]));
         assert_eq!(p.by_pid[&10].exe, Some(app));
         assert_eq!(

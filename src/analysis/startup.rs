@@ -223,7 +223,7 @@ impl StartupTracker {
                 };
                 let ranges = self.markers.entry(module).or_insert_with(|| {
                     let m = modules.get(module);
-                    if !m.path.starts_with('/') {
+                    if !m.is_file() {
                         return Vec::new();
                     }
                     symbolizer

@@ -231,30 +231,30 @@ impl<'p> Names<'p> {
 
     /// A fault's target: object, region, section, data symbol.
     fn target(&self, target: TargetKey) -> TargetRow {
-        let (object, region, section, symbol) = match target {
+        let (section, symbol, svma) = match target {
             TargetKey::Module {
                 module,
                 file_offset,
-                bss_tail,
-            } => {
-                let (section, symbol, svma) = self
-                    .data
-                    .get(&(module, file_offset))
-                    .cloned()
-                    .unwrap_or((None, None, None));
-                match (bss_tail, svma) {
-                    // Anonymous memory that merely follows the object's data
-                    // but lies beyond its last segment: not its .bss.
-                    (true, None) => ("[anon]".into(), Region::Anon, None, None),
-                    (true, Some(_)) => (self.path_of(module), Region::Anon, section, symbol),
-                    (false, _) => (self.path_of(module), Region::File, section, symbol),
-                }
-            }
-            TargetKey::Pseudo(module) => (self.path_of(module), Region::Special, None, None),
-            TargetKey::Heap => ("[heap]".into(), Region::Heap, None, None),
-            TargetKey::Stack => ("[stack]".into(), Region::Stack, None, None),
-            TargetKey::Anon => ("[anon]".into(), Region::Anon, None, None),
-            TargetKey::Unknown => ("[unknown]".into(), Region::Unknown, None, None),
+                ..
+            } => self.data.get(&(module, file_offset)).cloned(),
+            _ => None,
+        }
+        .unwrap_or((None, None, None));
+        let region = match target {
+            TargetKey::Module {
+                bss_tail: false, ..
+            } => Region::File,
+            TargetKey::Module { bss_tail: true, .. } | TargetKey::Anon => Region::Anon,
+            TargetKey::Pseudo(_) => Region::Special,
+            TargetKey::Heap => Region::Heap,
+            TargetKey::Stack => Region::Stack,
+            TargetKey::Unknown => Region::Unknown,
+        };
+        // Section and symbol are None wherever the label applies (the
+        // symbolizer placed the address nowhere).
+        let object = match target.label(svma.is_some()) {
+            Some(label) => label.to_string(),
+            None => target.module().map(|m| self.path_of(m)).unwrap_or_default(),
         };
         TargetRow {
             object,
@@ -327,13 +327,13 @@ fn name_code(
     // says which one it was: the symbolizer checks the build-id.
     let own_vdso = by_module
         .keys()
-        .any(|id| modules.get(*id).path == vdso::PATH && modules.get(*id).build_id.is_some())
+        .any(|id| modules.get(*id).is_vdso() && modules.get(*id).build_id.is_some())
         && vdso::add_own_image(symbolizer);
     for (module, offsets) in by_module {
         let m = modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let readable = (m.path.starts_with('/') && !stale.contains(module))
-            || (own_vdso && m.path == vdso::PATH && m.build_id.is_some());
+        let readable = (m.is_file() && !stale.contains(module))
+            || (own_vdso && m.is_vdso() && m.build_id.is_some());
         let results = if readable {
             symbolizer.code(Path::new(&m.path), m.build_id.as_deref(), &offsets)
         } else {
@@ -353,9 +353,7 @@ fn name_code(
                     })
                     .collect(),
                 Err(reason) => {
-                    if m.path.starts_with('/')
-                        && !matches!(reason, Reason::NoSymbol | Reason::NotInSegment)
-                    {
+                    if m.is_file() && !matches!(reason, Reason::NoSymbol | Reason::NotInSegment) {
                         note(module_status, *module, &reason);
                     }
                     vec![Named {
@@ -397,7 +395,8 @@ fn name_data(
     for (module, offsets) in &data_offsets {
         let m = profile.processes.modules.get(*module);
         let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let results = if stale.contains(module) {
+        // A memfd names no file to read.
+        let results = if stale.contains(module) || !m.is_file() {
             offsets.iter().map(|_| Err(Reason::NoSymbol)).collect()
         } else {
             symbolizer.data(Path::new(&m.path), m.build_id.as_deref(), &offsets)
@@ -723,10 +722,7 @@ fn object_facts(
     let mut facts = BTreeMap::new();
     for (id, m) in profile.processes.modules.iter() {
         let shown = safe(&m.path);
-        if !m.path.starts_with('/')
-            || names.stale.contains(&id)
-            || !rows.iter().any(|r| r.object == shown)
-        {
+        if !m.is_file() || names.stale.contains(&id) || !rows.iter().any(|r| r.object == shown) {
             continue;
         }
         let path = Path::new(&m.path);
@@ -1011,7 +1007,7 @@ fn rejected_debug_files(
         .filter(|m| !names.stale.contains(m))
     {
         let m = profile.processes.modules.get(*module);
-        if !m.path.starts_with('/') {
+        if !m.is_file() {
             continue;
         }
         if let Ok(info) = symbolizer.module_info(Path::new(&m.path), m.build_id.as_deref()) {

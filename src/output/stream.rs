@@ -42,11 +42,13 @@ struct Line {
     since_start_ns: u64,
     class: &'static str,
     addr_avma: u64,
+    /// The name of the target's object (empty for a target without one).
     object: String,
     section: Option<Lookup>,
-    /// The anonymous mapping after an object's data: its `.bss` only
-    /// where the object's segments reach (as the report decides).
-    bss_tail: bool,
+    /// Where the fault landed: its label unless an object names it (the
+    /// anonymous mapping after an object's data is its `.bss` only where
+    /// the object's segments reach, as the report decides).
+    target: TargetKey,
     latency_ns: Option<u64>,
     site: Option<Lookup>,
 }
@@ -103,11 +105,7 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
                 .pop()?
                 .ok()
         });
-        let object = match &data {
-            // Anonymous memory that merely follows the object's data.
-            None if line.bss_tail => "[anon]",
-            _ => &line.object,
-        };
+        let object = line.target.label(data.is_some()).unwrap_or(&line.object);
         let section = data.and_then(|d| d.section).unwrap_or_else(|| "-".into());
         // Names from the profiled world reach the terminal escaped.
         write!(
@@ -165,7 +163,6 @@ impl Streamer {
             let m = analyzer.module(module);
             (m.path.clone(), m.build_id.clone(), file_offset)
         };
-        let bss_tail = matches!(fault.target, TargetKey::Module { bss_tail: true, .. });
         let (object, section) = match fault.target {
             TargetKey::Module {
                 module,
@@ -176,10 +173,7 @@ impl Streamer {
                 Some(lookup(module, file_offset)),
             ),
             TargetKey::Pseudo(module) => (analyzer.module(module).path.clone(), None),
-            TargetKey::Heap => ("[heap]".into(), None),
-            TargetKey::Stack => ("[stack]".into(), None),
-            TargetKey::Anon => ("[anon]".into(), None),
-            TargetKey::Unknown => ("[unknown]".into(), None),
+            _ => (String::new(), None),
         };
         let site = match (self.kind, fault.leaf) {
             (
@@ -206,7 +200,7 @@ impl Streamer {
             addr_avma: fault.addr_avma,
             object,
             section,
-            bss_tail,
+            target: fault.target,
             latency_ns: fault.latency_ns,
             site,
         };

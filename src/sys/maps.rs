@@ -4,7 +4,7 @@
 /// What a mapping's path (as MMAP2 records and `/proc/PID/maps` give it)
 /// says the memory is. The address-space tracker of the analysis and the
 /// unwinder's both ask here, so they agree on every kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MappingPath {
     /// No name: `//anon`, an empty path, `/dev/zero (deleted)`,
     /// `/anon_hugepage (deleted)`.

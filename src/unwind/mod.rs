@@ -39,6 +39,11 @@ use serde::{Deserialize, Serialize};
 use crate::sys::maps::MappingPath;
 use crate::sys::procfs;
 
+/// `PERF_CONTEXT_USER`, the call-chain mark before the user frames (the
+/// kernel's uapi value; `format::records` holds every mark for the later
+/// stages).
+const CONTEXT_USER: u64 = perf_event_open_sys::bindings::PERF_CONTEXT_USER;
+
 /// The last frame of a chain whose unwinding stopped early. Address 0 is
 /// never code; perf shows it as `[unknown]` too.
 pub const TRUNCATED_FRAME: u64 = 0;
@@ -364,6 +369,10 @@ type FileCfi = (Arc<UnwindFile>, u64);
 #[derive(Clone)]
 struct Region {
     end: u64,
+    /// The file offset of its first byte, and its path: what a part of it
+    /// that a later mapping leaves needs to be placed again.
+    file_offset: u64,
+    name: Arc<str>,
     /// The file's entry point (avma), if it has one.
     entry: Option<u64>,
     /// The file whose CFI framehop has for it, and its load bias (avma -
@@ -443,7 +452,11 @@ impl Space {
         Some((code, Some(cfi)))
     }
 
-    /// Removes every module overlapping `range` (a new mapping replaced it).
+    /// Removes what a new mapping over `range` replaced: the regions it
+    /// covers, and the part it covers of those it overlaps, which keep
+    /// their parts outside it (the analysis's address space keeps them
+    /// too): an `mprotect` of a page of JIT code, or of a file's text,
+    /// leaves the rest of the mapping as it was.
     fn unmap(&mut self, range: &Range<u64>) {
         let starts: Vec<u64> = self
             .modules
@@ -452,14 +465,42 @@ impl Space {
             .map(|(&start, _)| start)
             .collect();
         for start in starts {
-            if self.modules.remove(&start).is_some_and(|r| r.cfi.is_some()) {
+            let Some(region) = self.modules.remove(&start) else {
+                continue;
+            };
+            if region.cfi.is_some() {
                 self.unwinder.remove_module(start);
+            }
+            if start < range.start {
+                self.keep_part(start, start..range.start, &region);
+            }
+            if region.end > range.end {
+                self.keep_part(start, range.end..region.end, &region);
             }
         }
         let gone: Vec<u64> = self.sigreturn.range(range.clone()).copied().collect();
         for avma in gone {
             self.sigreturn.remove(&avma);
         }
+    }
+
+    /// Keeps `part` of the region that started at `start`, with its CFI
+    /// placed for that part (none when the part holds no segment).
+    fn keep_part(&mut self, start: u64, part: Range<u64>, region: &Region) {
+        let file_offset = region.file_offset + (part.start - start);
+        let mut kept = Region {
+            end: part.end,
+            file_offset,
+            cfi: None,
+            ..region.clone()
+        };
+        if let Some((file, _)) = &region.cfi {
+            if let Some((module, bias)) = file.module(&region.name, part.clone(), file_offset) {
+                kept.cfi = Some((file.clone(), bias));
+                self.unwinder.add_module(module);
+            }
+        }
+        self.modules.insert(part.start, kept);
     }
 
     fn at(&self, time: u64) -> &Space {
@@ -612,6 +653,8 @@ impl StackUnwinder {
         });
         let region = Region {
             end: avma.end,
+            file_offset,
+            name: Arc::from(name),
             entry: module.as_ref().and_then(|m| m.1),
             cfi: module.as_ref().map(|m| m.2.clone()),
             anonymous: is_anonymous(path),
@@ -668,6 +711,36 @@ impl StackUnwinder {
                 true
             }
         });
+    }
+
+    /// Completes a sample's call chain as the kernel writes one when it
+    /// walks the user stack itself: `chain` holds the kernel's part (its
+    /// context marks included), then come perf's user mark and the frames
+    /// [`StackUnwinder::unwind`] finds. A kernel part that goes on into
+    /// user frames (a recording made without `exclude_callchain_user`) is
+    /// cut at its user mark first: the unwound frames replace those. On
+    /// [`Outcome::Unknown`] `chain` keeps the kernel's part only.
+    #[allow(clippy::too_many_arguments)]
+    pub fn unwind_user_part(
+        &mut self,
+        pid: i32,
+        time: u64,
+        kernel_mode: bool,
+        regs: UserRegs,
+        stack: &[u8],
+        final_attempt: bool,
+        chain: &mut Vec<u64>,
+    ) -> Outcome {
+        if let Some(user) = chain.iter().position(|&a| a == CONTEXT_USER) {
+            chain.truncate(user);
+        }
+        let kernel_len = chain.len();
+        chain.push(CONTEXT_USER);
+        let outcome = self.unwind(pid, time, kernel_mode, regs, stack, final_attempt, chain);
+        if outcome == Outcome::Unknown {
+            chain.truncate(kernel_len);
+        }
+        outcome
     }
 
     /// Unwinds one sample into `chain` (appended: leaf IP first, then return
@@ -1116,7 +1189,7 @@ fn load_file(
 ) -> Option<Arc<UnwindFile>> {
     use std::os::unix::ffi::OsStrExt;
     let name = String::from_utf8_lossy(path);
-    let sections = if path == b"[vdso]" {
+    let sections = if path == crate::sys::vdso::PATH.as_bytes() {
         own_vdso().and_then(|image| pfprof_symbolize::unwind_sections(&image).ok())
     } else if let Some(located) = located {
         pfprof_symbolize::read_unwind_sections(&located.path).ok()
@@ -1381,6 +1454,88 @@ pub(crate) mod tests {
         u.forget_exited(31);
         let forgotten = u.unwind(PID + 1, 40, false, snap.regs, &snap.stack, true, &mut chain);
         assert_eq!(forgotten, Outcome::NoProcess);
+    }
+
+    /// The user part follows the kernel's part after perf's user mark; a
+    /// kernel part that went on into user frames is cut at its mark; a
+    /// sample held back leaves the kernel's part alone.
+    #[test]
+    fn user_part_after_the_kernel_part() {
+        let snap = snapshot();
+        let kernel = (-128i64) as u64; // PERF_CONTEXT_KERNEL
+        assert_eq!(CONTEXT_USER, (-512i64) as u64);
+        let mut want = vec![kernel, 0xffff_1000, CONTEXT_USER];
+        want.extend(&snap.expected);
+        for given in [
+            vec![kernel, 0xffff_1000],
+            vec![kernel, 0xffff_1000, CONTEXT_USER, 0x1234, 0x5678],
+        ] {
+            let mut u = unwinder_with_nofp(&snap);
+            let mut chain = given.clone();
+            let got = u.unwind_user_part(PID, 0, true, snap.regs, &snap.stack, true, &mut chain);
+            assert_eq!(got, Outcome::Truncated(Stop::NoUnwindInfo), "{given:x?}");
+            assert_eq!(chain[..want.len()], want[..], "{given:x?}");
+            assert_eq!(chain.len(), want.len() + 2, "main's caller, the marker");
+        }
+        let mut u = unwinder_with_nofp(&snap);
+        let mut chain = vec![kernel, 0xffff_1000];
+        let regs = UserRegs {
+            ip: 0x10,
+            ..snap.regs
+        };
+        let held = u.unwind_user_part(PID, 0, true, regs, &snap.stack, false, &mut chain);
+        assert_eq!(
+            (held, &chain[..]),
+            (Outcome::Unknown, &[kernel, 0xffff_1000][..])
+        );
+    }
+
+    /// A mapping over part of an executable one (an `mprotect` of a page)
+    /// leaves the rest: JIT code around a page made writable is still JIT
+    /// code, and a file's text around such a page still unwinds by its
+    /// CFI; the page itself is no code until mapped executable again.
+    #[test]
+    fn a_mapping_over_part_of_another_keeps_the_rest() {
+        let snap = snapshot();
+        let mut u = StackUnwinder::new();
+        let path = format!("{DIR}/nofp");
+        // The text page, then two more pages of the same mapping.
+        let text = snap.text.start..snap.text.end + 0x2000;
+        u.on_mmap(
+            PID,
+            text.clone(),
+            snap.text_file_offset,
+            PROT_EXEC | 1,
+            path.as_bytes(),
+            None,
+        );
+        let jit = 0x7000_0000..0x7000_4000;
+        u.on_mmap(PID, jit.clone(), 0, PROT_EXEC, b"//anon", None);
+        let rw = 3;
+        u.on_mmap(PID, 0x7000_1000..0x7000_2000, 0, rw, b"//anon", None);
+        u.on_mmap(
+            PID,
+            snap.text.end..snap.text.end + 0x1000,
+            0,
+            rw,
+            path.as_bytes(),
+            None,
+        );
+        let space = &u.spaces[&PID];
+        for (avma, want) in [
+            (0x7000_0010, Some(Code::Jit)),
+            (0x7000_1010, None),
+            (0x7000_2010, Some(Code::Jit)),
+            (0x7000_3ff0, Some(Code::Jit)),
+            (snap.text.end + 0x10, None),
+        ] {
+            assert_eq!(space.lookup(avma), want, "{avma:#x}");
+        }
+        assert!(space.lookup(snap.text.end + 0x1010).is_some());
+        let mut chain = Vec::new();
+        let got = u.unwind(PID, 0, false, snap.regs, &snap.stack, false, &mut chain);
+        assert_eq!(got, Outcome::Truncated(Stop::NoUnwindInfo));
+        assert_eq!(chain[..6], snap.expected[..]);
     }
 
     /// A chain that reaches the entry code of a file is complete even

@@ -237,49 +237,56 @@ fn fork_storm_loses_nothing() {
 /// not track): the resolver's 16 faults keep the trampoline, `main` and
 /// `_start` on their chain, every step through the trampoline taken by
 /// pfprof's own CFI evaluation (library and program without frame
-/// pointers, so a frame-pointer guess cannot pass for it).
+/// pointers, so a frame-pointer guess cannot pass for it). The same with
+/// the library linked `-z noseparate-code`: its text is the first part of
+/// a mapping of the whole file whose rest ld.so maps again for its data,
+/// and the text keeps its CFI (the unwinder once dropped the whole mapping,
+/// and the chain stopped at `touch_in_resolver`).
 #[test]
 fn lazy_binding_trampoline() {
     if !can_record() {
         return;
     }
-    let dir = temp_dir("dwarf_lazy");
-    let lib = compile_c(
-        &dir,
-        "lazy/liblazy.c",
-        &["-O2", "-fomit-frame-pointer", "-fPIC", "-shared"],
-    );
-    std::fs::rename(&lib, dir.join("liblazy.so")).unwrap();
-    let exe = compile_c(
-        &dir,
-        "lazy/lazy_main.c",
-        &[
-            "-O2",
-            "-fomit-frame-pointer",
-            "-L",
-            dir.to_str().unwrap(),
-            "-llazy",
-            "-Wl,-rpath,$ORIGIN",
-            "-Wl,-z,lazy",
-        ],
-    );
-    let (_, report) = record_with(&dir, &[], &exe, &[]);
-    assert_complete_stacks(&report);
-    let rows = function_sites(&report, "touch_in_resolver");
-    assert_eq!(total(&rows), 16, "{}", show(&rows));
-    for r in &rows {
-        let s = stack_names(r);
-        assert_eq!(s.first(), Some(&"_start"), "{s:?}");
-        let main = s.iter().position(|f| *f == "main").expect("main");
-        assert!(s[main + 1].starts_with("_dl_runtime_resolve"), "{s:?}");
-        assert_eq!(s[main + 2], "_dl_fixup", "{s:?}");
-        assert_eq!(s.last(), Some(&"touch_in_resolver"), "{s:?}");
+    for (name, layout) in [
+        ("dwarf_lazy", None),
+        ("dwarf_lazy_nosep", Some("-Wl,-z,noseparate-code")),
+    ] {
+        let dir = temp_dir(name);
+        let mut lib_flags = vec!["-O2", "-fomit-frame-pointer", "-fPIC", "-shared"];
+        lib_flags.extend(layout);
+        let lib = compile_c(&dir, "lazy/liblazy.c", &lib_flags);
+        std::fs::rename(&lib, dir.join("liblazy.so")).unwrap();
+        let exe = compile_c(
+            &dir,
+            "lazy/lazy_main.c",
+            &[
+                "-O2",
+                "-fomit-frame-pointer",
+                "-L",
+                dir.to_str().unwrap(),
+                "-llazy",
+                "-Wl,-rpath,$ORIGIN",
+                "-Wl,-z,lazy",
+            ],
+        );
+        let (_, report) = record_with(&dir, &[], &exe, &[]);
+        assert_complete_stacks(&report);
+        let rows = function_sites(&report, "touch_in_resolver");
+        assert_eq!(total(&rows), 16, "{name}: {}", show(&rows));
+        for r in &rows {
+            let s = stack_names(r);
+            assert_eq!(s.first(), Some(&"_start"), "{name}: {s:?}");
+            let main = s.iter().position(|f| *f == "main").expect("main");
+            assert!(s[main + 1].starts_with("_dl_runtime_resolve"), "{s:?}");
+            assert_eq!(s[main + 2], "_dl_fixup", "{name}: {s:?}");
+            assert_eq!(s.last(), Some(&"touch_in_resolver"), "{name}: {s:?}");
+        }
+        assert!(
+            report["totals"]["unwind"]["register_cfa_steps"].as_u64() >= Some(16),
+            "{name}: {}",
+            report["totals"]["unwind"]
+        );
     }
-    assert!(
-        report["totals"]["unwind"]["register_cfa_steps"].as_u64() >= Some(16),
-        "{}",
-        report["totals"]["unwind"]
-    );
 }
 
 /// Sixty frames of 300 bytes without frame pointers (about 20 KiB of

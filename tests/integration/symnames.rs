@@ -275,3 +275,81 @@ fn jit_frames_are_named_in_intervals() {
         show(&all)
     );
 }
+
+/// `fixtures/memfd_jit.c`: code in a memfd (`/memfd:pfprof-jit (deleted)`)
+/// is JIT code, as the unwinder takes it: its frame is named from the
+/// process's perf map (`memfd_jit_code`), never `memfd:…+0x5`, and no
+/// module problem or warning says the memfd's "file" is missing (its path
+/// names no file to open). Its own page's instruction fetch is a fault in
+/// the memfd, at `memfd_jit_code`. With dwarf and frame-pointer stacks;
+/// the dwarf unwinder steps through the memfd's first page though the
+/// mapping's second page was made read-only.
+#[test]
+fn memfd_code_is_named_from_the_perf_map() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("symnames_memfd");
+    let exe = compile_c(&dir, "memfd_jit.c", &[]);
+    for mode in ["dwarf", "fp"] {
+        let out_dir = dir.join(format!("out-{mode}"));
+        let out = run(pfprof()
+            .args(["record", "-q", "--call-graph", mode, "-o"])
+            .arg(&out_dir)
+            .arg("--")
+            .arg(&exe));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = read_report(&out_dir.join("report.json"));
+        let pid = &report["processes"][0]["pid"];
+        let map = format!("perf-{pid}.map");
+        let _ = std::fs::remove_file(std::path::Path::new("/tmp").join(&map));
+        // The map is kept with the recording (the process has JIT frames).
+        assert!(out_dir.join(&map).is_file(), "{mode}: no {map} kept");
+        let touches = sites(&report, |s| s["function"] == "touch_from_memfd");
+        assert_eq!(
+            crate::util::total(&touches),
+            16,
+            "{mode}: {}",
+            show(&touches)
+        );
+        // touch_from_memfd sets up no frame (a leaf, at -O1), so the
+        // kernel's frame-pointer walk skips its caller: dwarf only.
+        for s in touches.iter().filter(|_| mode == "dwarf") {
+            let stack: Vec<&str> = s["stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap())
+                .collect();
+            let main = stack.iter().position(|f| *f == "main").expect("main");
+            assert_eq!(
+                stack[main + 1..],
+                ["memfd_jit_code", "touch_from_memfd"],
+                "{mode}: {stack:?}"
+            );
+        }
+        let fetch = sites(&report, |s| {
+            s["target"]["object"]
+                .as_str()
+                .unwrap()
+                .starts_with("/memfd:pfprof-jit")
+        });
+        assert_eq!(fetch.len(), 1, "{mode}: {}", show(&fetch));
+        assert_eq!(fetch[0]["function"], "memfd_jit_code", "{mode}");
+        assert_eq!(fetch[0]["access"], "exec", "{mode}");
+
+        let memfd = report["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["path"].as_str().unwrap().starts_with("/memfd:"))
+            .expect("the memfd's module");
+        assert!(memfd["problem"].is_null(), "{mode}: {memfd}");
+        let warnings = report["warnings"].to_string();
+        assert!(!warnings.contains("memfd"), "{mode}: {warnings}");
+    }
+}
