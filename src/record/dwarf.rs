@@ -477,12 +477,10 @@ impl StackRewriter {
         settle: bool,
         record: &[u8],
     ) -> bool {
-        let kernel_len = self.chain.len();
-        self.chain.push(rec::CONTEXT_USER);
+        let chain = &mut self.chain;
         let outcome =
-            (self.unwinder).unwind(pid, time, kernel_mode, regs, stack, settle, &mut self.chain);
+            (self.unwinder).unwind_user_part(pid, time, kernel_mode, regs, stack, settle, chain);
         if outcome == Outcome::Unknown {
-            self.chain.truncate(kernel_len);
             self.deferred.push((time, record.to_vec()));
             return false;
         }

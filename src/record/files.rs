@@ -27,6 +27,7 @@ use rustc_hash::FxHashSet;
 use crate::format::events::{records, FileId, Mapping, Record};
 use crate::format::perf_data::FileStamp;
 use crate::format::records as rec;
+use crate::sys::maps::MappingPath;
 use crate::sys::procfs;
 
 /// Files seen in MMAP2 records, and their stamps.
@@ -141,7 +142,7 @@ impl MappedFiles {
         let (major, minor, inode) = match m.file {
             // The build-id says which file it was: no stamp needed.
             FileId::BuildId(id) => {
-                if path.starts_with(b"/") && !id.is_empty() {
+                if MappingPath::of(path) == MappingPath::File && !id.is_empty() {
                     self.build_id(m, id, executable);
                 }
                 return;
@@ -154,7 +155,7 @@ impl MappedFiles {
             } => (major, minor, inode),
             FileId::Unknown => return,
         };
-        if !path.starts_with(b"/") || path.starts_with(b"//") || inode == 0 {
+        if MappingPath::of(path) != MappingPath::File || inode == 0 {
             return;
         }
         if let (true, Some(held)) = (executable, self.held.as_mut()) {

@@ -9,7 +9,7 @@ use crate::format::events::mapping::put_string;
 use crate::format::events::own::SampleId;
 use crate::format::events::{FileId, Mapping, RecordHead};
 use crate::format::records as rec;
-use crate::sys::maps::MapsLine;
+use crate::sys::maps::{MappingPath, MapsLine};
 
 /// A record of `record_type` and `misc` with `body`, then the `sample_id`
 /// trailer of pfprof's events (of `pid`/`tid` at `time`, event `id`).
@@ -54,7 +54,7 @@ impl BuildIds {
     /// another mount namespace. None: not a regular file, no build-id, or
     /// the mapping is gone.
     pub fn of(&mut self, pid: i32, m: &MapsLine) -> Option<Vec<u8>> {
-        if !m.path.starts_with('/') || m.inode == 0 {
+        if MappingPath::of(m.path.as_bytes()) != MappingPath::File || m.inode == 0 {
             return None;
         }
         self.by_inode
