@@ -51,18 +51,6 @@ pub enum Cut {
     Exec(u64),
 }
 
-impl Cut {
-    /// `main`, `until-ms`, `exec` or `end`, as the reports name it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Cut::Main(_) => "main",
-            Cut::UntilMs(_) => "until-ms",
-            Cut::Exec(_) => "exec",
-            Cut::Open => "end",
-        }
-    }
-}
-
 /// One program's start-up: from an exec to its `main`.
 #[derive(Debug, Clone)]
 pub struct Window {

@@ -1044,7 +1044,7 @@ pub(crate) mod tests {
                 pid: 4242,
                 exec_ms: 0.0,
                 end_ms: Some(0.95),
-                until: "main".into(),
+                until: crate::model::startup::Until::Main,
                 faults: ClassCounts {
                     minor: 35,
                     major: 0,
@@ -1056,7 +1056,7 @@ pub(crate) mod tests {
                 pid: 4242,
                 exec_ms: 1.05,
                 end_ms: Some(2.3),
-                until: "main".into(),
+                until: crate::model::startup::Until::Main,
                 faults: ClassCounts {
                     minor: 520,
                     major: 0,
@@ -1083,7 +1083,7 @@ pub(crate) mod tests {
             program: Some("/opt/app/bin/app".into()),
             pid: Some(4242),
             window: Some(1),
-            until: "main".into(),
+            until: crate::model::startup::Until::Main,
             until_ms: Some(1.25),
             faults: ClassCounts { minor: 520, major: 0, cow: 17 },
             objects: vec![

@@ -504,7 +504,7 @@ impl StartupChoice {
                 pid: w.pid,
                 exec_ms: ms(w.exec_time),
                 end_ms: w.window_ms(last).map(|d| ms(w.exec_time) + d),
-                until: w.cut.name().to_string(),
+                until: startup::Until::of(&w.cut),
                 faults: w.faults,
             })
             .collect();

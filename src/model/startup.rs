@@ -9,8 +9,44 @@ use serde::Serialize;
 
 use crate::analysis::classify::FaultClass;
 use crate::analysis::relocation_pages::{credit_pages, Credited, LoaderWrite, RelocationKind};
-use crate::analysis::startup::{ClassCounts, Window};
+use crate::analysis::startup::{ClassCounts, Cut, Window};
 use crate::text::thousands;
+
+/// What ended a start-up window (report.json's `until`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Until {
+    /// `main` was entered.
+    Main,
+    /// `--until-ms` elapsed.
+    UntilMs,
+    /// The process exec'd another program before `main`.
+    Exec,
+    /// The recording ended before `main` was seen.
+    End,
+}
+
+impl Until {
+    /// How `cut` closed its window.
+    pub fn of(cut: &Cut) -> Until {
+        match cut {
+            Cut::Main(_) => Until::Main,
+            Cut::UntilMs(_) => Until::UntilMs,
+            Cut::Exec(_) => Until::Exec,
+            Cut::Open => Until::End,
+        }
+    }
+
+    /// As in report.json: `main`, `until-ms`, `exec`, `end`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Until::Main => "main",
+            Until::UntilMs => "until-ms",
+            Until::Exec => "exec",
+            Until::End => "end",
+        }
+    }
+}
 
 /// One start-up window, compactly (report.json `startups`).
 #[derive(Debug, Clone, Serialize)]
@@ -24,9 +60,8 @@ pub struct StartupWindow {
     /// End of the window, ms after the first exec (the recording's end when
     /// `main` was not seen).
     pub end_ms: Option<f64>,
-    /// What ended it: `main`, `exec` (the process exec'd another program
-    /// first), `until-ms`, or `end`.
-    pub until: String,
+    /// What ended it.
+    pub until: Until,
     /// Faults in the window.
     pub faults: ClassCounts,
 }
@@ -125,9 +160,8 @@ pub struct StartupReport {
     pub pid: Option<i32>,
     /// Its index in report.json's `startups`.
     pub window: Option<usize>,
-    /// What ended the window: `main`, `until-ms`, `exec` (the process exec'd
-    /// another program before `main`), or `end` (main never seen).
-    pub until: String,
+    /// What ended the window.
+    pub until: Until,
     /// Length of the window in ms.
     pub until_ms: Option<f64>,
     /// Faults in the window.
@@ -306,7 +340,7 @@ pub fn build(
         program: Some(program),
         pid: Some(window.pid),
         window: None,
-        until: window.cut.name().to_string(),
+        until: Until::of(&window.cut),
         until_ms: window.window_ms(last_time),
         faults: total,
         objects: out_objects,

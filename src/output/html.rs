@@ -539,12 +539,7 @@ fn startup(s: &mut String, report: &Report, top: usize) {
     let Some(st) = &report.startup else {
         return;
     };
-    let window = match (st.until.as_str(), st.until_ms) {
-        ("main", Some(ms)) => format!("exec → main entered after {ms:.1} ms"),
-        ("until-ms", Some(ms)) => format!("exec → +{ms:.1} ms (--until-ms)"),
-        (_, Some(ms)) => format!("exec → end of recording ({ms:.1} ms; main was not seen)"),
-        _ => "exec → main".to_string(),
-    };
+    let window = crate::output::startup::window_sentence(st);
     let f = &st.faults;
     let _ = writeln!(
         s,
@@ -892,6 +887,27 @@ mod tests {
             assert_eq!(esc(name), shown, "{name:?}");
         }
         assert_eq!(esc_lines("a<b\n  c"), "a&lt;b\n  c");
+    }
+
+    /// A window that ended at the next exec says so, as report.txt does
+    /// (the page said "end of recording … main was not seen").
+    #[test]
+    fn startup_window_ended_by_exec() {
+        let mut report = crate::model::report::tests::sample_report();
+        let st = report.startup.as_mut().unwrap();
+        st.until = crate::model::startup::Until::Exec;
+        st.until_ms = Some(0.9);
+        let mut page = String::new();
+        startup(&mut page, &report, 10);
+        assert!(
+            page.contains("exec → next exec after 0.9 ms, before main"),
+            "{page}"
+        );
+        let text = crate::output::startup::to_text(report.startup.as_ref().unwrap(), 10);
+        assert!(
+            text.contains("(exec → next exec after 0.9 ms, before main)"),
+            "{text}"
+        );
     }
 
     /// The root element's height, and a fallback without one.

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::startup::ClassCounts;
-use crate::model::startup::{StartupObject, StartupReport, StartupSection, StartupWindow};
+use crate::model::startup::{StartupObject, StartupReport, StartupSection, StartupWindow, Until};
 use crate::text::{short, thousands};
 
 /// The compact list of the start-up windows other than `shown`, by faults,
@@ -45,7 +45,7 @@ pub fn others_text(windows: &[StartupWindow], shown: Option<usize>, top: usize) 
             thousands(w.faults.major),
             thousands(w.faults.cow),
             window,
-            w.until
+            w.until.name()
         );
     }
     if others.len() > top {
@@ -67,16 +67,24 @@ pub fn others_text(windows: &[StartupWindow], shown: Option<usize>, top: usize) 
     s
 }
 
+/// The shown window's span, as report.txt and index.html say it:
+/// `exec → main entered after 1.2 ms`.
+pub fn window_sentence(report: &StartupReport) -> String {
+    match (report.until, report.until_ms) {
+        (Until::Main, Some(ms)) => format!("exec → main entered after {ms:.1} ms"),
+        (Until::UntilMs, Some(ms)) => format!("exec → +{ms:.1} ms (--until-ms)"),
+        (Until::Exec, Some(ms)) => format!("exec → next exec after {ms:.1} ms, before main"),
+        (Until::End, Some(ms)) => {
+            format!("exec → end of recording ({ms:.1} ms; main was not seen)")
+        }
+        (_, None) => "exec → main".to_string(),
+    }
+}
+
 /// The start-up section of `report.txt`.
 pub fn to_text(report: &StartupReport, top: usize) -> String {
     let mut s = String::new();
-    let window = match (report.until.as_str(), report.until_ms) {
-        ("main", Some(ms)) => format!("exec → main entered after {ms:.1} ms"),
-        ("until-ms", Some(ms)) => format!("exec → +{ms:.1} ms (--until-ms)"),
-        ("exec", Some(ms)) => format!("exec → next exec after {ms:.1} ms, before main"),
-        (_, Some(ms)) => format!("exec → end of recording ({ms:.1} ms; main was not seen)"),
-        _ => "exec → main".to_string(),
-    };
+    let window = window_sentence(report);
     let f = &report.faults;
     let of = match (&report.program, report.pid) {
         (Some(program), Some(pid)) => {
@@ -256,7 +264,7 @@ mod tests {
             pid: 10,
             exec_ms: 1.0,
             end_ms: Some(3.5),
-            until: "main".to_string(),
+            until: Until::Main,
             faults: ClassCounts {
                 minor,
                 major: 0,
@@ -280,6 +288,33 @@ mod tests {
             "{text}"
         );
         assert_eq!(others_text(&all[..1], Some(0), 10), "");
+    }
+
+    /// Each way a window ends has its own sentence; without a length it
+    /// is the plain span.
+    #[test]
+    fn window_sentences() {
+        let mut report = crate::model::report::tests::sample_report()
+            .startup
+            .unwrap();
+        for (until, ms, want) in [
+            (Until::Main, Some(1.25), "exec → main entered after 1.2 ms"),
+            (Until::UntilMs, Some(5.0), "exec → +5.0 ms (--until-ms)"),
+            (
+                Until::Exec,
+                Some(0.9),
+                "exec → next exec after 0.9 ms, before main",
+            ),
+            (
+                Until::End,
+                Some(3.0),
+                "exec → end of recording (3.0 ms; main was not seen)",
+            ),
+            (Until::End, None, "exec → main"),
+        ] {
+            (report.until, report.until_ms) = (until, ms);
+            assert_eq!(window_sentence(&report), want);
+        }
     }
 
     /// `--top` bounds the objects and each object's sections; the rest is
@@ -319,7 +354,7 @@ mod tests {
             program: None,
             pid: None,
             window: None,
-            until: "main".into(),
+            until: Until::Main,
             until_ms: Some(1.0),
             faults: counts(66, 0),
             objects: vec![
