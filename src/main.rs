@@ -521,7 +521,7 @@ fn print_recorded(
         eprintln!("pfprof: error: the profile is partial: {why}");
     }
     // Loud, also with -q: the last lines a user sees say what is missing.
-    for warning in report.completeness_warnings() {
+    for warning in report.warnings.iter().filter(|w| w.is_completeness()) {
         eprintln!("pfprof: warning: {warning}");
     }
 }

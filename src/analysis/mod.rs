@@ -193,7 +193,7 @@ pub struct Profile {
     /// after the replay by whoever knows where they are.
     pub jit_maps: FxHashMap<i32, pfprof_symbolize::PerfMap>,
     /// Why perf maps of processes with JIT frames were not used.
-    pub jit_warnings: Vec<String>,
+    pub jit_warnings: Vec<crate::format::jitmaps::JitMapProblem>,
 }
 
 impl Profile {

@@ -13,6 +13,7 @@ use report::{FrameRow, Report, TargetRow};
 pub mod report;
 pub mod resolve;
 pub mod startup;
+pub mod warning;
 
 /// A symbolized profile.
 pub struct Model {

@@ -10,6 +10,7 @@ use crate::analysis::classify::{Access, FaultClass};
 pub use crate::analysis::LostByClass;
 use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::Exit;
+use crate::model::warning::{ModuleProblem, Warning};
 use crate::text::thousands;
 use crate::unwind::{StackNeed, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
 
@@ -242,7 +243,7 @@ pub struct ModuleRow {
     /// Build-id (hex) as recorded.
     pub build_id: Option<String>,
     /// Why it could not be symbolized, if so.
-    pub problem: Option<String>,
+    pub problem: Option<ModuleProblem>,
 }
 
 /// Faults of one class by access. The fields are in name order, as the
@@ -366,8 +367,8 @@ pub struct Report {
     pub files: Vec<FileRow>,
     /// Modules.
     pub modules: Vec<ModuleRow>,
-    /// Things the user should know.
-    pub warnings: Vec<String>,
+    /// Things the user should know, what was lost first.
+    pub warnings: Vec<Warning>,
     /// Wall time of the recording.
     pub wall_ns: Option<u64>,
     /// Bytes recorded.
@@ -620,54 +621,37 @@ impl Report {
     }
 
     /// The warnings about completeness (lost records, faults missing
-    /// without a lost record to explain them, stacks cut at the kernel's
-    /// frame limit), for `warnings`.
-    pub fn completeness_warnings(&self) -> Vec<String> {
+    /// without a lost record to explain them, pfprof's own faults left
+    /// out, stacks cut at the kernel's frame limit), first in `warnings`.
+    pub fn completeness_warnings(&self) -> Vec<Warning> {
         let mut warnings = Vec::new();
         let t = &self.totals;
-        let (missing, pct) = self.missing();
+        let (missing, missing_pct) = self.missing();
         if t.lost > 0 {
-            let l = &t.lost_by_class;
-            // perf's recording: perf's buffers were too small, not pfprof's.
-            let option = match self.recorder {
-                Recorder::Pfprof => "--mmap-pages",
-                Recorder::Perf => "perf record -m PAGES",
-            };
-            warnings.push(format!(
-                "results incomplete: the kernel dropped {} records (ring buffer full; minor {}, \
-                 major {}, fault entries {}, unattributed {}), {} of the faults ({pct:.1}%) are \
-                 missing; give the ring buffers more pages with {option}",
-                thousands(t.lost),
-                thousands(l.minor),
-                thousands(l.major),
-                thousands(l.entries),
-                thousands(l.unattributed),
-                thousands(missing)
-            ));
+            warnings.push(Warning::LostRecords {
+                lost: t.lost,
+                by_class: t.lost_by_class,
+                missing,
+                missing_pct,
+                recorder: self.recorder,
+            });
         }
         let explained =
             t.lost_by_class.minor + t.lost_by_class.major + t.lost_by_class.unattributed;
         if missing > explained {
-            warnings.push(format!(
-                "results incomplete: {} faults counted by the kernel are missing from the \
-                 recording and no lost record accounts for them",
-                thousands(missing - explained)
-            ));
+            warnings.push(Warning::UnexplainedMissing {
+                faults: missing - explained,
+            });
         }
         if t.pfprof_faults > 0 {
-            warnings.push(format!(
-                "pfprof's own {} faults are left out of this system-wide profile",
-                thousands(t.pfprof_faults)
-            ));
+            warnings.push(Warning::OwnFaultsLeftOut {
+                faults: t.pfprof_faults,
+            });
         }
         if t.truncated_stacks > 0 && t.call_graph == Some(CallGraph::Fp) {
-            warnings.push(format!(
-                "{} call stacks were cut at the kernel's frame limit \
-                 (kernel.perf_event_max_stack) and end in [unknown]: recursion deeper than the \
-                 limit (raise it with sysctl), or a frame-pointer walk gone astray in code built \
-                 without frame pointers (--call-graph dwarf has neither problem)",
-                thousands(t.truncated_stacks)
-            ));
+            warnings.push(Warning::FpStacksCut {
+                stacks: t.truncated_stacks,
+            });
         }
         warnings
     }
@@ -1004,7 +988,10 @@ pub(crate) mod tests {
                 build_id: Some("abcdef".into()),
                 problem: None,
             }],
-            warnings: vec!["/opt/app/lib/libgone.so: the file is missing".into()],
+            warnings: vec![Warning::Module {
+                path: "/opt/app/lib/libgone.so".into(),
+                problem: ModuleProblem::Symbolizer(pfprof_symbolize::Reason::MissingFile),
+            }],
             wall_ns: Some(1_000_000),
             data_bytes: Some(44_000_000),
             records: 525_000,

@@ -10,6 +10,7 @@ use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analysis::classify::{Access, FaultClass};
+use crate::analysis::foreign::KernelMismatch;
 use crate::analysis::latency::LatencyStats;
 use crate::analysis::process::ModuleId;
 use crate::analysis::relocation_pages;
@@ -22,6 +23,7 @@ use crate::model::report::{
     TargetRow, TargetSummaryRow, Totals,
 };
 use crate::model::startup::{self, StartupFault};
+use crate::model::warning::{ModuleProblem, Warning};
 use crate::model::{Model, SampleRow, TimePoint};
 use crate::sys::vdso;
 use crate::text::safe;
@@ -155,12 +157,12 @@ struct Names<'p> {
     data: FxHashMap<(ModuleId, u64), DataName>,
     kernel: Option<KernelSymbols>,
     /// Why the kernel's frames stay addresses: another kernel's recording.
-    kernel_mismatch: Option<String>,
+    kernel_mismatch: Option<KernelMismatch>,
     /// Files without a build-id that are not the file recorded: their
     /// addresses stay unnamed rather than get another build's names.
     stale: FxHashSet<ModuleId>,
     /// The first problem met with each module.
-    module_status: FxHashMap<ModuleId, String>,
+    module_status: FxHashMap<ModuleId, ModuleProblem>,
 }
 
 impl<'p> Names<'p> {
@@ -276,7 +278,7 @@ impl<'p> Names<'p> {
 
 /// The modules without a build-id whose file changed since recording, with
 /// why.
-fn stale_modules(profile: &Profile) -> FxHashMap<ModuleId, String> {
+fn stale_modules(profile: &Profile) -> FxHashMap<ModuleId, ModuleProblem> {
     let Some(meta) = &profile.meta else {
         return FxHashMap::default();
     };
@@ -319,7 +321,7 @@ fn name_code(
     symbolizer: &mut Symbolizer,
     by_module: &BTreeMap<ModuleId, BTreeSet<u64>>,
     stale: &FxHashSet<ModuleId>,
-    module_status: &mut FxHashMap<ModuleId, String>,
+    module_status: &mut FxHashMap<ModuleId, ModuleProblem>,
 ) -> FxHashMap<FrameKey, Vec<Named>> {
     let modules = &profile.processes.modules;
     let mut code_names = FxHashMap::default();
@@ -380,7 +382,7 @@ fn name_data(
     profile: &Profile,
     symbolizer: &mut Symbolizer,
     stale: &FxHashSet<ModuleId>,
-    module_status: &mut FxHashMap<ModuleId, String>,
+    module_status: &mut FxHashMap<ModuleId, ModuleProblem>,
 ) -> FxHashMap<(ModuleId, u64), DataName> {
     let mut data_offsets: BTreeMap<ModuleId, BTreeSet<u64>> = BTreeMap::new();
     for key in profile.counts.keys() {
@@ -426,10 +428,10 @@ fn name_data(
 }
 
 /// Keeps the first problem met with a module.
-fn note(module_status: &mut FxHashMap<ModuleId, String>, module: ModuleId, reason: &Reason) {
+fn note(module_status: &mut FxHashMap<ModuleId, ModuleProblem>, module: ModuleId, reason: &Reason) {
     module_status
         .entry(module)
-        .or_insert_with(|| reason.to_string());
+        .or_insert_with(|| ModuleProblem::Symbolizer(reason.clone()));
 }
 
 /// Each interned stack's names, root first, expanded once.
@@ -923,7 +925,7 @@ fn module_rows(profile: &Profile, names: &Names) -> Vec<ModuleRow> {
         .map(|(id, m)| ModuleRow {
             path: safe(&m.path),
             build_id: m.build_id.as_deref().map(crate::text::hex),
-            problem: names.module_status.get(&id).map(|p| safe(p)),
+            problem: names.module_status.get(&id).cloned(),
         })
         .collect()
 }
@@ -960,42 +962,45 @@ fn totals(profile: &Profile) -> Totals {
 
 /// What the user should know beyond the figures: modules' problems, debug
 /// files of another build, damage, unreadable unwind information, missing
-/// tracepoints, a foreign recording, JIT maps. Made safe to show: they
-/// quote file names and the recording's own notes.
+/// tracepoints, a foreign recording, another kernel, JIT maps. The names
+/// they quote are made safe to show when they are said.
 fn warnings(
     profile: &Profile,
     symbolizer: &mut Symbolizer,
     names: &Names,
     module_rows: &[ModuleRow],
-) -> Vec<String> {
+) -> Vec<Warning> {
     let meta = profile.meta.as_ref();
     let mut warnings = Vec::new();
     for row in module_rows {
         if let Some(problem) = &row.problem {
-            warnings.push(format!("{}: {problem}", row.path));
+            warnings.push(Warning::Module {
+                path: row.path.clone(),
+                problem: problem.clone(),
+            });
         }
     }
     warnings.extend(rejected_debug_files(profile, symbolizer, names));
     if let Some(why) = &profile.decode.truncated {
-        warnings.push(format!(
-            "recording damaged, analysed the intact part: {why}"
-        ));
+        warnings.push(Warning::Damaged { why: why.clone() });
     }
     for file in meta
         .and_then(|m| m.unwind.as_ref())
         .map_or(&[][..], |u| &u.unreadable_files[..])
     {
-        warnings.push(format!(
-            "{file}: no unwind information could be read while recording; stacks through it end in [unknown]"
-        ));
+        warnings.push(Warning::UnreadableUnwindInfo { file: file.clone() });
     }
     if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {
-        warnings.push(format!("COW and access types unavailable: {note}"));
+        warnings.push(Warning::NoTracepoints { note: note.clone() });
     }
-    warnings.extend(crate::analysis::foreign::warnings(profile));
-    warnings.extend(names.kernel_mismatch.iter().cloned());
-    warnings.extend(profile.jit_warnings.iter().cloned());
-    warnings.iter().map(|w| safe(w)).collect()
+    warnings.extend(
+        crate::analysis::foreign::notes(profile)
+            .into_iter()
+            .map(Warning::Perf),
+    );
+    warnings.extend(names.kernel_mismatch.clone().map(Warning::KernelMismatch));
+    warnings.extend(profile.jit_warnings.iter().cloned().map(Warning::JitMap));
+    warnings
 }
 
 /// Debug files found for the modules named, but of another build.
@@ -1003,7 +1008,7 @@ fn rejected_debug_files(
     profile: &Profile,
     symbolizer: &mut Symbolizer,
     names: &Names,
-) -> Vec<String> {
+) -> Vec<Warning> {
     let mut warnings = Vec::new();
     for module in names
         .code_modules
@@ -1016,12 +1021,11 @@ fn rejected_debug_files(
         }
         if let Ok(info) = symbolizer.module_info(Path::new(&m.path), m.build_id.as_deref()) {
             for rejected in &info.rejected_debug_files {
-                warnings.push(format!(
-                    "{}: not used as the debug file of {}: {}",
-                    rejected.path.display(),
-                    m.path,
-                    rejected.reason
-                ));
+                warnings.push(Warning::RejectedDebugFile {
+                    path: rejected.path.display().to_string(),
+                    module: m.path.clone(),
+                    reason: rejected.reason.clone(),
+                });
             }
         }
     }
@@ -1092,24 +1096,16 @@ fn jit_name(profile: &Profile, pid: i32, avma: u64) -> String {
 /// Why the file at `path` is not the one recorded with these stamps, if it
 /// is not: its size or modification time differ, or several files were
 /// mapped under the path and nothing tells which one an address was in.
-fn changed_since(recorded: &[FileStamp], path: &str) -> Option<String> {
+fn changed_since(recorded: &[FileStamp], path: &str) -> Option<ModuleProblem> {
     if recorded.len() > 1 {
-        return Some(format!(
-            "{} different files without a build-id were mapped under this path while recording \
-             (a file replaced, or containers); its addresses are shown unnamed",
-            recorded.len()
-        ));
+        return Some(ModuleProblem::SeveralFiles {
+            files: recorded.len(),
+        });
     }
-    let was = recorded.first()?;
+    let was = *recorded.first()?;
     // A missing file is the symbolizer's to report.
     let now = FileStamp::of(&std::fs::metadata(path).ok()?);
-    (now != *was).then(|| {
-        format!(
-            "The file has no build-id and changed since recording (size {} -> {} bytes, \
-             mtime {} -> {} ns); its addresses are shown unnamed",
-            was.size, now.size, was.mtime_ns, now.mtime_ns
-        )
-    })
+    (now != was).then_some(ModuleProblem::Changed { was, now })
 }
 
 #[cfg(test)]
@@ -1134,12 +1130,17 @@ mod tests {
             size: now.size - 1,
             ..now
         };
-        let cases: [(&str, Vec<FileStamp>, Option<&str>); 6] = [
+        let changed = |was| Some(ModuleProblem::Changed { was, now });
+        let cases: [(&str, Vec<FileStamp>, Option<ModuleProblem>); 6] = [
             ("same", vec![now], None),
             ("nothing recorded", vec![], None),
-            ("touched", vec![older], Some("changed since recording")),
-            ("rewritten", vec![smaller], Some("size 9 -> 10 bytes")),
-            ("two files", vec![now, older], Some("2 different files")),
+            ("touched", vec![older], changed(older)),
+            ("rewritten", vec![smaller], changed(smaller)),
+            (
+                "two files",
+                vec![now, older],
+                Some(ModuleProblem::SeveralFiles { files: 2 }),
+            ),
             ("missing file", vec![older], None),
         ];
         for (what, recorded, want) in cases {
@@ -1148,12 +1149,7 @@ mod tests {
             } else {
                 path
             };
-            let got = changed_since(&recorded, path);
-            match (want, &got) {
-                (None, None) => {}
-                (Some(want), Some(got)) => assert!(got.contains(want), "{what}: {got}"),
-                _ => panic!("{what}: {got:?}"),
-            }
+            assert_eq!(changed_since(&recorded, path), want, "{what}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

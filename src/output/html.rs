@@ -817,16 +817,10 @@ pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usiz
         "<p class=\"{class}\" id=\"completeness\">{}</p>",
         esc(&report.completeness_line())
     );
-    let mut warnings = report.completeness_warnings();
-    for w in &report.warnings {
-        if !warnings.contains(w) {
-            warnings.push(w.clone());
-        }
-    }
-    if !warnings.is_empty() {
+    if !report.warnings.is_empty() {
         let _ = writeln!(s, "<ul class=\"warnings\" id=\"warnings\">");
-        for w in &warnings {
-            let _ = writeln!(s, "<li>{}</li>", esc(w));
+        for w in &report.warnings {
+            let _ = writeln!(s, "<li>{}</li>", esc(&w.to_string()));
         }
         let _ = writeln!(s, "</ul>");
     }

@@ -17,6 +17,7 @@ pub mod startup;
 pub mod stream;
 pub mod text;
 pub mod timeline;
+pub mod warning;
 
 /// Writes every picture of a recording (`record` and `flamegraph` both
 /// call this, so they write the same set): the flame graphs of each class

@@ -302,7 +302,7 @@ fn warnings(s: &mut String, report: &Report) {
     }
     let _ = writeln!(s, "\nWarnings:");
     for w in &report.warnings {
-        for line in wrap(w, 98, 4) {
+        for line in wrap(&w.to_string(), 98, 4) {
             let _ = writeln!(s, "  {line}");
         }
     }
