@@ -1056,7 +1056,8 @@ pub(crate) mod tests {
     fn sample_startup() -> crate::model::startup::StartupReport {
         use crate::analysis::startup::ClassCounts;
         use crate::model::startup::{
-            Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
+            Hint, HintKind, HintRelocations, StartupObject, StartupReport, StartupSection,
+            StartupSymbol,
         };
         let section = |name: &str, minor, cow, touched, total| StartupSection {
             section: name.into(),
@@ -1072,14 +1073,30 @@ pub(crate) mod tests {
             window: Some(1),
             until: crate::model::startup::Until::Main,
             until_ms: Some(1.25),
-            faults: ClassCounts { minor: 520, major: 0, cow: 17 },
+            faults: ClassCounts {
+                minor: 520,
+                major: 0,
+                cow: 17,
+            },
             objects: vec![
                 StartupObject {
                     object: "/opt/app/bin/app".into(),
-                    faults: ClassCounts { minor: 520, major: 0, cow: 0 },
+                    faults: ClassCounts {
+                        minor: 520,
+                        major: 0,
+                        cow: 0,
+                    },
                     share: 96.83,
-                    sections: vec![section(".bss", 512, 0, Some(512), Some(513)), section(".text", 8, 0, Some(8), Some(40))],
-                    relocations: [("R_X86_64_RELATIVE".to_string(), 3), ("R_X86_64_GLOB_DAT".to_string(), 5)].into_iter().collect(),
+                    sections: vec![
+                        section(".bss", 512, 0, Some(512), Some(513)),
+                        section(".text", 8, 0, Some(8), Some(40)),
+                    ],
+                    relocations: [
+                        ("R_X86_64_RELATIVE".to_string(), 3),
+                        ("R_X86_64_GLOB_DAT".to_string(), 5),
+                    ]
+                    .into_iter()
+                    .collect(),
                     relr: 0,
                     uses_relr: false,
                     bind_now: false,
@@ -1089,16 +1106,29 @@ pub(crate) mod tests {
                 },
                 StartupObject {
                     object: "/opt/app/lib/libplugin.so".into(),
-                    faults: ClassCounts { minor: 0, major: 0, cow: 17 },
+                    faults: ClassCounts {
+                        minor: 0,
+                        major: 0,
+                        cow: 17,
+                    },
                     share: 3.17,
-                    sections: vec![section(".data.rel.ro", 0, 16, Some(16), Some(16)), section(".init_array", 0, 1, Some(1), Some(1))],
-                    relocations: [("R_X86_64_RELATIVE".to_string(), 8195)].into_iter().collect(),
+                    sections: vec![
+                        section(".data.rel.ro", 0, 16, Some(16), Some(16)),
+                        section(".init_array", 0, 1, Some(1), Some(1)),
+                    ],
+                    relocations: [("R_X86_64_RELATIVE".to_string(), 8195)]
+                        .into_iter()
+                        .collect(),
                     relr: 0,
                     uses_relr: false,
                     bind_now: false,
                     relro: true,
                     relocation_pages: 19,
-                    loader: ClassCounts { minor: 3, major: 0, cow: 17 },
+                    loader: ClassCounts {
+                        minor: 3,
+                        major: 0,
+                        cow: 17,
+                    },
                 },
             ],
             symbols: vec![StartupSymbol {
@@ -1110,8 +1140,18 @@ pub(crate) mod tests {
             }],
             hints: vec![Hint {
                 object: "/opt/app/lib/libplugin.so".into(),
-                text: "libplugin.so: 8,195 RELATIVE relocations dirty 17 pages of .data.rel.ro, .init_array at start-up, one COW fault per page in every process; tables of offsets instead of pointers avoid them".into(),
-                relocations: None,
+                kind: HintKind::Relocations {
+                    of_kind: 8195,
+                    uses_relr: false,
+                    pages: HintRelocations {
+                        kind: crate::analysis::relocation_pages::RelocationKind::Relative,
+                        pages: 17,
+                        sections: vec![".data.rel.ro".into(), ".init_array".into()],
+                        relocations: [("R_X86_64_RELATIVE".to_string(), 8195)]
+                            .into_iter()
+                            .collect(),
+                    },
+                },
             }],
         }
     }

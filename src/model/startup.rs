@@ -10,7 +10,6 @@ use serde::Serialize;
 use crate::analysis::classify::FaultClass;
 use crate::analysis::relocation_pages::{credit_pages, Credited, LoaderWrite, RelocationKind};
 use crate::analysis::startup::{ClassCounts, Cut, Window};
-use crate::text::thousands;
 
 /// What ended a start-up window (report.json's `until`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -126,20 +125,54 @@ pub struct StartupSymbol {
     pub first_toucher: Option<String>,
 }
 
-/// A suggestion, with the figure that justifies it.
-#[derive(Debug, Clone, Serialize)]
+/// A suggestion about an object, with the figures that justify it (the
+/// outputs word it; report.json has its sentence as `text`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Hint {
     /// The object it is about.
     pub object: String,
-    /// The suggestion.
-    pub text: String,
-    /// For a hint about relocations: what wrote the pages it counts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub relocations: Option<HintRelocations>,
+    /// What it suggests, and from what.
+    pub kind: HintKind,
+}
+
+/// What a hint is about.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HintKind {
+    /// The loader's relocations of one kind dirty pages (one COW fault per
+    /// page in every process).
+    Relocations {
+        /// Relocations of that kind on the pages.
+        of_kind: u64,
+        /// The object uses DT_RELR (which does not spare the pages).
+        uses_relr: bool,
+        /// The pages and what is on them.
+        pages: HintRelocations,
+    },
+    /// Major faults on `.text`: code read from disk.
+    TextMajor {
+        /// How many.
+        faults: u64,
+    },
+    /// A large `.bss` symbol zeroed at start-up.
+    BssZeroed {
+        /// The symbol.
+        symbol: String,
+        /// Its faults (pages).
+        faults: u64,
+        /// The function that touched it first.
+        by: Option<String>,
+    },
+    /// `.data` copied at start-up.
+    DataCopied {
+        /// The symbol.
+        symbol: String,
+        /// Its faults (pages).
+        faults: u64,
+    },
 }
 
 /// The pages a relocation hint is about, and what is on them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HintRelocations {
     /// What wrote them.
     pub kind: RelocationKind,
@@ -200,8 +233,6 @@ pub struct ObjectFacts {
     /// Relocations.
     pub relocations: Option<pfprof_symbolize::RelocationInfo>,
 }
-
-use crate::text::short;
 
 /// Builds the start-up report from the symbolized start-up faults.
 pub fn build(
@@ -349,14 +380,21 @@ pub fn build(
     }
 }
 
+/// Each object's loader-written pages by the kind of relocation on them.
+type CreditedPages = BTreeMap<String, BTreeMap<RelocationKind, Credited>>;
+
 /// Hints, each tied to the figures that justify it; `credited` holds each
 /// object's loader-written pages by the kind of relocation on them.
 fn hints(
     objects: &[StartupObject],
     symbols: &[StartupSymbol],
-    credited: &BTreeMap<String, BTreeMap<RelocationKind, Credited>>,
+    credited: &CreditedPages,
 ) -> Vec<Hint> {
     let mut hints = Vec::new();
+    let hint = |object: &str, kind| Hint {
+        object: object.to_string(),
+        kind,
+    };
     for o in objects {
         if let Some(kinds) = credited.get(&o.object) {
             hints.extend(relocation_hints(o, kinds));
@@ -368,54 +406,29 @@ fn hints(
             .map(|s| s.major)
             .sum();
         if text_major > 0 {
-            hints.push(Hint {
-                object: o.object.clone(),
-                text: format!(
-                    "{}: {} major faults on .text at start-up read code from disk; a smaller or better-laid-out \
-                     binary (-Os, PGO, BOLT) reads fewer pages",
-                    short(&o.object),
-                    thousands(text_major)
-                ),
-                relocations: None,
-            });
+            hints.push(hint(&o.object, HintKind::TextMajor { faults: text_major }));
         }
     }
     for s in symbols
         .iter()
         .filter(|s| s.section == ".bss" && s.faults >= 64)
     {
-        let by = s
-            .first_toucher
-            .as_deref()
-            .map(|f| format!(" by {f}()"))
-            .unwrap_or_default();
-        hints.push(Hint {
-            object: s.object.clone(),
-            text: format!(
-                "{}: {} .bss pages of {} zeroed{by} at start-up; consider allocating them lazily, on first use \
-                 (or MAP_POPULATE when all of them are needed)",
-                short(&s.object),
-                thousands(s.faults),
-                s.symbol
-            ),
-            relocations: None,
-        });
+        let kind = HintKind::BssZeroed {
+            symbol: s.symbol.clone(),
+            faults: s.faults,
+            by: s.first_toucher.clone(),
+        };
+        hints.push(hint(&s.object, kind));
     }
     for s in symbols
         .iter()
         .filter(|s| s.section == ".data" && s.faults >= 16)
     {
-        hints.push(Hint {
-            object: s.object.clone(),
-            text: format!(
-                "{}: {} pages of .data ({}) copied at start-up (COW), in every process; data that is never \
-                 written belongs in .rodata (const)",
-                short(&s.object),
-                thousands(s.faults),
-                s.symbol
-            ),
-            relocations: None,
-        });
+        let kind = HintKind::DataCopied {
+            symbol: s.symbol.clone(),
+            faults: s.faults,
+        };
+        hints.push(hint(&s.object, kind));
     }
     hints
 }
@@ -430,75 +443,152 @@ fn relocation_hints(o: &StartupObject, kinds: &BTreeMap<RelocationKind, Credited
     }
     kinds
         .iter()
-        .map(|(&kind, c)| {
-            let sections: Vec<String> = c.sections.iter().cloned().collect();
-            let of_kind: u64 = c
-                .by_type
-                .iter()
-                .filter(|(t, _)| crate::analysis::relocation_pages::kind_of(t, o.bind_now) == kind)
-                .map(|(_, n)| n)
-                .sum();
-            let types: Vec<String> = c
-                .by_type
-                .iter()
-                .map(|(t, n)| format!("{} {}", short_type(t), thousands(*n)))
-                .collect();
-            let head = match kind {
-                RelocationKind::Relative => format!("{} RELATIVE relocations", thousands(of_kind)),
-                RelocationKind::LazyBinding => {
-                    format!("lazy binding of {} functions (JUMP_SLOT)", thousands(of_kind))
-                }
-                RelocationKind::Symbol => format!("{} symbol relocations", thousands(of_kind)),
-            };
-            let pages = c.pages.len() as u64;
-            let mut text = format!(
-                "{}: {head} dirty {} {} of {} at start-up ({} on them), one COW fault per page in every process; {}",
-                short(&o.object),
-                thousands(pages),
-                if pages == 1 { "page" } else { "pages" },
-                if sections.is_empty() { "its data".to_string() } else { sections.join(", ") },
-                types.join(", "),
-                advice(kind),
-            );
-            if kind == RelocationKind::Relative && o.uses_relr {
-                text.push_str(" (DT_RELR already shrinks the table the loader reads, not the pages it writes)");
-            }
-            Hint {
-                object: o.object.clone(),
-                text,
-                relocations: Some(HintRelocations {
+        .map(|(&kind, c)| Hint {
+            object: o.object.clone(),
+            kind: HintKind::Relocations {
+                of_kind: c
+                    .by_type
+                    .iter()
+                    .filter(|(t, _)| {
+                        crate::analysis::relocation_pages::kind_of(t, o.bind_now) == kind
+                    })
+                    .map(|(_, n)| n)
+                    .sum(),
+                uses_relr: o.uses_relr,
+                pages: HintRelocations {
                     kind,
-                    pages,
-                    sections,
+                    pages: c.pages.len() as u64,
+                    sections: c.sections.iter().cloned().collect(),
                     relocations: c.by_type.clone(),
-                }),
-            }
+                },
+            },
         })
         .collect()
 }
 
-/// `RELATIVE` for `R_X86_64_RELATIVE`; `R_X86_64_64` stays whole.
-fn short_type(r_type: &str) -> &str {
-    match r_type.strip_prefix("R_X86_64_") {
-        Some(rest) if !rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
-        _ => r_type,
-    }
-}
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
 
-/// What removes the pages a kind of relocation writes.
-fn advice(kind: RelocationKind) -> &'static str {
-    match kind {
-        RelocationKind::Relative => {
-            "they are pointers in data: tables of offsets (or indices) instead of pointers avoid them"
-        }
-        RelocationKind::LazyBinding => {
-            "ld.so rebases each .got.plt slot at start-up and rewrites it at the function's first call; \
-             -z now moves the writes to start-up and makes them read-only (RELRO), -fno-plt or prelinking \
-             remove them"
-        }
-        RelocationKind::Symbol => {
-            "each looks a symbol up: hidden visibility (-fvisibility=hidden), -Bsymbolic or fewer \
-             exported variables avoid them, and -fPIE avoids COPY relocations"
-        }
+    /// One object with every kind of hint: relocations of each kind (RELR
+    /// in use), major faults on .text, a big .bss symbol and copied .data.
+    fn hint_input() -> (Vec<StartupObject>, Vec<StartupSymbol>, CreditedPages) {
+        let section = |name: &str, major| StartupSection {
+            section: name.into(),
+            minor: 1,
+            major,
+            cow: 0,
+            pages_touched: None,
+            pages_total: None,
+        };
+        let object = StartupObject {
+            object: "/usr/lib/libbig.so.1".into(),
+            faults: ClassCounts::default(),
+            share: 0.0,
+            sections: vec![section(".text", 7), section(".data", 0)],
+            relocations: BTreeMap::new(),
+            relr: 0,
+            uses_relr: true,
+            bind_now: false,
+            relro: true,
+            relocation_pages: 9,
+            loader: ClassCounts::default(),
+        };
+        let credited =
+            |pages: std::ops::Range<u64>, sections: &[&str], types: &[(&str, u64)]| Credited {
+                pages: pages.collect(),
+                sections: sections.iter().map(|s| s.to_string()).collect(),
+                by_type: types.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+            };
+        let kinds = [
+            (
+                RelocationKind::Relative,
+                credited(
+                    0..5,
+                    &[".data.rel.ro", ".init_array"],
+                    &[("R_X86_64_RELATIVE", 8195), ("R_X86_64_64", 3)],
+                ),
+            ),
+            (
+                RelocationKind::LazyBinding,
+                credited(10..11, &[".got.plt"], &[("R_X86_64_JUMP_SLOT", 1_200)]),
+            ),
+            (
+                RelocationKind::Symbol,
+                credited(
+                    20..23,
+                    &[],
+                    &[("R_X86_64_GLOB_DAT", 40), ("R_X86_64_64", 2)],
+                ),
+            ),
+        ];
+        let symbol =
+            |section: &str, symbol: &str, faults, first_toucher: Option<&str>| StartupSymbol {
+                object: "/usr/lib/libbig.so.1".into(),
+                section: section.into(),
+                symbol: symbol.into(),
+                faults,
+                first_toucher: first_toucher.map(Into::into),
+            };
+        let symbols = vec![
+            symbol(".bss", "arena", 1_024, Some("init_arena")),
+            symbol(".bss", "pool", 64, None),
+            symbol(".bss", "small", 63, None),
+            symbol(".data", "table", 16, None),
+            symbol(".data", "tiny", 15, None),
+        ];
+        (
+            vec![object],
+            symbols,
+            [(
+                "/usr/lib/libbig.so.1".to_string(),
+                kinds.into_iter().collect(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+    }
+
+    /// The hints of [`hint_input`].
+    pub(crate) fn hints_of_input() -> Vec<Hint> {
+        let (objects, symbols, credited) = hint_input();
+        hints(&objects, &symbols, &credited)
+    }
+
+    /// Each kind of hint from its figures: a relocation hint per kind
+    /// that wrote pages (counting only that kind's relocations), .text
+    /// majors, .bss from 64 pages, .data from 16.
+    #[test]
+    fn hints_from_figures() {
+        let (objects, symbols, credited) = hint_input();
+        let kinds: Vec<HintKind> = hints(&objects, &symbols, &credited)
+            .into_iter()
+            .map(|h| h.kind)
+            .collect();
+        let of_kind: Vec<(RelocationKind, u64)> = kinds
+            .iter()
+            .filter_map(|k| match k {
+                HintKind::Relocations { of_kind, pages, .. } => Some((pages.kind, *of_kind)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            of_kind,
+            [
+                (RelocationKind::Relative, 8195),
+                (RelocationKind::LazyBinding, 1200),
+                (RelocationKind::Symbol, 42)
+            ]
+        );
+        assert_eq!(kinds[3], HintKind::TextMajor { faults: 7 });
+        let symbols: Vec<(&str, u64)> = kinds[4..]
+            .iter()
+            .map(|k| match k {
+                HintKind::BssZeroed { symbol, faults, .. }
+                | HintKind::DataCopied { symbol, faults } => (symbol.as_str(), *faults),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(symbols, [("arena", 1024), ("pool", 64), ("table", 16)]);
     }
 }

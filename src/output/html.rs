@@ -554,7 +554,11 @@ fn startup(s: &mut String, report: &Report, top: usize) {
         let _ = writeln!(s, "<h3>Hints</h3><ul>");
         for h in &st.hints {
             // The text names the object.
-            let _ = writeln!(s, "<li class=\"hint\">{}</li>", esc(&h.text));
+            let _ = writeln!(
+                s,
+                "<li class=\"hint\">{}</li>",
+                esc(&crate::output::startup::hint_text(h))
+            );
         }
         let _ = writeln!(s, "</ul>");
     }

@@ -4,7 +4,12 @@
 use std::fmt::Write as _;
 
 use crate::analysis::startup::ClassCounts;
-use crate::model::startup::{StartupObject, StartupReport, StartupSection, StartupWindow, Until};
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+use crate::analysis::relocation_pages::RelocationKind;
+use crate::model::startup::{
+    Hint, HintKind, StartupObject, StartupReport, StartupSection, StartupWindow, Until,
+};
 use crate::text::{short, thousands};
 
 /// The compact list of the start-up windows other than `shown`, by faults,
@@ -202,7 +207,7 @@ pub fn to_text(report: &StartupReport, top: usize) -> String {
     if !report.hints.is_empty() {
         let _ = writeln!(s, "\nHints:");
         for h in &report.hints {
-            wrap(&mut s, "  -", "   ", &h.text);
+            wrap(&mut s, "  -", "   ", &hint_text(h));
         }
     }
     s
@@ -252,6 +257,118 @@ pub fn relocation_summary(o: &StartupObject) -> Option<String> {
     ))
 }
 
+/// A hint's sentence, naming its object first.
+pub fn hint_text(hint: &Hint) -> String {
+    let object = short(&hint.object);
+    match &hint.kind {
+        HintKind::Relocations {
+            of_kind,
+            uses_relr,
+            pages: p,
+        } => {
+            let head = match p.kind {
+                RelocationKind::Relative => format!("{} RELATIVE relocations", thousands(*of_kind)),
+                RelocationKind::LazyBinding => format!(
+                    "lazy binding of {} functions (JUMP_SLOT)",
+                    thousands(*of_kind)
+                ),
+                RelocationKind::Symbol => format!("{} symbol relocations", thousands(*of_kind)),
+            };
+            let types: Vec<String> = p
+                .relocations
+                .iter()
+                .map(|(t, n)| format!("{} {}", short_type(t), thousands(*n)))
+                .collect();
+            let mut text = format!(
+                "{object}: {head} dirty {} {} of {} at start-up ({} on them), one COW fault per \
+                 page in every process; {}",
+                thousands(p.pages),
+                if p.pages == 1 { "page" } else { "pages" },
+                if p.sections.is_empty() {
+                    "its data".to_string()
+                } else {
+                    p.sections.join(", ")
+                },
+                types.join(", "),
+                advice(p.kind),
+            );
+            if p.kind == RelocationKind::Relative && *uses_relr {
+                text.push_str(
+                    " (DT_RELR already shrinks the table the loader reads, not the pages it \
+                     writes)",
+                );
+            }
+            text
+        }
+        HintKind::TextMajor { faults } => format!(
+            "{object}: {} major faults on .text at start-up read code from disk; a smaller or \
+             better-laid-out binary (-Os, PGO, BOLT) reads fewer pages",
+            thousands(*faults)
+        ),
+        HintKind::BssZeroed { symbol, faults, by } => {
+            let by = by
+                .as_deref()
+                .map(|f| format!(" by {f}()"))
+                .unwrap_or_default();
+            format!(
+                "{object}: {} .bss pages of {symbol} zeroed{by} at start-up; consider allocating \
+                 them lazily, on first use (or MAP_POPULATE when all of them are needed)",
+                thousands(*faults)
+            )
+        }
+        HintKind::DataCopied { symbol, faults } => format!(
+            "{object}: {} pages of .data ({symbol}) copied at start-up (COW), in every process; \
+             data that is never written belongs in .rodata (const)",
+            thousands(*faults)
+        ),
+    }
+}
+
+/// `RELATIVE` for `R_X86_64_RELATIVE`; `R_X86_64_64` stays whole.
+fn short_type(r_type: &str) -> &str {
+    match r_type.strip_prefix("R_X86_64_") {
+        Some(rest) if !rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
+        _ => r_type,
+    }
+}
+
+/// What removes the pages a kind of relocation writes.
+fn advice(kind: RelocationKind) -> &'static str {
+    match kind {
+        RelocationKind::Relative => {
+            "they are pointers in data: tables of offsets (or indices) instead of pointers avoid them"
+        }
+        RelocationKind::LazyBinding => {
+            "ld.so rebases each .got.plt slot at start-up and rewrites it at the function's first call; \
+             -z now moves the writes to start-up and makes them read-only (RELRO), -fno-plt or prelinking \
+             remove them"
+        }
+        RelocationKind::Symbol => {
+            "each looks a symbol up: hidden visibility (-fvisibility=hidden), -Bsymbolic or fewer \
+             exported variables avoid them, and -fPIE avoids COPY relocations"
+        }
+    }
+}
+
+/// report.json's hint: its object, its sentence, and for a relocation hint
+/// the pages it counts.
+impl Serialize for Hint {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let relocations = match &self.kind {
+            HintKind::Relocations { pages, .. } => Some(pages),
+            _ => None,
+        };
+        let fields = 2 + usize::from(relocations.is_some());
+        let mut out = serializer.serialize_struct("Hint", fields)?;
+        out.serialize_field("object", &self.object)?;
+        out.serialize_field("text", &hint_text(self))?;
+        if let Some(relocations) = relocations {
+            out.serialize_field("relocations", relocations)?;
+        }
+        out.end()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +405,26 @@ mod tests {
             "{text}"
         );
         assert_eq!(others_text(&all[..1], Some(0), 10), "");
+    }
+
+    /// Every kind of hint in words, and in report.json.
+    #[test]
+    fn hint_sentences() {
+        let before = [
+            r#"{"object":"/usr/lib/libbig.so.1","text":"libbig.so.1: 8,195 RELATIVE relocations dirty 5 pages of .data.rel.ro, .init_array at start-up (R_X86_64_64 3, RELATIVE 8,195 on them), one COW fault per page in every process; they are pointers in data: tables of offsets (or indices) instead of pointers avoid them (DT_RELR already shrinks the table the loader reads, not the pages it writes)","relocations":{"kind":"relative","pages":5,"sections":[".data.rel.ro",".init_array"],"relocations":{"R_X86_64_64":3,"R_X86_64_RELATIVE":8195}}}"#,
+            r#"{"object":"/usr/lib/libbig.so.1","text":"libbig.so.1: lazy binding of 1,200 functions (JUMP_SLOT) dirty 1 page of .got.plt at start-up (JUMP_SLOT 1,200 on them), one COW fault per page in every process; ld.so rebases each .got.plt slot at start-up and rewrites it at the function's first call; -z now moves the writes to start-up and makes them read-only (RELRO), -fno-plt or prelinking remove them","relocations":{"kind":"lazy_binding","pages":1,"sections":[".got.plt"],"relocations":{"R_X86_64_JUMP_SLOT":1200}}}"#,
+            r#"{"object":"/usr/lib/libbig.so.1","text":"libbig.so.1: 42 symbol relocations dirty 3 pages of its data at start-up (R_X86_64_64 2, GLOB_DAT 40 on them), one COW fault per page in every process; each looks a symbol up: hidden visibility (-fvisibility=hidden), -Bsymbolic or fewer exported variables avoid them, and -fPIE avoids COPY relocations","relocations":{"kind":"symbol","pages":3,"sections":[],"relocations":{"R_X86_64_64":2,"R_X86_64_GLOB_DAT":40}}}"#,
+            r#"{"object":"/usr/lib/libbig.so.1","text":"libbig.so.1: 7 major faults on .text at start-up read code from disk; a smaller or better-laid-out binary (-Os, PGO, BOLT) reads fewer pages"}"#,
+            r#"{"object":"/usr/lib/libbig.so.1","text":"libbig.so.1: 1,024 .bss pages of arena zeroed by init_arena() at start-up; consider allocating them lazily, on first use (or MAP_POPULATE when all of them are needed)"}"#,
+            r#"{"object":"/usr/lib/libbig.so.1","text":"libbig.so.1: 64 .bss pages of pool zeroed at start-up; consider allocating them lazily, on first use (or MAP_POPULATE when all of them are needed)"}"#,
+            r#"{"object":"/usr/lib/libbig.so.1","text":"libbig.so.1: 16 pages of .data (table) copied at start-up (COW), in every process; data that is never written belongs in .rodata (const)"}"#,
+        ];
+        let hints = crate::model::startup::tests::hints_of_input();
+        let json: Vec<String> = hints
+            .iter()
+            .map(|h| serde_json::to_string(h).unwrap())
+            .collect();
+        assert_eq!(json, before);
     }
 
     /// Each way a window ends has its own sentence; without a length it
