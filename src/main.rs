@@ -15,7 +15,8 @@ use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::format::perf_data::Exit;
 use pfprof::model::resolve;
 use pfprof::output::startup;
-use pfprof::output::{diff, diff_svg, flamegraph, html, pprof};
+use pfprof::output::text as text_out;
+use pfprof::output::{diff, diff_svg, flamegraph, html, picture, pprof};
 use pfprof::{error, record, text};
 
 /// `-i` takes a directory or the data file itself. A directory without a
@@ -509,7 +510,10 @@ fn print_recorded(
     write_error: Option<&str>,
 ) {
     if args.quiet {
-        eprintln!("pfprof: {}", report.completeness_line());
+        eprintln!(
+            "pfprof: {}",
+            pfprof::output::text::completeness_line(report)
+        );
     } else {
         eprint!("{}", pfprof::output::text::report_txt(report, args.top));
     }
@@ -661,13 +665,13 @@ fn write_diff_svg(
     let title = format!(
         "Page faults{}: {} → {}",
         if args.startup { " at start-up" } else { "" },
-        before.report.command_line(),
-        after.report.command_line()
+        text_out::command_line(&before.report.command),
+        text_out::command_line(&after.report.command)
     );
     let subtitle = format!(
         "before: {}; after: {}",
-        before.report.subtitle(),
-        after.report.subtitle()
+        picture::totals_line(&before.report),
+        picture::totals_line(&after.report)
     );
     let compare = if args.normalize {
         diff_svg::Compare::Shares

@@ -30,9 +30,9 @@ pub struct Model {
     pub timeline: Vec<TimePoint>,
     /// Where the timeline's clock starts: the exec, else the first record.
     pub timeline_origin: u64,
-    /// Whose start-up the rows marked `startup` are: every program's
-    /// (`every program, N windows`) or, under `--startup-of`, one's.
-    pub startup_scope: String,
+    /// Whether the rows marked `startup` are one window's (`--startup-of`,
+    /// the report's `startup`), not every window's.
+    pub startup_of_one: bool,
 }
 
 /// Faults counted under one (process, class, access, stack, target).

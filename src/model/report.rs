@@ -1,18 +1,16 @@
 //! The report model (serialized as `report.json`, a stable contract documented
-//! in the README) and its text rendering (`report.txt`, 100 columns).
+//! in the README): the summary, the tables, and the figures of completeness
+//! (expected, missing, incomplete). The outputs word it.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use crate::analysis::classify::{Access, FaultClass};
 pub use crate::analysis::LostByClass;
 use crate::format::call_graph::CallGraph;
-use crate::format::perf_data::Exit;
+use crate::format::perf_data::{Exit, RecordClass};
 use crate::model::warning::{ModuleProblem, Warning};
-use crate::text::thousands;
-use crate::unwind::{StackNeed, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
 
 /// Fault totals.
 #[derive(Debug, Clone, Serialize)]
@@ -140,25 +138,6 @@ pub struct TargetRow {
     pub section: Option<String>,
     /// Data symbol.
     pub symbol: Option<String>,
-}
-
-impl TargetRow {
-    /// The leaf frame of folded stacks: `[libfoo.so .data.rel.ro table]`.
-    pub fn folded_frame(&self) -> String {
-        let name = crate::text::short(&self.object);
-        let mut s = String::from("[");
-        s.push_str(name.trim_matches(|c| c == '[' || c == ']'));
-        if let Some(section) = &self.section {
-            s.push(' ');
-            s.push_str(section);
-        }
-        if let Some(symbol) = &self.symbol {
-            s.push(' ');
-            s.push_str(symbol);
-        }
-        s.push(']');
-        s.replace(';', ":")
-    }
 }
 
 /// One code site × target.
@@ -386,20 +365,6 @@ pub struct Report {
 }
 
 impl Report {
-    /// The command as a shell would need it typed: arguments with spaces or
-    /// quotes are single-quoted.
-    pub fn command_line(&self) -> String {
-        let quote = |arg: &String| {
-            let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
-            if !arg.is_empty() && arg.chars().all(plain) {
-                arg.clone()
-            } else {
-                format!("'{}'", arg.replace('\'', r"'\''"))
-            }
-        };
-        self.command.iter().map(quote).collect::<Vec<_>>().join(" ")
-    }
-
     /// The `top` sites of `class` with most faults.
     pub fn top_sites(&self, class: FaultClass, top: usize) -> Vec<&SiteRow> {
         self.sites
@@ -435,131 +400,33 @@ impl Report {
         self.totals.minor + self.totals.major + self.totals.cow
     }
 
-    /// How the call stacks were recorded, and how many stopped early (one
-    /// to three lines).
-    pub fn stacks_line(&self) -> Option<String> {
-        let t = &self.totals;
-        let mode = t.call_graph?;
-        Some(match mode {
-            CallGraph::Dwarf { stack_bytes } => {
-                let needed = t.unwind.as_ref().and_then(|u| u.p99_stack_needed()).map_or(
-                    String::new(),
-                    |n| match n {
-                        StackNeed::AtMost(n) => format!("; 99% of stacks needed {n}"),
-                        StackNeed::MoreThanCopied => {
-                            format!("; 99% of stacks needed > {stack_bytes}")
-                        }
-                    },
-                );
-                let copies = match t.collector.as_deref() {
-                    Some("bpf") => format!("BPF copies ≤ {stack_bytes} bytes"),
-                    _ => format!("{stack_bytes}-byte stack copies"),
-                };
-                let mut line = format!(
-                    "call stacks: dwarf ({copies}, unwound while recording{needed})\n\
-                     truncated stacks: {} of {}",
-                    thousands(t.truncated_stacks),
-                    thousands(self.captured())
-                );
-                if let Some(u) = t.unwind.as_ref().filter(|u| u.truncated() > 0) {
-                    let _ = write!(
-                        line,
-                        "\n  stack copy too small {}, stack not readable {}, no unwind info {}, \
-                         bad unwind info {}",
-                        thousands(u.stack_copy),
-                        thousands(u.stack_unreadable),
-                        thousands(u.no_unwind_info),
-                        thousands(u.corrupt)
-                    );
-                    if u.too_deep > 0 {
-                        let _ = write!(
-                            line,
-                            ", deeper than {MAX_DWARF_FRAMES} frames {}",
-                            thousands(u.too_deep)
-                        );
-                    }
-                    // The reasons are counted while unwinding, over every
-                    // sample (pfprof's own included); say where they and the
-                    // report's total part.
-                    match t.truncated_stacks.cmp(&u.truncated()) {
-                        std::cmp::Ordering::Greater => {
-                            let _ = write!(
-                                line,
-                                ", cut after unwinding {} (no known image for the \
-                                 registers, or the kernel's frame limit)",
-                                thousands(t.truncated_stacks - u.truncated())
-                            );
-                        }
-                        std::cmp::Ordering::Less => {
-                            let _ = write!(
-                                line,
-                                " (reasons over all {} samples unwound, of which {} \
-                                 were left out of this profile)",
-                                thousands(u.samples),
-                                thousands(u.samples.saturating_sub(self.captured()))
-                            );
-                        }
-                        std::cmp::Ordering::Equal => {}
-                    }
-                    if u.stack_copy > 0 && stack_bytes < MAX_STACK_BYTES {
-                        let _ = write!(
-                            line,
-                            "\n  copy more stack with --call-graph dwarf,{}",
-                            (stack_bytes * 2).min(MAX_STACK_BYTES)
-                        );
-                    }
-                }
-                if let Some(u) = t
-                    .unwind
-                    .as_ref()
-                    .filter(|u| u.jit_frames + u.frame_pointer_steps > 0)
-                {
-                    // Checked steps, but guesses all the same: say so.
-                    let _ = write!(
-                        line,
-                        "\nframes found by frame pointers (no CFI): {} in JIT code, {} in code \
-                         without an FDE",
-                        thousands(u.jit_frames),
-                        thousands(u.frame_pointer_steps)
-                    );
-                }
-                if let Some(bad) = t.unwind.as_ref().map(|u| u.bad_records).filter(|&n| n > 0) {
-                    let _ = write!(line, "\nsamples that did not parse: {}", thousands(bad));
-                }
-                line
-            }
-            CallGraph::Fp => {
-                let mut line =
-                    "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
-                 without frame pointers are lost; --call-graph dwarf keeps them)"
-                        .to_string();
-                if t.truncated_stacks > 0 {
-                    let _ = write!(
-                        line,
-                        "\ntruncated stacks: {} of {} (cut at the kernel's frame limit, \
-                         kernel.perf_event_max_stack)",
-                        thousands(t.truncated_stacks),
-                        thousands(self.captured())
-                    );
-                }
-                line
-            }
-            CallGraph::None => format!("call stacks: {mode}"),
+    /// The kernel's own count of the sampled classes (None without its
+    /// counts): what the completeness line compares with.
+    pub fn kernel_sampled(&self) -> Option<u64> {
+        let (minor, major) = (self.totals.kernel_minor?, self.totals.kernel_major?);
+        Some(match self.sampled_class {
+            RecordClass::Major => major,
+            RecordClass::Minor => minor,
+            // --class cow samples both events.
+            RecordClass::Cow | RecordClass::All => minor + major,
         })
     }
 
     /// The faults a complete recording holds: the kernel's count of the
     /// sampled classes divided by the sample period (None without counts).
     pub fn expected(&self) -> Option<u64> {
-        let (minor, major) = (self.totals.kernel_minor?, self.totals.kernel_major?);
-        let kernel = match self.sampled_class {
-            crate::format::perf_data::RecordClass::Major => major,
-            crate::format::perf_data::RecordClass::Minor => minor,
-            // --class cow samples both events.
-            crate::format::perf_data::RecordClass::Cow
-            | crate::format::perf_data::RecordClass::All => minor + major,
-        };
-        Some(kernel.div_ceil(self.period.max(1)))
+        Some(self.kernel_sampled()?.div_ceil(self.period.max(1)))
+    }
+
+    /// The faults captured, in percent of those expected (100 when none
+    /// were expected; None without the kernel's counts).
+    pub fn captured_pct(&self) -> Option<f64> {
+        let expected = self.expected()?;
+        Some(if expected == 0 {
+            100.0
+        } else {
+            self.captured() as f64 * 100.0 / expected as f64
+        })
     }
 
     /// Faults the recording should hold but does not (pfprof's own, in a
@@ -588,36 +455,6 @@ impl Report {
     /// Whether faults are missing or records were lost.
     pub fn incomplete(&self) -> bool {
         self.totals.lost > 0 || self.missing().0 > 0
-    }
-
-    /// The subtitle of every SVG: the totals and what was lost, e.g.
-    /// `12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete`.
-    pub fn subtitle(&self) -> String {
-        let captured = self.captured();
-        let lost = thousands(self.totals.lost);
-        let mut s = match self.expected() {
-            Some(expected) => {
-                let pct = if expected == 0 {
-                    100.0
-                } else {
-                    captured as f64 * 100.0 / expected as f64
-                };
-                let sampled = if self.period > 1 { " sampled" } else { "" };
-                format!(
-                    "{} faults{sampled}: captured {} ({pct:.1}%), lost {lost} records",
-                    thousands(expected),
-                    thousands(captured)
-                )
-            }
-            None => format!(
-                "captured {} faults (kernel count unavailable), lost {lost} records",
-                thousands(captured)
-            ),
-        };
-        if self.incomplete() {
-            s.push_str(" — results incomplete");
-        }
-        s
     }
 
     /// The warnings about completeness (lost records, faults missing
@@ -655,160 +492,57 @@ impl Report {
         }
         warnings
     }
-
-    /// The completeness line: `captured 262,144 of 262,144 faults (100.0%)`.
-    pub fn completeness_line(&self) -> String {
-        let truncated = match self.totals.call_graph {
-            Some(CallGraph::Dwarf { .. }) => {
-                format!(
-                    "; truncated stacks: {}",
-                    thousands(self.totals.truncated_stacks)
-                )
-            }
-            Some(CallGraph::Fp) if self.totals.truncated_stacks > 0 => {
-                format!(
-                    "; truncated stacks: {}",
-                    thousands(self.totals.truncated_stacks)
-                )
-            }
-            _ => String::new(),
-        };
-        let captured = self.captured();
-        let line = match self.expected() {
-            Some(expected) => {
-                let pct = if expected == 0 {
-                    100.0
-                } else {
-                    captured as f64 * 100.0 / expected as f64
-                };
-                let (minor, major) = (
-                    self.totals.kernel_minor.unwrap_or(0),
-                    self.totals.kernel_major.unwrap_or(0),
-                );
-                let kernel = match self.sampled_class {
-                    crate::format::perf_data::RecordClass::Major => major,
-                    crate::format::perf_data::RecordClass::Minor => minor,
-                    _ => minor + major,
-                };
-                let sampled = if self.period > 1 {
-                    format!(" (1 in {} sampled)", self.period)
-                } else {
-                    String::new()
-                };
-                // pfprof's own faults (system-wide) are in the kernel's
-                // count but left out: name them, so the gap has its reason.
-                let own = match self.totals.pfprof_faults {
-                    0 => String::new(),
-                    n => format!(
-                        "; pfprof's own {} left out, so {:.1}% of the others",
-                        thousands(n),
-                        if kernel <= n {
-                            100.0
-                        } else {
-                            captured as f64 * 100.0 / (kernel - n) as f64
-                        }
-                    ),
-                };
-                format!(
-                    "captured {} of {} faults ({pct:.1}%{own}){sampled}; lost records: {}",
-                    thousands(captured),
-                    thousands(kernel),
-                    thousands(self.totals.lost)
-                )
-            }
-            None => format!(
-                "captured {} faults; kernel count unavailable; lost records: {}",
-                thousands(captured),
-                thousands(self.totals.lost)
-            ),
-        };
-        let incomplete = if self.incomplete() {
-            " — INCOMPLETE"
-        } else {
-            ""
-        };
-        line + &truncated + incomplete
-    }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
-    /// Commands are shown as they would be typed.
-    #[test]
-    fn command_quoting() {
-        let mut r = sample_report();
-        for (args, want) in [
-            (
-                vec!["python3", "-c", "import json, sqlite3"],
-                "python3 -c 'import json, sqlite3'",
-            ),
-            (vec!["sh", "-c", "echo 'hi'"], r"sh -c 'echo '\''hi'\'''"),
-            (vec!["./app", "--size=1G", ""], "./app --size=1G ''"),
-        ] {
-            r.command = args.into_iter().map(String::from).collect();
-            assert_eq!(r.command_line(), want);
-        }
-    }
-
-    /// Names from the profiled world: control characters, bidi overrides and
-    /// non-characters become visible escapes; everything else, XML's
-    /// specials and non-ASCII text included, passes unchanged (borrowed).
+    /// What is missing and the warnings, from the counts: complete; ring
+    /// buffer overrun; faults missing with no lost record; pfprof's own
+    /// left out; no kernel counts (lost records stand for the faults).
     #[test]
     fn completeness() {
-        type Case = (u64, u64, u64, Option<u64>, u64, &'static str, usize);
         // captured minor, lost (unattributed), pfprof's own, kernel minor,
-        // missing, subtitle, warnings
+        // missing, captured %, warnings
+        type Case = (u64, u64, u64, Option<u64>, u64, Option<f64>, usize);
         let cases: [Case; 5] = [
-            (1000, 0, 0, Some(1000), 0, "1,000 faults: captured 1,000 (100.0%), lost 0 records", 0),
-            (0, 12_344, 0, Some(12_344), 12_344,
-             "12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete", 1),
-            (900, 0, 0, Some(1000), 100,
-             "1,000 faults: captured 900 (90.0%), lost 0 records — results incomplete", 1),
-            (900, 0, 100, Some(1000), 0, "1,000 faults: captured 900 (90.0%), lost 0 records", 1),
-            (900, 100, 0, None, 100,
-             "captured 900 faults (kernel count unavailable), lost 100 records — results incomplete", 1),
+            (1000, 0, 0, Some(1000), 0, Some(100.0), 0),
+            (0, 12_344, 0, Some(12_344), 12_344, Some(0.0), 1),
+            (900, 0, 0, Some(1000), 100, Some(90.0), 1),
+            (900, 0, 100, Some(1000), 0, Some(90.0), 1),
+            (900, 100, 0, None, 100, None, 1),
         ];
-        for (captured, lost, own, kernel_minor, missing, subtitle, warnings) in cases {
-            let mut r = sample_report();
-            r.period = 1;
-            r.totals.minor = captured;
-            (r.totals.major, r.totals.cow) = (0, 0);
-            r.totals.lost = lost;
-            r.totals.lost_by_class.unattributed = lost;
-            r.totals.pfprof_faults = own;
-            r.totals.kernel_minor = kernel_minor;
-            r.totals.kernel_major = kernel_minor.map(|_| 0);
-            r.totals.truncated_stacks = 0;
-            assert_eq!(r.missing().0, missing, "{subtitle}");
-            assert_eq!(r.subtitle(), subtitle);
-            assert_eq!(r.completeness_warnings().len(), warnings, "{subtitle}");
-            assert_eq!(
-                r.completeness_line().ends_with("INCOMPLETE"),
-                missing > 0 || lost > 0
-            );
+        for (i, (captured, lost, own, kernel_minor, missing, pct, warnings)) in
+            cases.into_iter().enumerate()
+        {
+            let r = completeness_case(captured, lost, own, kernel_minor);
+            assert_eq!(r.missing().0, missing, "case {i}");
+            assert_eq!(r.captured_pct(), pct, "case {i}");
+            assert_eq!(r.completeness_warnings().len(), warnings, "case {i}");
+            assert_eq!(r.incomplete(), missing > 0 || lost > 0, "case {i}");
         }
     }
 
-    /// Digit grouping.
-    /// Folded target frames are compact and never contain `;`.
-    #[test]
-    fn folded_frame() {
-        let t = TargetRow {
-            object: "/usr/lib/libx.so".into(),
-            region: Region::File,
-            section: Some(".got".into()),
-            symbol: Some("a;b".into()),
-        };
-        assert_eq!(t.folded_frame(), "[libx.so .got a:b]");
-        let t = TargetRow {
-            object: "[heap]".into(),
-            region: Region::Heap,
-            section: None,
-            symbol: None,
-        };
-        assert_eq!(t.folded_frame(), "[heap]");
+    /// The sample report with `captured` minor faults, `lost` records
+    /// (unattributed), pfprof's `own` faults and the kernel's count.
+    pub(crate) fn completeness_case(
+        captured: u64,
+        lost: u64,
+        own: u64,
+        kernel_minor: Option<u64>,
+    ) -> Report {
+        let mut r = sample_report();
+        r.period = 1;
+        r.totals.minor = captured;
+        (r.totals.major, r.totals.cow) = (0, 0);
+        r.totals.lost = lost;
+        r.totals.lost_by_class.unattributed = lost;
+        r.totals.pfprof_faults = own;
+        r.totals.kernel_minor = kernel_minor;
+        r.totals.kernel_major = kernel_minor.map(|_| 0);
+        r.totals.truncated_stacks = 0;
+        r
     }
 
     fn frame(function: &str, file: Option<&str>, line: Option<u32>, inlined: bool) -> FrameRow {
@@ -1180,7 +914,6 @@ pub(crate) mod tests {
         );
     }
 
-    /// report.txt layout, 100 columns at most.
     /// report.json field names are a contract.
     #[test]
     fn golden_json() {

@@ -129,7 +129,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
     report.warnings = warnings;
     let timeline = timeline_points(profile, &names, &mut kept);
     Model {
-        startup_scope: startup_scope(profile, &report),
+        startup_of_one: profile.startup.startup_of.is_some() && report.startup.is_some(),
         report,
         samples: counted.samples,
         stacks: kept.stacks,
@@ -1064,24 +1064,6 @@ fn timeline_points(profile: &Profile, names: &Names, kept: &mut KeptStacks) -> V
         .collect();
     timeline.sort_unstable_by_key(|p| (p.time, p.class, p.pid, p.stack));
     timeline
-}
-
-/// Whose start-up the rows marked `startup` are (see `Model::startup_scope`).
-fn startup_scope(profile: &Profile, report: &Report) -> String {
-    match (&profile.startup.startup_of, &report.startup) {
-        (Some(_), Some(s)) => format!(
-            "{} [pid {}]",
-            s.program.as_deref().unwrap_or("?"),
-            s.pid.unwrap_or(0)
-        ),
-        _ => match report.startups.len() {
-            1 => "the program".to_string(),
-            n => format!(
-                "every program, {} windows",
-                crate::text::thousands(n as u64)
-            ),
-        },
-    }
 }
 
 /// A JIT frame's name: the perf map's line covering it (made safe to

@@ -16,6 +16,7 @@ use crate::model::Model;
 use crate::output::diff_svg::signed;
 use crate::output::flamegraph::{folded_lines as class_lines, ClassSelection};
 use crate::output::folded::fold;
+use crate::output::text::command_line;
 use crate::text::{thousands, truncate};
 
 /// One (object, section, class) compared.
@@ -129,8 +130,12 @@ pub fn to_text(
         (false, _) => r.captured(),
     };
     let (x, y) = (total(before), total(after));
-    let _ = writeln!(s, "before: {}", truncate(&before.command_line(), 90));
-    let _ = writeln!(s, "after:  {}", truncate(&after.command_line(), 90));
+    let _ = writeln!(
+        s,
+        "before: {}",
+        truncate(&command_line(&before.command), 90)
+    );
+    let _ = writeln!(s, "after:  {}", truncate(&command_line(&after.command), 90));
     let _ = writeln!(
         s,
         "{scope}: {} → {} ({})\n",

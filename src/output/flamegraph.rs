@@ -9,9 +9,10 @@ use inferno::flamegraph::{self, Options};
 
 use crate::analysis::classify::FaultClass;
 use crate::format::outdir::OutDir;
+use crate::model::Model;
 use crate::output::folded::Folded;
 use crate::output::picture;
-use crate::text::display_safe;
+use crate::text::{display_safe, thousands};
 
 /// Which flame graphs to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -217,6 +218,23 @@ pub fn write_flamegraph(
     )
 }
 
+/// Whose start-up `startup.svg` shows: `the program`, `every program, 3
+/// windows`, or under `--startup-of` the one's, `/bin/app [pid 42]`.
+pub fn startup_scope(model: &Model) -> String {
+    let report = &model.report;
+    match &report.startup {
+        Some(s) if model.startup_of_one => format!(
+            "{} [pid {}]",
+            s.program.as_deref().unwrap_or("?"),
+            s.pid.unwrap_or(0)
+        ),
+        _ => match report.startups.len() {
+            1 => "the program".to_string(),
+            n => format!("every program, {} windows", thousands(n as u64)),
+        },
+    }
+}
+
 /// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`
 /// of `scope` (every program's windows, or one), class as the root frame.
 pub fn write_startup(
@@ -309,6 +327,26 @@ mod tests {
         );
         assert_eq!(folded_lines(&f, ClassSelection::Minor).len(), 2);
         assert!(folded_lines(&f, ClassSelection::Major).is_empty());
+    }
+
+    /// startup.svg's title names one program under `--startup-of`, else
+    /// how many windows it sums.
+    #[test]
+    fn startup_scopes() {
+        let mut model = Model {
+            report: crate::model::report::tests::sample_report(),
+            samples: Vec::new(),
+            stacks: Default::default(),
+            frames: Default::default(),
+            timeline: Vec::new(),
+            timeline_origin: 0,
+            startup_of_one: false,
+        };
+        assert_eq!(startup_scope(&model), "every program, 2 windows");
+        model.report.startups.truncate(1);
+        assert_eq!(startup_scope(&model), "the program");
+        model.startup_of_one = true;
+        assert_eq!(startup_scope(&model), "/opt/app/bin/app [pid 4242]");
     }
 
     /// The SVGs are deterministic: compared with tests/golden (PFPROF_BLESS=1 rewrites).

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::stacks::StackId;
+use crate::model::report::TargetRow;
 use crate::model::Model;
 
 /// Folded stacks as `(stack line, count)`, stack root first.
@@ -39,7 +40,7 @@ pub fn fold(model: &Model) -> FoldedStacks {
         let line = format!(
             "{}{functions};{}",
             row.comm.replace(';', ":"),
-            row.target.folded_frame()
+            target_frame(&row.target)
         );
         if row.startup {
             *out.startup
@@ -54,4 +55,47 @@ pub fn fold(model: &Model) -> FoldedStacks {
         *out.by_class[row.class as usize].entry(line).or_default() += row.faults;
     }
     out
+}
+
+/// The leaf frame of folded stacks, the target: `[libfoo.so .data.rel.ro
+/// table]`.
+fn target_frame(target: &TargetRow) -> String {
+    let name = crate::text::short(&target.object);
+    let mut s = String::from("[");
+    s.push_str(name.trim_matches(|c| c == '[' || c == ']'));
+    if let Some(section) = &target.section {
+        s.push(' ');
+        s.push_str(section);
+    }
+    if let Some(symbol) = &target.symbol {
+        s.push(' ');
+        s.push_str(symbol);
+    }
+    s.push(']');
+    s.replace(';', ":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::report::Region;
+
+    /// Folded target frames are compact and never contain `;`.
+    #[test]
+    fn target_frames() {
+        let t = TargetRow {
+            object: "/usr/lib/libx.so".into(),
+            region: Region::File,
+            section: Some(".got".into()),
+            symbol: Some("a;b".into()),
+        };
+        assert_eq!(target_frame(&t), "[libx.so .got a:b]");
+        let t = TargetRow {
+            object: "[heap]".into(),
+            region: Region::Heap,
+            section: None,
+            symbol: None,
+        };
+        assert_eq!(target_frame(&t), "[heap]");
+    }
 }

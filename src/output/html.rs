@@ -24,6 +24,7 @@ use crate::format::outdir::OutDir;
 use crate::format::perf_data::Exit;
 use crate::model::report::{Report, SiteRow};
 use crate::output::flamegraph::Svg;
+use crate::output::text::{command_line, completeness_line, stacks_text};
 use crate::text::human_ns;
 use crate::text::{display_safe, thousands};
 
@@ -359,7 +360,7 @@ fn summary(s: &mut String, report: &Report) {
         s,
         "<tr><th>total</th>{}{}<td colspan=\"4\"></td></tr></table>",
         figure("captured-total", report.captured()),
-        opt_figure("kernel-total", kernel_total(report))
+        opt_figure("kernel-total", report.kernel_sampled())
     );
 
     let _ = writeln!(s, "<table>");
@@ -451,21 +452,9 @@ fn summary(s: &mut String, report: &Report) {
         let _ = writeln!(s, "</table>");
     }
     let _ = writeln!(s, "</div>");
-    if let Some(line) = report.stacks_line() {
+    if let Some(line) = stacks_text(report) {
         let _ = writeln!(s, "<pre>{}</pre>", esc_lines(&line));
     }
-}
-
-/// The kernel's count of the sampled classes, as the completeness line has it.
-fn kernel_total(report: &Report) -> Option<u64> {
-    let t = &report.totals;
-    let (minor, major) = (t.kernel_minor?, t.kernel_major?);
-    Some(match report.sampled_class {
-        crate::format::perf_data::RecordClass::Major => major,
-        crate::format::perf_data::RecordClass::Minor => minor,
-        // --class cow samples both events.
-        _ => minor + major,
-    })
 }
 
 fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
@@ -790,7 +779,7 @@ fn processes(s: &mut String, report: &Report, top: usize) {
 /// The whole page.
 pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usize) -> String {
     let mut s = String::with_capacity(svgs.iter().map(|g| g.text.len() * 5 / 4).sum::<usize>());
-    let command = report.command_line();
+    let command = command_line(&report.command);
     let _ = writeln!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -819,7 +808,7 @@ pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usiz
     let _ = writeln!(
         s,
         "<p class=\"{class}\" id=\"completeness\">{}</p>",
-        esc(&report.completeness_line())
+        esc(&completeness_line(report))
     );
     if !report.warnings.is_empty() {
         let _ = writeln!(s, "<ul class=\"warnings\" id=\"warnings\">");

@@ -43,7 +43,7 @@ pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()>
     svgs.push(flamegraph::write_startup(
         dir,
         &folded.startup,
-        &model.startup_scope,
+        &flamegraph::startup_scope(model),
         &subtitle,
     )?);
     svgs.extend(flamegraph::write_latency(dir, &folded.latency, &subtitle)?);

@@ -14,7 +14,8 @@ use inferno::flamegraph::Options;
 
 use crate::analysis::classify::FaultClass;
 use crate::model::report::Report;
-use crate::text::xml_text;
+use crate::output::text::command_line;
+use crate::text::{thousands, xml_text};
 
 /// Frames pfprof could not name: a lost or cut stack, the exec itself.
 pub const GREY: Color = Color {
@@ -80,14 +81,40 @@ fn cut_middle(s: &str, max: usize) -> String {
     format!("{start}…{end}")
 }
 
+/// The totals and what was lost, e.g. `12,344 faults: captured 0 (0.0%),
+/// lost 12,344 records — results incomplete` (every picture's subtitle
+/// has it, `diff`'s one per recording).
+pub fn totals_line(report: &Report) -> String {
+    let captured = report.captured();
+    let lost = thousands(report.totals.lost);
+    let mut s = match (report.expected(), report.captured_pct()) {
+        (Some(expected), Some(pct)) => {
+            let sampled = if report.period > 1 { " sampled" } else { "" };
+            format!(
+                "{} faults{sampled}: captured {} ({pct:.1}%), lost {lost} records",
+                thousands(expected),
+                thousands(captured)
+            )
+        }
+        _ => format!(
+            "captured {} faults (kernel count unavailable), lost {lost} records",
+            thousands(captured)
+        ),
+    };
+    if report.incomplete() {
+        s.push_str(" — results incomplete");
+    }
+    s
+}
+
 /// The subtitle of every picture: the command, the totals and lost
 /// records, and the share of stacks cut short (when stacks were recorded):
 /// `./app · 1,086 faults: captured 1,086 (100.0%), lost 0 records · truncated stacks 0.4%`.
 pub fn subtitle(report: &Report) -> String {
     let mut s = format!(
         "{} · {}",
-        cut_middle(&report.command_line(), COMMAND_CHARS),
-        report.subtitle()
+        cut_middle(&command_line(&report.command), COMMAND_CHARS),
+        totals_line(report)
     );
     if report.totals.call_graph.is_some() {
         let captured = report.captured();

@@ -111,7 +111,7 @@ impl Input<'_> {
             comment: format!(
                 "pfprof {}: {}",
                 report.pfprof_version,
-                report.command_line()
+                crate::output::text::command_line(&report.command)
             ),
             period: report.period,
             duration_ns: report.wall_ns,
