@@ -10,6 +10,7 @@ use crate::analysis::classify::{Access, FaultClass};
 pub use crate::analysis::LostByClass;
 use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::{Exit, RecordClass};
+pub use crate::model::warning::Recorder;
 use crate::model::warning::{ModuleProblem, Warning};
 
 /// Fault totals.
@@ -292,22 +293,6 @@ impl ByAccess {
             FaultClass::Major => &mut self.major,
             FaultClass::Cow => &mut self.cow,
         }
-    }
-}
-
-/// Who wrote the recording: the advice for lost records differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Recorder {
-    /// `pfprof record`.
-    Pfprof,
-    /// `perf record`.
-    Perf,
-}
-
-impl Recorder {
-    fn is_pfprof(&self) -> bool {
-        *self == Recorder::Pfprof
     }
 }
 

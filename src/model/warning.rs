@@ -3,12 +3,12 @@
 //! outputs say it (report.json holds the sentences, as it always has).
 
 use pfprof_symbolize::Reason;
+use serde::Serialize;
 
 use crate::analysis::foreign::{KernelMismatch, PerfNote};
 use crate::analysis::LostByClass;
 use crate::format::jitmaps::JitMapProblem;
 use crate::format::perf_data::FileStamp;
-use crate::model::report::Recorder;
 
 /// One warning of the report (`report.json`'s `warnings`, one sentence
 /// each).
@@ -92,6 +92,23 @@ impl Warning {
                 | Warning::OwnFaultsLeftOut { .. }
                 | Warning::FpStacksCut { .. }
         )
+    }
+}
+
+/// Who wrote the recording: the advice for lost records differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recorder {
+    /// `pfprof record`.
+    Pfprof,
+    /// `perf record`.
+    Perf,
+}
+
+impl Recorder {
+    /// Whether it is pfprof (report.json names only perf).
+    pub fn is_pfprof(&self) -> bool {
+        *self == Recorder::Pfprof
     }
 }
 

@@ -8,8 +8,7 @@ use serde::{Serialize, Serializer};
 
 use crate::analysis::foreign::{KernelMismatch, PerfNote};
 use crate::format::jitmaps::JitMapProblem;
-use crate::model::report::Recorder;
-use crate::model::warning::{ModuleProblem, Warning};
+use crate::model::warning::{ModuleProblem, Recorder, Warning};
 use crate::text::{display_safe, hex, thousands};
 
 impl fmt::Display for Warning {
