@@ -351,7 +351,7 @@ impl Worker {
         name_jit_frames(profile);
         let model = resolve::resolve(profile);
         let totals = &model.report.totals;
-        let faults = totals.minor + totals.major + totals.cow;
+        let faults = totals.faults.total();
         self.summary.faults += faults;
         self.summary.lost += totals.lost;
         let dir = match &self.settings.destination {
@@ -385,9 +385,9 @@ impl Worker {
             eprintln!(
                 "pfprof: interval {name}: {} faults (minor {}, major {}, cow {}), {} lost",
                 text::thousands(faults),
-                text::thousands(totals.minor),
-                text::thousands(totals.major),
-                text::thousands(totals.cow),
+                text::thousands(totals.faults.minor),
+                text::thousands(totals.faults.major),
+                text::thousands(totals.faults.cow),
                 text::thousands(totals.lost),
             );
         }

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
+use crate::analysis::classify::{classify, Access, ClassCounts, FaultClass, TargetMapping};
 use crate::analysis::process::{MapKind, ModuleId, Place, Process, Processes};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
@@ -82,17 +82,6 @@ pub struct Tally {
     pub latency_ns: u64,
 }
 
-/// Per-process fault totals.
-#[derive(Debug, Clone, Default)]
-pub struct ProcessCounts {
-    /// Minor faults.
-    pub minor: u64,
-    /// Major faults.
-    pub major: u64,
-    /// COW faults.
-    pub cow: u64,
-}
-
 /// Records the kernel dropped, by the event that lost them (`report.json`'s
 /// `totals.lost_by_class`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -126,7 +115,7 @@ impl LostByClass {
 #[derive(Debug, Default, Clone)]
 pub struct Totals {
     /// Faults by class.
-    pub by_class: [u64; 3],
+    pub by_class: ClassCounts,
     /// Faults by class × access.
     pub by_class_access: [[u64; 4]; 3],
     /// Major faults on anonymous memory (swap-ins).
@@ -160,7 +149,7 @@ pub struct Profile {
     /// Processes and modules.
     pub processes: Processes,
     /// Per-process totals.
-    pub process_counts: FxHashMap<i32, ProcessCounts>,
+    pub process_counts: FxHashMap<i32, ClassCounts>,
     /// Interned stacks.
     pub stacks: StackTable,
     /// Fault counts.
@@ -870,14 +859,12 @@ impl Profile {
     /// and its tally, with their latency if measured.
     fn count(&mut self, key: SampleKey, weight: u64, latency_ns: Option<u64>) {
         let class_index = key.class as usize;
-        self.totals.by_class[class_index] += weight;
+        self.totals.by_class.add(key.class, weight);
         self.totals.by_class_access[class_index][key.access as usize] += weight;
-        let per_process = self.process_counts.entry(key.pid).or_default();
-        match key.class {
-            FaultClass::Minor => per_process.minor += weight,
-            FaultClass::Major => per_process.major += weight,
-            FaultClass::Cow => per_process.cow += weight,
-        }
+        self.process_counts
+            .entry(key.pid)
+            .or_default()
+            .add(key.class, weight);
         let tally = self.counts.entry(key).or_default();
         tally.faults += weight;
         if let Some(ns) = latency_ns {
@@ -1179,7 +1166,7 @@ mod tests {
             recording(&path, n);
             let (profile, count) =
                 alloc_counter::count(|| analyze(&path, AnalyzeOptions::default()).unwrap());
-            assert_eq!(profile.totals.by_class[FaultClass::Minor as usize], n);
+            assert_eq!(profile.totals.by_class.minor, n);
             assert_eq!(profile.counts.len(), 1, "one stack, one target");
             allocs.push(count);
         }

@@ -10,6 +10,7 @@ use crate::analysis::classify::{Access, FaultClass};
 use crate::analysis::stacks::{FrameKey, StackId};
 use report::{FrameRow, Report, TargetRow};
 
+pub mod region;
 pub mod report;
 pub mod resolve;
 pub mod startup;

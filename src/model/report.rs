@@ -2,26 +2,23 @@
 //! in the README): the summary, the tables, and the figures of completeness
 //! (expected, missing, incomplete). The outputs word it.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
-use crate::analysis::classify::{Access, FaultClass};
+use crate::analysis::classify::{Access, ClassCounts, FaultClass};
+use crate::analysis::latency::LatencyStats;
 pub use crate::analysis::LostByClass;
 use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::{Exit, RecordClass};
+pub use crate::model::region::Region;
 pub use crate::model::warning::Recorder;
 use crate::model::warning::{ModuleProblem, Warning};
 
 /// Fault totals.
 #[derive(Debug, Clone, Serialize)]
 pub struct Totals {
-    /// Minor faults recorded.
-    pub minor: u64,
-    /// Major faults recorded.
-    pub major: u64,
-    /// COW faults recorded.
-    pub cow: u64,
+    /// Faults recorded, by class.
+    #[serde(flatten)]
+    pub faults: ClassCounts,
     /// Records the kernel dropped (ring buffer full), every kind together.
     pub lost: u64,
     /// The same by the event that lost them, where the kernel says
@@ -86,46 +83,6 @@ pub struct ProcessRow {
     /// (a wrapper that exec'd the next: `env` then `app`).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub execs: Vec<String>,
-}
-
-/// What kind of memory a fault's target is. The variants are in the order
-/// of their names: rows sort as they did when the region was a string.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum Region {
-    /// Anonymous memory, including a `.bss` tail past the file's pages.
-    Anon,
-    /// A file's pages.
-    File,
-    /// `[heap]`.
-    Heap,
-    /// `[vdso]`, `[vvar]` and the like.
-    Special,
-    /// `[stack]`.
-    Stack,
-    /// No mapping known.
-    Unknown,
-}
-
-impl Region {
-    /// As in report.json.
-    pub fn name(self) -> &'static str {
-        match self {
-            Region::Anon => "anon",
-            Region::File => "file",
-            Region::Heap => "heap",
-            Region::Special => "special",
-            Region::Stack => "stack",
-            Region::Unknown => "unknown",
-        }
-    }
-}
-
-impl std::fmt::Display for Region {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // pad: tables set a width.
-        f.pad(self.name())
-    }
 }
 
 /// A fault target.
@@ -257,42 +214,51 @@ impl AccessCounts {
     }
 }
 
-/// Faults by class, then access (`report.json`'s `by_access`; the fields
-/// in name order, as the JSON has always listed them).
+/// Something of each class, indexed by [`FaultClass`]; the fields in name
+/// order, as report.json has always listed `by_access` and `latency`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ByAccess {
-    pub cow: AccessCounts,
-    pub major: AccessCounts,
-    pub minor: AccessCounts,
+pub struct ByClass<T> {
+    pub cow: T,
+    pub major: T,
+    pub minor: T,
 }
 
-impl ByAccess {
-    /// From counts indexed `[class][access]` (the analysis's order).
-    pub fn from_counts(counts: &[[u64; 4]; 3]) -> Self {
-        let mut out = ByAccess::default();
-        for class in FaultClass::ALL {
-            for access in Access::ALL {
-                *out.class_mut(class).of_mut(access) = counts[class as usize][access as usize];
-            }
+impl<T> ByClass<T> {
+    /// From each class's value.
+    pub fn from_fn(mut value: impl FnMut(FaultClass) -> T) -> Self {
+        ByClass {
+            minor: value(FaultClass::Minor),
+            major: value(FaultClass::Major),
+            cow: value(FaultClass::Cow),
         }
-        out
     }
 
-    /// The counts of `class`.
-    pub fn class(&self, class: FaultClass) -> &AccessCounts {
+    /// The value of `class`.
+    pub fn of(&self, class: FaultClass) -> &T {
         match class {
             FaultClass::Minor => &self.minor,
             FaultClass::Major => &self.major,
             FaultClass::Cow => &self.cow,
         }
     }
+}
 
-    fn class_mut(&mut self, class: FaultClass) -> &mut AccessCounts {
-        match class {
-            FaultClass::Minor => &mut self.minor,
-            FaultClass::Major => &mut self.major,
-            FaultClass::Cow => &mut self.cow,
-        }
+/// Faults by class, then access (`report.json`'s `by_access`).
+pub type ByAccess = ByClass<AccessCounts>;
+
+/// Time in the kernel per fault, by class (`report.json`'s `latency`).
+pub type Latencies = ByClass<LatencyStats>;
+
+impl ByAccess {
+    /// From counts indexed `[class][access]` (the analysis's order).
+    pub fn from_counts(counts: &[[u64; 4]; 3]) -> Self {
+        ByClass::from_fn(|class| {
+            let mut row = AccessCounts::default();
+            for access in Access::ALL {
+                *row.of_mut(access) = counts[class as usize][access as usize];
+            }
+            row
+        })
     }
 }
 
@@ -346,7 +312,7 @@ pub struct Report {
     /// Every start-up window (one per exec'd program, in exec order).
     pub startups: Vec<crate::model::startup::StartupWindow>,
     /// Time in the kernel per fault, by class (from the entry tracepoint).
-    pub latency: BTreeMap<String, crate::analysis::latency::LatencyStats>,
+    pub latency: Latencies,
 }
 
 impl Report {
@@ -382,7 +348,7 @@ impl Report {
 
     /// Total faults recorded.
     pub fn captured(&self) -> u64 {
-        self.totals.minor + self.totals.major + self.totals.cow
+        self.totals.faults.total()
     }
 
     /// The kernel's own count of the sampled classes (None without its
@@ -519,8 +485,11 @@ pub(crate) mod tests {
     ) -> Report {
         let mut r = sample_report();
         r.period = 1;
-        r.totals.minor = captured;
-        (r.totals.major, r.totals.cow) = (0, 0);
+        r.totals.faults = ClassCounts {
+            minor: captured,
+            major: 0,
+            cow: 0,
+        };
         r.totals.lost = lost;
         r.totals.lost_by_class.unattributed = lost;
         r.totals.pfprof_faults = own;
@@ -594,9 +563,11 @@ pub(crate) mod tests {
             sampled_class: crate::format::perf_data::RecordClass::All,
             recorder: Recorder::Pfprof,
             totals: Totals {
-                minor: 262_545,
-                major: 67,
-                cow: 210,
+                faults: ClassCounts {
+                    minor: 262_545,
+                    major: 67,
+                    cow: 210,
+                },
                 lost: 0,
                 lost_by_class: LostByClass::default(),
                 pfprof_faults: 0,
@@ -717,32 +688,16 @@ pub(crate) mod tests {
             stack_frames: 120,
             startup: Some(sample_startup()),
             startups: sample_startups(),
-            latency: [
-                (
-                    "minor".to_string(),
-                    crate::analysis::latency::LatencyStats::from_values(&[
-                        900, 1100, 1200, 1300, 2500, 40_000,
-                    ]),
-                ),
-                (
-                    "major".to_string(),
-                    crate::analysis::latency::LatencyStats::from_values(&[
-                        120_000, 250_000, 3_100_000,
-                    ]),
-                ),
-                (
-                    "cow".to_string(),
-                    crate::analysis::latency::LatencyStats::default(),
-                ),
-            ]
-            .into_iter()
-            .collect(),
+            latency: Latencies {
+                minor: LatencyStats::from_values(&[900, 1100, 1200, 1300, 2500, 40_000]),
+                major: LatencyStats::from_values(&[120_000, 250_000, 3_100_000]),
+                cow: LatencyStats::default(),
+            },
         }
     }
 
     /// A wrapper (`env`) that exec'd the program: two windows in one pid.
     fn sample_startups() -> Vec<crate::model::startup::StartupWindow> {
-        use crate::analysis::startup::ClassCounts;
         use crate::model::startup::StartupWindow;
         vec![
             StartupWindow {
@@ -773,16 +728,17 @@ pub(crate) mod tests {
     }
 
     fn sample_startup() -> crate::model::startup::StartupReport {
-        use crate::analysis::startup::ClassCounts;
         use crate::model::startup::{
-            Hint, HintKind, HintRelocations, StartupObject, StartupReport, StartupSection,
-            StartupSymbol,
+            Hint, HintKind, HintRelocations, StartupObject, StartupPlace, StartupReport,
+            StartupSection, StartupSymbol,
         };
         let section = |name: &str, minor, cow, touched, total| StartupSection {
-            section: name.into(),
-            minor,
-            major: 0,
-            cow,
+            section: StartupPlace::Section(name.into()),
+            faults: ClassCounts {
+                minor,
+                major: 0,
+                cow,
+            },
             pages_touched: touched,
             pages_total: total,
         };
@@ -852,7 +808,7 @@ pub(crate) mod tests {
             ],
             symbols: vec![StartupSymbol {
                 object: "/opt/app/bin/app".into(),
-                section: ".bss".into(),
+                section: StartupPlace::Section(".bss".into()),
                 symbol: "tables".into(),
                 faults: 512,
                 first_toucher: Some("init_tables".into()),

@@ -19,10 +19,10 @@ use crate::analysis::startup::Window;
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
 use crate::model::report::{
-    ByAccess, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Region, Report, SiteRow,
+    ByAccess, ByClass, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Region, Report, SiteRow,
     TargetRow, TargetSummaryRow, Totals,
 };
-use crate::model::startup::{self, StartupFault};
+use crate::model::startup::{self, StartupFault, StartupPlace};
 use crate::model::warning::{ModuleProblem, Warning};
 use crate::model::{Model, SampleRow, TimePoint};
 use crate::sys::vdso;
@@ -113,15 +113,9 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         stack_frames: profile.stacks.len(),
         startup: startup_report,
         startups: startup.windows,
-        latency: FaultClass::ALL
-            .iter()
-            .map(|c| {
-                (
-                    c.name().to_string(),
-                    LatencyStats::from_counts(&profile.latencies[*c as usize]),
-                )
-            })
-            .collect(),
+        latency: ByClass::from_fn(|class| {
+            LatencyStats::from_counts(&profile.latencies[class as usize])
+        }),
     };
     // What was lost comes first.
     let mut warnings = report.completeness_warnings();
@@ -627,9 +621,12 @@ fn startup_fault(
             ..
         } => (
             names.svma(module, file_offset).map(|a| a >> 12),
-            target.section.clone().unwrap_or_else(|| "(none)".into()),
+            target
+                .section
+                .clone()
+                .map_or(StartupPlace::NoSection, StartupPlace::Section),
         ),
-        _ => (None, format!("[{}]", target.region)),
+        _ => (None, StartupPlace::Region(target.region)),
     };
     StartupFault {
         object: target.object.clone(),
@@ -935,9 +932,7 @@ fn totals(profile: &Profile) -> Totals {
     let t = &profile.totals;
     let meta = profile.meta.as_ref();
     Totals {
-        minor: t.by_class[FaultClass::Minor as usize],
-        major: t.by_class[FaultClass::Major as usize],
-        cow: t.by_class[FaultClass::Cow as usize],
+        faults: t.by_class,
         lost: t.lost,
         lost_by_class: t.lost_by_class,
         pfprof_faults: t.pfprof_faults,

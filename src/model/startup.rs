@@ -3,13 +3,15 @@
 //! the faults of the window shown in full (`analysis::startup` finds the
 //! windows).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::analysis::classify::ClassCounts;
 use crate::analysis::classify::FaultClass;
 use crate::analysis::relocation_pages::{credit_pages, Credited, LoaderWrite, RelocationKind};
-use crate::analysis::startup::{ClassCounts, Cut, Window};
+use crate::analysis::startup::{Cut, Window};
+use crate::model::region::Region;
 
 /// What ended a start-up window (report.json's `until`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -65,18 +67,34 @@ pub struct StartupWindow {
     pub faults: ClassCounts,
 }
 
+/// Where in an object start-up faults landed (report.json's `section`
+/// names it: the section, `(none)`, or the region as `[anon]`). The
+/// variants are in the order of those names: rows sort as they did.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StartupPlace {
+    /// A file page outside every section.
+    NoSection,
+    /// An ELF section.
+    Section(String),
+    /// Memory of no file: heap, stack, anonymous, special.
+    Region(Region),
+}
+
+impl StartupPlace {
+    /// Whether it is the ELF section `name`.
+    pub fn is_section(&self, name: &str) -> bool {
+        matches!(self, StartupPlace::Section(s) if s == name)
+    }
+}
+
 /// One section of an object.
 #[derive(Debug, Clone, Serialize)]
 pub struct StartupSection {
-    /// Section name (`(none)` for file pages outside every section, or the
-    /// region for anonymous memory).
-    pub section: String,
-    /// Minor faults.
-    pub minor: u64,
-    /// Major faults.
-    pub major: u64,
-    /// COW faults.
-    pub cow: u64,
+    /// The section, or where else the faults landed.
+    pub section: StartupPlace,
+    /// Faults.
+    #[serde(flatten)]
+    pub faults: ClassCounts,
     /// Distinct pages faulted.
     pub pages_touched: Option<u64>,
     /// Pages the section spans.
@@ -116,7 +134,7 @@ pub struct StartupSymbol {
     /// Object.
     pub object: String,
     /// Section.
-    pub section: String,
+    pub section: StartupPlace,
     /// Symbol.
     pub symbol: String,
     /// Faults.
@@ -212,7 +230,7 @@ pub struct StartupFault {
     /// Target object.
     pub object: String,
     /// Section (or region).
-    pub section: String,
+    pub section: StartupPlace,
     /// Data symbol.
     pub symbol: Option<String>,
     /// Class.
@@ -234,52 +252,116 @@ pub struct ObjectFacts {
     pub relocations: Option<pfprof_symbolize::RelocationInfo>,
 }
 
+/// The first code to touch each data symbol: (object, section, symbol) to
+/// the function.
+pub type FirstTouchers = BTreeMap<(String, String, String), String>;
+
 /// Builds the start-up report from the symbolized start-up faults.
 pub fn build(
     window: &Window,
     program: String,
     last_time: Option<u64>,
     rows: &[StartupFault],
-    first_touchers: &BTreeMap<(String, String, String), String>,
+    first_touchers: &FirstTouchers,
     facts: &BTreeMap<String, ObjectFacts>,
     load_order: &[String],
 ) -> StartupReport {
-    let mut total = ClassCounts::default();
-    #[derive(Default)]
-    struct Acc {
-        faults: ClassCounts,
-        loader: ClassCounts,
-        sections: BTreeMap<String, (ClassCounts, std::collections::BTreeSet<u64>)>,
-        /// Pages the loader copied, and its code that did.
-        written: BTreeMap<u64, LoaderWrite>,
+    let summed = Summed::of(rows);
+    let no_facts = ObjectFacts::default();
+    let mut credited = CreditedPages::new();
+    let objects: Vec<StartupObject> = object_order(&summed.objects, load_order)
+        .into_iter()
+        .map(|object| {
+            let acc = &summed.objects[object];
+            let f = facts.get(object).unwrap_or(&no_facts);
+            if let Some(r) = &f.relocations {
+                let pages = credit_pages(&acc.written, &r.page_writes, r.bind_now);
+                credited.insert(object.to_string(), pages);
+            }
+            object_row(object, acc, f, summed.total)
+        })
+        .collect();
+    let symbols = symbol_rows(summed.symbols, first_touchers);
+    let hints = hints(&objects, &symbols, &credited);
+    StartupReport {
+        program: Some(program),
+        pid: Some(window.pid),
+        window: None,
+        until: Until::of(&window.cut),
+        until_ms: window.window_ms(last_time),
+        faults: summed.total,
+        objects,
+        symbols,
+        hints,
     }
-    let mut objects: BTreeMap<&str, Acc> = BTreeMap::new();
-    let mut symbols: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-    for row in rows {
-        total.add(row.class, row.count);
-        let acc = objects.entry(&row.object).or_default();
-        acc.faults.add(row.class, row.count);
+}
+
+/// The start-up faults summed per object, section and data symbol.
+struct Summed<'r> {
+    total: ClassCounts,
+    objects: BTreeMap<&'r str, ObjectSums>,
+    symbols: BTreeMap<(&'r str, &'r StartupPlace, &'r str), u64>,
+}
+
+/// One object's faults.
+#[derive(Default)]
+struct ObjectSums {
+    faults: ClassCounts,
+    /// Those the loader's relocation code took.
+    loader: ClassCounts,
+    /// Per section: faults and the pages they touched.
+    sections: BTreeMap<StartupPlace, (ClassCounts, BTreeSet<u64>)>,
+    /// Pages the loader copied, and its code that did.
+    written: BTreeMap<u64, LoaderWrite>,
+}
+
+impl<'r> Summed<'r> {
+    fn of(rows: &'r [StartupFault]) -> Summed<'r> {
+        let mut summed = Summed {
+            total: ClassCounts::default(),
+            objects: BTreeMap::new(),
+            symbols: BTreeMap::new(),
+        };
+        for row in rows {
+            summed.total.add(row.class, row.count);
+            summed.objects.entry(&row.object).or_default().add(row);
+            if let Some(symbol) = &row.symbol {
+                *summed
+                    .symbols
+                    .entry((&row.object, &row.section, symbol))
+                    .or_default() += row.count;
+            }
+        }
+        summed
+    }
+}
+
+impl ObjectSums {
+    fn add(&mut self, row: &StartupFault) {
+        self.faults.add(row.class, row.count);
         if let Some(write) = row.loader {
-            acc.loader.add(row.class, row.count);
+            self.loader.add(row.class, row.count);
             if let (FaultClass::Cow, Some(page)) = (row.class, row.page) {
                 // A function that tells the kind wins over one that does not.
-                let at = acc.written.entry(page).or_insert(write);
+                let at = self.written.entry(page).or_insert(write);
                 if *at == LoaderWrite::Any {
                     *at = write;
                 }
             }
         }
-        let section = acc.sections.entry(row.section.clone()).or_default();
+        let section = self.sections.entry(row.section.clone()).or_default();
         section.0.add(row.class, row.count);
         if let Some(page) = row.page {
             section.1.insert(page);
         }
-        if let Some(symbol) = &row.symbol {
-            *symbols
-                .entry((row.object.clone(), row.section.clone(), symbol.clone()))
-                .or_default() += row.count;
-        }
     }
+}
+
+/// The objects in load order, then the rest by faults.
+fn object_order<'r>(
+    objects: &BTreeMap<&'r str, ObjectSums>,
+    load_order: &'r [String],
+) -> Vec<&'r str> {
     let mut order: Vec<&str> = load_order
         .iter()
         .map(String::as_str)
@@ -292,92 +374,92 @@ pub fn build(
         .collect();
     rest.sort_by_key(|o| std::cmp::Reverse(objects[o].faults.total()));
     order.extend(rest);
+    order
+}
 
-    let no_facts = ObjectFacts::default();
-    let mut out_objects = Vec::new();
-    let mut credited = BTreeMap::new();
-    for object in order {
-        let acc = &objects[object];
-        let f = facts.get(object).unwrap_or(&no_facts);
-        if let Some(r) = &f.relocations {
-            credited.insert(
-                object.to_string(),
-                credit_pages(&acc.written, &r.page_writes, r.bind_now),
-            );
-        }
-        let mut sections: Vec<StartupSection> = acc
-            .sections
-            .iter()
-            .map(|(name, (c, pages))| StartupSection {
-                section: name.clone(),
-                minor: c.minor,
-                major: c.major,
-                cow: c.cow,
-                pages_touched: (!pages.is_empty()).then_some(pages.len() as u64),
-                pages_total: f.section_pages.get(name).copied(),
-            })
-            .collect();
-        sections.sort_by_key(|s| std::cmp::Reverse(s.minor + s.major + s.cow));
-        let r = f.relocations.as_ref();
-        out_objects.push(StartupObject {
-            object: object.to_string(),
-            faults: acc.faults,
-            share: if total.total() == 0 {
-                0.0
-            } else {
-                acc.faults.total() as f64 * 100.0 / total.total() as f64
+/// An object's row: its faults, sections (busiest first) and relocations.
+fn object_row(
+    object: &str,
+    acc: &ObjectSums,
+    f: &ObjectFacts,
+    total: ClassCounts,
+) -> StartupObject {
+    let mut sections: Vec<StartupSection> = acc
+        .sections
+        .iter()
+        .map(|(place, (faults, pages))| StartupSection {
+            section: place.clone(),
+            faults: *faults,
+            pages_touched: (!pages.is_empty()).then_some(pages.len() as u64),
+            pages_total: match place {
+                StartupPlace::Section(name) => f.section_pages.get(name).copied(),
+                _ => None,
             },
-            sections,
-            relocations: r.map(|r| r.by_type.clone()).unwrap_or_default(),
-            relr: r.map_or(0, |r| r.relr),
-            uses_relr: r.is_some_and(|r| r.uses_relr),
-            bind_now: r.is_some_and(|r| r.bind_now),
-            relro: r.is_some_and(|r| r.relro.is_some()),
-            // ld.so also rebases lazy JUMP_SLOT entries of a relocated object
-            // at start-up, so their pages are written too.
-            relocation_pages: r.map_or(0, |r| {
-                let mut pages: Vec<u64> = r
-                    .pages
-                    .iter()
-                    .chain(&r.lazy_jump_slot_pages)
-                    .copied()
-                    .collect();
-                pages.sort_unstable();
-                pages.dedup();
-                pages.len() as u64
-            }),
-            loader: acc.loader,
-        });
+        })
+        .collect();
+    sections.sort_by_key(|s| std::cmp::Reverse(s.faults.total()));
+    let r = f.relocations.as_ref();
+    StartupObject {
+        object: object.to_string(),
+        faults: acc.faults,
+        share: if total.total() == 0 {
+            0.0
+        } else {
+            acc.faults.total() as f64 * 100.0 / total.total() as f64
+        },
+        sections,
+        relocations: r.map(|r| r.by_type.clone()).unwrap_or_default(),
+        relr: r.map_or(0, |r| r.relr),
+        uses_relr: r.is_some_and(|r| r.uses_relr),
+        bind_now: r.is_some_and(|r| r.bind_now),
+        relro: r.is_some_and(|r| r.relro.is_some()),
+        relocation_pages: r.map_or(0, relocation_pages),
+        loader: acc.loader,
     }
-    let mut out_symbols: Vec<StartupSymbol> = symbols
+}
+
+/// Pages the start-up relocations write: ld.so also rebases lazy JUMP_SLOT
+/// entries of a relocated object at start-up, so their pages are written
+/// too.
+fn relocation_pages(r: &pfprof_symbolize::RelocationInfo) -> u64 {
+    let mut pages: Vec<u64> = r
+        .pages
+        .iter()
+        .chain(&r.lazy_jump_slot_pages)
+        .copied()
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    pages.len() as u64
+}
+
+/// The data symbols, most faults first, with the code that touched each
+/// first.
+fn symbol_rows(
+    symbols: BTreeMap<(&str, &StartupPlace, &str), u64>,
+    first_touchers: &FirstTouchers,
+) -> Vec<StartupSymbol> {
+    let mut rows: Vec<StartupSymbol> = symbols
         .into_iter()
-        .map(|((object, section, symbol), faults)| StartupSymbol {
-            first_toucher: first_touchers
-                .get(&(object.clone(), section.clone(), symbol.clone()))
-                .cloned(),
-            object,
-            section,
-            symbol,
+        .map(|((object, place, symbol), faults)| StartupSymbol {
+            first_toucher: match place {
+                StartupPlace::Section(section) => first_touchers
+                    .get(&(object.to_string(), section.clone(), symbol.to_string()))
+                    .cloned(),
+                _ => None,
+            },
+            object: object.to_string(),
+            section: place.clone(),
+            symbol: symbol.to_string(),
             faults,
         })
         .collect();
-    out_symbols.sort_by(|a, b| {
+    rows.sort_by(|a, b| {
         b.faults
             .cmp(&a.faults)
             .then_with(|| a.symbol.cmp(&b.symbol))
     });
-    let hints = hints(&out_objects, &out_symbols, &credited);
-    StartupReport {
-        program: Some(program),
-        pid: Some(window.pid),
-        window: None,
-        until: Until::of(&window.cut),
-        until_ms: window.window_ms(last_time),
-        faults: total,
-        objects: out_objects,
-        symbols: out_symbols,
-        hints,
-    }
+    rows
 }
 
 /// Each object's loader-written pages by the kind of relocation on them.
@@ -402,8 +484,8 @@ fn hints(
         let text_major: u64 = o
             .sections
             .iter()
-            .filter(|s| s.section == ".text")
-            .map(|s| s.major)
+            .filter(|s| s.section.is_section(".text"))
+            .map(|s| s.faults.major)
             .sum();
         if text_major > 0 {
             hints.push(hint(&o.object, HintKind::TextMajor { faults: text_major }));
@@ -411,7 +493,7 @@ fn hints(
     }
     for s in symbols
         .iter()
-        .filter(|s| s.section == ".bss" && s.faults >= 64)
+        .filter(|s| s.section.is_section(".bss") && s.faults >= 64)
     {
         let kind = HintKind::BssZeroed {
             symbol: s.symbol.clone(),
@@ -422,7 +504,7 @@ fn hints(
     }
     for s in symbols
         .iter()
-        .filter(|s| s.section == ".data" && s.faults >= 16)
+        .filter(|s| s.section.is_section(".data") && s.faults >= 16)
     {
         let kind = HintKind::DataCopied {
             symbol: s.symbol.clone(),
@@ -474,10 +556,12 @@ pub(crate) mod tests {
     /// in use), major faults on .text, a big .bss symbol and copied .data.
     fn hint_input() -> (Vec<StartupObject>, Vec<StartupSymbol>, CreditedPages) {
         let section = |name: &str, major| StartupSection {
-            section: name.into(),
-            minor: 1,
-            major,
-            cow: 0,
+            section: StartupPlace::Section(name.into()),
+            faults: ClassCounts {
+                minor: 1,
+                major,
+                cow: 0,
+            },
             pages_touched: None,
             pages_total: None,
         };
@@ -525,7 +609,7 @@ pub(crate) mod tests {
         let symbol =
             |section: &str, symbol: &str, faults, first_toucher: Option<&str>| StartupSymbol {
                 object: "/usr/lib/libbig.so.1".into(),
-                section: section.into(),
+                section: StartupPlace::Section(section.into()),
                 symbol: symbol.into(),
                 faults,
                 first_toucher: first_toucher.map(Into::into),

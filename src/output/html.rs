@@ -24,6 +24,7 @@ use crate::format::outdir::OutDir;
 use crate::format::perf_data::Exit;
 use crate::model::report::{Report, SiteRow};
 use crate::output::flamegraph::Svg;
+use crate::output::startup::place_label;
 use crate::output::text::{command_line, completeness_line, stacks_text};
 use crate::text::human_ns;
 use crate::text::{display_safe, thousands};
@@ -264,11 +265,11 @@ fn label(report: &Report, name: &str) -> (String, String) {
             "No faults in this recording.".into(),
         ),
         "minor" => (
-            format!("Minor{}", count(t.minor)),
+            format!("Minor{}", count(t.faults.minor)),
             "No minor faults in this recording.".into(),
         ),
         "major" => (
-            format!("Major{}", count(t.major)),
+            format!("Major{}", count(t.faults.major)),
             "No major faults in this recording.".into(),
         ),
         "cow" if !t.cow_available => (
@@ -278,7 +279,7 @@ fn label(report: &Report, name: &str) -> (String, String) {
                 .into(),
         ),
         "cow" => (
-            format!("COW{}", count(t.cow)),
+            format!("COW{}", count(t.faults.cow)),
             "No copy-on-write faults in this recording.".into(),
         ),
         "startup" => (
@@ -333,11 +334,7 @@ fn summary(s: &mut String, report: &Report) {
     );
     for class in FaultClass::ALL {
         let name = class.name();
-        let captured = match class {
-            FaultClass::Minor => t.minor,
-            FaultClass::Major => t.major,
-            FaultClass::Cow => t.cow,
-        };
+        let captured = t.faults.of(class);
         let kernel = match class {
             FaultClass::Minor => opt_figure("kernel-minor", t.kernel_minor),
             FaultClass::Major => opt_figure("kernel-major", t.kernel_major),
@@ -351,7 +348,7 @@ fn summary(s: &mut String, report: &Report) {
         };
         let _ = write!(s, "<tr><td>{name}</td>{captured}{kernel}");
         for access in Access::ALL {
-            let n = report.by_access.class(class).of(access);
+            let n = report.by_access.of(class).of(access);
             let _ = write!(s, "{}", figure(&format!("{name}-{}", access.name()), n));
         }
         let _ = writeln!(s, "</tr>");
@@ -426,7 +423,10 @@ fn summary(s: &mut String, report: &Report) {
     }
     let _ = writeln!(s, "</table>");
 
-    if report.latency.values().any(|l| l.count > 0) {
+    if FaultClass::ALL
+        .iter()
+        .any(|c| report.latency.of(*c).count > 0)
+    {
         let _ = writeln!(
             s,
             "<table><tr><th>time in the kernel</th><th class=\"n\">faults</th>\
@@ -434,9 +434,10 @@ fn summary(s: &mut String, report: &Report) {
              <th class=\"n\">max</th></tr>"
         );
         for class in FaultClass::ALL {
-            let Some(l) = report.latency.get(class.name()).filter(|l| l.count > 0) else {
+            let l = report.latency.of(class);
+            if l.count == 0 {
                 continue;
-            };
+            }
             let _ = writeln!(
                 s,
                 "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
@@ -578,10 +579,10 @@ fn startup(s: &mut String, report: &Report, top: usize) {
                 "<tr class=\"sec\"><td>&nbsp;&nbsp;{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td></td>\
                  <td></td></tr>",
-                esc(&sec.section),
-                thousands(sec.minor),
-                thousands(sec.major),
-                thousands(sec.cow),
+                esc(&place_label(&sec.section)),
+                thousands(sec.faults.minor),
+                thousands(sec.faults.major),
+                thousands(sec.faults.cow),
                 opt(sec.pages_touched),
                 opt(sec.pages_total)
             );
@@ -602,7 +603,7 @@ fn startup(s: &mut String, report: &Report, top: usize) {
                 thousands(sym.faults),
                 esc(&sym.object),
                 esc(short(&sym.object)),
-                esc(&sym.section),
+                esc(&place_label(&sym.section)),
                 esc(&sym.symbol),
                 esc(sym.first_toucher.as_deref().unwrap_or("-"))
             );

@@ -1,16 +1,19 @@
 //! The start-up sections of `report.txt`: the window shown in full, and
 //! the other windows in a few lines.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use crate::analysis::startup::ClassCounts;
 use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+use crate::analysis::classify::ClassCounts;
 
 use crate::analysis::relocation_pages::RelocationKind;
 use crate::model::startup::{
-    Hint, HintKind, StartupObject, StartupReport, StartupSection, StartupWindow, Until,
+    Hint, HintKind, StartupObject, StartupPlace, StartupReport, StartupSection, StartupWindow,
+    Until,
 };
-use crate::text::{short, thousands};
+use crate::text::{short, thousands, truncate};
 
 /// The compact list of the start-up windows other than `shown`, by faults,
 /// at most `top` lines (and a line that sums the rest).
@@ -44,7 +47,7 @@ pub fn others_text(windows: &[StartupWindow], shown: Option<usize>, top: usize) 
         let _ = writeln!(
             s,
             "{:<30}{:>9}{:>9}{:>8}{:>9}{:>12}  {}",
-            crate::text::truncate(short(&w.program), 30),
+            truncate(short(&w.program), 30),
             w.pid,
             thousands(w.faults.minor),
             thousands(w.faults.major),
@@ -54,12 +57,7 @@ pub fn others_text(windows: &[StartupWindow], shown: Option<usize>, top: usize) 
         );
     }
     if others.len() > top {
-        let mut rest = ClassCounts::default();
-        for w in &others[top..] {
-            rest.minor += w.faults.minor;
-            rest.major += w.faults.major;
-            rest.cow += w.faults.cow;
-        }
+        let rest: ClassCounts = others[top..].iter().map(|w| w.faults).sum();
         let _ = writeln!(
             s,
             "{:<39}{:>9}{:>8}{:>9}",
@@ -86,124 +84,13 @@ pub fn window_sentence(report: &StartupReport) -> String {
     }
 }
 
-/// The start-up section of `report.txt`.
+/// The start-up section of `report.txt`: the window, its objects with
+/// their busiest sections, the data symbols, the hints.
 pub fn to_text(report: &StartupReport, top: usize) -> String {
     let mut s = String::new();
-    let window = window_sentence(report);
-    let f = &report.faults;
-    let of = match (&report.program, report.pid) {
-        (Some(program), Some(pid)) => {
-            format!(
-                " of {} [pid {pid}]",
-                crate::text::truncate(short(program), 30)
-            )
-        }
-        _ => String::new(),
-    };
-    let _ = writeln!(
-        s,
-        "Start-up{of} ({window}):\n{} faults (minor {}, major {}, cow {})",
-        thousands(f.total()),
-        thousands(f.minor),
-        thousands(f.major),
-        thousands(f.cow)
-    );
-    let _ = writeln!(
-        s,
-        "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>8}",
-        "object / section", "minor", "major", "cow", "pages", "of", "share"
-    );
-    // The objects with most faults, each with its busiest sections;
-    // the rest summed, so a big program's table stays readable.
-    let mut objects: Vec<&StartupObject> = report.objects.iter().collect();
-    objects.sort_by_key(|o| std::cmp::Reverse(o.faults.total()));
-    let more = |s: &mut String, what: &str, n: usize, c: ClassCounts, indent: usize| {
-        let label = format!(
-            "{}and {} more {what}",
-            " ".repeat(indent),
-            thousands(n as u64)
-        );
-        let _ = writeln!(
-            s,
-            "{label:<38}{:>9}{:>8}{:>9}",
-            thousands(c.minor),
-            thousands(c.major),
-            thousands(c.cow)
-        );
-    };
-    for o in objects.iter().take(top) {
-        let _ = writeln!(
-            s,
-            "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>7.1}%",
-            crate::text::truncate(short(&o.object), 38),
-            thousands(o.faults.minor),
-            thousands(o.faults.major),
-            thousands(o.faults.cow),
-            "",
-            "",
-            o.share
-        );
-        let mut sections: Vec<&StartupSection> = o.sections.iter().collect();
-        sections.sort_by_key(|sec| std::cmp::Reverse(sec.minor + sec.major + sec.cow));
-        let shown = top.min(sections.len());
-        for sec in &sections[..shown] {
-            let opt = |v: Option<u64>| v.map(thousands).unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "  {:<36}{:>9}{:>8}{:>9}{:>9}{:>9}",
-                crate::text::truncate(&sec.section, 36),
-                thousands(sec.minor),
-                thousands(sec.major),
-                thousands(sec.cow),
-                opt(sec.pages_touched),
-                opt(sec.pages_total)
-            );
-        }
-        if sections.len() > shown {
-            let rest = sections[shown..]
-                .iter()
-                .fold(ClassCounts::default(), |mut c, sec| {
-                    c.minor += sec.minor;
-                    c.major += sec.major;
-                    c.cow += sec.cow;
-                    c
-                });
-            more(&mut s, "sections", sections.len() - shown, rest, 2);
-        }
-        if let Some(summary) = relocation_summary(o) {
-            wrap(&mut s, "  relocations:", "    ", &summary);
-        }
-    }
-    if objects.len() > top {
-        let rest = objects[top..]
-            .iter()
-            .fold(ClassCounts::default(), |mut c, o| {
-                c.minor += o.faults.minor;
-                c.major += o.faults.major;
-                c.cow += o.faults.cow;
-                c
-            });
-        more(&mut s, "objects", objects.len() - top, rest, 0);
-    }
-    if !report.symbols.is_empty() {
-        let _ = writeln!(s, "\nStart-up data symbols:");
-        let _ = writeln!(
-            s,
-            "{:>9}  {:<22} {:<14} {:<24} first touched by",
-            "faults", "object", "section", "symbol"
-        );
-        for sym in report.symbols.iter().take(top) {
-            let _ = writeln!(
-                s,
-                "{:>9}  {:<22} {:<14} {:<24} {}",
-                thousands(sym.faults),
-                crate::text::truncate(short(&sym.object), 22),
-                crate::text::truncate(&sym.section, 14),
-                crate::text::truncate(&sym.symbol, 24),
-                crate::text::truncate(sym.first_toucher.as_deref().unwrap_or("-"), 24)
-            );
-        }
-    }
+    window_head(&mut s, report);
+    objects_table(&mut s, report, top);
+    symbols_table(&mut s, report, top);
     if !report.hints.is_empty() {
         let _ = writeln!(s, "\nHints:");
         for h in &report.hints {
@@ -211,6 +98,140 @@ pub fn to_text(report: &StartupReport, top: usize) -> String {
         }
     }
     s
+}
+
+/// `Start-up of app [pid 42] (exec → main entered after 1.2 ms):` and the
+/// window's faults.
+fn window_head(s: &mut String, report: &StartupReport) {
+    let f = &report.faults;
+    let of = match (&report.program, report.pid) {
+        (Some(program), Some(pid)) => format!(" of {} [pid {pid}]", truncate(short(program), 30)),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "Start-up{of} ({}):\n{} faults (minor {}, major {}, cow {})",
+        window_sentence(report),
+        thousands(f.total()),
+        thousands(f.minor),
+        thousands(f.major),
+        thousands(f.cow)
+    );
+}
+
+/// The objects with most faults, each with its busiest sections; the rest
+/// summed, so a big program's table stays readable.
+fn objects_table(s: &mut String, report: &StartupReport, top: usize) {
+    let _ = writeln!(
+        s,
+        "{:<38}{:>9}{:>8}{:>9}{:>9}{:>9}{:>8}",
+        "object / section", "minor", "major", "cow", "pages", "of", "share"
+    );
+    let mut objects: Vec<&StartupObject> = report.objects.iter().collect();
+    objects.sort_by_key(|o| std::cmp::Reverse(o.faults.total()));
+    for o in objects.iter().take(top) {
+        let _ = writeln!(
+            s,
+            "{:<38}{}{:>9}{:>9}{:>7.1}%",
+            truncate(short(&o.object), 38),
+            class_cells(&o.faults),
+            "",
+            "",
+            o.share
+        );
+        sections_rows(s, o, top);
+        if let Some(summary) = relocation_summary(o) {
+            wrap(s, "  relocations:", "    ", &summary);
+        }
+    }
+    if objects.len() > top {
+        let rest = objects[top..].iter().map(|o| o.faults).sum();
+        more_row(s, "objects", objects.len() - top, rest, 0);
+    }
+}
+
+/// An object's `top` busiest sections, the rest summed.
+fn sections_rows(s: &mut String, o: &StartupObject, top: usize) {
+    let mut sections: Vec<&StartupSection> = o.sections.iter().collect();
+    sections.sort_by_key(|sec| std::cmp::Reverse(sec.faults.total()));
+    let shown = top.min(sections.len());
+    let opt = |v: Option<u64>| v.map(thousands).unwrap_or_default();
+    for sec in &sections[..shown] {
+        let _ = writeln!(
+            s,
+            "  {:<36}{}{:>9}{:>9}",
+            truncate(&place_label(&sec.section), 36),
+            class_cells(&sec.faults),
+            opt(sec.pages_touched),
+            opt(sec.pages_total)
+        );
+    }
+    if sections.len() > shown {
+        let rest = sections[shown..].iter().map(|sec| sec.faults).sum();
+        more_row(s, "sections", sections.len() - shown, rest, 2);
+    }
+}
+
+/// The minor, major and cow columns of the objects table.
+fn class_cells(c: &ClassCounts) -> String {
+    format!(
+        "{:>9}{:>8}{:>9}",
+        thousands(c.minor),
+        thousands(c.major),
+        thousands(c.cow)
+    )
+}
+
+/// `and 3 more sections` with their summed faults.
+fn more_row(s: &mut String, what: &str, n: usize, c: ClassCounts, indent: usize) {
+    let label = format!(
+        "{}and {} more {what}",
+        " ".repeat(indent),
+        thousands(n as u64)
+    );
+    let _ = writeln!(s, "{label:<38}{}", class_cells(&c));
+}
+
+/// The data symbols with most faults, and what touched each first.
+fn symbols_table(s: &mut String, report: &StartupReport, top: usize) {
+    if report.symbols.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nStart-up data symbols:");
+    let _ = writeln!(
+        s,
+        "{:>9}  {:<22} {:<14} {:<24} first touched by",
+        "faults", "object", "section", "symbol"
+    );
+    for sym in report.symbols.iter().take(top) {
+        let _ = writeln!(
+            s,
+            "{:>9}  {:<22} {:<14} {:<24} {}",
+            thousands(sym.faults),
+            truncate(short(&sym.object), 22),
+            truncate(&place_label(&sym.section), 14),
+            truncate(&sym.symbol, 24),
+            truncate(sym.first_toucher.as_deref().unwrap_or("-"), 24)
+        );
+    }
+}
+
+/// Where start-up faults landed, by name: the section, `(none)` for file
+/// pages outside every section, the region (`[anon]`) for memory of no
+/// file.
+pub fn place_label(place: &StartupPlace) -> Cow<'_, str> {
+    match place {
+        StartupPlace::Section(name) => Cow::Borrowed(name),
+        StartupPlace::NoSection => Cow::Borrowed("(none)"),
+        StartupPlace::Region(region) => Cow::Owned(format!("[{region}]")),
+    }
+}
+
+/// report.json's `section` of a start-up row: its label.
+impl Serialize for StartupPlace {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&place_label(self))
+    }
 }
 
 /// Appends `text` word-wrapped at 98 columns: `first` starts the first line,
@@ -407,6 +428,28 @@ mod tests {
         assert_eq!(others_text(&all[..1], Some(0), 10), "");
     }
 
+    /// Places are named as report.json always named them, and sort in the
+    /// order of those names.
+    #[test]
+    fn place_labels() {
+        use crate::model::report::Region;
+        let places = [
+            (StartupPlace::NoSection, "(none)"),
+            (StartupPlace::Section(".bss".into()), ".bss"),
+            (StartupPlace::Section(".data".into()), ".data"),
+            (StartupPlace::Region(Region::Anon), "[anon]"),
+            (StartupPlace::Region(Region::Heap), "[heap]"),
+            (StartupPlace::Region(Region::Stack), "[stack]"),
+        ];
+        for (place, label) in &places {
+            assert_eq!(place_label(place), *label);
+            assert_eq!(serde_json::to_value(place).unwrap(), *label);
+        }
+        assert!(places
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+    }
+
     /// Every kind of hint in words, and in report.json.
     #[test]
     fn hint_sentences() {
@@ -471,10 +514,8 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, sec)| StartupSection {
-                    section: sec.to_string(),
-                    minor: minor + i as u64,
-                    major: 0,
-                    cow: 0,
+                    section: StartupPlace::Section(sec.to_string()),
+                    faults: counts(minor + i as u64, 0),
                     pages_touched: None,
                     pages_total: None,
                 })

@@ -53,15 +53,15 @@ fn summary(s: &mut String, report: &Report) {
         let _ = writeln!(s, "{line}");
     }
     let cow = if t.cow_available {
-        thousands(t.cow)
+        thousands(t.faults.cow)
     } else {
         "unavailable".into()
     };
     let _ = writeln!(
         s,
         "faults: minor {}  major {} (file {}, swap {})  cow {}  | in kernel mode {}",
-        thousands(t.minor),
-        thousands(t.major),
+        thousands(t.faults.minor),
+        thousands(t.faults.major),
         thousands(t.major_file),
         thousands(t.major_swap),
         cow,
@@ -275,7 +275,7 @@ fn access_table(s: &mut String, report: &Report) {
         if class == FaultClass::Cow && !t.cow_available {
             continue;
         }
-        let row = report.by_access.class(class);
+        let row = report.by_access.of(class);
         let _ = writeln!(
             s,
             "{:<8}{:>12}{:>12}{:>12}{:>12}",
@@ -383,7 +383,8 @@ fn top_targets(s: &mut String, report: &Report, top: usize) {
 /// Per class with measured faults, their latency.
 fn latency(s: &mut String, report: &Report) {
     for class in FaultClass::ALL {
-        if let Some(stats) = report.latency.get(class.name()).filter(|s| s.count > 0) {
+        let stats = report.latency.of(class);
+        if stats.count > 0 {
             let _ = writeln!(s);
             s.push_str(&latency_text(stats, class.name()));
         }
