@@ -9,6 +9,7 @@ use crate::analysis::latency::LatencyStats;
 pub use crate::analysis::LostByClass;
 use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::{Exit, RecordClass};
+use crate::format::recorder::Collector;
 pub use crate::model::region::Region;
 pub use crate::model::warning::Recorder;
 use crate::model::warning::{ModuleProblem, Warning};
@@ -53,7 +54,7 @@ pub struct Totals {
     /// Who copied the user stacks in dwarf mode: `bpf` (pfprof's collector)
     /// or `perf`; absent in recordings made before the collector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collector: Option<String>,
+    pub collector: Option<Collector>,
     /// Call chains whose unwinding stopped early (they end in `[unknown]`).
     pub truncated_stacks: u64,
     /// Why chains stopped early, counted while recording (dwarf mode).

@@ -947,7 +947,7 @@ fn totals(profile: &Profile) -> Totals {
         bad_records: profile.decode.bad_records,
         no_callchain: t.no_callchain,
         call_graph: meta.map(|m| m.call_graph),
-        collector: meta.and_then(|m| m.collector.clone()),
+        collector: meta.and_then(|m| m.collector),
         truncated_stacks: t.truncated_stacks,
         unwind: meta
             .and_then(|m| m.unwind.clone())

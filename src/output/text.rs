@@ -6,6 +6,7 @@ use crate::analysis::classify::FaultClass;
 use crate::analysis::latency::LatencyStats;
 use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::Exit;
+use crate::format::recorder::Collector;
 use crate::model::report::{FileRow, ProcessRow, Report, TargetRow};
 use crate::text::{human_ns, short, short_ns, thousands, truncate, truncate_file_name, wrap};
 use crate::unwind::{StackNeed, UnwindStats, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
@@ -161,8 +162,8 @@ fn dwarf_stacks(report: &Report, stack_bytes: u32) -> String {
             StackNeed::AtMost(n) => format!("; 99% of stacks needed {n}"),
             StackNeed::MoreThanCopied => format!("; 99% of stacks needed > {stack_bytes}"),
         });
-    let copies = match t.collector.as_deref() {
-        Some("bpf") => format!("BPF copies ≤ {stack_bytes} bytes"),
+    let copies = match t.collector {
+        Some(Collector::Bpf) => format!("BPF copies ≤ {stack_bytes} bytes"),
         _ => format!("{stack_bytes}-byte stack copies"),
     };
     let mut line = format!(
