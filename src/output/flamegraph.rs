@@ -44,12 +44,42 @@ fn palette_of(class: FaultClass) -> Palette {
     })
 }
 
-pub fn name(selection: ClassSelection) -> &'static str {
-    match selection {
-        ClassSelection::Minor => "minor",
-        ClassSelection::Major => "major",
-        ClassSelection::Cow => "cow",
-        ClassSelection::All => "all",
+impl ClassSelection {
+    /// Its flame graph.
+    pub fn graph(self) -> Graph {
+        match self {
+            ClassSelection::Minor => Graph::Class(FaultClass::Minor),
+            ClassSelection::Major => Graph::Class(FaultClass::Major),
+            ClassSelection::Cow => Graph::Class(FaultClass::Cow),
+            ClassSelection::All => Graph::All,
+        }
+    }
+}
+
+/// A flame graph pfprof draws, written as `<file_stem>.svg` and
+/// `<file_stem>.folded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Graph {
+    /// Every class, the class as the root frame.
+    All,
+    /// One class.
+    Class(FaultClass),
+    /// The start-up windows' faults, the class as the root frame.
+    Startup,
+    /// One class's stacks weighted by their time in the kernel.
+    Latency(FaultClass),
+}
+
+impl Graph {
+    /// Its files' name without the extension: `all`, `minor`, `startup`,
+    /// `cow-latency`.
+    pub fn file_stem(self) -> String {
+        match self {
+            Graph::All => "all".into(),
+            Graph::Class(class) => class.name().into(),
+            Graph::Startup => "startup".into(),
+            Graph::Latency(class) => format!("{}-latency", class.name()),
+        }
     }
 }
 
@@ -76,12 +106,12 @@ pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<Stri
     }
 }
 
-/// A flame graph as written: `<name>.svg` and its text, for the outputs
+/// A flame graph as written: which one and its text, for the outputs
 /// that embed it (index.html).
 #[derive(Debug, Clone)]
 pub struct Svg {
-    /// File name without `.svg`: `all`, `minor`, `startup`, `cow-latency`.
-    pub name: String,
+    /// Which graph.
+    pub graph: Graph,
     /// The SVG document.
     pub text: String,
     /// Whether it has no faults (a placeholder saying so).
@@ -147,10 +177,10 @@ pub fn write_folded(dir: &OutDir, base: &str, lines: &[String]) -> io::Result<()
     })
 }
 
-/// Writes `<base>.folded` and `<base>.svg` from folded lines.
+/// Writes `<graph>.folded` and `<graph>.svg` from folded lines.
 fn write_folded_and_svg_counting(
     dir: &OutDir,
-    base: &str,
+    graph: Graph,
     lines: &[String],
     title: String,
     subtitle: &str,
@@ -161,10 +191,11 @@ fn write_folded_and_svg_counting(
         count_name,
         by_class,
     } = look;
-    write_folded(dir, base, lines)?;
+    let base = graph.file_stem();
+    write_folded(dir, &base, lines)?;
     let svg_name = format!("{base}.svg");
     let svg = |text: String| Svg {
-        name: base.to_string(),
+        graph,
         text,
         empty: lines.is_empty(),
     };
@@ -199,14 +230,13 @@ pub fn write_flamegraph(
     selection: ClassSelection,
     subtitle: &str,
 ) -> io::Result<Svg> {
-    let base = name(selection);
-    let title = match selection {
-        ClassSelection::All => "Page faults by class: minor, major, cow".to_string(),
-        _ => format!("{} page faults", base.to_uppercase()),
+    let title = match selection.graph() {
+        Graph::Class(class) => format!("{} page faults", class.name().to_uppercase()),
+        _ => "Page faults by class: minor, major, cow".to_string(),
     };
     write_folded_and_svg_counting(
         dir,
-        base,
+        selection.graph(),
         &folded_lines(folded, selection),
         title,
         subtitle,
@@ -250,7 +280,7 @@ pub fn write_startup(
     let title = format!("Start-up page faults (exec to main) of {scope}");
     write_folded_and_svg_counting(
         dir,
-        "startup",
+        Graph::Startup,
         &lines,
         title,
         subtitle,
@@ -275,14 +305,13 @@ pub fn write_latency(
             .iter()
             .map(|(stack, ns)| format!("{stack} {ns}"))
             .collect();
-        let base = format!("{}-latency", class.name());
         let title = format!(
             "{} page-fault latency (ns in the kernel)",
             class.name().to_uppercase()
         );
         svgs.push(write_folded_and_svg_counting(
             dir,
-            &base,
+            Graph::Latency(class),
             &lines,
             title,
             subtitle,
@@ -329,6 +358,20 @@ mod tests {
         assert!(folded_lines(&f, ClassSelection::Major).is_empty());
     }
 
+    /// Each graph's file name, as the outputs and index.html's tabs name
+    /// them.
+    #[test]
+    fn file_stems() {
+        for (graph, stem) in [
+            (ClassSelection::All.graph(), "all"),
+            (ClassSelection::Cow.graph(), "cow"),
+            (Graph::Startup, "startup"),
+            (Graph::Latency(FaultClass::Major), "major-latency"),
+        ] {
+            assert_eq!(graph.file_stem(), stem);
+        }
+    }
+
     /// startup.svg's title names one program under `--startup-of`, else
     /// how many windows it sums.
     #[test]
@@ -363,7 +406,7 @@ mod tests {
                 "./app · 262,822 faults: captured 262,822 (100.0%), lost 0 records · truncated stacks 0.0%",
             )
             .unwrap();
-            let name = format!("{}.svg", name(selection));
+            let name = format!("{}.svg", selection.graph().file_stem());
             let actual = std::fs::read_to_string(dir.join(&name)).unwrap();
             let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/golden")

@@ -23,7 +23,7 @@ use crate::analysis::classify::{Access, FaultClass};
 use crate::format::outdir::OutDir;
 use crate::format::perf_data::Exit;
 use crate::model::report::{Report, SiteRow};
-use crate::output::flamegraph::Svg;
+use crate::output::flamegraph::{Graph, Svg};
 use crate::output::startup::place_label;
 use crate::output::text::{command_line, completeness_line, stacks_text};
 use crate::text::human_ns;
@@ -256,56 +256,54 @@ fn svg_height(svg: &str) -> u64 {
 }
 
 /// The tab's label and, for an empty graph, what to say instead.
-fn label(report: &Report, name: &str) -> (String, String) {
+fn label(report: &Report, graph: Graph) -> (String, String) {
     let t = &report.totals;
     let count = |n: u64| format!(" · {}", thousands(n));
-    match name {
-        "all" => (
+    match graph {
+        Graph::All => (
             format!("All classes{}", count(report.captured())),
             "No faults in this recording.".into(),
         ),
-        "minor" => (
-            format!("Minor{}", count(t.faults.minor)),
-            "No minor faults in this recording.".into(),
-        ),
-        "major" => (
-            format!("Major{}", count(t.faults.major)),
-            "No major faults in this recording.".into(),
-        ),
-        "cow" if !t.cow_available => (
+        Graph::Class(FaultClass::Cow) if !t.cow_available => (
             "COW · unavailable".into(),
             "Copy-on-write faults cannot be told apart in this recording (it was made without \
              the page-fault tracepoints); they count as minor."
                 .into(),
         ),
-        "cow" => (
-            format!("COW{}", count(t.faults.cow)),
-            "No copy-on-write faults in this recording.".into(),
-        ),
-        "startup" => (
+        Graph::Class(class) => {
+            let what = match class {
+                FaultClass::Cow => "copy-on-write",
+                other => other.name(),
+            };
+            (
+                format!("{}{}", class_title(class), count(t.faults.of(class))),
+                format!("No {what} faults in this recording."),
+            )
+        }
+        Graph::Startup => (
             format!(
                 "Start-up{}",
                 count(report.startup.as_ref().map_or(0, |s| s.faults.total()))
             ),
             "No start-up faults in this recording.".into(),
         ),
-        other => match other.strip_suffix("-latency") {
-            Some(class) => (
-                format!("{} latency", capitalized(class)),
-                format!("No latency measured for {class} faults (it needs the tracepoints)."),
+        Graph::Latency(class) => (
+            format!("{} latency", class_title(class)),
+            format!(
+                "No latency measured for {} faults (it needs the tracepoints).",
+                class.name()
             ),
-            None => (other.to_string(), "No faults.".into()),
-        },
+        ),
     }
 }
 
-fn capitalized(s: &str) -> String {
-    if s == "cow" {
-        return "COW".into();
+/// A class as a title: `Minor`, `Major`, `COW`.
+fn class_title(class: FaultClass) -> &'static str {
+    match class {
+        FaultClass::Minor => "Minor",
+        FaultClass::Major => "Major",
+        FaultClass::Cow => "COW",
     }
-    let mut c = s.chars();
-    c.next()
-        .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
 }
 
 /// A number cell whose figure a test can find: `data-figure="NAME"`.
@@ -463,8 +461,8 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
         return;
     }
     // `all` first: the overview.
-    let mut order: Vec<&Svg> = svgs.iter().filter(|g| g.name == "all").collect();
-    order.extend(svgs.iter().filter(|g| g.name != "all"));
+    let mut order: Vec<&Svg> = svgs.iter().filter(|g| g.graph == Graph::All).collect();
+    order.extend(svgs.iter().filter(|g| g.graph != Graph::All));
     let _ = writeln!(
         s,
         "<h2 id=\"flamegraphs\">Flame graphs</h2>\n<p class=\"meta\">Click a frame to zoom, \
@@ -473,11 +471,11 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
     );
     let _ = writeln!(s, "<div role=\"tablist\">");
     for (i, svg) in order.iter().enumerate() {
-        let (label, _) = label(report, &svg.name);
+        let (label, _) = label(report, svg.graph);
         let _ = writeln!(
             s,
             "<button role=\"tab\" id=\"tab-{name}\" data-graph=\"{name}\" aria-selected=\"{sel}\"{class}>{label}</button>",
-            name = esc(&svg.name),
+            name = esc(&svg.graph.file_stem()),
             sel = i == 0,
             class = if svg.empty { " class=\"empty\"" } else { "" },
             label = esc(&label)
@@ -492,12 +490,12 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
          </button><span id=\"matched\"></span></form>"
     );
     for (i, svg) in order.iter().enumerate() {
-        let (label, empty_text) = label(report, &svg.name);
+        let (label, empty_text) = label(report, svg.graph);
         let active = if i == 0 { " active" } else { "" };
         let _ = write!(
             s,
             "<div role=\"tabpanel\" class=\"panel{active}\" id=\"graph-{}\">",
-            esc(&svg.name)
+            esc(&svg.graph.file_stem())
         );
         if svg.empty {
             let _ = write!(s, "<p class=\"empty-graph\">{}</p>", esc(&empty_text));
@@ -640,7 +638,7 @@ fn sites(s: &mut String, report: &Report, top: usize) {
             s,
             "<h3>{} faults</h3><table class=\"sites\"><tr><th class=\"n\">faults</th><th>access</th>\
              <th>function (file:line)</th><th>target</th><th>process</th></tr>",
-            capitalized(class.name())
+            class_title(class)
         );
         for r in rows {
             let place = match (&r.file, r.line) {

@@ -75,7 +75,7 @@ pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> 
         flamegraph::ClassSelection::All,
     ] {
         let lines = flamegraph::folded_lines(&folded.by_class, selection);
-        flamegraph::write_folded(dir, flamegraph::name(selection), &lines)?;
+        flamegraph::write_folded(dir, &selection.graph().file_stem(), &lines)?;
     }
     let report = &model.report;
     dir.write("report.txt", text::report_txt(report, top).as_bytes())?;

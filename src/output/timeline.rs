@@ -20,7 +20,6 @@ const RIGHT: f64 = 30.0;
 const TOP: f64 = 72.0;
 const PLOT_H: f64 = 280.0;
 const BINS: usize = 200;
-const CLASS_NAMES: [&str; 3] = ["minor", "major", "cow"];
 /// Burst labels: monospace, so a label's box is known exactly (and
 /// `textLength` holds the text to it).
 const LABEL_FONT: f64 = 11.0;
@@ -450,7 +449,7 @@ fn header(s: &mut String, height: f64, title: &str, subtitle: &str) {
 
 /// The classes' colours, above the plot.
 fn legend(s: &mut String) {
-    for (i, name) in CLASS_NAMES.iter().enumerate() {
+    for (i, name) in FaultClass::ALL.map(FaultClass::name).iter().enumerate() {
         let x = LEFT + PLOT_W - 240.0 + 80.0 * i as f64;
         let _ = writeln!(
             s,
@@ -525,7 +524,7 @@ fn count_grid(s: &mut String, count: &CountAxis) {
 fn bars(s: &mut String, counts: &[[u64; 3]], time: &TimeAxis, count: &CountAxis) {
     for (bin, counts) in counts.iter().enumerate() {
         let mut base = 0.0;
-        for (class, name) in CLASS_NAMES.iter().enumerate() {
+        for (class, name) in FaultClass::ALL.map(FaultClass::name).iter().enumerate() {
             let n = counts[class] as f64;
             if n == 0.0 {
                 continue;
@@ -800,7 +799,7 @@ fn latency_marks(
                 mark.y0,
                 mark.x1 - mark.x0,
                 CLASS_COLORS[class],
-                CLASS_NAMES[class],
+                FaultClass::ALL[class].name(),
                 escape(&process_name(processes, pid)),
                 duration(ns),
                 (end as f64 - time.origin as f64) / time.scale,
