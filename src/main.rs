@@ -344,9 +344,9 @@ fn archive(args: &pfprof::cli::ArchiveArgs) -> Result<u8> {
         );
     }
     eprintln!(
-        "pfprof: archived {} files ({:.1} MB) into {} ({} there already); {} now reports its names without them",
+        "pfprof: archived {} files ({}) into {} ({} there already); {} now reports its names without them",
         kept.added,
-        kept.added_bytes as f64 / 1e6,
+        text::human_bytes(kept.added_bytes),
         archive_dir.display(),
         kept.present,
         dir.display()
@@ -489,9 +489,7 @@ fn write_outputs(
             .map(|root| (root, args.buildid_cache_limit.saturating_mul(1 << 20))),
     };
     let resolved = analyze_and_resolve(data_file, &args.analysis, stopped, Some(keep))?;
-    let start_ns = pprof::recording_start_ns(data_file, resolved.report.wall_ns);
-    pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
-        .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
+    pfprof::output::write_all(staging.out_dir(), &resolved, data_file, args.top)
         .with_context(|| format!("cannot write the outputs in {partial}"))?;
     staging.commit()?;
     // The outputs are written; a wrong name only warns here.
@@ -596,8 +594,7 @@ fn run_flamegraph(args: &FlamegraphArgs) -> Result<u8> {
         None => pfprof::output::write_pictures(&out_dir, &resolved, 10),
     }
     .with_context(context)?;
-    let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
-    pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
+    pprof::write_recording(&out_dir, &resolved, &input).with_context(|| {
         format!(
             "cannot write {} in {}",
             pprof::FILE_NAME,

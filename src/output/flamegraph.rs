@@ -45,6 +45,14 @@ fn palette_of(class: FaultClass) -> Palette {
 }
 
 impl ClassSelection {
+    /// Every selection: each class's graph, then all of them in one.
+    pub const ALL: [ClassSelection; 4] = [
+        ClassSelection::Minor,
+        ClassSelection::Major,
+        ClassSelection::Cow,
+        ClassSelection::All,
+    ];
+
     /// Its flame graph.
     pub fn graph(self) -> Graph {
         match self {

@@ -12,7 +12,7 @@
 //! script inflates them into `srcdoc`.
 //!
 //! Everything from the profiled world (names, paths, arguments) is escaped:
-//! text and attribute values through [`esc`]; the SVG documents are inert
+//! text and attribute values through [`esc`] (`text::xml_text`); the SVG documents are inert
 //! base64 in the page and only ever become a frame's own document, so the
 //! page's only script is its own.
 
@@ -26,8 +26,8 @@ use crate::model::report::{Report, SiteRow};
 use crate::output::flamegraph::{Graph, Svg};
 use crate::output::startup::place_label;
 use crate::output::text::{command_line, completeness_line, stacks_text};
-use crate::text::human_ns;
-use crate::text::{display_safe, thousands};
+use crate::text::xml_text as esc;
+use crate::text::{human_ns, thousands};
 
 /// The page's file name.
 pub const FILE_NAME: &str = "index.html";
@@ -43,31 +43,9 @@ pub fn write(
     dir.write(FILE_NAME, page(report, svgs, timeline, top).as_bytes())
 }
 
-/// Text or an attribute value (in double or single quotes) for HTML: the
-/// visible escapes of [`display_safe`] for control characters, then `&<>"'`.
-pub fn esc(s: &str) -> String {
-    markup_escaped(&display_safe(s))
-}
-
 /// Lines of text, each through [`esc`] (a newline stays a newline).
 fn esc_lines(s: &str) -> String {
     s.lines().map(esc).collect::<Vec<_>>().join("\n")
-}
-
-/// `&<>"'` escaped, nothing else.
-fn markup_escaped(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + s.len() / 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 use crate::text::short;
@@ -641,10 +619,7 @@ fn sites(s: &mut String, report: &Report, top: usize) {
             class_title(class)
         );
         for r in rows {
-            let place = match (&r.file, r.line) {
-                (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
-                _ => r.function.clone(),
-            };
+            let place = crate::text::site_label(&r.function, r.file.as_deref(), r.line);
             let mut stack = String::new();
             // Innermost first, as a debugger shows it.
             for frame in report.site_frames(r).rev() {

@@ -398,7 +398,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<Profile> {
 /// When the recording at `data_path` started, ns since the epoch: its last
 /// write (the end of the recording) minus the recording's wall time; 0 when
 /// unknown.
-pub fn recording_start_ns(data_path: &Path, wall_ns: Option<u64>) -> i64 {
+fn recording_start_ns(data_path: &Path, wall_ns: Option<u64>) -> i64 {
     let end = std::fs::metadata(data_path)
         .and_then(|m| m.modified())
         .ok()
@@ -409,6 +409,13 @@ pub fn recording_start_ns(data_path: &Path, wall_ns: Option<u64>) -> i64 {
         (Some(end), None) => end,
         _ => 0,
     }
+}
+
+/// Writes `profile.pb.gz` of the recording at `data_path` into `dir`,
+/// stamped with the recording's start.
+pub fn write_recording(dir: &OutDir, resolved: &Model, data_path: &Path) -> io::Result<()> {
+    let time_ns = recording_start_ns(data_path, resolved.report.wall_ns);
+    write(dir, resolved, time_ns)
 }
 
 /// Writes `profile.pb.gz` into `dir`.

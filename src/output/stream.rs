@@ -23,7 +23,7 @@ use crate::analysis::stacks::FrameKey;
 use crate::analysis::{Classified, LiveAnalyzer, TargetKey};
 use crate::sys::vdso;
 use crate::text::display_safe;
-use crate::text::human_ns;
+use crate::text::{human_ns, site_label};
 
 /// What each line shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -128,10 +128,7 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
             {
                 Some(Ok(site)) => {
                     let f = &site.frames[0];
-                    match (&f.file, f.line) {
-                        (Some(file), Some(l)) => format!("{} ({}:{l})", f.function, short(file)),
-                        _ => f.function.clone(),
-                    }
+                    site_label(&f.function, f.file.as_deref(), f.line)
                 }
                 _ => format!("{}+{off:#x}", short(&path)),
             };

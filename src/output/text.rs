@@ -8,7 +8,9 @@ use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::Exit;
 use crate::format::recorder::Collector;
 use crate::model::report::{FileRow, ProcessRow, Report, TargetRow};
-use crate::text::{human_ns, short, short_ns, thousands, truncate, truncate_file_name, wrap};
+use crate::text::{
+    human_ns, short, short_ns, site_label, thousands, truncate, truncate_file_name, wrap,
+};
 use crate::unwind::{StackNeed, UnwindStats, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
 
 /// `report.txt`: the summary, then tables of `top` rows.
@@ -312,10 +314,7 @@ fn top_sites(s: &mut String, report: &Report, top: usize) {
             "faults", "acc", "function (file:line)"
         );
         for r in rows {
-            let place = match (&r.file, r.line) {
-                (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
-                _ => r.function.clone(),
-            };
+            let place = site_label(&r.function, r.file.as_deref(), r.line);
             let _ = writeln!(
                 s,
                 "{:>9}  {:<5}  {:<44}  {}",

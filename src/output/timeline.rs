@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use crate::analysis::classify::FaultClass;
 use crate::model::Model;
 use crate::output::picture::{self, CLASS_COLORS};
-use crate::text::thousands;
+use crate::text::{in_time_unit, thousands};
 
 const WIDTH: f64 = 1200.0;
 /// Left margin: y-axis numbers and the process lanes' names.
@@ -174,21 +174,16 @@ type Slowest = [Option<(u32, u64, i32)>; 3];
 
 /// `1µs`, `10µs`, …, `1s` for a power of ten in ns.
 fn decade_label(ns: f64) -> String {
-    match ns {
-        n if n >= 1e9 => format!("{}s", trim_float(n / 1e9)),
-        n if n >= 1e6 => format!("{}ms", trim_float(n / 1e6)),
-        n => format!("{}µs", trim_float(n / 1e3)),
-    }
+    let (n, unit) = in_time_unit(ns);
+    format!("{}{unit}", trim_float(n))
 }
 
 /// A duration for a person: `11.4 ms`, `250 µs`.
 fn duration(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.2} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.1} ms", ns / 1e6)
-    } else {
-        format!("{:.0} µs", ns / 1e3)
+    match in_time_unit(ns) {
+        (s, "s") => format!("{s:.2} s"),
+        (ms, "ms") => format!("{ms:.1} ms"),
+        (n, unit) => format!("{n:.0} {unit}"),
     }
 }
 
