@@ -585,7 +585,7 @@ fn run_flamegraph(args: &FlamegraphArgs) -> Result<u8> {
     match args.class {
         Some(class) => flamegraph::write_flamegraph(
             &out_dir,
-            &pfprof::output::folded::fold(&resolved).by_class,
+            &pfprof::output::folded::fold(&resolved),
             class,
             &pfprof::output::picture::subtitle(&resolved.report),
         )

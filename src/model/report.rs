@@ -127,11 +127,47 @@ pub struct SiteRow {
     pub target: TargetRow,
 }
 
+/// What a frame is, as far as the outputs show kinds apart (report.json
+/// has only the name).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FrameKind {
+    /// Code of a module: its function, or `module+0x…` without a name.
+    #[default]
+    Code,
+    /// The kernel's code: `name_[k]`.
+    Kernel,
+    /// JIT code a perf map names.
+    Jit,
+    /// JIT code without a name: `[jit 0x…]`.
+    UnnamedJit,
+    /// The exec itself: `[execve]`.
+    Exec,
+    /// Where a stack was lost or cut short: `[unknown]`.
+    Unknown,
+}
+
+impl FrameKind {
+    /// The name of a frame of this kind that nothing else names.
+    pub fn placeholder(self) -> Option<&'static str> {
+        match self {
+            FrameKind::Exec => Some("[execve]"),
+            FrameKind::Unknown => Some("[unknown]"),
+            _ => None,
+        }
+    }
+}
+
+/// report.json's function of a site whose faults came without a stack.
+pub const NO_STACK: &str = "[no stack]";
+
 /// One frame of a stack.
 #[derive(Debug, Clone, Serialize)]
 pub struct FrameRow {
     /// Function (demangled).
     pub function: String,
+    /// What kind of frame.
+    #[serde(skip)]
+    pub kind: FrameKind,
     /// Source file.
     pub file: Option<String>,
     /// Line (for an outer frame of an inlined call: the call site).
@@ -502,6 +538,7 @@ pub(crate) mod tests {
 
     fn frame(function: &str, file: Option<&str>, line: Option<u32>, inlined: bool) -> FrameRow {
         FrameRow {
+            kind: FrameKind::Code,
             function: function.into(),
             file: file.map(Into::into),
             line,

@@ -19,8 +19,8 @@ use crate::analysis::startup::Window;
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
 use crate::model::report::{
-    ByAccess, ByClass, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Region, Report, SiteRow,
-    TargetRow, TargetSummaryRow, Totals,
+    ByAccess, ByClass, FileRow, FrameKind, FrameRow, ModuleRow, ProcessRow, Recorder, Region,
+    Report, SiteRow, TargetRow, TargetSummaryRow, Totals, NO_STACK,
 };
 use crate::model::startup::{self, StartupFault, StartupPlace};
 use crate::model::warning::{ModuleProblem, Warning};
@@ -36,13 +36,16 @@ struct Named {
     line: Option<u32>,
     inlined: bool,
     object: Option<ModuleId>,
+    /// Last: frames sort by their names as before.
+    kind: FrameKind,
 }
 
 impl Named {
     /// A frame known by a name only (kernel, JIT, `[unknown]`).
-    fn bare(function: String) -> Named {
+    fn bare(kind: FrameKind, function: String) -> Named {
         Named {
             function,
+            kind,
             file: None,
             line: None,
             inlined: false,
@@ -197,6 +200,7 @@ impl<'p> Names<'p> {
     fn frame_row(&self, n: Named) -> FrameRow {
         FrameRow {
             function: n.function,
+            kind: n.kind,
             file: n.file,
             line: n.line,
             inlined: n.inlined,
@@ -209,14 +213,15 @@ impl<'p> Names<'p> {
         match frame {
             FrameKey::Code { .. } => self.code.get(&frame).cloned().unwrap_or_default(),
             FrameKey::Kernel { avma } => vec![Named::bare(
+                FrameKind::Kernel,
                 match self.kernel.as_ref().and_then(|k| k.lookup(avma)) {
                     Some((name, _)) => format!("{}_[k]", safe(name)),
                     None => format!("{avma:#x}_[k]"),
                 },
             )],
-            FrameKey::Jit { pid, avma } => vec![Named::bare(jit_name(self.profile, pid, avma))],
-            FrameKey::Exec => vec![Named::bare("[execve]".into())],
-            FrameKey::Unknown => vec![Named::bare("[unknown]".into())],
+            FrameKey::Jit { pid, avma } => vec![jit_frame(self.profile, pid, avma)],
+            FrameKey::Exec => vec![placeholder(FrameKind::Exec)],
+            FrameKey::Unknown => vec![placeholder(FrameKind::Unknown)],
         }
     }
 
@@ -342,6 +347,7 @@ fn name_code(
                     .into_iter()
                     .map(|f| Named {
                         function: safe(&f.function),
+                        kind: FrameKind::Code,
                         file: f.file.as_deref().map(safe),
                         line: f.line,
                         inlined: f.inlined,
@@ -356,7 +362,10 @@ fn name_code(
                     }
                     vec![Named {
                         object: Some(*module),
-                        ..Named::bare(safe(&format!("{}+{offset:#x}", m.short_name())))
+                        ..Named::bare(
+                            FrameKind::Code,
+                            safe(&format!("{}+{offset:#x}", m.short_name())),
+                        )
                     }]
                 }
             };
@@ -810,7 +819,7 @@ fn site_row(names: &Names, key: SiteKey, acc: SiteAcc) -> (SiteRow, Vec<Named>) 
             n.line,
             n.object.map(|m| names.path_of(m)),
         ),
-        None => ("[no stack]".to_string(), None, None, None),
+        None => (NO_STACK.to_string(), None, None, None),
     };
     let row = SiteRow {
         class,
@@ -1061,13 +1070,18 @@ fn timeline_points(profile: &Profile, names: &Names, kept: &mut KeptStacks) -> V
     timeline
 }
 
-/// A JIT frame's name: the perf map's line covering it (made safe to
+/// A JIT frame: named by the perf map's line covering it (made safe to
 /// show), else `[jit 0x…]`.
-fn jit_name(profile: &Profile, pid: i32, avma: u64) -> String {
+fn jit_frame(profile: &Profile, pid: i32, avma: u64) -> Named {
     match profile.jit_maps.get(&pid).and_then(|map| map.lookup(avma)) {
-        Some(name) => safe(name),
-        None => format!("[jit {avma:#x}]"),
+        Some(name) => Named::bare(FrameKind::Jit, safe(name)),
+        None => Named::bare(FrameKind::UnnamedJit, format!("[jit {avma:#x}]")),
     }
+}
+
+/// A frame nothing names: `[execve]`, `[unknown]`.
+fn placeholder(kind: FrameKind) -> Named {
+    Named::bare(kind, kind.placeholder().unwrap_or_default().to_string())
 }
 
 /// Why the file at `path` is not the one recorded with these stamps, if it

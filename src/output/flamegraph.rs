@@ -10,7 +10,7 @@ use inferno::flamegraph::{self, Options};
 use crate::analysis::classify::FaultClass;
 use crate::format::outdir::OutDir;
 use crate::model::Model;
-use crate::output::folded::Folded;
+use crate::output::folded::{Folded, FoldedStacks, Special};
 use crate::output::picture;
 use crate::text::{display_safe, thousands};
 
@@ -134,6 +134,8 @@ struct Look<'a> {
     /// Whether the root's children are the classes, each subtree in its
     /// class's palette.
     by_class: bool,
+    /// The frames with a colour of their own.
+    special: &'a Special,
 }
 
 /// inferno's options for one of pfprof's flame graphs.
@@ -151,7 +153,11 @@ fn options<'a>(title: &str, subtitle: &str, colors: Palette, count_name: &str) -
 
 /// The colours each class's own graph gives the names of `lines` (folded
 /// lines whose root frame is the class): drawn once, thrown away.
-fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]> {
+fn class_maps(
+    lines: &[String],
+    count_name: &str,
+    special: &Special,
+) -> io::Result<[PaletteMap; 3]> {
     let mut maps: [PaletteMap; 3] = Default::default();
     for class in FaultClass::ALL {
         let prefix = format!("{};", class.name());
@@ -160,7 +166,7 @@ fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]>
             .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
             .collect();
         let map = &mut maps[class as usize];
-        *map = picture::palette_map(&class_lines);
+        *map = picture::palette_map(special);
         if class_lines.is_empty() {
             continue;
         }
@@ -198,6 +204,7 @@ fn write_folded_and_svg_counting(
         colors,
         count_name,
         by_class,
+        special,
     } = look;
     let base = graph.file_stem();
     write_folded(dir, &base, lines)?;
@@ -212,11 +219,11 @@ fn write_folded_and_svg_counting(
         dir.write(&svg_name, text.as_bytes())?;
         return Ok(svg(text));
     }
-    let mut map = picture::palette_map(lines);
+    let mut map = picture::palette_map(special);
     let mut options = options(&title, subtitle, colors, count_name);
     let mut text = Vec::new();
     let text = if by_class {
-        let maps = class_maps(lines, count_name)?;
+        let maps = class_maps(lines, count_name, special)?;
         options.bgcolors = Some(BackgroundColor::Grey);
         flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
         let text = String::from_utf8(text).map_err(io::Error::other)?;
@@ -234,7 +241,7 @@ fn write_folded_and_svg_counting(
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
 pub fn write_flamegraph(
     dir: &OutDir,
-    folded: &[Folded; 3],
+    folded: &FoldedStacks,
     selection: ClassSelection,
     subtitle: &str,
 ) -> io::Result<Svg> {
@@ -245,13 +252,14 @@ pub fn write_flamegraph(
     write_folded_and_svg_counting(
         dir,
         selection.graph(),
-        &folded_lines(folded, selection),
+        &folded_lines(&folded.by_class, selection),
         title,
         subtitle,
         Look {
             colors: palette(selection),
             count_name: "faults",
             by_class: selection == ClassSelection::All,
+            special: &folded.special,
         },
     )
 }
@@ -277,11 +285,12 @@ pub fn startup_scope(model: &Model) -> String {
 /// of `scope` (every program's windows, or one), class as the root frame.
 pub fn write_startup(
     dir: &OutDir,
-    startup: &Folded,
+    folded: &FoldedStacks,
     scope: &str,
     subtitle: &str,
 ) -> io::Result<Svg> {
-    let lines: Vec<String> = startup
+    let lines: Vec<String> = folded
+        .startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect();
@@ -296,20 +305,17 @@ pub fn write_startup(
             colors: palette(ClassSelection::All),
             count_name: "faults",
             by_class: true,
+            special: &folded.special,
         },
     )
 }
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
-pub fn write_latency(
-    dir: &OutDir,
-    folded_latency: &[Folded; 3],
-    subtitle: &str,
-) -> io::Result<Vec<Svg>> {
+pub fn write_latency(dir: &OutDir, folded: &FoldedStacks, subtitle: &str) -> io::Result<Vec<Svg>> {
     let mut svgs = Vec::new();
     for class in FaultClass::ALL {
-        let lines: Vec<String> = folded_latency[class as usize]
+        let lines: Vec<String> = folded.latency[class as usize]
             .iter()
             .map(|(stack, ns)| format!("{stack} {ns}"))
             .collect();
@@ -327,6 +333,7 @@ pub fn write_latency(
                 colors: palette_of(class),
                 count_name: "ns",
                 by_class: false,
+                special: &folded.special,
             },
         )?);
     }
@@ -337,8 +344,9 @@ pub fn write_latency(
 mod tests {
     use super::*;
 
-    fn folded() -> [Folded; 3] {
-        let mut f: [Folded; 3] = Default::default();
+    fn folded() -> FoldedStacks {
+        let mut stacks = FoldedStacks::default();
+        let f = &mut stacks.by_class;
         f[FaultClass::Minor as usize].insert("app;main;touch_pages;[anon]".into(), 262_144);
         f[FaultClass::Minor as usize]
             .insert("app;_dl_start;_dl_map_object;[libc.so.6 .text]".into(), 9);
@@ -346,14 +354,14 @@ mod tests {
             "app;_dl_start;_dl_relocate_object;[libx.so .data.rel.ro table]".into(),
             16,
         );
-        f
+        stacks
     }
 
     /// `all` has the class as the root frame; lines are sorted; classes
     /// without faults yield nothing.
     #[test]
     fn folded_selection() {
-        let f = folded();
+        let f = folded().by_class;
         assert_eq!(
             folded_lines(&f, ClassSelection::All),
             [

@@ -30,19 +30,16 @@ pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()>
     let mut svgs = Vec::new();
     for selection in flamegraph::ClassSelection::ALL {
         svgs.push(flamegraph::write_flamegraph(
-            dir,
-            &folded.by_class,
-            selection,
-            &subtitle,
+            dir, &folded, selection, &subtitle,
         )?);
     }
     svgs.push(flamegraph::write_startup(
         dir,
-        &folded.startup,
+        &folded,
         &flamegraph::startup_scope(model),
         &subtitle,
     )?);
-    svgs.extend(flamegraph::write_latency(dir, &folded.latency, &subtitle)?);
+    svgs.extend(flamegraph::write_latency(dir, &folded, &subtitle)?);
     let timeline = timeline::render(model);
     dir.write("timeline.svg", timeline.as_bytes())?;
     html::write(dir, &model.report, &svgs, Some(&timeline), top)

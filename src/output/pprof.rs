@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::stacks::{FrameKey, StackId};
 use crate::format::outdir::OutDir;
-use crate::model::report::{FrameRow, ModuleRow};
+use crate::model::report::{FrameKind, FrameRow, ModuleRow, NO_STACK};
 use crate::model::{Model, SampleRow};
 
 /// The types generated from `proto/profile.proto` by prost-build (build.rs).
@@ -199,9 +199,10 @@ impl Builder<'_> {
         if let Some(&id) = self.location_ids.get(&key) {
             return id;
         }
-        let pseudo = |name: &str| {
+        let pseudo = |kind: FrameKind, name: &str| {
             vec![FrameRow {
                 function: name.into(),
+                kind,
                 file: None,
                 line: None,
                 inlined: false,
@@ -214,12 +215,13 @@ impl Builder<'_> {
             LocationKey::Frame(frame) => match input.frames.get(&frame) {
                 Some(f) if !f.is_empty() => f,
                 _ => {
-                    owned = pseudo("[unknown]");
+                    let kind = FrameKind::Unknown;
+                    owned = pseudo(kind, kind.placeholder().unwrap_or_default());
                     &owned
                 }
             },
             LocationKey::NoStack => {
-                owned = pseudo("[no stack]");
+                owned = pseudo(FrameKind::Unknown, NO_STACK);
                 &owned
             }
         };
@@ -436,6 +438,7 @@ mod tests {
     fn function(name: &str, line: u32, inlined: bool) -> FrameRow {
         FrameRow {
             function: name.into(),
+            kind: FrameKind::Code,
             file: Some("/src/app.c".into()),
             line: Some(line),
             inlined,
@@ -501,6 +504,7 @@ mod tests {
             frame: code(0, 0x2a000),
             functions: vec![FrameRow {
                 function: "__libc_start_main".into(),
+                kind: FrameKind::Code,
                 file: None,
                 line: None,
                 inlined: false,
@@ -511,6 +515,7 @@ mod tests {
             frame: FrameKey::Unknown,
             functions: vec![FrameRow {
                 function: "[unknown]".into(),
+                kind: FrameKind::Unknown,
                 file: None,
                 line: None,
                 inlined: false,
@@ -523,6 +528,7 @@ mod tests {
             },
             functions: vec![FrameRow {
                 function: "clear_page_[k]".into(),
+                kind: FrameKind::Kernel,
                 file: None,
                 line: None,
                 inlined: false,

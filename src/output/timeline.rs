@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
+use crate::model::report::NO_STACK;
 use crate::model::Model;
 use crate::output::picture::{self, CLASS_COLORS};
 use crate::text::{in_time_unit, thousands};
@@ -76,7 +77,7 @@ pub fn render(model: &Model) -> String {
         .map(|p| Point {
             time: p.time,
             class: p.class,
-            site: model.leaf_function(p.stack).unwrap_or("[no stack]"),
+            site: model.leaf_function(p.stack).unwrap_or(NO_STACK),
             pid: p.pid,
             faults: p.faults,
             slowest: p.slowest,
