@@ -23,6 +23,7 @@ use crate::analysis::classify::{Access, FaultClass};
 use crate::format::outdir::OutDir;
 use crate::format::perf_data::Exit;
 use crate::model::report::{Report, SiteRow};
+use crate::model::startup::StartupReport;
 use crate::output::flamegraph::{Graph, Svg};
 use crate::output::startup::place_label;
 use crate::output::text::{command_line, completeness_line, stacks_text};
@@ -299,9 +300,22 @@ fn opt_figure(name: &str, n: Option<u64>) -> String {
     }
 }
 
+/// The summary: the classes, the other figures, the latency, and how the
+/// call stacks were recorded.
 fn summary(s: &mut String, report: &Report) {
-    let t = &report.totals;
     let _ = writeln!(s, "<h2 id=\"summary\">Summary</h2>\n<div class=\"cards\">");
+    classes_table(s, report);
+    figures_table(s, report);
+    latency_table(s, report);
+    let _ = writeln!(s, "</div>");
+    if let Some(line) = stacks_text(report) {
+        let _ = writeln!(s, "<pre>{}</pre>", esc_lines(&line));
+    }
+}
+
+/// Per class: captured, the kernel's count, and by access; the totals.
+fn classes_table(s: &mut String, report: &Report) {
+    let t = &report.totals;
     let _ = writeln!(
         s,
         "<table><tr><th>class</th><th class=\"n\">captured</th><th class=\"n\">kernel count</th>\
@@ -335,7 +349,11 @@ fn summary(s: &mut String, report: &Report) {
         figure("captured-total", report.captured()),
         opt_figure("kernel-total", report.kernel_sampled())
     );
+}
 
+/// Lost records, truncated stacks, majors by backing, and the like.
+fn figures_table(s: &mut String, report: &Report) {
+    let t = &report.totals;
     let _ = writeln!(s, "<table>");
     let row = |s: &mut String, what: &str, cell: String| {
         let _ = writeln!(s, "<tr><td>{}</td>{cell}</tr>", esc(what));
@@ -398,7 +416,10 @@ fn summary(s: &mut String, report: &Report) {
         );
     }
     let _ = writeln!(s, "</table>");
+}
 
+/// Each measured class's time in the kernel.
+fn latency_table(s: &mut String, report: &Report) {
     if FaultClass::ALL
         .iter()
         .any(|c| report.latency.of(*c).count > 0)
@@ -427,10 +448,6 @@ fn summary(s: &mut String, report: &Report) {
             );
         }
         let _ = writeln!(s, "</table>");
-    }
-    let _ = writeln!(s, "</div>");
-    if let Some(line) = stacks_text(report) {
-        let _ = writeln!(s, "<pre>{}</pre>", esc_lines(&line));
     }
 }
 
@@ -501,6 +518,8 @@ fn timeline(s: &mut String, svg: &str) {
     );
 }
 
+/// The start-up window shown in full: its span and faults, the hints,
+/// the objects and the data symbols.
 fn startup(s: &mut String, report: &Report, top: usize) {
     let Some(st) = &report.startup else {
         return;
@@ -528,6 +547,12 @@ fn startup(s: &mut String, report: &Report, top: usize) {
         }
         let _ = writeln!(s, "</ul>");
     }
+    startup_objects(s, st);
+    startup_symbols(s, st, top);
+}
+
+/// The start-up's objects, each with its sections.
+fn startup_objects(s: &mut String, st: &StartupReport) {
     let _ = writeln!(
         s,
         "<table><tr><th>object / section</th><th class=\"n\">minor</th><th class=\"n\">major</th>\
@@ -565,6 +590,10 @@ fn startup(s: &mut String, report: &Report, top: usize) {
         }
     }
     let _ = writeln!(s, "</table>");
+}
+
+/// The start-up's data symbols with most faults.
+fn startup_symbols(s: &mut String, st: &StartupReport, top: usize) {
     if !st.symbols.is_empty() {
         let _ = writeln!(
             s,
