@@ -1,5 +1,7 @@
 //! The start-up sections of `report.txt`: the window shown in full, and
-//! the other windows in a few lines.
+//! the other windows in a few lines; and the start-up's words that
+//! index.html and report.json share: the window's span, the hints, where
+//! faults landed (`.bss`, `(none)`, `[heap]`).
 
 use std::borrow::Cow;
 use std::fmt::Write as _;

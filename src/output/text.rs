@@ -1,4 +1,6 @@
-//! `report.txt`: the report model as text for a person, within 100 columns.
+//! `report.txt`: the report model as text for a person, within 100 columns;
+//! and the lines index.html shows as they are (the command line, the
+//! completeness line, how the call stacks were recorded).
 
 use std::fmt::Write as _;
 
