@@ -1,14 +1,13 @@
 //! The start-up report: per object and section, the loader's relocations,
 //! the data symbols that fault, and hints tied to their figures; built from
 //! the faults of the window shown in full (`analysis::startup` finds the
-//! windows).
+//! windows). The outputs word it (the window's span, the hints, the places).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::analysis::classify::ClassCounts;
-use crate::analysis::classify::FaultClass;
+use crate::analysis::classify::{ClassCounts, FaultClass};
 use crate::analysis::relocation_pages::{credit_pages, Credited, LoaderWrite, RelocationKind};
 use crate::analysis::startup::{Cut, Window};
 use crate::model::region::Region;
