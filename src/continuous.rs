@@ -351,7 +351,7 @@ impl Worker {
         name_jit_frames(profile);
         let model = resolve::resolve(profile);
         let totals = &model.report.totals;
-        let faults = totals.minor + totals.major + totals.cow;
+        let faults = totals.faults.total();
         self.summary.faults += faults;
         self.summary.lost += totals.lost;
         let dir = match &self.settings.destination {
@@ -385,9 +385,9 @@ impl Worker {
             eprintln!(
                 "pfprof: interval {name}: {} faults (minor {}, major {}, cow {}), {} lost",
                 text::thousands(faults),
-                text::thousands(totals.minor),
-                text::thousands(totals.major),
-                text::thousands(totals.cow),
+                text::thousands(totals.faults.minor),
+                text::thousands(totals.faults.major),
+                text::thousands(totals.faults.cow),
                 text::thousands(totals.lost),
             );
         }
@@ -415,14 +415,10 @@ fn name_jit_frames(profile: &mut crate::analysis::Profile) {
 /// `2026-11-24T10-00-00Z` for a time in ns since the epoch: UTC, so the
 /// names sort by time; no colons, so the names travel (scp, tar, Windows).
 pub fn interval_name(epoch_ns: i64) -> String {
-    let secs = epoch_ns.div_euclid(1_000_000_000);
-    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
+    let t = text::Utc::of_epoch_ns(epoch_ns);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}-{:02}-{:02}Z",
-        day_secs / 3600,
-        day_secs / 60 % 60,
-        day_secs % 60
+        "{:04}-{:02}-{:02}T{:02}-{:02}-{:02}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 
@@ -436,21 +432,6 @@ pub fn is_interval_name(name: &str) -> bool {
             19 => *c == b'Z',
             _ => c.is_ascii_digit(),
         })
-}
-
-/// The proleptic Gregorian date of a day since 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// Deletes an interval directory this run wrote: its output files (never

@@ -15,7 +15,8 @@ use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::format::perf_data::Exit;
 use pfprof::model::resolve;
 use pfprof::output::startup;
-use pfprof::output::{diff, diff_svg, flamegraph, html, pprof};
+use pfprof::output::text as text_out;
+use pfprof::output::{diff, diff_svg, flamegraph, html, picture, pprof};
 use pfprof::{error, record, text};
 
 /// `-i` takes a directory or the data file itself. A directory without a
@@ -343,9 +344,9 @@ fn archive(args: &pfprof::cli::ArchiveArgs) -> Result<u8> {
         );
     }
     eprintln!(
-        "pfprof: archived {} files ({:.1} MB) into {} ({} there already); {} now reports its names without them",
+        "pfprof: archived {} files ({}) into {} ({} there already); {} now reports its names without them",
         kept.added,
-        kept.added_bytes as f64 / 1e6,
+        text::human_bytes(kept.added_bytes),
         archive_dir.display(),
         kept.present,
         dir.display()
@@ -488,9 +489,7 @@ fn write_outputs(
             .map(|root| (root, args.buildid_cache_limit.saturating_mul(1 << 20))),
     };
     let resolved = analyze_and_resolve(data_file, &args.analysis, stopped, Some(keep))?;
-    let start_ns = pprof::recording_start_ns(data_file, resolved.report.wall_ns);
-    pfprof::output::write_all(staging.out_dir(), &resolved, args.top)
-        .and_then(|()| pprof::write(staging.out_dir(), &resolved, start_ns))
+    pfprof::output::write_all(staging.out_dir(), &resolved, data_file, args.top)
         .with_context(|| format!("cannot write the outputs in {partial}"))?;
     staging.commit()?;
     // The outputs are written; a wrong name only warns here.
@@ -509,7 +508,10 @@ fn print_recorded(
     write_error: Option<&str>,
 ) {
     if args.quiet {
-        eprintln!("pfprof: {}", report.completeness_line());
+        eprintln!(
+            "pfprof: {}",
+            pfprof::output::text::completeness_line(report)
+        );
     } else {
         eprint!("{}", pfprof::output::text::report_txt(report, args.top));
     }
@@ -521,7 +523,7 @@ fn print_recorded(
         eprintln!("pfprof: error: the profile is partial: {why}");
     }
     // Loud, also with -q: the last lines a user sees say what is missing.
-    for warning in report.completeness_warnings() {
+    for warning in report.warnings.iter().filter(|w| w.is_completeness()) {
         eprintln!("pfprof: warning: {warning}");
     }
 }
@@ -583,7 +585,7 @@ fn run_flamegraph(args: &FlamegraphArgs) -> Result<u8> {
     match args.class {
         Some(class) => flamegraph::write_flamegraph(
             &out_dir,
-            &pfprof::output::folded::fold(&resolved).by_class,
+            &pfprof::output::folded::fold(&resolved),
             class,
             &pfprof::output::picture::subtitle(&resolved.report),
         )
@@ -592,8 +594,7 @@ fn run_flamegraph(args: &FlamegraphArgs) -> Result<u8> {
         None => pfprof::output::write_pictures(&out_dir, &resolved, 10),
     }
     .with_context(context)?;
-    let start_ns = pprof::recording_start_ns(&input, resolved.report.wall_ns);
-    pprof::write(&out_dir, &resolved, start_ns).with_context(|| {
+    pprof::write_recording(&out_dir, &resolved, &input).with_context(|| {
         format!(
             "cannot write {} in {}",
             pprof::FILE_NAME,
@@ -661,13 +662,13 @@ fn write_diff_svg(
     let title = format!(
         "Page faults{}: {} → {}",
         if args.startup { " at start-up" } else { "" },
-        before.report.command_line(),
-        after.report.command_line()
+        text_out::command_line(&before.report.command),
+        text_out::command_line(&after.report.command)
     );
     let subtitle = format!(
         "before: {}; after: {}",
-        before.report.subtitle(),
-        after.report.subtitle()
+        picture::totals_line(&before.report),
+        picture::totals_line(&after.report)
     );
     let compare = if args.normalize {
         diff_svg::Compare::Shares

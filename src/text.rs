@@ -1,5 +1,6 @@
 //! Text shared by every stage that shows names and numbers: names from the
-//! profiled world made safe to print, thousands separators, shortening.
+//! profiled world made safe to print, markup escaping, thousands
+//! separators, shortening and wrapping, times, sizes, code sites, UTC dates.
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -121,14 +122,23 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
     lines
 }
 
-/// Text for an SVG: visible escapes for control characters (which XML 1.0
-/// forbids), then XML's own escaping.
+/// Text or an attribute value (in double or single quotes) for an SVG or
+/// HTML page: visible escapes for control characters (which XML 1.0
+/// forbids, see [`display_safe`]), then `&<>"'` as entities.
 pub fn xml_text(s: &str) -> String {
-    display_safe(s)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let s = display_safe(s);
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Bytes in lower-case hex (build-ids, as readelf and perf print them):
@@ -145,14 +155,106 @@ pub fn short(path: &str) -> &str {
     }
 }
 
-/// `1500` → `1.5µs`.
-pub fn human_ns(ns: u64) -> String {
-    match ns {
-        0..=999 => format!("{ns}ns"),
-        1_000..=999_999 => format!("{:.1}µs", ns as f64 / 1e3),
-        1_000_000..=999_999_999 => format!("{:.1}ms", ns as f64 / 1e6),
-        _ => format!("{:.2}s", ns as f64 / 1e9),
+/// A time in ns in the unit that suits it: seconds from 1 s, ms from
+/// 1 ms, else µs: `(11.4, "ms")`. Each output chooses the precision.
+pub fn in_time_unit(ns: f64) -> (f64, &'static str) {
+    if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e3, "µs")
     }
+}
+
+/// `1500` → `1.5µs`; below a µs in ns, seconds with two decimals.
+pub fn human_ns(ns: u64) -> String {
+    if ns < 1_000 {
+        return format!("{ns}ns");
+    }
+    match in_time_unit(ns as f64) {
+        (s, "s") => format!("{s:.2}s"),
+        (n, unit) => format!("{n:.1}{unit}"),
+    }
+}
+
+/// A size for a person: `64 MiB` when whole, else `1.5 MiB` from 1 MiB,
+/// `12 KiB` below.
+pub fn human_bytes(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if bytes >= MIB && bytes % MIB == 0 {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= MIB {
+        format!("{:.1} MiB", bytes as f64 / MIB as f64)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// A code site as a person reads it: `init_tables (main.c:21)`, or the
+/// function alone without a file and line.
+pub fn site_label(function: &str, file: Option<&str>, line: Option<u32>) -> String {
+    match (file, line) {
+        (Some(file), Some(line)) => format!("{function} ({}:{line})", short(file)),
+        _ => function.to_string(),
+    }
+}
+
+/// A UTC time to the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Utc {
+    /// Year (proleptic Gregorian).
+    pub year: i64,
+    /// 1 to 12.
+    pub month: u32,
+    /// 1 to 31.
+    pub day: u32,
+    /// 0 to 23.
+    pub hour: i64,
+    /// 0 to 59.
+    pub minute: i64,
+    /// 0 to 59.
+    pub second: i64,
+}
+
+impl Utc {
+    /// The time `epoch_ns` ns after 1970-01-01 00:00 UTC.
+    pub fn of_epoch_ns(epoch_ns: i64) -> Utc {
+        let secs = epoch_ns.div_euclid(1_000_000_000);
+        let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+        let (year, month, day) = civil_from_days(days);
+        Utc {
+            year,
+            month,
+            day,
+            hour: day_secs / 3600,
+            minute: day_secs / 60 % 60,
+            second: day_secs % 60,
+        }
+    }
+
+    /// Now, by the system clock.
+    pub fn now() -> Utc {
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        Utc::of_epoch_ns(ns)
+    }
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// Powers of two as bpftrace prints them: `512`, `1K`, `4M`.
@@ -260,6 +362,61 @@ mod tests {
         assert_eq!(
             wrap("x /a/path/longer/than/the/line y", 10, 2),
             ["x", "  /a/path/longer/than/the/line", "  y"]
+        );
+    }
+
+    /// Sizes in binary units, whole where they are.
+    #[test]
+    fn sizes() {
+        for (bytes, want) in [
+            (64 << 20, "64 MiB"),
+            (3 << 19, "1.5 MiB"),
+            (32 << 10, "32 KiB"),
+            (1000, "0 KiB"),
+        ] {
+            assert_eq!(human_bytes(bytes), want);
+        }
+    }
+
+    /// A site with its file and line, or its function alone.
+    #[test]
+    fn site_labels() {
+        assert_eq!(
+            site_label("f", Some("/src/a/main.c"), Some(21)),
+            "f (main.c:21)"
+        );
+        assert_eq!(site_label("f", Some("/src/a/main.c"), None), "f");
+        assert_eq!(site_label("[unknown]", None, None), "[unknown]");
+    }
+
+    /// Markup and quotes become entities, control characters escapes.
+    #[test]
+    fn xml_escaping() {
+        assert_eq!(
+            xml_text("a<b>&\"c'\x1b"),
+            "a&lt;b&gt;&amp;&quot;c&#39;\\x1b"
+        );
+    }
+
+    /// Dates and times across leap years and before the epoch.
+    #[test]
+    fn utc_times() {
+        let t = |y, mo, d, h, mi, s| Utc {
+            year: y,
+            month: mo,
+            day: d,
+            hour: h,
+            minute: mi,
+            second: s,
+        };
+        assert_eq!(Utc::of_epoch_ns(0), t(1970, 1, 1, 0, 0, 0));
+        assert_eq!(
+            Utc::of_epoch_ns(1_709_164_800_000_000_000 + 3_661_000_000_000),
+            t(2024, 2, 29, 1, 1, 1)
+        );
+        assert_eq!(
+            Utc::of_epoch_ns(-1_000_000_000),
+            t(1969, 12, 31, 23, 59, 59)
         );
     }
 

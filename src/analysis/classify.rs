@@ -42,6 +42,60 @@ impl FaultClass {
     }
 }
 
+/// Faults by class, indexed by [`FaultClass`] (report.json lists them
+/// minor, major, cow).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct ClassCounts {
+    /// Minor faults.
+    pub minor: u64,
+    /// Major faults.
+    pub major: u64,
+    /// COW faults.
+    pub cow: u64,
+}
+
+impl ClassCounts {
+    /// The faults of `class`.
+    pub fn of(&self, class: FaultClass) -> u64 {
+        match class {
+            FaultClass::Minor => self.minor,
+            FaultClass::Major => self.major,
+            FaultClass::Cow => self.cow,
+        }
+    }
+
+    /// Adds `n` faults of `class`.
+    pub fn add(&mut self, class: FaultClass, n: u64) {
+        match class {
+            FaultClass::Minor => self.minor += n,
+            FaultClass::Major => self.major += n,
+            FaultClass::Cow => self.cow += n,
+        }
+    }
+
+    /// All classes.
+    pub fn total(&self) -> u64 {
+        self.minor + self.major + self.cow
+    }
+}
+
+impl std::ops::AddAssign for ClassCounts {
+    fn add_assign(&mut self, other: ClassCounts) {
+        for class in FaultClass::ALL {
+            self.add(class, other.of(class));
+        }
+    }
+}
+
+impl std::iter::Sum for ClassCounts {
+    fn sum<I: Iterator<Item = ClassCounts>>(iter: I) -> ClassCounts {
+        iter.fold(ClassCounts::default(), |mut sum, c| {
+            sum += c;
+            sum
+        })
+    }
+}
+
 /// Access type, from the error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -120,6 +174,20 @@ pub fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each class has its own slot; sums add slot by slot.
+    #[test]
+    fn class_counts() {
+        let mut c = ClassCounts::default();
+        for (class, n) in FaultClass::ALL.into_iter().zip([1, 20, 300]) {
+            c.add(class, n);
+        }
+        assert_eq!((c.minor, c.major, c.cow), (1, 20, 300));
+        assert_eq!(FaultClass::ALL.map(|class| c.of(class)), [1, 20, 300]);
+        assert_eq!(c.total(), 321);
+        let sum: ClassCounts = [c, c].into_iter().sum();
+        assert_eq!((sum.minor, sum.major, sum.cow), (2, 40, 600));
+    }
 
     const ANON: TargetMapping = TargetMapping {
         file_backed: false,

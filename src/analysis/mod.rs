@@ -19,7 +19,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
+use crate::analysis::classify::{classify, Access, ClassCounts, FaultClass, TargetMapping};
 use crate::analysis::process::{
     MapKind, MmapRecord, ModuleId, Modules, Place, Process, Processes, USER_TOP,
 };
@@ -110,17 +110,6 @@ pub struct Tally {
     pub latency_ns: u64,
 }
 
-/// Per-process fault totals.
-#[derive(Debug, Clone, Default)]
-pub struct ProcessCounts {
-    /// Minor faults.
-    pub minor: u64,
-    /// Major faults.
-    pub major: u64,
-    /// COW faults.
-    pub cow: u64,
-}
-
 /// Records the kernel dropped, by the event that lost them (`report.json`'s
 /// `totals.lost_by_class`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -154,7 +143,7 @@ impl LostByClass {
 #[derive(Debug, Default, Clone)]
 pub struct Totals {
     /// Faults by class.
-    pub by_class: [u64; 3],
+    pub by_class: ClassCounts,
     /// Faults by class × access.
     pub by_class_access: [[u64; 4]; 3],
     /// Major faults on anonymous memory (swap-ins).
@@ -188,7 +177,7 @@ pub struct Profile {
     /// Processes and modules.
     pub processes: Processes,
     /// Per-process totals.
-    pub process_counts: FxHashMap<i32, ProcessCounts>,
+    pub process_counts: FxHashMap<i32, ClassCounts>,
     /// Interned stacks.
     pub stacks: StackTable,
     /// Fault counts.
@@ -221,7 +210,7 @@ pub struct Profile {
     /// after the replay by whoever knows where they are.
     pub jit_maps: FxHashMap<i32, pfprof_symbolize::PerfMap>,
     /// Why perf maps of processes with JIT frames were not used.
-    pub jit_warnings: Vec<String>,
+    pub jit_warnings: Vec<crate::format::jitmaps::JitMapProblem>,
 }
 
 impl Profile {
@@ -920,14 +909,12 @@ impl Profile {
     /// and its tally, with their latency if measured.
     fn count(&mut self, key: SampleKey, weight: u64, latency_ns: Option<u64>) {
         let class_index = key.class as usize;
-        self.totals.by_class[class_index] += weight;
+        self.totals.by_class.add(key.class, weight);
         self.totals.by_class_access[class_index][key.access as usize] += weight;
-        let per_process = self.process_counts.entry(key.pid).or_default();
-        match key.class {
-            FaultClass::Minor => per_process.minor += weight,
-            FaultClass::Major => per_process.major += weight,
-            FaultClass::Cow => per_process.cow += weight,
-        }
+        self.process_counts
+            .entry(key.pid)
+            .or_default()
+            .add(key.class, weight);
         let tally = self.counts.entry(key).or_default();
         tally.faults += weight;
         if let Some(ns) = latency_ns {
@@ -1308,7 +1295,7 @@ mod tests {
             recording(&path, n);
             let (profile, count) =
                 alloc_counter::count(|| analyze(&path, AnalyzeOptions::default()).unwrap());
-            assert_eq!(profile.totals.by_class[FaultClass::Minor as usize], n);
+            assert_eq!(profile.totals.by_class.minor, n);
             assert_eq!(profile.counts.len(), 1, "one stack, one target");
             allocs.push(count);
         }

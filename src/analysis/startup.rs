@@ -19,9 +19,8 @@ use std::path::Path;
 
 use pfprof_symbolize::Symbolizer;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 
-use crate::analysis::classify::FaultClass;
+use crate::analysis::classify::{ClassCounts, FaultClass};
 use crate::analysis::process::{ModuleId, Modules};
 use crate::analysis::stacks::FrameKey;
 
@@ -49,18 +48,6 @@ pub enum Cut {
     UntilMs(u64),
     /// The process exec'd another program at this time, before `main`.
     Exec(u64),
-}
-
-impl Cut {
-    /// `main`, `until-ms`, `exec` or `end`, as the reports name it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Cut::Main(_) => "main",
-            Cut::UntilMs(_) => "until-ms",
-            Cut::Exec(_) => "exec",
-            Cut::Open => "end",
-        }
-    }
 }
 
 /// One program's start-up: from an exec to its `main`.
@@ -272,32 +259,6 @@ impl StartupTracker {
             .filter(|(_, w)| matches(w))
             .max_by_key(|(i, w)| (w.faults.total(), std::cmp::Reverse(*i)))
             .map(|(i, _)| i)
-    }
-}
-
-/// Faults by class.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct ClassCounts {
-    /// Minor faults.
-    pub minor: u64,
-    /// Major faults.
-    pub major: u64,
-    /// COW faults.
-    pub cow: u64,
-}
-
-impl ClassCounts {
-    /// Adds `n` faults of `class`.
-    pub fn add(&mut self, class: FaultClass, n: u64) {
-        match class {
-            FaultClass::Minor => self.minor += n,
-            FaultClass::Major => self.major += n,
-            FaultClass::Cow => self.cow += n,
-        }
-    }
-    /// All classes.
-    pub fn total(&self) -> u64 {
-        self.minor + self.major + self.cow
     }
 }
 

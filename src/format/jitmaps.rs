@@ -52,15 +52,44 @@ fn limits() -> PerfMapLimits {
     }
 }
 
-/// One sentence on why `pid`'s map at `path` was not used.
-fn refused(path: &Path, error: &PerfMapError) -> String {
-    format!("{}: not used to name JIT frames: {error}", path.display())
+/// Why a perf map was not used or not kept (the report warns of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JitMapProblem {
+    /// It could not be copied into the recording directory.
+    NotKept {
+        /// The map.
+        path: PathBuf,
+        /// The error's text.
+        error: String,
+    },
+    /// It was not read: not a regular file, too large, not trusted, ...
+    Refused {
+        /// The map.
+        path: PathBuf,
+        /// Why (the reader's sentence).
+        error: String,
+    },
+    /// Some of its lines did not parse and were skipped.
+    Malformed {
+        /// The map.
+        path: PathBuf,
+        /// How many.
+        lines: u64,
+    },
+}
+
+/// Why the map at `path` was not used.
+fn refused(path: &Path, error: &PerfMapError) -> JitMapProblem {
+    JitMapProblem::Refused {
+        path: path.to_path_buf(),
+        error: error.to_string(),
+    }
 }
 
 /// Copies the `/tmp` perf map of each of `pids` into `out_dir`; with
 /// `since` (a launched command), only maps modified since then. Returns
 /// why maps that exist were not kept.
-pub fn keep(out_dir: &OutDir, pids: &[i32], since: Option<SystemTime>) -> Vec<String> {
+pub fn keep(out_dir: &OutDir, pids: &[i32], since: Option<SystemTime>) -> Vec<JitMapProblem> {
     let limits = limits();
     let mut warnings = Vec::new();
     for &pid in pids {
@@ -68,10 +97,10 @@ pub fn keep(out_dir: &OutDir, pids: &[i32], since: Option<SystemTime>) -> Vec<St
         match read_fresh(&source, &limits, since) {
             Ok(Some(bytes)) => {
                 if let Err(e) = out_dir.write(&file_name(pid), &bytes) {
-                    warnings.push(format!(
-                        "{}: cannot keep it with the recording: {e}",
-                        source.display()
-                    ));
+                    warnings.push(JitMapProblem::NotKept {
+                        path: source,
+                        error: e.to_string(),
+                    });
                 }
             }
             Ok(None) | Err(PerfMapError::Missing) => {}
@@ -107,7 +136,7 @@ pub fn load(
     recording_dir: &Path,
     pids: &[i32],
     from_tmp: bool,
-) -> (FxHashMap<i32, PerfMap>, Vec<String>) {
+) -> (FxHashMap<i32, PerfMap>, Vec<JitMapProblem>) {
     let limits = limits();
     let dir: PathBuf = if from_tmp {
         PathBuf::from(TMP_DIR)
@@ -122,11 +151,10 @@ pub fn load(
             Ok(bytes) => {
                 let map = PerfMap::parse(&bytes);
                 if map.malformed_lines() > 0 {
-                    warnings.push(format!(
-                        "{}: {} malformed lines skipped",
-                        path.display(),
-                        map.malformed_lines()
-                    ));
+                    warnings.push(JitMapProblem::Malformed {
+                        path: path.clone(),
+                        lines: map.malformed_lines(),
+                    });
                 }
                 maps.insert(pid, map);
             }

@@ -11,4 +11,5 @@ pub mod jitmaps;
 pub mod outdir;
 pub mod perf_compat;
 pub mod perf_data;
+pub mod recorder;
 pub mod records;

@@ -194,12 +194,12 @@ pub struct RecordingMeta {
     /// How the draining thread was scheduled: `fifo` (real-time),
     /// `nice -10` or `ordinary` (None in older recordings).
     #[serde(default)]
-    pub recorder_priority: Option<String>,
+    pub recorder_priority: Option<crate::format::recorder::RecorderPriority>,
     /// Who copied the user stacks in dwarf mode: `bpf` (pfprof's collector)
     /// or `perf` (the kernel's stack copies); None otherwise, and in older
     /// recordings.
     #[serde(default)]
-    pub collector: Option<String>,
+    pub collector: Option<crate::format::recorder::Collector>,
     /// `kernel.perf_event_max_stack`: where the kernel cuts frame-pointer chains.
     #[serde(default)]
     pub max_stack: Option<u32>,

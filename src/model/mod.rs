@@ -10,9 +10,11 @@ use crate::analysis::classify::{Access, FaultClass};
 use crate::analysis::stacks::{FrameKey, StackId};
 use report::{FrameRow, Report, TargetRow};
 
+pub mod region;
 pub mod report;
 pub mod resolve;
 pub mod startup;
+pub mod warning;
 
 /// A symbolized profile.
 pub struct Model {
@@ -29,9 +31,9 @@ pub struct Model {
     pub timeline: Vec<TimePoint>,
     /// Where the timeline's clock starts: the exec, else the first record.
     pub timeline_origin: u64,
-    /// Whose start-up the rows marked `startup` are: every program's
-    /// (`every program, N windows`) or, under `--startup-of`, one's.
-    pub startup_scope: String,
+    /// Whether the rows marked `startup` are one window's (`--startup-of`,
+    /// the report's `startup`), not every window's.
+    pub startup_of_one: bool,
 }
 
 /// Faults counted under one (process, class, access, stack, target).

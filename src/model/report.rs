@@ -1,27 +1,25 @@
 //! The report model (serialized as `report.json`, a stable contract documented
-//! in the README) and its text rendering (`report.txt`, 100 columns).
-
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+//! in the README): the summary, the tables, and the figures of completeness
+//! (expected, missing, incomplete). The outputs word it.
 
 use serde::Serialize;
 
-use crate::analysis::classify::{Access, FaultClass};
+use crate::analysis::classify::{Access, ClassCounts, FaultClass};
+use crate::analysis::latency::LatencyStats;
 pub use crate::analysis::LostByClass;
 use crate::format::call_graph::CallGraph;
-use crate::format::perf_data::Exit;
-use crate::text::thousands;
-use crate::unwind::{StackNeed, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
+use crate::format::perf_data::{Exit, RecordClass};
+use crate::format::recorder::Collector;
+pub use crate::model::region::Region;
+pub use crate::model::warning::Recorder;
+use crate::model::warning::{ModuleProblem, Warning};
 
 /// Fault totals.
 #[derive(Debug, Clone, Serialize)]
 pub struct Totals {
-    /// Minor faults recorded.
-    pub minor: u64,
-    /// Major faults recorded.
-    pub major: u64,
-    /// COW faults recorded.
-    pub cow: u64,
+    /// Faults recorded, by class.
+    #[serde(flatten)]
+    pub faults: ClassCounts,
     /// Records the kernel dropped (ring buffer full), every kind together.
     pub lost: u64,
     /// The same by the event that lost them, where the kernel says
@@ -56,7 +54,7 @@ pub struct Totals {
     /// Who copied the user stacks in dwarf mode: `bpf` (pfprof's collector)
     /// or `perf`; absent in recordings made before the collector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collector: Option<String>,
+    pub collector: Option<Collector>,
     /// Call chains whose unwinding stopped early (they end in `[unknown]`).
     pub truncated_stacks: u64,
     /// Why chains stopped early, counted while recording (dwarf mode).
@@ -88,46 +86,6 @@ pub struct ProcessRow {
     pub execs: Vec<String>,
 }
 
-/// What kind of memory a fault's target is. The variants are in the order
-/// of their names: rows sort as they did when the region was a string.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum Region {
-    /// Anonymous memory, including a `.bss` tail past the file's pages.
-    Anon,
-    /// A file's pages.
-    File,
-    /// `[heap]`.
-    Heap,
-    /// `[vdso]`, `[vvar]` and the like.
-    Special,
-    /// `[stack]`.
-    Stack,
-    /// No mapping known.
-    Unknown,
-}
-
-impl Region {
-    /// As in report.json.
-    pub fn name(self) -> &'static str {
-        match self {
-            Region::Anon => "anon",
-            Region::File => "file",
-            Region::Heap => "heap",
-            Region::Special => "special",
-            Region::Stack => "stack",
-            Region::Unknown => "unknown",
-        }
-    }
-}
-
-impl std::fmt::Display for Region {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // pad: tables set a width.
-        f.pad(self.name())
-    }
-}
-
 /// A fault target.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TargetRow {
@@ -139,25 +97,6 @@ pub struct TargetRow {
     pub section: Option<String>,
     /// Data symbol.
     pub symbol: Option<String>,
-}
-
-impl TargetRow {
-    /// The leaf frame of folded stacks: `[libfoo.so .data.rel.ro table]`.
-    pub fn folded_frame(&self) -> String {
-        let name = crate::text::short(&self.object);
-        let mut s = String::from("[");
-        s.push_str(name.trim_matches(|c| c == '[' || c == ']'));
-        if let Some(section) = &self.section {
-            s.push(' ');
-            s.push_str(section);
-        }
-        if let Some(symbol) = &self.symbol {
-            s.push(' ');
-            s.push_str(symbol);
-        }
-        s.push(']');
-        s.replace(';', ":")
-    }
 }
 
 /// One code site × target.
@@ -188,11 +127,47 @@ pub struct SiteRow {
     pub target: TargetRow,
 }
 
+/// What a frame is, as far as the outputs show kinds apart (report.json
+/// has only the name).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FrameKind {
+    /// Code of a module: its function, or `module+0x…` without a name.
+    #[default]
+    Code,
+    /// The kernel's code: `name_[k]`.
+    Kernel,
+    /// JIT code a perf map names.
+    Jit,
+    /// JIT code without a name: `[jit 0x…]`.
+    UnnamedJit,
+    /// The exec itself: `[execve]`.
+    Exec,
+    /// Where a stack was lost or cut short: `[unknown]`.
+    Unknown,
+}
+
+impl FrameKind {
+    /// The name of a frame of this kind that nothing else names.
+    pub fn placeholder(self) -> Option<&'static str> {
+        match self {
+            FrameKind::Exec => Some("[execve]"),
+            FrameKind::Unknown => Some("[unknown]"),
+            _ => None,
+        }
+    }
+}
+
+/// report.json's function of a site whose faults came without a stack.
+pub const NO_STACK: &str = "[no stack]";
+
 /// One frame of a stack.
 #[derive(Debug, Clone, Serialize)]
 pub struct FrameRow {
     /// Function (demangled).
     pub function: String,
+    /// What kind of frame.
+    #[serde(skip)]
+    pub kind: FrameKind,
     /// Source file.
     pub file: Option<String>,
     /// Line (for an outer frame of an inlined call: the call site).
@@ -242,7 +217,7 @@ pub struct ModuleRow {
     /// Build-id (hex) as recorded.
     pub build_id: Option<String>,
     /// Why it could not be symbolized, if so.
-    pub problem: Option<String>,
+    pub problem: Option<ModuleProblem>,
 }
 
 /// Faults of one class by access. The fields are in name order, as the
@@ -276,58 +251,51 @@ impl AccessCounts {
     }
 }
 
-/// Faults by class, then access (`report.json`'s `by_access`; the fields
-/// in name order, as the JSON has always listed them).
+/// Something of each class, indexed by [`FaultClass`]; the fields in name
+/// order, as report.json has always listed `by_access` and `latency`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ByAccess {
-    pub cow: AccessCounts,
-    pub major: AccessCounts,
-    pub minor: AccessCounts,
+pub struct ByClass<T> {
+    pub cow: T,
+    pub major: T,
+    pub minor: T,
 }
 
-impl ByAccess {
-    /// From counts indexed `[class][access]` (the analysis's order).
-    pub fn from_counts(counts: &[[u64; 4]; 3]) -> Self {
-        let mut out = ByAccess::default();
-        for class in FaultClass::ALL {
-            for access in Access::ALL {
-                *out.class_mut(class).of_mut(access) = counts[class as usize][access as usize];
-            }
+impl<T> ByClass<T> {
+    /// From each class's value.
+    pub fn from_fn(mut value: impl FnMut(FaultClass) -> T) -> Self {
+        ByClass {
+            minor: value(FaultClass::Minor),
+            major: value(FaultClass::Major),
+            cow: value(FaultClass::Cow),
         }
-        out
     }
 
-    /// The counts of `class`.
-    pub fn class(&self, class: FaultClass) -> &AccessCounts {
+    /// The value of `class`.
+    pub fn of(&self, class: FaultClass) -> &T {
         match class {
             FaultClass::Minor => &self.minor,
             FaultClass::Major => &self.major,
             FaultClass::Cow => &self.cow,
         }
     }
-
-    fn class_mut(&mut self, class: FaultClass) -> &mut AccessCounts {
-        match class {
-            FaultClass::Minor => &mut self.minor,
-            FaultClass::Major => &mut self.major,
-            FaultClass::Cow => &mut self.cow,
-        }
-    }
 }
 
-/// Who wrote the recording: the advice for lost records differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Recorder {
-    /// `pfprof record`.
-    Pfprof,
-    /// `perf record`.
-    Perf,
-}
+/// Faults by class, then access (`report.json`'s `by_access`).
+pub type ByAccess = ByClass<AccessCounts>;
 
-impl Recorder {
-    fn is_pfprof(&self) -> bool {
-        *self == Recorder::Pfprof
+/// Time in the kernel per fault, by class (`report.json`'s `latency`).
+pub type Latencies = ByClass<LatencyStats>;
+
+impl ByAccess {
+    /// From counts indexed `[class][access]` (the analysis's order).
+    pub fn from_counts(counts: &[[u64; 4]; 3]) -> Self {
+        ByClass::from_fn(|class| {
+            let mut row = AccessCounts::default();
+            for access in Access::ALL {
+                *row.of_mut(access) = counts[class as usize][access as usize];
+            }
+            row
+        })
     }
 }
 
@@ -366,8 +334,8 @@ pub struct Report {
     pub files: Vec<FileRow>,
     /// Modules.
     pub modules: Vec<ModuleRow>,
-    /// Things the user should know.
-    pub warnings: Vec<String>,
+    /// Things the user should know, what was lost first.
+    pub warnings: Vec<Warning>,
     /// Wall time of the recording.
     pub wall_ns: Option<u64>,
     /// Bytes recorded.
@@ -381,24 +349,10 @@ pub struct Report {
     /// Every start-up window (one per exec'd program, in exec order).
     pub startups: Vec<crate::model::startup::StartupWindow>,
     /// Time in the kernel per fault, by class (from the entry tracepoint).
-    pub latency: BTreeMap<String, crate::analysis::latency::LatencyStats>,
+    pub latency: Latencies,
 }
 
 impl Report {
-    /// The command as a shell would need it typed: arguments with spaces or
-    /// quotes are single-quoted.
-    pub fn command_line(&self) -> String {
-        let quote = |arg: &String| {
-            let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
-            if !arg.is_empty() && arg.chars().all(plain) {
-                arg.clone()
-            } else {
-                format!("'{}'", arg.replace('\'', r"'\''"))
-            }
-        };
-        self.command.iter().map(quote).collect::<Vec<_>>().join(" ")
-    }
-
     /// The `top` sites of `class` with most faults.
     pub fn top_sites(&self, class: FaultClass, top: usize) -> Vec<&SiteRow> {
         self.sites
@@ -431,134 +385,36 @@ impl Report {
 
     /// Total faults recorded.
     pub fn captured(&self) -> u64 {
-        self.totals.minor + self.totals.major + self.totals.cow
+        self.totals.faults.total()
     }
 
-    /// How the call stacks were recorded, and how many stopped early (one
-    /// to three lines).
-    pub fn stacks_line(&self) -> Option<String> {
-        let t = &self.totals;
-        let mode = t.call_graph?;
-        Some(match mode {
-            CallGraph::Dwarf { stack_bytes } => {
-                let needed = t.unwind.as_ref().and_then(|u| u.p99_stack_needed()).map_or(
-                    String::new(),
-                    |n| match n {
-                        StackNeed::AtMost(n) => format!("; 99% of stacks needed {n}"),
-                        StackNeed::MoreThanCopied => {
-                            format!("; 99% of stacks needed > {stack_bytes}")
-                        }
-                    },
-                );
-                let copies = match t.collector.as_deref() {
-                    Some("bpf") => format!("BPF copies ≤ {stack_bytes} bytes"),
-                    _ => format!("{stack_bytes}-byte stack copies"),
-                };
-                let mut line = format!(
-                    "call stacks: dwarf ({copies}, unwound while recording{needed})\n\
-                     truncated stacks: {} of {}",
-                    thousands(t.truncated_stacks),
-                    thousands(self.captured())
-                );
-                if let Some(u) = t.unwind.as_ref().filter(|u| u.truncated() > 0) {
-                    let _ = write!(
-                        line,
-                        "\n  stack copy too small {}, stack not readable {}, no unwind info {}, \
-                         bad unwind info {}",
-                        thousands(u.stack_copy),
-                        thousands(u.stack_unreadable),
-                        thousands(u.no_unwind_info),
-                        thousands(u.corrupt)
-                    );
-                    if u.too_deep > 0 {
-                        let _ = write!(
-                            line,
-                            ", deeper than {MAX_DWARF_FRAMES} frames {}",
-                            thousands(u.too_deep)
-                        );
-                    }
-                    // The reasons are counted while unwinding, over every
-                    // sample (pfprof's own included); say where they and the
-                    // report's total part.
-                    match t.truncated_stacks.cmp(&u.truncated()) {
-                        std::cmp::Ordering::Greater => {
-                            let _ = write!(
-                                line,
-                                ", cut after unwinding {} (no known image for the \
-                                 registers, or the kernel's frame limit)",
-                                thousands(t.truncated_stacks - u.truncated())
-                            );
-                        }
-                        std::cmp::Ordering::Less => {
-                            let _ = write!(
-                                line,
-                                " (reasons over all {} samples unwound, of which {} \
-                                 were left out of this profile)",
-                                thousands(u.samples),
-                                thousands(u.samples.saturating_sub(self.captured()))
-                            );
-                        }
-                        std::cmp::Ordering::Equal => {}
-                    }
-                    if u.stack_copy > 0 && stack_bytes < MAX_STACK_BYTES {
-                        let _ = write!(
-                            line,
-                            "\n  copy more stack with --call-graph dwarf,{}",
-                            (stack_bytes * 2).min(MAX_STACK_BYTES)
-                        );
-                    }
-                }
-                if let Some(u) = t
-                    .unwind
-                    .as_ref()
-                    .filter(|u| u.jit_frames + u.frame_pointer_steps > 0)
-                {
-                    // Checked steps, but guesses all the same: say so.
-                    let _ = write!(
-                        line,
-                        "\nframes found by frame pointers (no CFI): {} in JIT code, {} in code \
-                         without an FDE",
-                        thousands(u.jit_frames),
-                        thousands(u.frame_pointer_steps)
-                    );
-                }
-                if let Some(bad) = t.unwind.as_ref().map(|u| u.bad_records).filter(|&n| n > 0) {
-                    let _ = write!(line, "\nsamples that did not parse: {}", thousands(bad));
-                }
-                line
-            }
-            CallGraph::Fp => {
-                let mut line =
-                    "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
-                 without frame pointers are lost; --call-graph dwarf keeps them)"
-                        .to_string();
-                if t.truncated_stacks > 0 {
-                    let _ = write!(
-                        line,
-                        "\ntruncated stacks: {} of {} (cut at the kernel's frame limit, \
-                         kernel.perf_event_max_stack)",
-                        thousands(t.truncated_stacks),
-                        thousands(self.captured())
-                    );
-                }
-                line
-            }
-            CallGraph::None => format!("call stacks: {mode}"),
+    /// The kernel's own count of the sampled classes (None without its
+    /// counts): what the completeness line compares with.
+    pub fn kernel_sampled(&self) -> Option<u64> {
+        let (minor, major) = (self.totals.kernel_minor?, self.totals.kernel_major?);
+        Some(match self.sampled_class {
+            RecordClass::Major => major,
+            RecordClass::Minor => minor,
+            // --class cow samples both events.
+            RecordClass::Cow | RecordClass::All => minor + major,
         })
     }
 
     /// The faults a complete recording holds: the kernel's count of the
     /// sampled classes divided by the sample period (None without counts).
     pub fn expected(&self) -> Option<u64> {
-        let (minor, major) = (self.totals.kernel_minor?, self.totals.kernel_major?);
-        let kernel = match self.sampled_class {
-            crate::format::perf_data::RecordClass::Major => major,
-            crate::format::perf_data::RecordClass::Minor => minor,
-            // --class cow samples both events.
-            crate::format::perf_data::RecordClass::Cow
-            | crate::format::perf_data::RecordClass::All => minor + major,
-        };
-        Some(kernel.div_ceil(self.period.max(1)))
+        Some(self.kernel_sampled()?.div_ceil(self.period.max(1)))
+    }
+
+    /// The faults captured, in percent of those expected (100 when none
+    /// were expected; None without the kernel's counts).
+    pub fn captured_pct(&self) -> Option<f64> {
+        let expected = self.expected()?;
+        Some(if expected == 0 {
+            100.0
+        } else {
+            self.captured() as f64 * 100.0 / expected as f64
+        })
     }
 
     /// Faults the recording should hold but does not (pfprof's own, in a
@@ -589,161 +445,40 @@ impl Report {
         self.totals.lost > 0 || self.missing().0 > 0
     }
 
-    /// The subtitle of every SVG: the totals and what was lost, e.g.
-    /// `12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete`.
-    pub fn subtitle(&self) -> String {
-        let captured = self.captured();
-        let lost = thousands(self.totals.lost);
-        let mut s = match self.expected() {
-            Some(expected) => {
-                let pct = if expected == 0 {
-                    100.0
-                } else {
-                    captured as f64 * 100.0 / expected as f64
-                };
-                let sampled = if self.period > 1 { " sampled" } else { "" };
-                format!(
-                    "{} faults{sampled}: captured {} ({pct:.1}%), lost {lost} records",
-                    thousands(expected),
-                    thousands(captured)
-                )
-            }
-            None => format!(
-                "captured {} faults (kernel count unavailable), lost {lost} records",
-                thousands(captured)
-            ),
-        };
-        if self.incomplete() {
-            s.push_str(" — results incomplete");
-        }
-        s
-    }
-
     /// The warnings about completeness (lost records, faults missing
-    /// without a lost record to explain them, stacks cut at the kernel's
-    /// frame limit), for `warnings`.
-    pub fn completeness_warnings(&self) -> Vec<String> {
+    /// without a lost record to explain them, pfprof's own faults left
+    /// out, stacks cut at the kernel's frame limit), first in `warnings`.
+    pub fn completeness_warnings(&self) -> Vec<Warning> {
         let mut warnings = Vec::new();
         let t = &self.totals;
-        let (missing, pct) = self.missing();
+        let (missing, missing_pct) = self.missing();
         if t.lost > 0 {
-            let l = &t.lost_by_class;
-            // perf's recording: perf's buffers were too small, not pfprof's.
-            let option = match self.recorder {
-                Recorder::Pfprof => "--mmap-pages",
-                Recorder::Perf => "perf record -m PAGES",
-            };
-            warnings.push(format!(
-                "results incomplete: the kernel dropped {} records (ring buffer full; minor {}, \
-                 major {}, fault entries {}, unattributed {}), {} of the faults ({pct:.1}%) are \
-                 missing; give the ring buffers more pages with {option}",
-                thousands(t.lost),
-                thousands(l.minor),
-                thousands(l.major),
-                thousands(l.entries),
-                thousands(l.unattributed),
-                thousands(missing)
-            ));
+            warnings.push(Warning::LostRecords {
+                lost: t.lost,
+                by_class: t.lost_by_class,
+                missing,
+                missing_pct,
+                recorder: self.recorder,
+            });
         }
         let explained =
             t.lost_by_class.minor + t.lost_by_class.major + t.lost_by_class.unattributed;
         if missing > explained {
-            warnings.push(format!(
-                "results incomplete: {} faults counted by the kernel are missing from the \
-                 recording and no lost record accounts for them",
-                thousands(missing - explained)
-            ));
+            warnings.push(Warning::UnexplainedMissing {
+                faults: missing - explained,
+            });
         }
         if t.pfprof_faults > 0 {
-            warnings.push(format!(
-                "pfprof's own {} faults are left out of this system-wide profile",
-                thousands(t.pfprof_faults)
-            ));
+            warnings.push(Warning::OwnFaultsLeftOut {
+                faults: t.pfprof_faults,
+            });
         }
         if t.truncated_stacks > 0 && t.call_graph == Some(CallGraph::Fp) {
-            warnings.push(format!(
-                "{} call stacks were cut at the kernel's frame limit \
-                 (kernel.perf_event_max_stack) and end in [unknown]: recursion deeper than the \
-                 limit (raise it with sysctl), or a frame-pointer walk gone astray in code built \
-                 without frame pointers (--call-graph dwarf has neither problem)",
-                thousands(t.truncated_stacks)
-            ));
+            warnings.push(Warning::FpStacksCut {
+                stacks: t.truncated_stacks,
+            });
         }
         warnings
-    }
-
-    /// The completeness line: `captured 262,144 of 262,144 faults (100.0%)`.
-    pub fn completeness_line(&self) -> String {
-        let truncated = match self.totals.call_graph {
-            Some(CallGraph::Dwarf { .. }) => {
-                format!(
-                    "; truncated stacks: {}",
-                    thousands(self.totals.truncated_stacks)
-                )
-            }
-            Some(CallGraph::Fp) if self.totals.truncated_stacks > 0 => {
-                format!(
-                    "; truncated stacks: {}",
-                    thousands(self.totals.truncated_stacks)
-                )
-            }
-            _ => String::new(),
-        };
-        let captured = self.captured();
-        let line = match self.expected() {
-            Some(expected) => {
-                let pct = if expected == 0 {
-                    100.0
-                } else {
-                    captured as f64 * 100.0 / expected as f64
-                };
-                let (minor, major) = (
-                    self.totals.kernel_minor.unwrap_or(0),
-                    self.totals.kernel_major.unwrap_or(0),
-                );
-                let kernel = match self.sampled_class {
-                    crate::format::perf_data::RecordClass::Major => major,
-                    crate::format::perf_data::RecordClass::Minor => minor,
-                    _ => minor + major,
-                };
-                let sampled = if self.period > 1 {
-                    format!(" (1 in {} sampled)", self.period)
-                } else {
-                    String::new()
-                };
-                // pfprof's own faults (system-wide) are in the kernel's
-                // count but left out: name them, so the gap has its reason.
-                let own = match self.totals.pfprof_faults {
-                    0 => String::new(),
-                    n => format!(
-                        "; pfprof's own {} left out, so {:.1}% of the others",
-                        thousands(n),
-                        if kernel <= n {
-                            100.0
-                        } else {
-                            captured as f64 * 100.0 / (kernel - n) as f64
-                        }
-                    ),
-                };
-                format!(
-                    "captured {} of {} faults ({pct:.1}%{own}){sampled}; lost records: {}",
-                    thousands(captured),
-                    thousands(kernel),
-                    thousands(self.totals.lost)
-                )
-            }
-            None => format!(
-                "captured {} faults; kernel count unavailable; lost records: {}",
-                thousands(captured),
-                thousands(self.totals.lost)
-            ),
-        };
-        let incomplete = if self.incomplete() {
-            " — INCOMPLETE"
-        } else {
-            ""
-        };
-        line + &truncated + incomplete
     }
 }
 
@@ -751,84 +486,59 @@ impl Report {
 pub(crate) mod tests {
     use super::*;
 
-    /// Commands are shown as they would be typed.
-    #[test]
-    fn command_quoting() {
-        let mut r = sample_report();
-        for (args, want) in [
-            (
-                vec!["python3", "-c", "import json, sqlite3"],
-                "python3 -c 'import json, sqlite3'",
-            ),
-            (vec!["sh", "-c", "echo 'hi'"], r"sh -c 'echo '\''hi'\'''"),
-            (vec!["./app", "--size=1G", ""], "./app --size=1G ''"),
-        ] {
-            r.command = args.into_iter().map(String::from).collect();
-            assert_eq!(r.command_line(), want);
-        }
-    }
-
-    /// Names from the profiled world: control characters, bidi overrides and
-    /// non-characters become visible escapes; everything else, XML's
-    /// specials and non-ASCII text included, passes unchanged (borrowed).
+    /// What is missing and the warnings, from the counts: complete; ring
+    /// buffer overrun; faults missing with no lost record; pfprof's own
+    /// left out; no kernel counts (lost records stand for the faults).
     #[test]
     fn completeness() {
-        type Case = (u64, u64, u64, Option<u64>, u64, &'static str, usize);
         // captured minor, lost (unattributed), pfprof's own, kernel minor,
-        // missing, subtitle, warnings
+        // missing, captured %, warnings
+        type Case = (u64, u64, u64, Option<u64>, u64, Option<f64>, usize);
         let cases: [Case; 5] = [
-            (1000, 0, 0, Some(1000), 0, "1,000 faults: captured 1,000 (100.0%), lost 0 records", 0),
-            (0, 12_344, 0, Some(12_344), 12_344,
-             "12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete", 1),
-            (900, 0, 0, Some(1000), 100,
-             "1,000 faults: captured 900 (90.0%), lost 0 records — results incomplete", 1),
-            (900, 0, 100, Some(1000), 0, "1,000 faults: captured 900 (90.0%), lost 0 records", 1),
-            (900, 100, 0, None, 100,
-             "captured 900 faults (kernel count unavailable), lost 100 records — results incomplete", 1),
+            (1000, 0, 0, Some(1000), 0, Some(100.0), 0),
+            (0, 12_344, 0, Some(12_344), 12_344, Some(0.0), 1),
+            (900, 0, 0, Some(1000), 100, Some(90.0), 1),
+            (900, 0, 100, Some(1000), 0, Some(90.0), 1),
+            (900, 100, 0, None, 100, None, 1),
         ];
-        for (captured, lost, own, kernel_minor, missing, subtitle, warnings) in cases {
-            let mut r = sample_report();
-            r.period = 1;
-            r.totals.minor = captured;
-            (r.totals.major, r.totals.cow) = (0, 0);
-            r.totals.lost = lost;
-            r.totals.lost_by_class.unattributed = lost;
-            r.totals.pfprof_faults = own;
-            r.totals.kernel_minor = kernel_minor;
-            r.totals.kernel_major = kernel_minor.map(|_| 0);
-            r.totals.truncated_stacks = 0;
-            assert_eq!(r.missing().0, missing, "{subtitle}");
-            assert_eq!(r.subtitle(), subtitle);
-            assert_eq!(r.completeness_warnings().len(), warnings, "{subtitle}");
-            assert_eq!(
-                r.completeness_line().ends_with("INCOMPLETE"),
-                missing > 0 || lost > 0
-            );
+        for (i, (captured, lost, own, kernel_minor, missing, pct, warnings)) in
+            cases.into_iter().enumerate()
+        {
+            let r = completeness_case(captured, lost, own, kernel_minor);
+            assert_eq!(r.missing().0, missing, "case {i}");
+            assert_eq!(r.captured_pct(), pct, "case {i}");
+            assert_eq!(r.completeness_warnings().len(), warnings, "case {i}");
+            assert_eq!(r.incomplete(), missing > 0 || lost > 0, "case {i}");
         }
     }
 
-    /// Digit grouping.
-    /// Folded target frames are compact and never contain `;`.
-    #[test]
-    fn folded_frame() {
-        let t = TargetRow {
-            object: "/usr/lib/libx.so".into(),
-            region: Region::File,
-            section: Some(".got".into()),
-            symbol: Some("a;b".into()),
+    /// The sample report with `captured` minor faults, `lost` records
+    /// (unattributed), pfprof's `own` faults and the kernel's count.
+    pub(crate) fn completeness_case(
+        captured: u64,
+        lost: u64,
+        own: u64,
+        kernel_minor: Option<u64>,
+    ) -> Report {
+        let mut r = sample_report();
+        r.period = 1;
+        r.totals.faults = ClassCounts {
+            minor: captured,
+            major: 0,
+            cow: 0,
         };
-        assert_eq!(t.folded_frame(), "[libx.so .got a:b]");
-        let t = TargetRow {
-            object: "[heap]".into(),
-            region: Region::Heap,
-            section: None,
-            symbol: None,
-        };
-        assert_eq!(t.folded_frame(), "[heap]");
+        r.totals.lost = lost;
+        r.totals.lost_by_class.unattributed = lost;
+        r.totals.pfprof_faults = own;
+        r.totals.kernel_minor = kernel_minor;
+        r.totals.kernel_major = kernel_minor.map(|_| 0);
+        r.totals.truncated_stacks = 0;
+        r
     }
 
     fn frame(function: &str, file: Option<&str>, line: Option<u32>, inlined: bool) -> FrameRow {
         FrameRow {
+            kind: FrameKind::Code,
             function: function.into(),
             file: file.map(Into::into),
             line,
@@ -891,9 +601,11 @@ pub(crate) mod tests {
             sampled_class: crate::format::perf_data::RecordClass::All,
             recorder: Recorder::Pfprof,
             totals: Totals {
-                minor: 262_545,
-                major: 67,
-                cow: 210,
+                faults: ClassCounts {
+                    minor: 262_545,
+                    major: 67,
+                    cow: 210,
+                },
                 lost: 0,
                 lost_by_class: LostByClass::default(),
                 pfprof_faults: 0,
@@ -1004,39 +716,26 @@ pub(crate) mod tests {
                 build_id: Some("abcdef".into()),
                 problem: None,
             }],
-            warnings: vec!["/opt/app/lib/libgone.so: the file is missing".into()],
+            warnings: vec![Warning::Module {
+                path: "/opt/app/lib/libgone.so".into(),
+                problem: ModuleProblem::Symbolizer(pfprof_symbolize::Reason::MissingFile),
+            }],
             wall_ns: Some(1_000_000),
             data_bytes: Some(44_000_000),
             records: 525_000,
             stack_frames: 120,
             startup: Some(sample_startup()),
             startups: sample_startups(),
-            latency: [
-                (
-                    "minor".to_string(),
-                    crate::analysis::latency::LatencyStats::from_values(&[
-                        900, 1100, 1200, 1300, 2500, 40_000,
-                    ]),
-                ),
-                (
-                    "major".to_string(),
-                    crate::analysis::latency::LatencyStats::from_values(&[
-                        120_000, 250_000, 3_100_000,
-                    ]),
-                ),
-                (
-                    "cow".to_string(),
-                    crate::analysis::latency::LatencyStats::default(),
-                ),
-            ]
-            .into_iter()
-            .collect(),
+            latency: Latencies {
+                minor: LatencyStats::from_values(&[900, 1100, 1200, 1300, 2500, 40_000]),
+                major: LatencyStats::from_values(&[120_000, 250_000, 3_100_000]),
+                cow: LatencyStats::default(),
+            },
         }
     }
 
     /// A wrapper (`env`) that exec'd the program: two windows in one pid.
     fn sample_startups() -> Vec<crate::model::startup::StartupWindow> {
-        use crate::analysis::startup::ClassCounts;
         use crate::model::startup::StartupWindow;
         vec![
             StartupWindow {
@@ -1044,7 +743,7 @@ pub(crate) mod tests {
                 pid: 4242,
                 exec_ms: 0.0,
                 end_ms: Some(0.95),
-                until: "main".into(),
+                until: crate::model::startup::Until::Main,
                 faults: ClassCounts {
                     minor: 35,
                     major: 0,
@@ -1056,7 +755,7 @@ pub(crate) mod tests {
                 pid: 4242,
                 exec_ms: 1.05,
                 end_ms: Some(2.3),
-                until: "main".into(),
+                until: crate::model::startup::Until::Main,
                 faults: ClassCounts {
                     minor: 520,
                     major: 0,
@@ -1067,16 +766,18 @@ pub(crate) mod tests {
     }
 
     fn sample_startup() -> crate::model::startup::StartupReport {
-        use crate::analysis::startup::ClassCounts;
         use crate::model::startup::{
-            Hint, StartupObject, StartupReport, StartupSection, StartupSymbol,
+            Hint, HintKind, HintRelocations, StartupObject, StartupPlace, StartupReport,
+            StartupSection, StartupSymbol,
         };
         use pfprof_symbolize::RelocType;
         let section = |name: &str, minor, cow, touched, total| StartupSection {
-            section: name.into(),
-            minor,
-            major: 0,
-            cow,
+            section: StartupPlace::Section(name.into()),
+            faults: ClassCounts {
+                minor,
+                major: 0,
+                cow,
+            },
             pages_touched: touched,
             pages_total: total,
         };
@@ -1084,16 +785,30 @@ pub(crate) mod tests {
             program: Some("/opt/app/bin/app".into()),
             pid: Some(4242),
             window: Some(1),
-            until: "main".into(),
+            until: crate::model::startup::Until::Main,
             until_ms: Some(1.25),
-            faults: ClassCounts { minor: 520, major: 0, cow: 17 },
+            faults: ClassCounts {
+                minor: 520,
+                major: 0,
+                cow: 17,
+            },
             objects: vec![
                 StartupObject {
                     object: "/opt/app/bin/app".into(),
-                    faults: ClassCounts { minor: 520, major: 0, cow: 0 },
+                    faults: ClassCounts {
+                        minor: 520,
+                        major: 0,
+                        cow: 0,
+                    },
                     share: 96.83,
-                    sections: vec![section(".bss", 512, 0, Some(512), Some(513)), section(".text", 8, 0, Some(8), Some(40))],
-                    relocations: [(RelocType::RELATIVE, 3), (RelocType(6), 5)].into_iter().collect(), // 6: GLOB_DAT
+                    sections: vec![
+                        section(".bss", 512, 0, Some(512), Some(513)),
+                        section(".text", 8, 0, Some(8), Some(40)),
+                    ],
+                    // 6: GLOB_DAT
+                    relocations: [(RelocType::RELATIVE, 3), (RelocType(6), 5)]
+                        .into_iter()
+                        .collect(),
                     relr: 0,
                     uses_relr: false,
                     bind_now: false,
@@ -1103,29 +818,48 @@ pub(crate) mod tests {
                 },
                 StartupObject {
                     object: "/opt/app/lib/libplugin.so".into(),
-                    faults: ClassCounts { minor: 0, major: 0, cow: 17 },
+                    faults: ClassCounts {
+                        minor: 0,
+                        major: 0,
+                        cow: 17,
+                    },
                     share: 3.17,
-                    sections: vec![section(".data.rel.ro", 0, 16, Some(16), Some(16)), section(".init_array", 0, 1, Some(1), Some(1))],
+                    sections: vec![
+                        section(".data.rel.ro", 0, 16, Some(16), Some(16)),
+                        section(".init_array", 0, 1, Some(1), Some(1)),
+                    ],
                     relocations: [(RelocType::RELATIVE, 8195)].into_iter().collect(),
                     relr: 0,
                     uses_relr: false,
                     bind_now: false,
                     relro: true,
                     relocation_pages: 19,
-                    loader: ClassCounts { minor: 3, major: 0, cow: 17 },
+                    loader: ClassCounts {
+                        minor: 3,
+                        major: 0,
+                        cow: 17,
+                    },
                 },
             ],
             symbols: vec![StartupSymbol {
                 object: "/opt/app/bin/app".into(),
-                section: ".bss".into(),
+                section: StartupPlace::Section(".bss".into()),
                 symbol: "tables".into(),
                 faults: 512,
                 first_toucher: Some("init_tables".into()),
             }],
             hints: vec![Hint {
                 object: "/opt/app/lib/libplugin.so".into(),
-                text: "libplugin.so: 8,195 RELATIVE relocations dirty 17 pages of .data.rel.ro, .init_array at start-up, one COW fault per page in every process; tables of offsets instead of pointers avoid them".into(),
-                relocations: None,
+                kind: HintKind::Relocations {
+                    of_kind: 8195,
+                    uses_relr: false,
+                    pages: HintRelocations {
+                        kind: crate::analysis::relocation_pages::RelocationKind::Relative,
+                        pages: 17,
+                        sections: vec![".data.rel.ro".into(), ".init_array".into()],
+                        relocations: [(RelocType::RELATIVE, 8195)].into_iter().collect(),
+                    },
+                },
             }],
         }
     }
@@ -1154,7 +888,6 @@ pub(crate) mod tests {
         );
     }
 
-    /// report.txt layout, 100 columns at most.
     /// report.json field names are a contract.
     #[test]
     fn golden_json() {

@@ -10,6 +10,7 @@ use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analysis::classify::{Access, FaultClass};
+use crate::analysis::foreign::KernelMismatch;
 use crate::analysis::latency::LatencyStats;
 use crate::analysis::process::ModuleId;
 use crate::analysis::relocation_pages;
@@ -18,10 +19,11 @@ use crate::analysis::startup::Window;
 use crate::analysis::{Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
 use crate::model::report::{
-    ByAccess, FileRow, FrameRow, ModuleRow, ProcessRow, Recorder, Region, Report, SiteRow,
-    TargetRow, TargetSummaryRow, Totals,
+    ByAccess, ByClass, FileRow, FrameKind, FrameRow, ModuleRow, ProcessRow, Recorder, Region,
+    Report, SiteRow, TargetRow, TargetSummaryRow, Totals, NO_STACK,
 };
-use crate::model::startup::{self, StartupFault};
+use crate::model::startup::{self, StartupFault, StartupPlace};
+use crate::model::warning::{ModuleProblem, Warning};
 use crate::model::{Model, SampleRow, TimePoint};
 use crate::sys::vdso;
 use crate::text::safe;
@@ -34,13 +36,16 @@ struct Named {
     line: Option<u32>,
     inlined: bool,
     object: Option<ModuleId>,
+    /// Last: frames sort by their names as before.
+    kind: FrameKind,
 }
 
 impl Named {
     /// A frame known by a name only (kernel, JIT, `[unknown]`).
-    fn bare(function: String) -> Named {
+    fn bare(kind: FrameKind, function: String) -> Named {
         Named {
             function,
+            kind,
             file: None,
             line: None,
             inlined: false,
@@ -111,15 +116,9 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         stack_frames: profile.stacks.len(),
         startup: startup_report,
         startups: startup.windows,
-        latency: FaultClass::ALL
-            .iter()
-            .map(|c| {
-                (
-                    c.name().to_string(),
-                    LatencyStats::from_counts(&profile.latencies[*c as usize]),
-                )
-            })
-            .collect(),
+        latency: ByClass::from_fn(|class| {
+            LatencyStats::from_counts(&profile.latencies[class as usize])
+        }),
     };
     // What was lost comes first.
     let mut warnings = report.completeness_warnings();
@@ -127,7 +126,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
     report.warnings = warnings;
     let timeline = timeline_points(profile, &names, &mut kept);
     Model {
-        startup_scope: startup_scope(profile, &report),
+        startup_of_one: profile.startup.startup_of.is_some() && report.startup.is_some(),
         report,
         samples: counted.samples,
         stacks: kept.stacks,
@@ -155,12 +154,12 @@ struct Names<'p> {
     data: FxHashMap<(ModuleId, u64), DataName>,
     kernel: Option<KernelSymbols>,
     /// Why the kernel's frames stay addresses: another kernel's recording.
-    kernel_mismatch: Option<String>,
+    kernel_mismatch: Option<KernelMismatch>,
     /// Files without a build-id that are not the file recorded: their
     /// addresses stay unnamed rather than get another build's names.
     stale: FxHashSet<ModuleId>,
     /// The first problem met with each module.
-    module_status: FxHashMap<ModuleId, String>,
+    module_status: FxHashMap<ModuleId, ModuleProblem>,
 }
 
 impl<'p> Names<'p> {
@@ -201,6 +200,7 @@ impl<'p> Names<'p> {
     fn frame_row(&self, n: Named) -> FrameRow {
         FrameRow {
             function: n.function,
+            kind: n.kind,
             file: n.file,
             line: n.line,
             inlined: n.inlined,
@@ -213,14 +213,15 @@ impl<'p> Names<'p> {
         match frame {
             FrameKey::Code { .. } => self.code.get(&frame).cloned().unwrap_or_default(),
             FrameKey::Kernel { avma } => vec![Named::bare(
+                FrameKind::Kernel,
                 match self.kernel.as_ref().and_then(|k| k.lookup(avma)) {
                     Some((name, _)) => format!("{}_[k]", safe(name)),
                     None => format!("{avma:#x}_[k]"),
                 },
             )],
-            FrameKey::Jit { pid, avma } => vec![Named::bare(jit_name(self.profile, pid, avma))],
-            FrameKey::Exec => vec![Named::bare("[execve]".into())],
-            FrameKey::Unknown => vec![Named::bare("[unknown]".into())],
+            FrameKey::Jit { pid, avma } => vec![jit_frame(self.profile, pid, avma)],
+            FrameKey::Exec => vec![placeholder(FrameKind::Exec)],
+            FrameKey::Unknown => vec![placeholder(FrameKind::Unknown)],
         }
     }
 
@@ -276,7 +277,7 @@ impl<'p> Names<'p> {
 
 /// The modules without a build-id whose file changed since recording, with
 /// why.
-fn stale_modules(profile: &Profile) -> FxHashMap<ModuleId, String> {
+fn stale_modules(profile: &Profile) -> FxHashMap<ModuleId, ModuleProblem> {
     let Some(meta) = &profile.meta else {
         return FxHashMap::default();
     };
@@ -319,7 +320,7 @@ fn name_code(
     symbolizer: &mut Symbolizer,
     by_module: &BTreeMap<ModuleId, BTreeSet<u64>>,
     stale: &FxHashSet<ModuleId>,
-    module_status: &mut FxHashMap<ModuleId, String>,
+    module_status: &mut FxHashMap<ModuleId, ModuleProblem>,
 ) -> FxHashMap<FrameKey, Vec<Named>> {
     let modules = &profile.processes.modules;
     let mut code_names = FxHashMap::default();
@@ -346,6 +347,7 @@ fn name_code(
                     .into_iter()
                     .map(|f| Named {
                         function: safe(&f.function),
+                        kind: FrameKind::Code,
                         file: f.file.as_deref().map(safe),
                         line: f.line,
                         inlined: f.inlined,
@@ -358,7 +360,10 @@ fn name_code(
                     }
                     vec![Named {
                         object: Some(*module),
-                        ..Named::bare(safe(&format!("{}+{offset:#x}", m.short_name())))
+                        ..Named::bare(
+                            FrameKind::Code,
+                            safe(&format!("{}+{offset:#x}", m.short_name())),
+                        )
                     }]
                 }
             };
@@ -378,7 +383,7 @@ fn name_data(
     profile: &Profile,
     symbolizer: &mut Symbolizer,
     stale: &FxHashSet<ModuleId>,
-    module_status: &mut FxHashMap<ModuleId, String>,
+    module_status: &mut FxHashMap<ModuleId, ModuleProblem>,
 ) -> FxHashMap<(ModuleId, u64), DataName> {
     let mut data_offsets: BTreeMap<ModuleId, BTreeSet<u64>> = BTreeMap::new();
     for key in profile.counts.keys() {
@@ -425,10 +430,10 @@ fn name_data(
 }
 
 /// Keeps the first problem met with a module.
-fn note(module_status: &mut FxHashMap<ModuleId, String>, module: ModuleId, reason: &Reason) {
+fn note(module_status: &mut FxHashMap<ModuleId, ModuleProblem>, module: ModuleId, reason: &Reason) {
     module_status
         .entry(module)
-        .or_insert_with(|| reason.to_string());
+        .or_insert_with(|| ModuleProblem::Symbolizer(reason.clone()));
 }
 
 /// Each interned stack's names, root first, expanded once.
@@ -503,7 +508,7 @@ impl StartupChoice {
                 pid: w.pid,
                 exec_ms: ms(w.exec_time),
                 end_ms: w.window_ms(last).map(|d| ms(w.exec_time) + d),
-                until: w.cut.name().to_string(),
+                until: startup::Until::of(&w.cut),
                 faults: w.faults,
             })
             .collect();
@@ -624,9 +629,12 @@ fn startup_fault(
             ..
         } => (
             names.svma(module, file_offset).map(|a| a >> 12),
-            target.section.clone().unwrap_or_else(|| "(none)".into()),
+            target
+                .section
+                .clone()
+                .map_or(StartupPlace::NoSection, StartupPlace::Section),
         ),
-        _ => (None, format!("[{}]", target.region)),
+        _ => (None, StartupPlace::Region(target.region)),
     };
     StartupFault {
         object: target.object.clone(),
@@ -807,7 +815,7 @@ fn site_row(names: &Names, key: SiteKey, acc: SiteAcc) -> (SiteRow, Vec<Named>) 
             n.line,
             n.object.map(|m| names.path_of(m)),
         ),
-        None => ("[no stack]".to_string(), None, None, None),
+        None => (NO_STACK.to_string(), None, None, None),
     };
     let row = SiteRow {
         class,
@@ -919,7 +927,7 @@ fn module_rows(profile: &Profile, names: &Names) -> Vec<ModuleRow> {
         .map(|(id, m)| ModuleRow {
             path: safe(&m.path),
             build_id: m.build_id.as_deref().map(crate::text::hex),
-            problem: names.module_status.get(&id).map(|p| safe(p)),
+            problem: names.module_status.get(&id).cloned(),
         })
         .collect()
 }
@@ -929,9 +937,7 @@ fn totals(profile: &Profile) -> Totals {
     let t = &profile.totals;
     let meta = profile.meta.as_ref();
     Totals {
-        minor: t.by_class[FaultClass::Minor as usize],
-        major: t.by_class[FaultClass::Major as usize],
-        cow: t.by_class[FaultClass::Cow as usize],
+        faults: t.by_class,
         lost: t.lost,
         lost_by_class: t.lost_by_class,
         pfprof_faults: t.pfprof_faults,
@@ -946,7 +952,7 @@ fn totals(profile: &Profile) -> Totals {
         bad_records: profile.decode.bad_records,
         no_callchain: t.no_callchain,
         call_graph: meta.map(|m| m.call_graph),
-        collector: meta.and_then(|m| m.collector.clone()),
+        collector: meta.and_then(|m| m.collector),
         truncated_stacks: t.truncated_stacks,
         unwind: meta
             .and_then(|m| m.unwind.clone())
@@ -956,42 +962,45 @@ fn totals(profile: &Profile) -> Totals {
 
 /// What the user should know beyond the figures: modules' problems, debug
 /// files of another build, damage, unreadable unwind information, missing
-/// tracepoints, a foreign recording, JIT maps. Made safe to show: they
-/// quote file names and the recording's own notes.
+/// tracepoints, a foreign recording, another kernel, JIT maps. The names
+/// they quote are made safe to show when they are said.
 fn warnings(
     profile: &Profile,
     symbolizer: &mut Symbolizer,
     names: &Names,
     module_rows: &[ModuleRow],
-) -> Vec<String> {
+) -> Vec<Warning> {
     let meta = profile.meta.as_ref();
     let mut warnings = Vec::new();
     for row in module_rows {
         if let Some(problem) = &row.problem {
-            warnings.push(format!("{}: {problem}", row.path));
+            warnings.push(Warning::Module {
+                path: row.path.clone(),
+                problem: problem.clone(),
+            });
         }
     }
     warnings.extend(rejected_debug_files(profile, symbolizer, names));
     if let Some(why) = &profile.decode.truncated {
-        warnings.push(format!(
-            "recording damaged, analysed the intact part: {why}"
-        ));
+        warnings.push(Warning::Damaged { why: why.clone() });
     }
     for file in meta
         .and_then(|m| m.unwind.as_ref())
         .map_or(&[][..], |u| &u.unreadable_files[..])
     {
-        warnings.push(format!(
-            "{file}: no unwind information could be read while recording; stacks through it end in [unknown]"
-        ));
+        warnings.push(Warning::UnreadableUnwindInfo { file: file.clone() });
     }
     if let Some(note) = meta.and_then(|m| m.tracepoints_note.as_ref()) {
-        warnings.push(format!("COW and access types unavailable: {note}"));
+        warnings.push(Warning::NoTracepoints { note: note.clone() });
     }
-    warnings.extend(crate::analysis::foreign::warnings(profile));
-    warnings.extend(names.kernel_mismatch.iter().cloned());
-    warnings.extend(profile.jit_warnings.iter().cloned());
-    warnings.iter().map(|w| safe(w)).collect()
+    warnings.extend(
+        crate::analysis::foreign::notes(profile)
+            .into_iter()
+            .map(Warning::Perf),
+    );
+    warnings.extend(names.kernel_mismatch.clone().map(Warning::KernelMismatch));
+    warnings.extend(profile.jit_warnings.iter().cloned().map(Warning::JitMap));
+    warnings
 }
 
 /// Debug files found for the modules named, but of another build.
@@ -999,7 +1008,7 @@ fn rejected_debug_files(
     profile: &Profile,
     symbolizer: &mut Symbolizer,
     names: &Names,
-) -> Vec<String> {
+) -> Vec<Warning> {
     let mut warnings = Vec::new();
     for module in names
         .code_modules
@@ -1012,12 +1021,11 @@ fn rejected_debug_files(
         }
         if let Ok(info) = symbolizer.module_info(Path::new(&m.path), m.build_id.as_deref()) {
             for rejected in &info.rejected_debug_files {
-                warnings.push(format!(
-                    "{}: not used as the debug file of {}: {}",
-                    rejected.path.display(),
-                    m.path,
-                    rejected.reason
-                ));
+                warnings.push(Warning::RejectedDebugFile {
+                    path: rejected.path.display().to_string(),
+                    module: m.path.clone(),
+                    reason: rejected.reason.clone(),
+                });
             }
         }
     }
@@ -1058,54 +1066,33 @@ fn timeline_points(profile: &Profile, names: &Names, kept: &mut KeptStacks) -> V
     timeline
 }
 
-/// Whose start-up the rows marked `startup` are (see `Model::startup_scope`).
-fn startup_scope(profile: &Profile, report: &Report) -> String {
-    match (&profile.startup.startup_of, &report.startup) {
-        (Some(_), Some(s)) => format!(
-            "{} [pid {}]",
-            s.program.as_deref().unwrap_or("?"),
-            s.pid.unwrap_or(0)
-        ),
-        _ => match report.startups.len() {
-            1 => "the program".to_string(),
-            n => format!(
-                "every program, {} windows",
-                crate::text::thousands(n as u64)
-            ),
-        },
+/// A JIT frame: named by the perf map's line covering it (made safe to
+/// show), else `[jit 0x…]`.
+fn jit_frame(profile: &Profile, pid: i32, avma: u64) -> Named {
+    match profile.jit_maps.get(&pid).and_then(|map| map.lookup(avma)) {
+        Some(name) => Named::bare(FrameKind::Jit, safe(name)),
+        None => Named::bare(FrameKind::UnnamedJit, format!("[jit {avma:#x}]")),
     }
 }
 
-/// A JIT frame's name: the perf map's line covering it (made safe to
-/// show), else `[jit 0x…]`.
-fn jit_name(profile: &Profile, pid: i32, avma: u64) -> String {
-    match profile.jit_maps.get(&pid).and_then(|map| map.lookup(avma)) {
-        Some(name) => safe(name),
-        None => format!("[jit {avma:#x}]"),
-    }
+/// A frame nothing names: `[execve]`, `[unknown]`.
+fn placeholder(kind: FrameKind) -> Named {
+    Named::bare(kind, kind.placeholder().unwrap_or_default().to_string())
 }
 
 /// Why the file at `path` is not the one recorded with these stamps, if it
 /// is not: its size or modification time differ, or several files were
 /// mapped under the path and nothing tells which one an address was in.
-fn changed_since(recorded: &[FileStamp], path: &str) -> Option<String> {
+fn changed_since(recorded: &[FileStamp], path: &str) -> Option<ModuleProblem> {
     if recorded.len() > 1 {
-        return Some(format!(
-            "{} different files without a build-id were mapped under this path while recording \
-             (a file replaced, or containers); its addresses are shown unnamed",
-            recorded.len()
-        ));
+        return Some(ModuleProblem::SeveralFiles {
+            files: recorded.len(),
+        });
     }
-    let was = recorded.first()?;
+    let was = *recorded.first()?;
     // A missing file is the symbolizer's to report.
     let now = FileStamp::of(&std::fs::metadata(path).ok()?);
-    (now != *was).then(|| {
-        format!(
-            "The file has no build-id and changed since recording (size {} -> {} bytes, \
-             mtime {} -> {} ns); its addresses are shown unnamed",
-            was.size, now.size, was.mtime_ns, now.mtime_ns
-        )
-    })
+    (now != was).then_some(ModuleProblem::Changed { was, now })
 }
 
 #[cfg(test)]
@@ -1130,12 +1117,17 @@ mod tests {
             size: now.size - 1,
             ..now
         };
-        let cases: [(&str, Vec<FileStamp>, Option<&str>); 6] = [
+        let changed = |was| Some(ModuleProblem::Changed { was, now });
+        let cases: [(&str, Vec<FileStamp>, Option<ModuleProblem>); 6] = [
             ("same", vec![now], None),
             ("nothing recorded", vec![], None),
-            ("touched", vec![older], Some("changed since recording")),
-            ("rewritten", vec![smaller], Some("size 9 -> 10 bytes")),
-            ("two files", vec![now, older], Some("2 different files")),
+            ("touched", vec![older], changed(older)),
+            ("rewritten", vec![smaller], changed(smaller)),
+            (
+                "two files",
+                vec![now, older],
+                Some(ModuleProblem::SeveralFiles { files: 2 }),
+            ),
             ("missing file", vec![older], None),
         ];
         for (what, recorded, want) in cases {
@@ -1144,12 +1136,7 @@ mod tests {
             } else {
                 path
             };
-            let got = changed_since(&recorded, path);
-            match (want, &got) {
-                (None, None) => {}
-                (Some(want), Some(got)) => assert!(got.contains(want), "{what}: {got}"),
-                _ => panic!("{what}: {got:?}"),
-            }
+            assert_eq!(changed_since(&recorded, path), want, "{what}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

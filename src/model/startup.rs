@@ -1,17 +1,53 @@
 //! The start-up report: per object and section, the loader's relocations,
 //! the data symbols that fault, and hints tied to their figures; built from
 //! the faults of the window shown in full (`analysis::startup` finds the
-//! windows).
+//! windows). The outputs word it (the window's span, the hints, the places).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use pfprof_symbolize::RelocType;
 use serde::Serialize;
 
-use crate::analysis::classify::FaultClass;
+use crate::analysis::classify::{ClassCounts, FaultClass};
 use crate::analysis::relocation_pages::{credit_pages, Credited, LoaderWrite, RelocationKind};
-use crate::analysis::startup::{ClassCounts, Window};
-use crate::text::thousands;
+use crate::analysis::startup::{Cut, Window};
+use crate::model::region::Region;
+
+/// What ended a start-up window (report.json's `until`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Until {
+    /// `main` was entered.
+    Main,
+    /// `--until-ms` elapsed.
+    UntilMs,
+    /// The process exec'd another program before `main`.
+    Exec,
+    /// The recording ended before `main` was seen.
+    End,
+}
+
+impl Until {
+    /// How `cut` closed its window.
+    pub fn of(cut: &Cut) -> Until {
+        match cut {
+            Cut::Main(_) => Until::Main,
+            Cut::UntilMs(_) => Until::UntilMs,
+            Cut::Exec(_) => Until::Exec,
+            Cut::Open => Until::End,
+        }
+    }
+
+    /// As in report.json: `main`, `until-ms`, `exec`, `end`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Until::Main => "main",
+            Until::UntilMs => "until-ms",
+            Until::Exec => "exec",
+            Until::End => "end",
+        }
+    }
+}
 
 /// One start-up window, compactly (report.json `startups`).
 #[derive(Debug, Clone, Serialize)]
@@ -25,25 +61,40 @@ pub struct StartupWindow {
     /// End of the window, ms after the first exec (the recording's end when
     /// `main` was not seen).
     pub end_ms: Option<f64>,
-    /// What ended it: `main`, `exec` (the process exec'd another program
-    /// first), `until-ms`, or `end`.
-    pub until: String,
+    /// What ended it.
+    pub until: Until,
     /// Faults in the window.
     pub faults: ClassCounts,
+}
+
+/// Where in an object start-up faults landed (report.json's `section`
+/// names it: the section, `(none)`, or the region as `[anon]`). The
+/// variants are in the order of those names: rows sort as they did.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StartupPlace {
+    /// A file page outside every section.
+    NoSection,
+    /// An ELF section.
+    Section(String),
+    /// Memory of no file: heap, stack, anonymous, special.
+    Region(Region),
+}
+
+impl StartupPlace {
+    /// Whether it is the ELF section `name`.
+    pub fn is_section(&self, name: &str) -> bool {
+        matches!(self, StartupPlace::Section(s) if s == name)
+    }
 }
 
 /// One section of an object.
 #[derive(Debug, Clone, Serialize)]
 pub struct StartupSection {
-    /// Section name (`(none)` for file pages outside every section, or the
-    /// region for anonymous memory).
-    pub section: String,
-    /// Minor faults.
-    pub minor: u64,
-    /// Major faults.
-    pub major: u64,
-    /// COW faults.
-    pub cow: u64,
+    /// The section, or where else the faults landed.
+    pub section: StartupPlace,
+    /// Faults.
+    #[serde(flatten)]
+    pub faults: ClassCounts,
     /// Distinct pages faulted.
     pub pages_touched: Option<u64>,
     /// Pages the section spans.
@@ -83,7 +134,7 @@ pub struct StartupSymbol {
     /// Object.
     pub object: String,
     /// Section.
-    pub section: String,
+    pub section: StartupPlace,
     /// Symbol.
     pub symbol: String,
     /// Faults.
@@ -92,20 +143,54 @@ pub struct StartupSymbol {
     pub first_toucher: Option<String>,
 }
 
-/// A suggestion, with the figure that justifies it.
-#[derive(Debug, Clone, Serialize)]
+/// A suggestion about an object, with the figures that justify it (the
+/// outputs word it; report.json has its sentence as `text`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Hint {
     /// The object it is about.
     pub object: String,
-    /// The suggestion.
-    pub text: String,
-    /// For a hint about relocations: what wrote the pages it counts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub relocations: Option<HintRelocations>,
+    /// What it suggests, and from what.
+    pub kind: HintKind,
+}
+
+/// What a hint is about.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HintKind {
+    /// The loader's relocations of one kind dirty pages (one COW fault per
+    /// page in every process).
+    Relocations {
+        /// Relocations of that kind on the pages.
+        of_kind: u64,
+        /// The object uses DT_RELR (which does not spare the pages).
+        uses_relr: bool,
+        /// The pages and what is on them.
+        pages: HintRelocations,
+    },
+    /// Major faults on `.text`: code read from disk.
+    TextMajor {
+        /// How many.
+        faults: u64,
+    },
+    /// A large `.bss` symbol zeroed at start-up.
+    BssZeroed {
+        /// The symbol.
+        symbol: String,
+        /// Its faults (pages).
+        faults: u64,
+        /// The function that touched it first.
+        by: Option<String>,
+    },
+    /// `.data` copied at start-up.
+    DataCopied {
+        /// The symbol.
+        symbol: String,
+        /// Its faults (pages).
+        faults: u64,
+    },
 }
 
 /// The pages a relocation hint is about, and what is on them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HintRelocations {
     /// What wrote them.
     pub kind: RelocationKind,
@@ -126,9 +211,8 @@ pub struct StartupReport {
     pub pid: Option<i32>,
     /// Its index in report.json's `startups`.
     pub window: Option<usize>,
-    /// What ended the window: `main`, `until-ms`, `exec` (the process exec'd
-    /// another program before `main`), or `end` (main never seen).
-    pub until: String,
+    /// What ended the window.
+    pub until: Until,
     /// Length of the window in ms.
     pub until_ms: Option<f64>,
     /// Faults in the window.
@@ -146,7 +230,7 @@ pub struct StartupFault {
     /// Target object.
     pub object: String,
     /// Section (or region).
-    pub section: String,
+    pub section: StartupPlace,
     /// Data symbol.
     pub symbol: Option<String>,
     /// Class.
@@ -168,7 +252,9 @@ pub struct ObjectFacts {
     pub relocations: Option<pfprof_symbolize::RelocationInfo>,
 }
 
-use crate::text::short;
+/// The first code to touch each data symbol: (object, section, symbol) to
+/// the function.
+pub type FirstTouchers = BTreeMap<(String, String, String), String>;
 
 /// Builds the start-up report from the symbolized start-up faults.
 pub fn build(
@@ -176,46 +262,106 @@ pub fn build(
     program: String,
     last_time: Option<u64>,
     rows: &[StartupFault],
-    first_touchers: &BTreeMap<(String, String, String), String>,
+    first_touchers: &FirstTouchers,
     facts: &BTreeMap<String, ObjectFacts>,
     load_order: &[String],
 ) -> StartupReport {
-    let mut total = ClassCounts::default();
-    #[derive(Default)]
-    struct Acc {
-        faults: ClassCounts,
-        loader: ClassCounts,
-        sections: BTreeMap<String, (ClassCounts, std::collections::BTreeSet<u64>)>,
-        /// Pages the loader copied, and its code that did.
-        written: BTreeMap<u64, LoaderWrite>,
+    let summed = Summed::of(rows);
+    let no_facts = ObjectFacts::default();
+    let mut credited = CreditedPages::new();
+    let objects: Vec<StartupObject> = object_order(&summed.objects, load_order)
+        .into_iter()
+        .map(|object| {
+            let acc = &summed.objects[object];
+            let f = facts.get(object).unwrap_or(&no_facts);
+            if let Some(r) = &f.relocations {
+                let pages = credit_pages(&acc.written, &r.page_writes, r.bind_now);
+                credited.insert(object.to_string(), pages);
+            }
+            object_row(object, acc, f, summed.total)
+        })
+        .collect();
+    let symbols = symbol_rows(summed.symbols, first_touchers);
+    let hints = hints(&objects, &symbols, &credited);
+    StartupReport {
+        program: Some(program),
+        pid: Some(window.pid),
+        window: None,
+        until: Until::of(&window.cut),
+        until_ms: window.window_ms(last_time),
+        faults: summed.total,
+        objects,
+        symbols,
+        hints,
     }
-    let mut objects: BTreeMap<&str, Acc> = BTreeMap::new();
-    let mut symbols: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-    for row in rows {
-        total.add(row.class, row.count);
-        let acc = objects.entry(&row.object).or_default();
-        acc.faults.add(row.class, row.count);
+}
+
+/// The start-up faults summed per object, section and data symbol.
+struct Summed<'r> {
+    total: ClassCounts,
+    objects: BTreeMap<&'r str, ObjectSums>,
+    symbols: BTreeMap<(&'r str, &'r StartupPlace, &'r str), u64>,
+}
+
+/// One object's faults.
+#[derive(Default)]
+struct ObjectSums {
+    faults: ClassCounts,
+    /// Those the loader's relocation code took.
+    loader: ClassCounts,
+    /// Per section: faults and the pages they touched.
+    sections: BTreeMap<StartupPlace, (ClassCounts, BTreeSet<u64>)>,
+    /// Pages the loader copied, and its code that did.
+    written: BTreeMap<u64, LoaderWrite>,
+}
+
+impl<'r> Summed<'r> {
+    fn of(rows: &'r [StartupFault]) -> Summed<'r> {
+        let mut summed = Summed {
+            total: ClassCounts::default(),
+            objects: BTreeMap::new(),
+            symbols: BTreeMap::new(),
+        };
+        for row in rows {
+            summed.total.add(row.class, row.count);
+            summed.objects.entry(&row.object).or_default().add(row);
+            if let Some(symbol) = &row.symbol {
+                *summed
+                    .symbols
+                    .entry((&row.object, &row.section, symbol))
+                    .or_default() += row.count;
+            }
+        }
+        summed
+    }
+}
+
+impl ObjectSums {
+    fn add(&mut self, row: &StartupFault) {
+        self.faults.add(row.class, row.count);
         if let Some(write) = row.loader {
-            acc.loader.add(row.class, row.count);
+            self.loader.add(row.class, row.count);
             if let (FaultClass::Cow, Some(page)) = (row.class, row.page) {
                 // A function that tells the kind wins over one that does not.
-                let at = acc.written.entry(page).or_insert(write);
+                let at = self.written.entry(page).or_insert(write);
                 if *at == LoaderWrite::Any {
                     *at = write;
                 }
             }
         }
-        let section = acc.sections.entry(row.section.clone()).or_default();
+        let section = self.sections.entry(row.section.clone()).or_default();
         section.0.add(row.class, row.count);
         if let Some(page) = row.page {
             section.1.insert(page);
         }
-        if let Some(symbol) = &row.symbol {
-            *symbols
-                .entry((row.object.clone(), row.section.clone(), symbol.clone()))
-                .or_default() += row.count;
-        }
     }
+}
+
+/// The objects in load order, then the rest by faults.
+fn object_order<'r>(
+    objects: &BTreeMap<&'r str, ObjectSums>,
+    load_order: &'r [String],
+) -> Vec<&'r str> {
     let mut order: Vec<&str> = load_order
         .iter()
         .map(String::as_str)
@@ -228,102 +374,109 @@ pub fn build(
         .collect();
     rest.sort_by_key(|o| std::cmp::Reverse(objects[o].faults.total()));
     order.extend(rest);
+    order
+}
 
-    let no_facts = ObjectFacts::default();
-    let mut out_objects = Vec::new();
-    let mut credited = BTreeMap::new();
-    for object in order {
-        let acc = &objects[object];
-        let f = facts.get(object).unwrap_or(&no_facts);
-        if let Some(r) = &f.relocations {
-            credited.insert(
-                object.to_string(),
-                credit_pages(&acc.written, &r.page_writes, r.bind_now),
-            );
-        }
-        let mut sections: Vec<StartupSection> = acc
-            .sections
-            .iter()
-            .map(|(name, (c, pages))| StartupSection {
-                section: name.clone(),
-                minor: c.minor,
-                major: c.major,
-                cow: c.cow,
-                pages_touched: (!pages.is_empty()).then_some(pages.len() as u64),
-                pages_total: f.section_pages.get(name).copied(),
-            })
-            .collect();
-        sections.sort_by_key(|s| std::cmp::Reverse(s.minor + s.major + s.cow));
-        let r = f.relocations.as_ref();
-        out_objects.push(StartupObject {
-            object: object.to_string(),
-            faults: acc.faults,
-            share: if total.total() == 0 {
-                0.0
-            } else {
-                acc.faults.total() as f64 * 100.0 / total.total() as f64
+/// An object's row: its faults, sections (busiest first) and relocations.
+fn object_row(
+    object: &str,
+    acc: &ObjectSums,
+    f: &ObjectFacts,
+    total: ClassCounts,
+) -> StartupObject {
+    let mut sections: Vec<StartupSection> = acc
+        .sections
+        .iter()
+        .map(|(place, (faults, pages))| StartupSection {
+            section: place.clone(),
+            faults: *faults,
+            pages_touched: (!pages.is_empty()).then_some(pages.len() as u64),
+            pages_total: match place {
+                StartupPlace::Section(name) => f.section_pages.get(name).copied(),
+                _ => None,
             },
-            sections,
-            relocations: r.map(|r| r.by_type.clone()).unwrap_or_default(),
-            relr: r.map_or(0, |r| r.relr),
-            uses_relr: r.is_some_and(|r| r.uses_relr),
-            bind_now: r.is_some_and(|r| r.bind_now),
-            relro: r.is_some_and(|r| r.relro.is_some()),
-            // ld.so also rebases lazy JUMP_SLOT entries of a relocated object
-            // at start-up, so their pages are written too.
-            relocation_pages: r.map_or(0, |r| {
-                let mut pages: Vec<u64> = r
-                    .pages
-                    .iter()
-                    .chain(&r.lazy_jump_slot_pages)
-                    .copied()
-                    .collect();
-                pages.sort_unstable();
-                pages.dedup();
-                pages.len() as u64
-            }),
-            loader: acc.loader,
-        });
+        })
+        .collect();
+    sections.sort_by_key(|s| std::cmp::Reverse(s.faults.total()));
+    let r = f.relocations.as_ref();
+    StartupObject {
+        object: object.to_string(),
+        faults: acc.faults,
+        share: if total.total() == 0 {
+            0.0
+        } else {
+            acc.faults.total() as f64 * 100.0 / total.total() as f64
+        },
+        sections,
+        relocations: r.map(|r| r.by_type.clone()).unwrap_or_default(),
+        relr: r.map_or(0, |r| r.relr),
+        uses_relr: r.is_some_and(|r| r.uses_relr),
+        bind_now: r.is_some_and(|r| r.bind_now),
+        relro: r.is_some_and(|r| r.relro.is_some()),
+        relocation_pages: r.map_or(0, relocation_pages),
+        loader: acc.loader,
     }
-    let mut out_symbols: Vec<StartupSymbol> = symbols
+}
+
+/// Pages the start-up relocations write: ld.so also rebases lazy JUMP_SLOT
+/// entries of a relocated object at start-up, so their pages are written
+/// too.
+fn relocation_pages(r: &pfprof_symbolize::RelocationInfo) -> u64 {
+    let mut pages: Vec<u64> = r
+        .pages
+        .iter()
+        .chain(&r.lazy_jump_slot_pages)
+        .copied()
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    pages.len() as u64
+}
+
+/// The data symbols, most faults first, with the code that touched each
+/// first.
+fn symbol_rows(
+    symbols: BTreeMap<(&str, &StartupPlace, &str), u64>,
+    first_touchers: &FirstTouchers,
+) -> Vec<StartupSymbol> {
+    let mut rows: Vec<StartupSymbol> = symbols
         .into_iter()
-        .map(|((object, section, symbol), faults)| StartupSymbol {
-            first_toucher: first_touchers
-                .get(&(object.clone(), section.clone(), symbol.clone()))
-                .cloned(),
-            object,
-            section,
-            symbol,
+        .map(|((object, place, symbol), faults)| StartupSymbol {
+            first_toucher: match place {
+                StartupPlace::Section(section) => first_touchers
+                    .get(&(object.to_string(), section.clone(), symbol.to_string()))
+                    .cloned(),
+                _ => None,
+            },
+            object: object.to_string(),
+            section: place.clone(),
+            symbol: symbol.to_string(),
             faults,
         })
         .collect();
-    out_symbols.sort_by(|a, b| {
+    rows.sort_by(|a, b| {
         b.faults
             .cmp(&a.faults)
             .then_with(|| a.symbol.cmp(&b.symbol))
     });
-    let hints = hints(&out_objects, &out_symbols, &credited);
-    StartupReport {
-        program: Some(program),
-        pid: Some(window.pid),
-        window: None,
-        until: window.cut.name().to_string(),
-        until_ms: window.window_ms(last_time),
-        faults: total,
-        objects: out_objects,
-        symbols: out_symbols,
-        hints,
-    }
+    rows
 }
+
+/// Each object's loader-written pages by the kind of relocation on them.
+type CreditedPages = BTreeMap<String, BTreeMap<RelocationKind, Credited>>;
 
 /// Hints, each tied to the figures that justify it; `credited` holds each
 /// object's loader-written pages by the kind of relocation on them.
 fn hints(
     objects: &[StartupObject],
     symbols: &[StartupSymbol],
-    credited: &BTreeMap<String, BTreeMap<RelocationKind, Credited>>,
+    credited: &CreditedPages,
 ) -> Vec<Hint> {
     let mut hints = Vec::new();
+    let hint = |object: &str, kind| Hint {
+        object: object.to_string(),
+        kind,
+    };
     for o in objects {
         if let Some(kinds) = credited.get(&o.object) {
             hints.extend(relocation_hints(o, kinds));
@@ -331,58 +484,33 @@ fn hints(
         let text_major: u64 = o
             .sections
             .iter()
-            .filter(|s| s.section == ".text")
-            .map(|s| s.major)
+            .filter(|s| s.section.is_section(".text"))
+            .map(|s| s.faults.major)
             .sum();
         if text_major > 0 {
-            hints.push(Hint {
-                object: o.object.clone(),
-                text: format!(
-                    "{}: {} major faults on .text at start-up read code from disk; a smaller or better-laid-out \
-                     binary (-Os, PGO, BOLT) reads fewer pages",
-                    short(&o.object),
-                    thousands(text_major)
-                ),
-                relocations: None,
-            });
+            hints.push(hint(&o.object, HintKind::TextMajor { faults: text_major }));
         }
     }
     for s in symbols
         .iter()
-        .filter(|s| s.section == ".bss" && s.faults >= 64)
+        .filter(|s| s.section.is_section(".bss") && s.faults >= 64)
     {
-        let by = s
-            .first_toucher
-            .as_deref()
-            .map(|f| format!(" by {f}()"))
-            .unwrap_or_default();
-        hints.push(Hint {
-            object: s.object.clone(),
-            text: format!(
-                "{}: {} .bss pages of {} zeroed{by} at start-up; consider allocating them lazily, on first use \
-                 (or MAP_POPULATE when all of them are needed)",
-                short(&s.object),
-                thousands(s.faults),
-                s.symbol
-            ),
-            relocations: None,
-        });
+        let kind = HintKind::BssZeroed {
+            symbol: s.symbol.clone(),
+            faults: s.faults,
+            by: s.first_toucher.clone(),
+        };
+        hints.push(hint(&s.object, kind));
     }
     for s in symbols
         .iter()
-        .filter(|s| s.section == ".data" && s.faults >= 16)
+        .filter(|s| s.section.is_section(".data") && s.faults >= 16)
     {
-        hints.push(Hint {
-            object: s.object.clone(),
-            text: format!(
-                "{}: {} pages of .data ({}) copied at start-up (COW), in every process; data that is never \
-                 written belongs in .rodata (const)",
-                short(&s.object),
-                thousands(s.faults),
-                s.symbol
-            ),
-            relocations: None,
-        });
+        let kind = HintKind::DataCopied {
+            symbol: s.symbol.clone(),
+            faults: s.faults,
+        };
+        hints.push(hint(&s.object, kind));
     }
     hints
 }
@@ -397,67 +525,152 @@ fn relocation_hints(o: &StartupObject, kinds: &BTreeMap<RelocationKind, Credited
     }
     kinds
         .iter()
-        .map(|(&kind, c)| {
-            let sections: Vec<String> = c.sections.iter().cloned().collect();
-            let of_kind: u64 = c
-                .by_type
-                .iter()
-                .filter(|(t, _)| crate::analysis::relocation_pages::kind_of(**t, o.bind_now) == kind)
-                .map(|(_, n)| n)
-                .sum();
-            let types: Vec<String> = c
-                .by_type
-                .iter()
-                .map(|(t, n)| format!("{} {}", t.short_name(), thousands(*n)))
-                .collect();
-            let head = match kind {
-                RelocationKind::Relative => format!("{} RELATIVE relocations", thousands(of_kind)),
-                RelocationKind::LazyBinding => {
-                    format!("lazy binding of {} functions (JUMP_SLOT)", thousands(of_kind))
-                }
-                RelocationKind::Symbol => format!("{} symbol relocations", thousands(of_kind)),
-            };
-            let pages = c.pages.len() as u64;
-            let mut text = format!(
-                "{}: {head} dirty {} {} of {} at start-up ({} on them), one COW fault per page in every process; {}",
-                short(&o.object),
-                thousands(pages),
-                if pages == 1 { "page" } else { "pages" },
-                if sections.is_empty() { "its data".to_string() } else { sections.join(", ") },
-                types.join(", "),
-                advice(kind),
-            );
-            if kind == RelocationKind::Relative && o.uses_relr {
-                text.push_str(" (DT_RELR already shrinks the table the loader reads, not the pages it writes)");
-            }
-            Hint {
-                object: o.object.clone(),
-                text,
-                relocations: Some(HintRelocations {
+        .map(|(&kind, c)| Hint {
+            object: o.object.clone(),
+            kind: HintKind::Relocations {
+                of_kind: c
+                    .by_type
+                    .iter()
+                    .filter(|(t, _)| {
+                        crate::analysis::relocation_pages::kind_of(**t, o.bind_now) == kind
+                    })
+                    .map(|(_, n)| n)
+                    .sum(),
+                uses_relr: o.uses_relr,
+                pages: HintRelocations {
                     kind,
-                    pages,
-                    sections,
+                    pages: c.pages.len() as u64,
+                    sections: c.sections.iter().cloned().collect(),
                     relocations: c.by_type.clone(),
-                }),
-            }
+                },
+            },
         })
         .collect()
 }
 
-/// What removes the pages a kind of relocation writes.
-fn advice(kind: RelocationKind) -> &'static str {
-    match kind {
-        RelocationKind::Relative => {
-            "they are pointers in data: tables of offsets (or indices) instead of pointers avoid them"
-        }
-        RelocationKind::LazyBinding => {
-            "ld.so rebases each .got.plt slot at start-up and rewrites it at the function's first call; \
-             -z now moves the writes to start-up and makes them read-only (RELRO), -fno-plt or prelinking \
-             remove them"
-        }
-        RelocationKind::Symbol => {
-            "each looks a symbol up: hidden visibility (-fvisibility=hidden), -Bsymbolic or fewer \
-             exported variables avoid them, and -fPIE avoids COPY relocations"
-        }
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// One object with every kind of hint: relocations of each kind (RELR
+    /// in use), major faults on .text, a big .bss symbol and copied .data.
+    fn hint_input() -> (Vec<StartupObject>, Vec<StartupSymbol>, CreditedPages) {
+        const R_64: RelocType = RelocType(1);
+        const GLOB_DAT: RelocType = RelocType(6);
+        let section = |name: &str, major| StartupSection {
+            section: StartupPlace::Section(name.into()),
+            faults: ClassCounts {
+                minor: 1,
+                major,
+                cow: 0,
+            },
+            pages_touched: None,
+            pages_total: None,
+        };
+        let object = StartupObject {
+            object: "/usr/lib/libbig.so.1".into(),
+            faults: ClassCounts::default(),
+            share: 0.0,
+            sections: vec![section(".text", 7), section(".data", 0)],
+            relocations: BTreeMap::new(),
+            relr: 0,
+            uses_relr: true,
+            bind_now: false,
+            relro: true,
+            relocation_pages: 9,
+            loader: ClassCounts::default(),
+        };
+        let credited =
+            |pages: std::ops::Range<u64>, sections: &[&str], types: &[(RelocType, u64)]| Credited {
+                pages: pages.collect(),
+                sections: sections.iter().map(|s| s.to_string()).collect(),
+                by_type: types.iter().copied().collect(),
+            };
+        let kinds = [
+            (
+                RelocationKind::Relative,
+                credited(
+                    0..5,
+                    &[".data.rel.ro", ".init_array"],
+                    &[(RelocType::RELATIVE, 8195), (R_64, 3)],
+                ),
+            ),
+            (
+                RelocationKind::LazyBinding,
+                credited(10..11, &[".got.plt"], &[(RelocType::JUMP_SLOT, 1_200)]),
+            ),
+            (
+                RelocationKind::Symbol,
+                credited(20..23, &[], &[(GLOB_DAT, 40), (R_64, 2)]),
+            ),
+        ];
+        let symbol =
+            |section: &str, symbol: &str, faults, first_toucher: Option<&str>| StartupSymbol {
+                object: "/usr/lib/libbig.so.1".into(),
+                section: StartupPlace::Section(section.into()),
+                symbol: symbol.into(),
+                faults,
+                first_toucher: first_toucher.map(Into::into),
+            };
+        let symbols = vec![
+            symbol(".bss", "arena", 1_024, Some("init_arena")),
+            symbol(".bss", "pool", 64, None),
+            symbol(".bss", "small", 63, None),
+            symbol(".data", "table", 16, None),
+            symbol(".data", "tiny", 15, None),
+        ];
+        (
+            vec![object],
+            symbols,
+            [(
+                "/usr/lib/libbig.so.1".to_string(),
+                kinds.into_iter().collect(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+    }
+
+    /// The hints of [`hint_input`].
+    pub(crate) fn hints_of_input() -> Vec<Hint> {
+        let (objects, symbols, credited) = hint_input();
+        hints(&objects, &symbols, &credited)
+    }
+
+    /// Each kind of hint from its figures: a relocation hint per kind
+    /// that wrote pages (counting only that kind's relocations), .text
+    /// majors, .bss from 64 pages, .data from 16.
+    #[test]
+    fn hints_from_figures() {
+        let (objects, symbols, credited) = hint_input();
+        let kinds: Vec<HintKind> = hints(&objects, &symbols, &credited)
+            .into_iter()
+            .map(|h| h.kind)
+            .collect();
+        let of_kind: Vec<(RelocationKind, u64)> = kinds
+            .iter()
+            .filter_map(|k| match k {
+                HintKind::Relocations { of_kind, pages, .. } => Some((pages.kind, *of_kind)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            of_kind,
+            [
+                (RelocationKind::Relative, 8195),
+                (RelocationKind::LazyBinding, 1200),
+                (RelocationKind::Symbol, 42)
+            ]
+        );
+        assert_eq!(kinds[3], HintKind::TextMajor { faults: 7 });
+        let symbols: Vec<(&str, u64)> = kinds[4..]
+            .iter()
+            .map(|k| match k {
+                HintKind::BssZeroed { symbol, faults, .. }
+                | HintKind::DataCopied { symbol, faults } => (symbol.as_str(), *faults),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(symbols, [("arena", 1024), ("pool", 64), ("table", 16)]);
     }
 }

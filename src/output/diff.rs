@@ -16,6 +16,8 @@ use crate::model::Model;
 use crate::output::diff_svg::signed;
 use crate::output::flamegraph::{folded_lines as class_lines, ClassSelection};
 use crate::output::folded::fold;
+use crate::output::startup::place_label;
+use crate::output::text::command_line;
 use crate::text::{thousands, truncate};
 
 /// One (object, section, class) compared.
@@ -45,14 +47,11 @@ fn counts(model: &Model, startup: bool) -> BTreeMap<(String, Option<String>, Fau
     if startup {
         for o in model.report.startup.iter().flat_map(|s| &s.objects) {
             for s in &o.sections {
-                for (class, n) in [
-                    (FaultClass::Minor, s.minor),
-                    (FaultClass::Major, s.major),
-                    (FaultClass::Cow, s.cow),
-                ] {
+                for class in FaultClass::ALL {
+                    let n = s.faults.of(class);
                     if n > 0 {
-                        *out.entry((short(&o.object), Some(s.section.clone()), class))
-                            .or_default() += n;
+                        let section = Some(place_label(&s.section).into_owned());
+                        *out.entry((short(&o.object), section, class)).or_default() += n;
                     }
                 }
             }
@@ -129,8 +128,12 @@ pub fn to_text(
         (false, _) => r.captured(),
     };
     let (x, y) = (total(before), total(after));
-    let _ = writeln!(s, "before: {}", truncate(&before.command_line(), 90));
-    let _ = writeln!(s, "after:  {}", truncate(&after.command_line(), 90));
+    let _ = writeln!(
+        s,
+        "before: {}",
+        truncate(&command_line(&before.command), 90)
+    );
+    let _ = writeln!(s, "after:  {}", truncate(&command_line(&after.command), 90));
     let _ = writeln!(
         s,
         "{scope}: {} → {} ({})\n",

@@ -9,9 +9,10 @@ use inferno::flamegraph::{self, Options};
 
 use crate::analysis::classify::FaultClass;
 use crate::format::outdir::OutDir;
-use crate::output::folded::Folded;
+use crate::model::Model;
+use crate::output::folded::{Folded, FoldedStacks, Special};
 use crate::output::picture;
-use crate::text::display_safe;
+use crate::text::{display_safe, thousands};
 
 /// Which flame graphs to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -43,12 +44,50 @@ fn palette_of(class: FaultClass) -> Palette {
     })
 }
 
-pub fn name(selection: ClassSelection) -> &'static str {
-    match selection {
-        ClassSelection::Minor => "minor",
-        ClassSelection::Major => "major",
-        ClassSelection::Cow => "cow",
-        ClassSelection::All => "all",
+impl ClassSelection {
+    /// Every selection: each class's graph, then all of them in one.
+    pub const ALL: [ClassSelection; 4] = [
+        ClassSelection::Minor,
+        ClassSelection::Major,
+        ClassSelection::Cow,
+        ClassSelection::All,
+    ];
+
+    /// Its flame graph.
+    pub fn graph(self) -> Graph {
+        match self {
+            ClassSelection::Minor => Graph::Class(FaultClass::Minor),
+            ClassSelection::Major => Graph::Class(FaultClass::Major),
+            ClassSelection::Cow => Graph::Class(FaultClass::Cow),
+            ClassSelection::All => Graph::All,
+        }
+    }
+}
+
+/// A flame graph pfprof draws, written as `<file_stem>.svg` and
+/// `<file_stem>.folded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Graph {
+    /// Every class, the class as the root frame.
+    All,
+    /// One class.
+    Class(FaultClass),
+    /// The start-up windows' faults, the class as the root frame.
+    Startup,
+    /// One class's stacks weighted by their time in the kernel.
+    Latency(FaultClass),
+}
+
+impl Graph {
+    /// Its files' name without the extension: `all`, `minor`, `startup`,
+    /// `cow-latency`.
+    pub fn file_stem(self) -> String {
+        match self {
+            Graph::All => "all".into(),
+            Graph::Class(class) => class.name().into(),
+            Graph::Startup => "startup".into(),
+            Graph::Latency(class) => format!("{}-latency", class.name()),
+        }
     }
 }
 
@@ -75,12 +114,12 @@ pub fn folded_lines(folded: &[Folded; 3], selection: ClassSelection) -> Vec<Stri
     }
 }
 
-/// A flame graph as written: `<name>.svg` and its text, for the outputs
+/// A flame graph as written: which one and its text, for the outputs
 /// that embed it (index.html).
 #[derive(Debug, Clone)]
 pub struct Svg {
-    /// File name without `.svg`: `all`, `minor`, `startup`, `cow-latency`.
-    pub name: String,
+    /// Which graph.
+    pub graph: Graph,
     /// The SVG document.
     pub text: String,
     /// Whether it has no faults (a placeholder saying so).
@@ -95,6 +134,8 @@ struct Look<'a> {
     /// Whether the root's children are the classes, each subtree in its
     /// class's palette.
     by_class: bool,
+    /// The frames with a colour of their own.
+    special: &'a Special,
 }
 
 /// inferno's options for one of pfprof's flame graphs.
@@ -112,7 +153,11 @@ fn options<'a>(title: &str, subtitle: &str, colors: Palette, count_name: &str) -
 
 /// The colours each class's own graph gives the names of `lines` (folded
 /// lines whose root frame is the class): drawn once, thrown away.
-fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]> {
+fn class_maps(
+    lines: &[String],
+    count_name: &str,
+    special: &Special,
+) -> io::Result<[PaletteMap; 3]> {
     let mut maps: [PaletteMap; 3] = Default::default();
     for class in FaultClass::ALL {
         let prefix = format!("{};", class.name());
@@ -121,7 +166,7 @@ fn class_maps(lines: &[String], count_name: &str) -> io::Result<[PaletteMap; 3]>
             .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
             .collect();
         let map = &mut maps[class as usize];
-        *map = picture::palette_map(&class_lines);
+        *map = picture::palette_map(special);
         if class_lines.is_empty() {
             continue;
         }
@@ -146,10 +191,10 @@ pub fn write_folded(dir: &OutDir, base: &str, lines: &[String]) -> io::Result<()
     })
 }
 
-/// Writes `<base>.folded` and `<base>.svg` from folded lines.
+/// Writes `<graph>.folded` and `<graph>.svg` from folded lines.
 fn write_folded_and_svg_counting(
     dir: &OutDir,
-    base: &str,
+    graph: Graph,
     lines: &[String],
     title: String,
     subtitle: &str,
@@ -159,11 +204,13 @@ fn write_folded_and_svg_counting(
         colors,
         count_name,
         by_class,
+        special,
     } = look;
-    write_folded(dir, base, lines)?;
+    let base = graph.file_stem();
+    write_folded(dir, &base, lines)?;
     let svg_name = format!("{base}.svg");
     let svg = |text: String| Svg {
-        name: base.to_string(),
+        graph,
         text,
         empty: lines.is_empty(),
     };
@@ -172,11 +219,11 @@ fn write_folded_and_svg_counting(
         dir.write(&svg_name, text.as_bytes())?;
         return Ok(svg(text));
     }
-    let mut map = picture::palette_map(lines);
+    let mut map = picture::palette_map(special);
     let mut options = options(&title, subtitle, colors, count_name);
     let mut text = Vec::new();
     let text = if by_class {
-        let maps = class_maps(lines, count_name)?;
+        let maps = class_maps(lines, count_name, special)?;
         options.bgcolors = Some(BackgroundColor::Grey);
         flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
         let text = String::from_utf8(text).map_err(io::Error::other)?;
@@ -194,45 +241,63 @@ fn write_folded_and_svg_counting(
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
 pub fn write_flamegraph(
     dir: &OutDir,
-    folded: &[Folded; 3],
+    folded: &FoldedStacks,
     selection: ClassSelection,
     subtitle: &str,
 ) -> io::Result<Svg> {
-    let base = name(selection);
-    let title = match selection {
-        ClassSelection::All => "Page faults by class: minor, major, cow".to_string(),
-        _ => format!("{} page faults", base.to_uppercase()),
+    let title = match selection.graph() {
+        Graph::Class(class) => format!("{} page faults", class.name().to_uppercase()),
+        _ => "Page faults by class: minor, major, cow".to_string(),
     };
     write_folded_and_svg_counting(
         dir,
-        base,
-        &folded_lines(folded, selection),
+        selection.graph(),
+        &folded_lines(&folded.by_class, selection),
         title,
         subtitle,
         Look {
             colors: palette(selection),
             count_name: "faults",
             by_class: selection == ClassSelection::All,
+            special: &folded.special,
         },
     )
+}
+
+/// Whose start-up `startup.svg` shows: `the program`, `every program, 3
+/// windows`, or under `--startup-of` the one's, `/bin/app [pid 42]`.
+pub fn startup_scope(model: &Model) -> String {
+    let report = &model.report;
+    match &report.startup {
+        Some(s) if model.startup_of_one => format!(
+            "{} [pid {}]",
+            s.program.as_deref().unwrap_or("?"),
+            s.pid.unwrap_or(0)
+        ),
+        _ => match report.startups.len() {
+            1 => "the program".to_string(),
+            n => format!("every program, {} windows", thousands(n as u64)),
+        },
+    }
 }
 
 /// Writes `startup.folded` and `startup.svg`: the faults from exec to `main`
 /// of `scope` (every program's windows, or one), class as the root frame.
 pub fn write_startup(
     dir: &OutDir,
-    startup: &Folded,
+    folded: &FoldedStacks,
     scope: &str,
     subtitle: &str,
 ) -> io::Result<Svg> {
-    let lines: Vec<String> = startup
+    let lines: Vec<String> = folded
+        .startup
         .iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect();
     let title = format!("Start-up page faults (exec to main) of {scope}");
     write_folded_and_svg_counting(
         dir,
-        "startup",
+        Graph::Startup,
         &lines,
         title,
         subtitle,
@@ -240,31 +305,27 @@ pub fn write_startup(
             colors: palette(ClassSelection::All),
             count_name: "faults",
             by_class: true,
+            special: &folded.special,
         },
     )
 }
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
-pub fn write_latency(
-    dir: &OutDir,
-    folded_latency: &[Folded; 3],
-    subtitle: &str,
-) -> io::Result<Vec<Svg>> {
+pub fn write_latency(dir: &OutDir, folded: &FoldedStacks, subtitle: &str) -> io::Result<Vec<Svg>> {
     let mut svgs = Vec::new();
     for class in FaultClass::ALL {
-        let lines: Vec<String> = folded_latency[class as usize]
+        let lines: Vec<String> = folded.latency[class as usize]
             .iter()
             .map(|(stack, ns)| format!("{stack} {ns}"))
             .collect();
-        let base = format!("{}-latency", class.name());
         let title = format!(
             "{} page-fault latency (ns in the kernel)",
             class.name().to_uppercase()
         );
         svgs.push(write_folded_and_svg_counting(
             dir,
-            &base,
+            Graph::Latency(class),
             &lines,
             title,
             subtitle,
@@ -272,6 +333,7 @@ pub fn write_latency(
                 colors: palette_of(class),
                 count_name: "ns",
                 by_class: false,
+                special: &folded.special,
             },
         )?);
     }
@@ -282,8 +344,9 @@ pub fn write_latency(
 mod tests {
     use super::*;
 
-    fn folded() -> [Folded; 3] {
-        let mut f: [Folded; 3] = Default::default();
+    fn folded() -> FoldedStacks {
+        let mut stacks = FoldedStacks::default();
+        let f = &mut stacks.by_class;
         f[FaultClass::Minor as usize].insert("app;main;touch_pages;[anon]".into(), 262_144);
         f[FaultClass::Minor as usize]
             .insert("app;_dl_start;_dl_map_object;[libc.so.6 .text]".into(), 9);
@@ -291,14 +354,14 @@ mod tests {
             "app;_dl_start;_dl_relocate_object;[libx.so .data.rel.ro table]".into(),
             16,
         );
-        f
+        stacks
     }
 
     /// `all` has the class as the root frame; lines are sorted; classes
     /// without faults yield nothing.
     #[test]
     fn folded_selection() {
-        let f = folded();
+        let f = folded().by_class;
         assert_eq!(
             folded_lines(&f, ClassSelection::All),
             [
@@ -309,6 +372,40 @@ mod tests {
         );
         assert_eq!(folded_lines(&f, ClassSelection::Minor).len(), 2);
         assert!(folded_lines(&f, ClassSelection::Major).is_empty());
+    }
+
+    /// Each graph's file name, as the outputs and index.html's tabs name
+    /// them.
+    #[test]
+    fn file_stems() {
+        for (graph, stem) in [
+            (ClassSelection::All.graph(), "all"),
+            (ClassSelection::Cow.graph(), "cow"),
+            (Graph::Startup, "startup"),
+            (Graph::Latency(FaultClass::Major), "major-latency"),
+        ] {
+            assert_eq!(graph.file_stem(), stem);
+        }
+    }
+
+    /// startup.svg's title names one program under `--startup-of`, else
+    /// how many windows it sums.
+    #[test]
+    fn startup_scopes() {
+        let mut model = Model {
+            report: crate::model::report::tests::sample_report(),
+            samples: Vec::new(),
+            stacks: Default::default(),
+            frames: Default::default(),
+            timeline: Vec::new(),
+            timeline_origin: 0,
+            startup_of_one: false,
+        };
+        assert_eq!(startup_scope(&model), "every program, 2 windows");
+        model.report.startups.truncate(1);
+        assert_eq!(startup_scope(&model), "the program");
+        model.startup_of_one = true;
+        assert_eq!(startup_scope(&model), "/opt/app/bin/app [pid 4242]");
     }
 
     /// The SVGs are deterministic: compared with tests/golden (PFPROF_BLESS=1 rewrites).
@@ -325,7 +422,7 @@ mod tests {
                 "./app · 262,822 faults: captured 262,822 (100.0%), lost 0 records · truncated stacks 0.0%",
             )
             .unwrap();
-            let name = format!("{}.svg", name(selection));
+            let name = format!("{}.svg", selection.graph().file_stem());
             let actual = std::fs::read_to_string(dir.join(&name)).unwrap();
             let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/golden")

@@ -12,7 +12,7 @@
 //! script inflates them into `srcdoc`.
 //!
 //! Everything from the profiled world (names, paths, arguments) is escaped:
-//! text and attribute values through [`esc`]; the SVG documents are inert
+//! text and attribute values through [`esc`] (`text::xml_text`); the SVG documents are inert
 //! base64 in the page and only ever become a frame's own document, so the
 //! page's only script is its own.
 
@@ -23,9 +23,12 @@ use crate::analysis::classify::{Access, FaultClass};
 use crate::format::outdir::OutDir;
 use crate::format::perf_data::Exit;
 use crate::model::report::{Report, SiteRow};
-use crate::output::flamegraph::Svg;
-use crate::text::human_ns;
-use crate::text::{display_safe, thousands};
+use crate::model::startup::StartupReport;
+use crate::output::flamegraph::{Graph, Svg};
+use crate::output::startup::place_label;
+use crate::output::text::{command_line, completeness_line, stacks_text};
+use crate::text::xml_text as esc;
+use crate::text::{human_ns, thousands};
 
 /// The page's file name.
 pub const FILE_NAME: &str = "index.html";
@@ -41,31 +44,9 @@ pub fn write(
     dir.write(FILE_NAME, page(report, svgs, timeline, top).as_bytes())
 }
 
-/// Text or an attribute value (in double or single quotes) for HTML: the
-/// visible escapes of [`display_safe`] for control characters, then `&<>"'`.
-pub fn esc(s: &str) -> String {
-    markup_escaped(&display_safe(s))
-}
-
 /// Lines of text, each through [`esc`] (a newline stays a newline).
 fn esc_lines(s: &str) -> String {
     s.lines().map(esc).collect::<Vec<_>>().join("\n")
-}
-
-/// `&<>"'` escaped, nothing else.
-fn markup_escaped(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + s.len() / 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 use crate::text::short;
@@ -254,56 +235,54 @@ fn svg_height(svg: &str) -> u64 {
 }
 
 /// The tab's label and, for an empty graph, what to say instead.
-fn label(report: &Report, name: &str) -> (String, String) {
+fn label(report: &Report, graph: Graph) -> (String, String) {
     let t = &report.totals;
     let count = |n: u64| format!(" · {}", thousands(n));
-    match name {
-        "all" => (
+    match graph {
+        Graph::All => (
             format!("All classes{}", count(report.captured())),
             "No faults in this recording.".into(),
         ),
-        "minor" => (
-            format!("Minor{}", count(t.minor)),
-            "No minor faults in this recording.".into(),
-        ),
-        "major" => (
-            format!("Major{}", count(t.major)),
-            "No major faults in this recording.".into(),
-        ),
-        "cow" if !t.cow_available => (
+        Graph::Class(FaultClass::Cow) if !t.cow_available => (
             "COW · unavailable".into(),
             "Copy-on-write faults cannot be told apart in this recording (it was made without \
              the page-fault tracepoints); they count as minor."
                 .into(),
         ),
-        "cow" => (
-            format!("COW{}", count(t.cow)),
-            "No copy-on-write faults in this recording.".into(),
-        ),
-        "startup" => (
+        Graph::Class(class) => {
+            let what = match class {
+                FaultClass::Cow => "copy-on-write",
+                other => other.name(),
+            };
+            (
+                format!("{}{}", class_title(class), count(t.faults.of(class))),
+                format!("No {what} faults in this recording."),
+            )
+        }
+        Graph::Startup => (
             format!(
                 "Start-up{}",
                 count(report.startup.as_ref().map_or(0, |s| s.faults.total()))
             ),
             "No start-up faults in this recording.".into(),
         ),
-        other => match other.strip_suffix("-latency") {
-            Some(class) => (
-                format!("{} latency", capitalized(class)),
-                format!("No latency measured for {class} faults (it needs the tracepoints)."),
+        Graph::Latency(class) => (
+            format!("{} latency", class_title(class)),
+            format!(
+                "No latency measured for {} faults (it needs the tracepoints).",
+                class.name()
             ),
-            None => (other.to_string(), "No faults.".into()),
-        },
+        ),
     }
 }
 
-fn capitalized(s: &str) -> String {
-    if s == "cow" {
-        return "COW".into();
+/// A class as a title: `Minor`, `Major`, `COW`.
+fn class_title(class: FaultClass) -> &'static str {
+    match class {
+        FaultClass::Minor => "Minor",
+        FaultClass::Major => "Major",
+        FaultClass::Cow => "COW",
     }
-    let mut c = s.chars();
-    c.next()
-        .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
 }
 
 /// A number cell whose figure a test can find: `data-figure="NAME"`.
@@ -321,9 +300,22 @@ fn opt_figure(name: &str, n: Option<u64>) -> String {
     }
 }
 
+/// The summary: the classes, the other figures, the latency, and how the
+/// call stacks were recorded.
 fn summary(s: &mut String, report: &Report) {
-    let t = &report.totals;
     let _ = writeln!(s, "<h2 id=\"summary\">Summary</h2>\n<div class=\"cards\">");
+    classes_table(s, report);
+    figures_table(s, report);
+    latency_table(s, report);
+    let _ = writeln!(s, "</div>");
+    if let Some(line) = stacks_text(report) {
+        let _ = writeln!(s, "<pre>{}</pre>", esc_lines(&line));
+    }
+}
+
+/// Per class: captured, the kernel's count, and by access; the totals.
+fn classes_table(s: &mut String, report: &Report) {
+    let t = &report.totals;
     let _ = writeln!(
         s,
         "<table><tr><th>class</th><th class=\"n\">captured</th><th class=\"n\">kernel count</th>\
@@ -332,11 +324,7 @@ fn summary(s: &mut String, report: &Report) {
     );
     for class in FaultClass::ALL {
         let name = class.name();
-        let captured = match class {
-            FaultClass::Minor => t.minor,
-            FaultClass::Major => t.major,
-            FaultClass::Cow => t.cow,
-        };
+        let captured = t.faults.of(class);
         let kernel = match class {
             FaultClass::Minor => opt_figure("kernel-minor", t.kernel_minor),
             FaultClass::Major => opt_figure("kernel-major", t.kernel_major),
@@ -350,7 +338,7 @@ fn summary(s: &mut String, report: &Report) {
         };
         let _ = write!(s, "<tr><td>{name}</td>{captured}{kernel}");
         for access in Access::ALL {
-            let n = report.by_access.class(class).of(access);
+            let n = report.by_access.of(class).of(access);
             let _ = write!(s, "{}", figure(&format!("{name}-{}", access.name()), n));
         }
         let _ = writeln!(s, "</tr>");
@@ -359,9 +347,13 @@ fn summary(s: &mut String, report: &Report) {
         s,
         "<tr><th>total</th>{}{}<td colspan=\"4\"></td></tr></table>",
         figure("captured-total", report.captured()),
-        opt_figure("kernel-total", kernel_total(report))
+        opt_figure("kernel-total", report.kernel_sampled())
     );
+}
 
+/// Lost records, truncated stacks, majors by backing, and the like.
+fn figures_table(s: &mut String, report: &Report) {
+    let t = &report.totals;
     let _ = writeln!(s, "<table>");
     let row = |s: &mut String, what: &str, cell: String| {
         let _ = writeln!(s, "<tr><td>{}</td>{cell}</tr>", esc(what));
@@ -424,8 +416,14 @@ fn summary(s: &mut String, report: &Report) {
         );
     }
     let _ = writeln!(s, "</table>");
+}
 
-    if report.latency.values().any(|l| l.count > 0) {
+/// Each measured class's time in the kernel.
+fn latency_table(s: &mut String, report: &Report) {
+    if FaultClass::ALL
+        .iter()
+        .any(|c| report.latency.of(*c).count > 0)
+    {
         let _ = writeln!(
             s,
             "<table><tr><th>time in the kernel</th><th class=\"n\">faults</th>\
@@ -433,9 +431,10 @@ fn summary(s: &mut String, report: &Report) {
              <th class=\"n\">max</th></tr>"
         );
         for class in FaultClass::ALL {
-            let Some(l) = report.latency.get(class.name()).filter(|l| l.count > 0) else {
+            let l = report.latency.of(class);
+            if l.count == 0 {
                 continue;
-            };
+            }
             let _ = writeln!(
                 s,
                 "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
@@ -450,22 +449,6 @@ fn summary(s: &mut String, report: &Report) {
         }
         let _ = writeln!(s, "</table>");
     }
-    let _ = writeln!(s, "</div>");
-    if let Some(line) = report.stacks_line() {
-        let _ = writeln!(s, "<pre>{}</pre>", esc_lines(&line));
-    }
-}
-
-/// The kernel's count of the sampled classes, as the completeness line has it.
-fn kernel_total(report: &Report) -> Option<u64> {
-    let t = &report.totals;
-    let (minor, major) = (t.kernel_minor?, t.kernel_major?);
-    Some(match report.sampled_class {
-        crate::format::perf_data::RecordClass::Major => major,
-        crate::format::perf_data::RecordClass::Minor => minor,
-        // --class cow samples both events.
-        _ => minor + major,
-    })
 }
 
 fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
@@ -473,8 +456,8 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
         return;
     }
     // `all` first: the overview.
-    let mut order: Vec<&Svg> = svgs.iter().filter(|g| g.name == "all").collect();
-    order.extend(svgs.iter().filter(|g| g.name != "all"));
+    let mut order: Vec<&Svg> = svgs.iter().filter(|g| g.graph == Graph::All).collect();
+    order.extend(svgs.iter().filter(|g| g.graph != Graph::All));
     let _ = writeln!(
         s,
         "<h2 id=\"flamegraphs\">Flame graphs</h2>\n<p class=\"meta\">Click a frame to zoom, \
@@ -483,11 +466,11 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
     );
     let _ = writeln!(s, "<div role=\"tablist\">");
     for (i, svg) in order.iter().enumerate() {
-        let (label, _) = label(report, &svg.name);
+        let (label, _) = label(report, svg.graph);
         let _ = writeln!(
             s,
             "<button role=\"tab\" id=\"tab-{name}\" data-graph=\"{name}\" aria-selected=\"{sel}\"{class}>{label}</button>",
-            name = esc(&svg.name),
+            name = esc(&svg.graph.file_stem()),
             sel = i == 0,
             class = if svg.empty { " class=\"empty\"" } else { "" },
             label = esc(&label)
@@ -502,12 +485,12 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
          </button><span id=\"matched\"></span></form>"
     );
     for (i, svg) in order.iter().enumerate() {
-        let (label, empty_text) = label(report, &svg.name);
+        let (label, empty_text) = label(report, svg.graph);
         let active = if i == 0 { " active" } else { "" };
         let _ = write!(
             s,
             "<div role=\"tabpanel\" class=\"panel{active}\" id=\"graph-{}\">",
-            esc(&svg.name)
+            esc(&svg.graph.file_stem())
         );
         if svg.empty {
             let _ = write!(s, "<p class=\"empty-graph\">{}</p>", esc(&empty_text));
@@ -535,16 +518,13 @@ fn timeline(s: &mut String, svg: &str) {
     );
 }
 
+/// The start-up window shown in full: its span and faults, the hints,
+/// the objects and the data symbols.
 fn startup(s: &mut String, report: &Report, top: usize) {
     let Some(st) = &report.startup else {
         return;
     };
-    let window = match (st.until.as_str(), st.until_ms) {
-        ("main", Some(ms)) => format!("exec → main entered after {ms:.1} ms"),
-        ("until-ms", Some(ms)) => format!("exec → +{ms:.1} ms (--until-ms)"),
-        (_, Some(ms)) => format!("exec → end of recording ({ms:.1} ms; main was not seen)"),
-        _ => "exec → main".to_string(),
-    };
+    let window = crate::output::startup::window_sentence(st);
     let f = &st.faults;
     let _ = writeln!(
         s,
@@ -559,10 +539,20 @@ fn startup(s: &mut String, report: &Report, top: usize) {
         let _ = writeln!(s, "<h3>Hints</h3><ul>");
         for h in &st.hints {
             // The text names the object.
-            let _ = writeln!(s, "<li class=\"hint\">{}</li>", esc(&h.text));
+            let _ = writeln!(
+                s,
+                "<li class=\"hint\">{}</li>",
+                esc(&crate::output::startup::hint_text(h))
+            );
         }
         let _ = writeln!(s, "</ul>");
     }
+    startup_objects(s, st);
+    startup_symbols(s, st, top);
+}
+
+/// The start-up's objects, each with its sections.
+fn startup_objects(s: &mut String, st: &StartupReport) {
     let _ = writeln!(
         s,
         "<table><tr><th>object / section</th><th class=\"n\">minor</th><th class=\"n\">major</th>\
@@ -590,16 +580,20 @@ fn startup(s: &mut String, report: &Report, top: usize) {
                 "<tr class=\"sec\"><td>&nbsp;&nbsp;{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td></td>\
                  <td></td></tr>",
-                esc(&sec.section),
-                thousands(sec.minor),
-                thousands(sec.major),
-                thousands(sec.cow),
+                esc(&place_label(&sec.section)),
+                thousands(sec.faults.minor),
+                thousands(sec.faults.major),
+                thousands(sec.faults.cow),
                 opt(sec.pages_touched),
                 opt(sec.pages_total)
             );
         }
     }
     let _ = writeln!(s, "</table>");
+}
+
+/// The start-up's data symbols with most faults.
+fn startup_symbols(s: &mut String, st: &StartupReport, top: usize) {
     if !st.symbols.is_empty() {
         let _ = writeln!(
             s,
@@ -614,7 +608,7 @@ fn startup(s: &mut String, report: &Report, top: usize) {
                 thousands(sym.faults),
                 esc(&sym.object),
                 esc(short(&sym.object)),
-                esc(&sym.section),
+                esc(&place_label(&sym.section)),
                 esc(&sym.symbol),
                 esc(sym.first_toucher.as_deref().unwrap_or("-"))
             );
@@ -651,13 +645,10 @@ fn sites(s: &mut String, report: &Report, top: usize) {
             s,
             "<h3>{} faults</h3><table class=\"sites\"><tr><th class=\"n\">faults</th><th>access</th>\
              <th>function (file:line)</th><th>target</th><th>process</th></tr>",
-            capitalized(class.name())
+            class_title(class)
         );
         for r in rows {
-            let place = match (&r.file, r.line) {
-                (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
-                _ => r.function.clone(),
-            };
+            let place = crate::text::site_label(&r.function, r.file.as_deref(), r.line);
             let mut stack = String::new();
             // Innermost first, as a debugger shows it.
             for frame in report.site_frames(r).rev() {
@@ -791,7 +782,7 @@ fn processes(s: &mut String, report: &Report, top: usize) {
 /// The whole page.
 pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usize) -> String {
     let mut s = String::with_capacity(svgs.iter().map(|g| g.text.len() * 5 / 4).sum::<usize>());
-    let command = report.command_line();
+    let command = command_line(&report.command);
     let _ = writeln!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -820,18 +811,12 @@ pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usiz
     let _ = writeln!(
         s,
         "<p class=\"{class}\" id=\"completeness\">{}</p>",
-        esc(&report.completeness_line())
+        esc(&completeness_line(report))
     );
-    let mut warnings = report.completeness_warnings();
-    for w in &report.warnings {
-        if !warnings.contains(w) {
-            warnings.push(w.clone());
-        }
-    }
-    if !warnings.is_empty() {
+    if !report.warnings.is_empty() {
         let _ = writeln!(s, "<ul class=\"warnings\" id=\"warnings\">");
-        for w in &warnings {
-            let _ = writeln!(s, "<li>{}</li>", esc(w));
+        for w in &report.warnings {
+            let _ = writeln!(s, "<li>{}</li>", esc(&w.to_string()));
         }
         let _ = writeln!(s, "</ul>");
     }
@@ -892,6 +877,27 @@ mod tests {
             assert_eq!(esc(name), shown, "{name:?}");
         }
         assert_eq!(esc_lines("a<b\n  c"), "a&lt;b\n  c");
+    }
+
+    /// A window that ended at the next exec says so, as report.txt does
+    /// (the page said "end of recording … main was not seen").
+    #[test]
+    fn startup_window_ended_by_exec() {
+        let mut report = crate::model::report::tests::sample_report();
+        let st = report.startup.as_mut().unwrap();
+        st.until = crate::model::startup::Until::Exec;
+        st.until_ms = Some(0.9);
+        let mut page = String::new();
+        startup(&mut page, &report, 10);
+        assert!(
+            page.contains("exec → next exec after 0.9 ms, before main"),
+            "{page}"
+        );
+        let text = crate::output::startup::to_text(report.startup.as_ref().unwrap(), 10);
+        assert!(
+            text.contains("(exec → next exec after 0.9 ms, before main)"),
+            "{text}"
+        );
     }
 
     /// The root element's height, and a fallback without one.

@@ -1,6 +1,7 @@
 //! The outputs: each module reads the symbolized model and writes one thing.
 
 use std::io;
+use std::path::Path;
 
 use crate::format::outdir::OutDir;
 use crate::model::Model;
@@ -17,6 +18,7 @@ pub mod startup;
 pub mod stream;
 pub mod text;
 pub mod timeline;
+pub mod warning;
 
 /// Writes every picture of a recording (`record` and `flamegraph` both
 /// call this, so they write the same set): the flame graphs of each class
@@ -26,38 +28,29 @@ pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()>
     let subtitle = picture::subtitle(&model.report);
     let folded = fold(model);
     let mut svgs = Vec::new();
-    for selection in [
-        flamegraph::ClassSelection::Minor,
-        flamegraph::ClassSelection::Major,
-        flamegraph::ClassSelection::Cow,
-        flamegraph::ClassSelection::All,
-    ] {
+    for selection in flamegraph::ClassSelection::ALL {
         svgs.push(flamegraph::write_flamegraph(
-            dir,
-            &folded.by_class,
-            selection,
-            &subtitle,
+            dir, &folded, selection, &subtitle,
         )?);
     }
     svgs.push(flamegraph::write_startup(
         dir,
-        &folded.startup,
-        &model.startup_scope,
+        &folded,
+        &flamegraph::startup_scope(model),
         &subtitle,
     )?);
-    svgs.extend(flamegraph::write_latency(dir, &folded.latency, &subtitle)?);
+    svgs.extend(flamegraph::write_latency(dir, &folded, &subtitle)?);
     let timeline = timeline::render(model);
     dir.write("timeline.svg", timeline.as_bytes())?;
     html::write(dir, &model.report, &svgs, Some(&timeline), top)
 }
 
-/// Writes every output of a recording directory.
-pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
-    let report = &model.report;
+/// Writes every output of the recording at `data_path` into its directory:
+/// the pictures, the reports and `profile.pb.gz`.
+pub fn write_all(dir: &OutDir, model: &Model, data_path: &Path, top: usize) -> io::Result<()> {
     write_pictures(dir, model, top)?;
-    dir.write("report.txt", text::report_txt(report, top).as_bytes())?;
-    let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    dir.write("report.json", &json)
+    write_reports(dir, model, top)?;
+    pprof::write_recording(dir, model, data_path)
 }
 
 /// Writes what an interval of `record --interval` keeps: the folded stacks
@@ -67,18 +60,18 @@ pub fn write_all(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
 /// draws from the pprof.
 pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> io::Result<()> {
     let folded = fold(model);
-    for selection in [
-        flamegraph::ClassSelection::Minor,
-        flamegraph::ClassSelection::Major,
-        flamegraph::ClassSelection::Cow,
-        flamegraph::ClassSelection::All,
-    ] {
+    for selection in flamegraph::ClassSelection::ALL {
         let lines = flamegraph::folded_lines(&folded.by_class, selection);
-        flamegraph::write_folded(dir, flamegraph::name(selection), &lines)?;
+        flamegraph::write_folded(dir, &selection.graph().file_stem(), &lines)?;
     }
+    write_reports(dir, model, top)?;
+    pprof::write(dir, model, time_ns)
+}
+
+/// Writes `report.txt` and `report.json`.
+fn write_reports(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     let report = &model.report;
     dir.write("report.txt", text::report_txt(report, top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    dir.write("report.json", &json)?;
-    pprof::write(dir, model, time_ns)
+    dir.write("report.json", &json)
 }

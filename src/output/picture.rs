@@ -13,8 +13,11 @@ use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::Options;
 
 use crate::analysis::classify::FaultClass;
+use crate::model::report::FrameKind;
 use crate::model::report::Report;
-use crate::text::xml_text;
+use crate::output::folded::Special;
+use crate::output::text::command_line;
+use crate::text::{thousands, xml_text};
 
 /// Frames pfprof could not name: a lost or cut stack, the exec itself.
 pub const GREY: Color = Color {
@@ -41,27 +44,23 @@ const ROOT_COLOR: &str = "rgb(214,214,206)";
 /// Longest command shown in a subtitle (the graph is 1200 pixels wide).
 const COMMAND_CHARS: usize = 56;
 
-/// The fixed colour of a frame name, if it has one.
-pub fn fixed_color(name: &str) -> Option<Color> {
-    match name {
-        "[unknown]" | "[execve]" => Some(GREY),
-        _ if name.starts_with("[jit 0x") => Some(JIT),
-        _ => None,
+/// The fixed colour of a kind of frame, if it has one: grey for what
+/// nothing named, violet-grey for JIT code without a name.
+pub fn fixed_color(kind: FrameKind) -> Option<Color> {
+    match kind {
+        FrameKind::Unknown | FrameKind::Exec => Some(GREY),
+        FrameKind::UnnamedJit => Some(JIT),
+        FrameKind::Code | FrameKind::Kernel | FrameKind::Jit => None,
     }
 }
 
-/// A palette map that holds the fixed colours of the names in `lines`
-/// (folded lines); inferno adds the other names as it draws.
-pub fn palette_map(lines: &[String]) -> PaletteMap {
+/// A palette map that holds the fixed colours of the `special` frames;
+/// inferno adds the other names as it draws.
+pub fn palette_map(special: &Special) -> PaletteMap {
     let mut map = PaletteMap::default();
-    for line in lines {
-        let stack = line.rsplit_once(' ').map_or(line.as_str(), |(s, _)| s);
-        for name in stack.split(';') {
-            if let Some(color) = fixed_color(name) {
-                if map.get(name).is_none() {
-                    map.insert(name, color);
-                }
-            }
+    for (name, kind) in special {
+        if let Some(color) = fixed_color(*kind) {
+            map.insert(name, color);
         }
     }
     map
@@ -80,14 +79,40 @@ fn cut_middle(s: &str, max: usize) -> String {
     format!("{start}…{end}")
 }
 
+/// The totals and what was lost, e.g. `12,344 faults: captured 0 (0.0%),
+/// lost 12,344 records — results incomplete` (every picture's subtitle
+/// has it, `diff`'s one per recording).
+pub fn totals_line(report: &Report) -> String {
+    let captured = report.captured();
+    let lost = thousands(report.totals.lost);
+    let mut s = match (report.expected(), report.captured_pct()) {
+        (Some(expected), Some(pct)) => {
+            let sampled = if report.period > 1 { " sampled" } else { "" };
+            format!(
+                "{} faults{sampled}: captured {} ({pct:.1}%), lost {lost} records",
+                thousands(expected),
+                thousands(captured)
+            )
+        }
+        _ => format!(
+            "captured {} faults (kernel count unavailable), lost {lost} records",
+            thousands(captured)
+        ),
+    };
+    if report.incomplete() {
+        s.push_str(" — results incomplete");
+    }
+    s
+}
+
 /// The subtitle of every picture: the command, the totals and lost
 /// records, and the share of stacks cut short (when stacks were recorded):
 /// `./app · 1,086 faults: captured 1,086 (100.0%), lost 0 records · truncated stacks 0.4%`.
 pub fn subtitle(report: &Report) -> String {
     let mut s = format!(
         "{} · {}",
-        cut_middle(&report.command_line(), COMMAND_CHARS),
-        report.subtitle()
+        cut_middle(&command_line(&report.command), COMMAND_CHARS),
+        totals_line(report)
     );
     if report.totals.call_graph.is_some() {
         let captured = report.captured();
@@ -208,7 +233,8 @@ pub fn recolor_by_class(svg: &str, maps: &[PaletteMap; 3]) -> String {
         let fill = if frame.y == second {
             CLASS_COLORS[class as usize].to_string()
         } else {
-            match fixed_color(&frame.name).or_else(|| maps[class as usize].get(&frame.name)) {
+            // The fixed colours are in every class's map.
+            match maps[class as usize].get(&frame.name) {
                 Some(c) => format!("rgb({},{},{})", c.r, c.g, c.b),
                 None => continue,
             }
@@ -259,23 +285,30 @@ pub fn empty_svg(title: &str, subtitle: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Placeholders are grey, JIT frames violet-grey, the rest inferno's.
+    /// Placeholders are grey, JIT frames without a name violet-grey, the
+    /// rest inferno's.
     #[test]
     fn fixed_colors() {
-        for (name, want) in [
-            ("[unknown]", Some(GREY)),
-            ("[execve]", Some(GREY)),
-            ("[jit 0x7f00001000]", Some(JIT)),
-            ("[anon]", None),
-            ("main", None),
-            ("unknown", None),
+        for (kind, want) in [
+            (FrameKind::Unknown, Some(GREY)),
+            (FrameKind::Exec, Some(GREY)),
+            (FrameKind::UnnamedJit, Some(JIT)),
+            (FrameKind::Jit, None),
+            (FrameKind::Kernel, None),
+            (FrameKind::Code, None),
         ] {
-            assert_eq!(fixed_color(name), want, "{name}");
+            assert_eq!(fixed_color(kind), want, "{kind:?}");
         }
-        let map = palette_map(&["a;[unknown];b 3".into(), "[execve];c 1".into()]);
+        let special: Special = [
+            ("[unknown]".to_string(), FrameKind::Unknown),
+            ("[jit 0x10]".to_string(), FrameKind::UnnamedJit),
+        ]
+        .into_iter()
+        .collect();
+        let map = palette_map(&special);
         assert_eq!(map.get("[unknown]"), Some(GREY));
-        assert_eq!(map.get("[execve]"), Some(GREY));
-        assert_eq!(map.get("a"), None);
+        assert_eq!(map.get("[jit 0x10]"), Some(JIT));
+        assert_eq!(map.get("main"), None);
     }
 
     /// Long commands are cut in the middle, both ends kept.

@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::stacks::{FrameKey, StackId};
 use crate::format::outdir::OutDir;
-use crate::model::report::{FrameRow, ModuleRow};
+use crate::model::report::{FrameKind, FrameRow, ModuleRow, NO_STACK};
 use crate::model::{Model, SampleRow};
 
 /// The types generated from `proto/profile.proto` by prost-build (build.rs).
@@ -111,7 +111,7 @@ impl Input<'_> {
             comment: format!(
                 "pfprof {}: {}",
                 report.pfprof_version,
-                report.command_line()
+                crate::output::text::command_line(&report.command)
             ),
             period: report.period,
             duration_ns: report.wall_ns,
@@ -199,9 +199,10 @@ impl Builder<'_> {
         if let Some(&id) = self.location_ids.get(&key) {
             return id;
         }
-        let pseudo = |name: &str| {
+        let pseudo = |kind: FrameKind, name: &str| {
             vec![FrameRow {
                 function: name.into(),
+                kind,
                 file: None,
                 line: None,
                 inlined: false,
@@ -214,12 +215,13 @@ impl Builder<'_> {
             LocationKey::Frame(frame) => match input.frames.get(&frame) {
                 Some(f) if !f.is_empty() => f,
                 _ => {
-                    owned = pseudo("[unknown]");
+                    let kind = FrameKind::Unknown;
+                    owned = pseudo(kind, kind.placeholder().unwrap_or_default());
                     &owned
                 }
             },
             LocationKey::NoStack => {
-                owned = pseudo("[no stack]");
+                owned = pseudo(FrameKind::Unknown, NO_STACK);
                 &owned
             }
         };
@@ -398,7 +400,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<Profile> {
 /// When the recording at `data_path` started, ns since the epoch: its last
 /// write (the end of the recording) minus the recording's wall time; 0 when
 /// unknown.
-pub fn recording_start_ns(data_path: &Path, wall_ns: Option<u64>) -> i64 {
+fn recording_start_ns(data_path: &Path, wall_ns: Option<u64>) -> i64 {
     let end = std::fs::metadata(data_path)
         .and_then(|m| m.modified())
         .ok()
@@ -409,6 +411,13 @@ pub fn recording_start_ns(data_path: &Path, wall_ns: Option<u64>) -> i64 {
         (Some(end), None) => end,
         _ => 0,
     }
+}
+
+/// Writes `profile.pb.gz` of the recording at `data_path` into `dir`,
+/// stamped with the recording's start.
+pub fn write_recording(dir: &OutDir, resolved: &Model, data_path: &Path) -> io::Result<()> {
+    let time_ns = recording_start_ns(data_path, resolved.report.wall_ns);
+    write(dir, resolved, time_ns)
 }
 
 /// Writes `profile.pb.gz` into `dir`.
@@ -429,6 +438,7 @@ mod tests {
     fn function(name: &str, line: u32, inlined: bool) -> FrameRow {
         FrameRow {
             function: name.into(),
+            kind: FrameKind::Code,
             file: Some("/src/app.c".into()),
             line: Some(line),
             inlined,
@@ -494,6 +504,7 @@ mod tests {
             frame: code(0, 0x2a000),
             functions: vec![FrameRow {
                 function: "__libc_start_main".into(),
+                kind: FrameKind::Code,
                 file: None,
                 line: None,
                 inlined: false,
@@ -504,6 +515,7 @@ mod tests {
             frame: FrameKey::Unknown,
             functions: vec![FrameRow {
                 function: "[unknown]".into(),
+                kind: FrameKind::Unknown,
                 file: None,
                 line: None,
                 inlined: false,
@@ -516,6 +528,7 @@ mod tests {
             },
             functions: vec![FrameRow {
                 function: "clear_page_[k]".into(),
+                kind: FrameKind::Kernel,
                 file: None,
                 line: None,
                 inlined: false,

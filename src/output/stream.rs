@@ -18,12 +18,12 @@ use std::thread::JoinHandle;
 
 use pfprof_symbolize::{Options, Symbolizer};
 
-use crate::analysis::classify::FaultClass;
+use crate::analysis::classify::{ClassCounts, FaultClass};
 use crate::analysis::stacks::FrameKey;
 use crate::analysis::{Classified, LiveAnalyzer, TargetKey};
 use crate::sys::vdso;
 use crate::text::display_safe;
-use crate::text::human_ns;
+use crate::text::{human_ns, site_label};
 
 /// What each line shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,7 +40,7 @@ type Lookup = (String, Option<Vec<u8>>, u64);
 /// One line, before symbolization.
 struct Line {
     since_start_ns: u64,
-    class: &'static str,
+    class: FaultClass,
     addr_avma: u64,
     /// The name of the target's object (empty for a target without one).
     object: String,
@@ -61,8 +61,8 @@ pub struct Streamer {
     start_ns: u64,
     /// Lines dropped because the printer was behind.
     pub dropped: u64,
-    /// Faults sent, by class (major, minor, cow), for the summary line.
-    counts: [u64; 3],
+    /// Faults sent, by class, for the summary line.
+    counts: ClassCounts,
 }
 
 use crate::text::short;
@@ -111,7 +111,7 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
         write!(
             out,
             "[{stamp}] {:<5} {:#014x} {} {}",
-            line.class,
+            line.class.name().to_ascii_uppercase(),
             line.addr_avma,
             display_safe(object),
             display_safe(&section)
@@ -126,10 +126,7 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
             {
                 Some(Ok(site)) => {
                     let f = &site.frames[0];
-                    match (&f.file, f.line) {
-                        (Some(file), Some(l)) => format!("{} ({}:{l})", f.function, short(file)),
-                        _ => f.function.clone(),
-                    }
+                    site_label(&f.function, f.file.as_deref(), f.line)
                 }
                 _ => format!("{}+{off:#x}", short(&path)),
             };
@@ -153,7 +150,7 @@ impl Streamer {
             kind,
             start_ns,
             dropped: 0,
-            counts: [0; 3],
+            counts: ClassCounts::default(),
         }
     }
 
@@ -185,18 +182,10 @@ impl Streamer {
             ) => Some(lookup(module, lookup_file_offset)),
             _ => None,
         };
-        self.counts[match fault.class {
-            FaultClass::Major => 0,
-            FaultClass::Minor => 1,
-            FaultClass::Cow => 2,
-        }] += 1;
+        self.counts.add(fault.class, 1);
         let line = Line {
             since_start_ns: fault.time.saturating_sub(self.start_ns),
-            class: match fault.class {
-                FaultClass::Minor => "MINOR",
-                FaultClass::Major => "MAJOR",
-                FaultClass::Cow => "COW",
-            },
+            class: fault.class,
             addr_avma: fault.addr_avma,
             object,
             section,
@@ -229,8 +218,8 @@ impl Streamer {
 }
 
 /// `Summary: major=12 minor=542 cow=3` from counts by class.
-fn summary([major, minor, cow]: [u64; 3]) -> String {
-    format!("Summary: major={major} minor={minor} cow={cow}")
+fn summary(c: ClassCounts) -> String {
+    format!("Summary: major={} minor={} cow={}", c.major, c.minor, c.cow)
 }
 
 #[cfg(test)]
@@ -240,8 +229,16 @@ mod tests {
     /// The summary line's exact shape.
     #[test]
     fn summary_line() {
-        assert_eq!(summary([12, 542, 3]), "Summary: major=12 minor=542 cow=3");
-        assert_eq!(summary([0, 0, 0]), "Summary: major=0 minor=0 cow=0");
+        let counts = ClassCounts {
+            minor: 542,
+            major: 12,
+            cow: 3,
+        };
+        assert_eq!(summary(counts), "Summary: major=12 minor=542 cow=3");
+        assert_eq!(
+            summary(ClassCounts::default()),
+            "Summary: major=0 minor=0 cow=0"
+        );
     }
 
     /// Both kinds of stamp have the same shape; fixed ones count

@@ -1,12 +1,19 @@
-//! `report.txt`: the report model as text for a person, within 100 columns.
+//! `report.txt`: the report model as text for a person, within 100 columns;
+//! and the lines index.html shows as they are (the command line, the
+//! completeness line, how the call stacks were recorded).
 
 use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
 use crate::analysis::latency::LatencyStats;
+use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::Exit;
+use crate::format::recorder::Collector;
 use crate::model::report::{FileRow, ProcessRow, Report, TargetRow};
-use crate::text::{human_ns, short, short_ns, thousands, truncate, truncate_file_name, wrap};
+use crate::text::{
+    human_ns, short, short_ns, site_label, thousands, truncate, truncate_file_name, wrap,
+};
+use crate::unwind::{StackNeed, UnwindStats, MAX_DWARF_FRAMES, MAX_STACK_BYTES};
 
 /// `report.txt`: the summary, then tables of `top` rows.
 pub fn report_txt(report: &Report, top: usize) -> String {
@@ -33,7 +40,7 @@ fn summary(s: &mut String, report: &Report) {
             &format!(
                 "pfprof {}: {}",
                 report.pfprof_version,
-                report.command_line()
+                command_line(&report.command)
             ),
             100
         )
@@ -47,27 +54,218 @@ fn summary(s: &mut String, report: &Report) {
         }
         None => {}
     }
-    for line in wrap(&report.completeness_line(), 100, 2) {
+    for line in wrap(&completeness_line(report), 100, 2) {
         let _ = writeln!(s, "{line}");
     }
     let cow = if t.cow_available {
-        thousands(t.cow)
+        thousands(t.faults.cow)
     } else {
         "unavailable".into()
     };
     let _ = writeln!(
         s,
         "faults: minor {}  major {} (file {}, swap {})  cow {}  | in kernel mode {}",
-        thousands(t.minor),
-        thousands(t.major),
+        thousands(t.faults.minor),
+        thousands(t.faults.major),
         thousands(t.major_file),
         thousands(t.major_swap),
         cow,
         thousands(t.kernel_mode)
     );
-    if let Some(line) = report.stacks_line() {
+    if let Some(line) = stacks_text(report) {
         let _ = writeln!(s, "{line}");
     }
+}
+
+/// The command as a shell would need it typed: arguments with spaces or
+/// quotes are single-quoted.
+pub fn command_line(command: &[String]) -> String {
+    let quote = |arg: &String| {
+        let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+        if !arg.is_empty() && arg.chars().all(plain) {
+            arg.clone()
+        } else {
+            format!("'{}'", arg.replace('\'', r"'\''"))
+        }
+    };
+    command.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// The completeness line: `captured 262,144 of 262,144 faults (100.0%);
+/// lost records: 0`, with the stacks cut short and `INCOMPLETE` when so.
+pub fn completeness_line(report: &Report) -> String {
+    let t = &report.totals;
+    let captured = report.captured();
+    let mut line = match (report.kernel_sampled(), report.captured_pct()) {
+        (Some(kernel), Some(pct)) => {
+            let sampled = if report.period > 1 {
+                format!(" (1 in {} sampled)", report.period)
+            } else {
+                String::new()
+            };
+            // pfprof's own faults (system-wide) are in the kernel's
+            // count but left out: name them, so the gap has its reason.
+            let own = match t.pfprof_faults {
+                0 => String::new(),
+                n => format!(
+                    "; pfprof's own {} left out, so {:.1}% of the others",
+                    thousands(n),
+                    if kernel <= n {
+                        100.0
+                    } else {
+                        captured as f64 * 100.0 / (kernel - n) as f64
+                    }
+                ),
+            };
+            format!(
+                "captured {} of {} faults ({pct:.1}%{own}){sampled}; lost records: {}",
+                thousands(captured),
+                thousands(kernel),
+                thousands(t.lost)
+            )
+        }
+        _ => format!(
+            "captured {} faults; kernel count unavailable; lost records: {}",
+            thousands(captured),
+            thousands(t.lost)
+        ),
+    };
+    let dwarf = matches!(t.call_graph, Some(CallGraph::Dwarf { .. }));
+    if dwarf || (t.call_graph == Some(CallGraph::Fp) && t.truncated_stacks > 0) {
+        let _ = write!(
+            line,
+            "; truncated stacks: {}",
+            thousands(t.truncated_stacks)
+        );
+    }
+    if report.incomplete() {
+        line.push_str(" — INCOMPLETE");
+    }
+    line
+}
+
+/// How the call stacks were recorded, and how many stopped early (one line
+/// or several), for report.txt and index.html.
+pub fn stacks_text(report: &Report) -> Option<String> {
+    Some(match report.totals.call_graph? {
+        CallGraph::Dwarf { stack_bytes } => dwarf_stacks(report, stack_bytes),
+        CallGraph::Fp => fp_stacks(report),
+        mode @ CallGraph::None => format!("call stacks: {mode}"),
+    })
+}
+
+/// Stacks unwound while recording: who copied how much, what 99% needed,
+/// why stacks stopped early, frames found without CFI.
+fn dwarf_stacks(report: &Report, stack_bytes: u32) -> String {
+    let t = &report.totals;
+    let needed = t
+        .unwind
+        .as_ref()
+        .and_then(|u| u.p99_stack_needed())
+        .map_or(String::new(), |n| match n {
+            StackNeed::AtMost(n) => format!("; 99% of stacks needed {n}"),
+            StackNeed::MoreThanCopied => format!("; 99% of stacks needed > {stack_bytes}"),
+        });
+    let copies = match t.collector {
+        Some(Collector::Bpf) => format!("BPF copies ≤ {stack_bytes} bytes"),
+        _ => format!("{stack_bytes}-byte stack copies"),
+    };
+    let mut line = format!(
+        "call stacks: dwarf ({copies}, unwound while recording{needed})\n\
+         truncated stacks: {} of {}",
+        thousands(t.truncated_stacks),
+        thousands(report.captured())
+    );
+    if let Some(u) = t.unwind.as_ref().filter(|u| u.truncated() > 0) {
+        truncation_reasons(&mut line, report, u, stack_bytes);
+    }
+    if let Some(u) = t
+        .unwind
+        .as_ref()
+        .filter(|u| u.jit_frames + u.frame_pointer_steps > 0)
+    {
+        // Checked steps, but guesses all the same: say so.
+        let _ = write!(
+            line,
+            "\nframes found by frame pointers (no CFI): {} in JIT code, {} in code \
+             without an FDE",
+            thousands(u.jit_frames),
+            thousands(u.frame_pointer_steps)
+        );
+    }
+    if let Some(bad) = t.unwind.as_ref().map(|u| u.bad_records).filter(|&n| n > 0) {
+        let _ = write!(line, "\nsamples that did not parse: {}", thousands(bad));
+    }
+    line
+}
+
+/// Why dwarf stacks stopped early, and where the unwinder's counts (over
+/// every sample) and the report's part; the advice to copy more stack.
+fn truncation_reasons(line: &mut String, report: &Report, u: &UnwindStats, stack_bytes: u32) {
+    let truncated = report.totals.truncated_stacks;
+    let _ = write!(
+        line,
+        "\n  stack copy too small {}, stack not readable {}, no unwind info {}, \
+         bad unwind info {}",
+        thousands(u.stack_copy),
+        thousands(u.stack_unreadable),
+        thousands(u.no_unwind_info),
+        thousands(u.corrupt)
+    );
+    if u.too_deep > 0 {
+        let _ = write!(
+            line,
+            ", deeper than {MAX_DWARF_FRAMES} frames {}",
+            thousands(u.too_deep)
+        );
+    }
+    // The reasons are counted while unwinding, over every sample (pfprof's
+    // own included); say where they and the report's total part.
+    match truncated.cmp(&u.truncated()) {
+        std::cmp::Ordering::Greater => {
+            let _ = write!(
+                line,
+                ", cut after unwinding {} (no known image for the \
+                 registers, or the kernel's frame limit)",
+                thousands(truncated - u.truncated())
+            );
+        }
+        std::cmp::Ordering::Less => {
+            let _ = write!(
+                line,
+                " (reasons over all {} samples unwound, of which {} \
+                 were left out of this profile)",
+                thousands(u.samples),
+                thousands(u.samples.saturating_sub(report.captured()))
+            );
+        }
+        std::cmp::Ordering::Equal => {}
+    }
+    if u.stack_copy > 0 && stack_bytes < MAX_STACK_BYTES {
+        let _ = write!(
+            line,
+            "\n  copy more stack with --call-graph dwarf,{}",
+            (stack_bytes * 2).min(MAX_STACK_BYTES)
+        );
+    }
+}
+
+/// Frame-pointer stacks walked by the kernel, and those cut at its limit.
+fn fp_stacks(report: &Report) -> String {
+    let t = &report.totals;
+    let mut line = "call stacks: fp (frame pointers walked by the kernel: callers of code\n  \
+                    without frame pointers are lost; --call-graph dwarf keeps them)"
+        .to_string();
+    if t.truncated_stacks > 0 {
+        let _ = write!(
+            line,
+            "\ntruncated stacks: {} of {} (cut at the kernel's frame limit, \
+             kernel.perf_event_max_stack)",
+            thousands(t.truncated_stacks),
+            thousands(report.captured())
+        );
+    }
+    line
 }
 
 /// Faults by class and access, then the faults that could not be fully read.
@@ -82,7 +280,7 @@ fn access_table(s: &mut String, report: &Report) {
         if class == FaultClass::Cow && !t.cow_available {
             continue;
         }
-        let row = report.by_access.class(class);
+        let row = report.by_access.of(class);
         let _ = writeln!(
             s,
             "{:<8}{:>12}{:>12}{:>12}{:>12}",
@@ -118,10 +316,7 @@ fn top_sites(s: &mut String, report: &Report, top: usize) {
             "faults", "acc", "function (file:line)"
         );
         for r in rows {
-            let place = match (&r.file, r.line) {
-                (Some(f), Some(l)) => format!("{} ({}:{l})", r.function, short(f)),
-                _ => r.function.clone(),
-            };
+            let place = site_label(&r.function, r.file.as_deref(), r.line);
             let _ = writeln!(
                 s,
                 "{:>9}  {:<5}  {:<44}  {}",
@@ -190,7 +385,8 @@ fn top_targets(s: &mut String, report: &Report, top: usize) {
 /// Per class with measured faults, their latency.
 fn latency(s: &mut String, report: &Report) {
     for class in FaultClass::ALL {
-        if let Some(stats) = report.latency.get(class.name()).filter(|s| s.count > 0) {
+        let stats = report.latency.of(class);
+        if stats.count > 0 {
             let _ = writeln!(s);
             s.push_str(&latency_text(stats, class.name()));
         }
@@ -302,7 +498,7 @@ fn warnings(s: &mut String, report: &Report) {
     }
     let _ = writeln!(s, "\nWarnings:");
     for w in &report.warnings {
-        for line in wrap(w, 98, 4) {
+        for line in wrap(&w.to_string(), 98, 4) {
             let _ = writeln!(s, "  {line}");
         }
     }
@@ -345,6 +541,7 @@ mod tests {
     use super::*;
     use crate::model::report::tests::{golden, sample_report};
 
+    /// report.txt layout, 100 columns at most.
     #[test]
     fn golden_text() {
         let text = report_txt(&sample_report(), 10);
@@ -355,6 +552,46 @@ mod tests {
             );
         }
         golden("report.txt", &text);
+    }
+
+    /// Commands are shown as they would be typed.
+    #[test]
+    fn command_quoting() {
+        for (args, want) in [
+            (
+                vec!["python3", "-c", "import json, sqlite3"],
+                "python3 -c 'import json, sqlite3'",
+            ),
+            (vec!["sh", "-c", "echo 'hi'"], r"sh -c 'echo '\''hi'\'''"),
+            (vec!["./app", "--size=1G", ""], "./app --size=1G ''"),
+        ] {
+            let command: Vec<String> = args.into_iter().map(String::from).collect();
+            assert_eq!(command_line(&command), want);
+        }
+    }
+
+    /// The completeness line and the pictures' totals from the counts:
+    /// complete; ring buffer overrun; faults missing with no lost record;
+    /// pfprof's own left out; no kernel counts.
+    #[test]
+    fn completeness_lines() {
+        let cases = [
+            ((1000, 0, 0, Some(1000)), "captured 1,000 of 1,000 faults (100.0%); lost records: 0; truncated stacks: 0",
+             "1,000 faults: captured 1,000 (100.0%), lost 0 records"),
+            ((0, 12_344, 0, Some(12_344)), "captured 0 of 12,344 faults (0.0%); lost records: 12,344; truncated stacks: 0 — INCOMPLETE",
+             "12,344 faults: captured 0 (0.0%), lost 12,344 records — results incomplete"),
+            ((900, 0, 0, Some(1000)), "captured 900 of 1,000 faults (90.0%); lost records: 0; truncated stacks: 0 — INCOMPLETE",
+             "1,000 faults: captured 900 (90.0%), lost 0 records — results incomplete"),
+            ((900, 0, 100, Some(1000)), "captured 900 of 1,000 faults (90.0%; pfprof's own 100 left out, so 100.0% of the others); lost records: 0; truncated stacks: 0",
+             "1,000 faults: captured 900 (90.0%), lost 0 records"),
+            ((900, 100, 0, None), "captured 900 faults; kernel count unavailable; lost records: 100; truncated stacks: 0 — INCOMPLETE",
+             "captured 900 faults (kernel count unavailable), lost 100 records — results incomplete"),
+        ];
+        for ((captured, lost, own, kernel), line, totals) in cases {
+            let r = crate::model::report::tests::completeness_case(captured, lost, own, kernel);
+            assert_eq!(completeness_line(&r), line);
+            assert_eq!(crate::output::picture::totals_line(&r), totals);
+        }
     }
 
     /// The target column keeps section and symbol, cutting the object

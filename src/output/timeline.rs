@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
+use crate::model::report::NO_STACK;
 use crate::model::Model;
 use crate::output::picture::{self, CLASS_COLORS};
-use crate::text::thousands;
+use crate::text::{in_time_unit, thousands};
 
 const WIDTH: f64 = 1200.0;
 /// Left margin: y-axis numbers and the process lanes' names.
@@ -20,7 +21,6 @@ const RIGHT: f64 = 30.0;
 const TOP: f64 = 72.0;
 const PLOT_H: f64 = 280.0;
 const BINS: usize = 200;
-const CLASS_NAMES: [&str; 3] = ["minor", "major", "cow"];
 /// Burst labels: monospace, so a label's box is known exactly (and
 /// `textLength` holds the text to it).
 const LABEL_FONT: f64 = 11.0;
@@ -77,7 +77,7 @@ pub fn render(model: &Model) -> String {
         .map(|p| Point {
             time: p.time,
             class: p.class,
-            site: model.leaf_function(p.stack).unwrap_or("[no stack]"),
+            site: model.leaf_function(p.stack).unwrap_or(NO_STACK),
             pid: p.pid,
             faults: p.faults,
             slowest: p.slowest,
@@ -175,21 +175,16 @@ type Slowest = [Option<(u32, u64, i32)>; 3];
 
 /// `1µs`, `10µs`, …, `1s` for a power of ten in ns.
 fn decade_label(ns: f64) -> String {
-    match ns {
-        n if n >= 1e9 => format!("{}s", trim_float(n / 1e9)),
-        n if n >= 1e6 => format!("{}ms", trim_float(n / 1e6)),
-        n => format!("{}µs", trim_float(n / 1e3)),
-    }
+    let (n, unit) = in_time_unit(ns);
+    format!("{}{unit}", trim_float(n))
 }
 
 /// A duration for a person: `11.4 ms`, `250 µs`.
 fn duration(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.2} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.1} ms", ns / 1e6)
-    } else {
-        format!("{:.0} µs", ns / 1e3)
+    match in_time_unit(ns) {
+        (s, "s") => format!("{s:.2} s"),
+        (ms, "ms") => format!("{ms:.1} ms"),
+        (n, unit) => format!("{n:.0} {unit}"),
     }
 }
 
@@ -450,7 +445,7 @@ fn header(s: &mut String, height: f64, title: &str, subtitle: &str) {
 
 /// The classes' colours, above the plot.
 fn legend(s: &mut String) {
-    for (i, name) in CLASS_NAMES.iter().enumerate() {
+    for (i, name) in FaultClass::ALL.map(FaultClass::name).iter().enumerate() {
         let x = LEFT + PLOT_W - 240.0 + 80.0 * i as f64;
         let _ = writeln!(
             s,
@@ -525,7 +520,7 @@ fn count_grid(s: &mut String, count: &CountAxis) {
 fn bars(s: &mut String, counts: &[[u64; 3]], time: &TimeAxis, count: &CountAxis) {
     for (bin, counts) in counts.iter().enumerate() {
         let mut base = 0.0;
-        for (class, name) in CLASS_NAMES.iter().enumerate() {
+        for (class, name) in FaultClass::ALL.map(FaultClass::name).iter().enumerate() {
             let n = counts[class] as f64;
             if n == 0.0 {
                 continue;
@@ -800,7 +795,7 @@ fn latency_marks(
                 mark.y0,
                 mark.x1 - mark.x0,
                 CLASS_COLORS[class],
-                CLASS_NAMES[class],
+                FaultClass::ALL[class].name(),
                 escape(&process_name(processes, pid)),
                 duration(ns),
                 (end as f64 - time.origin as f64) / time.scale,

@@ -39,6 +39,7 @@ use crate::format::call_graph::CallGraph;
 use crate::format::events::{own, Record};
 use crate::format::perf_data::RecordClass;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
+use crate::format::recorder::{Collector, RecorderPriority};
 use crate::format::records as rec;
 use crate::sys::procfs;
 use crate::sys::vdso;
@@ -1549,7 +1550,12 @@ impl Session<'_> {
 
     /// Stops following, drains what is left, and completes the recording
     /// with what perf needs and pfprof's facts.
-    fn finish(mut self, ended: Ended, followed: &Followed, priority: &str) -> Result<Recorded> {
+    fn finish(
+        mut self,
+        ended: Ended,
+        followed: &Followed,
+        priority: RecorderPriority,
+    ) -> Result<Recorded> {
         let wall_ns = self.start.elapsed().as_nanos() as u64;
         // Descendants that outlive the command, and attached processes, are no
         // longer followed (they keep running untouched).
@@ -1567,7 +1573,7 @@ impl Session<'_> {
             }
         }
         // Everything drained: the analysis that follows is ordinary work.
-        if priority == "fifo" {
+        if priority == RecorderPriority::Fifo {
             let _ = sys::ordinary_priority();
         }
         let exit = ended.exit.map(|status| match status {
@@ -1589,7 +1595,7 @@ impl Session<'_> {
             data_bytes: self.writer.data_size(),
             wall_ns,
             root_pid: followed.command.as_ref().map(Launched::pid),
-            recorder_priority: Some(priority.to_string()),
+            recorder_priority: Some(priority),
             files: std::mem::take(&mut self.files).into_stamps(),
             ..std::mem::take(&mut self.known)
         };
@@ -1706,11 +1712,10 @@ fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[procfs::Process])
         ring_bytes_per_cpu: Some(plan.pages as u64 * 4096),
         collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
             if plan.collector.is_some() {
-                "bpf"
+                Collector::Bpf
             } else {
-                "perf"
+                Collector::Perf
             }
-            .to_string()
         }),
         max_stack: procfs::kernel_setting("perf_event_max_stack").and_then(|s| s.parse().ok()),
         ..target_meta(&cfg.target, existing)
@@ -1751,22 +1756,22 @@ fn create_writer(
 /// faults lost); SCHED_FIFO lost none. The kernel's real-time throttling
 /// still leaves 5% of each CPU to others, and the drain sleeps in poll
 /// between passes. The command was forked before, at its own priority.
-fn raise_recorder_priority() -> &'static str {
+fn raise_recorder_priority() -> RecorderPriority {
     if sys::realtime_priority(1) {
-        "fifo"
+        RecorderPriority::Fifo
     } else if sys::raise_priority(-10) {
         eprintln!(
             "pfprof: note: the recorder runs at nice -10, not in the real-time class (needs root or \
              CAP_SYS_NICE); under heavy load it may fall behind and lose records (the report counts them)"
         );
-        "nice -10"
+        RecorderPriority::Nice
     } else {
         eprintln!(
             "pfprof: note: the recorder runs at ordinary priority (real-time class and nice -10 need \
              root or CAP_SYS_NICE); under heavy load it may fall behind and lose records (the report \
              counts them)"
         );
-        "ordinary"
+        RecorderPriority::Ordinary
     }
 }
 

@@ -615,15 +615,10 @@ impl Default for CpuMeter {
 
 /// `2026-11-25 03:10:05 UTC`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let name = crate::continuous::interval_name(secs * 1_000_000_000);
-    // `2026-11-25T03-10-05Z` → `2026-11-25 03:10:05 UTC`.
-    let (date, time) = name.split_once('T').unwrap_or((&name, ""));
+    let t = crate::text::Utc::now();
     format!(
-        "{date} {} UTC",
-        time.trim_end_matches('Z').replace('-', ":")
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use pfprof::analysis::classify::FaultClass;
 use pfprof::format::outdir::OutDir;
+use pfprof::model::report::FrameKind;
 use pfprof::output::flamegraph::{write_flamegraph, ClassSelection};
-use pfprof::output::folded::Folded;
+use pfprof::output::folded::FoldedStacks;
 use pfprof::output::picture::{CLASS_COLORS, GREY, JIT};
 use pfprof::output::timeline::{self, label_box, Box2, Point};
 use quick_xml::events::Event;
@@ -141,15 +142,25 @@ fn subtitle(svg: &str) -> String {
 
 /// Folded stacks with a name (`shared_fn`) under two classes, and the
 /// placeholders.
-fn folded() -> [Folded; 3] {
-    let mut f: [Folded; 3] = Default::default();
+fn folded() -> FoldedStacks {
+    let mut stacks = FoldedStacks::default();
+    let f = &mut stacks.by_class;
     let minor = &mut f[FaultClass::Minor as usize];
     minor.insert("app;main;shared_fn;[anon]".into(), 500);
     minor.insert("app;[unknown];[anon]".into(), 100);
     minor.insert("app;[jit 0x7f0000001000];[anon]".into(), 60);
     minor.insert("app;[execve];[stack]".into(), 40);
     f[FaultClass::Cow as usize].insert("app;main;shared_fn;[libx.so .data]".into(), 300);
-    f
+    // The frames the model marks as nothing named and unnamed JIT code.
+    stacks.special = [
+        ("[unknown]", FrameKind::Unknown),
+        ("[execve]", FrameKind::Exec),
+        ("[jit 0x7f0000001000]", FrameKind::UnnamedJit),
+    ]
+    .into_iter()
+    .map(|(name, kind)| (name.to_string(), kind))
+    .collect();
+    stacks
 }
 
 const SUBTITLE: &str =
