@@ -324,18 +324,9 @@ fn memlock_fix(pages: usize) -> String {
     )
 }
 
-/// A size in bytes, as KiB or MiB.
-fn show_size(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes >> 10)
-    }
-}
-
 /// A ring buffer of `pages` pages could not be mapped.
 fn ring_error(e: &io::Error, pages: usize, cpus: usize, explicit: bool) -> anyhow::Error {
-    let size = show_size(pages as u64 * 4096);
+    let size = crate::text::human_bytes(pages as u64 * 4096);
     let message = if e.raw_os_error() == Some(libc::EPERM) {
         let smaller = if explicit {
             ", or ask for a smaller --mmap-pages"
@@ -1278,8 +1269,8 @@ impl OpenPlan {
                 "pfprof: warning: ring buffers shrunk to {} per CPU (asked for {}) by the locked-memory \
                  limits: {}; fault bursts may lose records (the report counts them). To record with the \
                  full size, {}{lighter}",
-                show_size(self.pages as u64 * 4096),
-                show_size(self.asked_pages as u64 * 4096),
+                crate::text::human_bytes(self.pages as u64 * 4096),
+                crate::text::human_bytes(self.asked_pages as u64 * 4096),
                 memlock_figures(cpus),
                 memlock_fix(self.asked_pages)
             );
@@ -1837,19 +1828,6 @@ mod tests {
             (CallGraph::Dwarf { stack_bytes: 65528 }, 128),
         ] {
             assert_eq!(min_ring_pages(call_graph), want, "{call_graph:?}");
-        }
-    }
-
-    /// Sizes in messages.
-    #[test]
-    fn sizes() {
-        for (bytes, want) in [
-            (32768, "32 KiB"),
-            (1 << 20, "1 MiB"),
-            (64 << 20, "64 MiB"),
-            (1536 << 10, "1536 KiB"),
-        ] {
-            assert_eq!(show_size(bytes), want);
         }
     }
 
