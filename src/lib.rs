@@ -18,11 +18,12 @@
 //!    symbolized profile every output reads.
 //! 7. [`output`]: one small module per output (folded stacks, flame graphs,
 //!    timeline, report.txt, report.json, pprof, stream, diff).
-//! 8. [`live`], [`continuous`], [`archive`], [`cli`]: the face, which wires
-//!    stages together (the live stream, the intervals of `record --interval`,
-//!    the build-id cache and `archive`); `report`
-//!    and `flamegraph` replay a recording through the same path `record`
-//!    takes after recording.
+//! 8. [`recording`], [`live`], [`continuous`], [`top`], [`archive`], [`cli`]:
+//!    the face, which wires stages together (a recording on disk → the
+//!    model, the live stream, the intervals of `record --interval`, the live
+//!    view, the build-id cache and `archive`); `report` and `flamegraph`
+//!    replay a recording through the same path `record` takes after
+//!    recording.
 
 pub mod error;
 pub mod sys;
@@ -46,4 +47,5 @@ pub mod cli;
 pub mod continuous;
 pub mod fuzzing;
 pub mod live;
+pub mod recording;
 pub mod top;

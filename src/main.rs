@@ -1,39 +1,23 @@
 //! The `pfprof` binary: parse the command line, run, map errors to exit codes.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Parser;
 
 use pfprof::analysis::{self, AnalyzeOptions};
-use pfprof::cli::{
-    Action, AnalysisArgs, Cli, DiffArgs, FlamegraphArgs, Format, RecordArgs, ReportArgs,
-};
+use pfprof::cli::{Action, Cli, DiffArgs, FlamegraphArgs, Format, RecordArgs, ReportArgs};
 use pfprof::format::outdir::{OutDir, Staging, DATA_FILE};
 use pfprof::format::perf_data::Exit;
-use pfprof::model::resolve;
 use pfprof::output::startup;
 use pfprof::output::text as text_out;
 use pfprof::output::{diff, diff_svg, flamegraph, html, picture, pprof};
+use pfprof::recording::{
+    analyze_and_resolve, build_id_caches, cache_root, data_path, recording_dir, Keep,
+};
 use pfprof::{error, record, text};
-
-/// `-i` takes a directory or the data file itself. A directory without a
-/// recording is named as such (not as a missing `DIR/pfprof.data`).
-fn data_path(input: &Path) -> Result<PathBuf> {
-    if !input.is_dir() {
-        return Ok(input.to_path_buf());
-    }
-    let path = input.join(DATA_FILE);
-    if std::fs::symlink_metadata(&path).is_err() {
-        anyhow::bail!(
-            "{} is a directory without a recording (no {DATA_FILE} in it)",
-            input.display()
-        );
-    }
-    Ok(path)
-}
 
 /// `--startup-of NAME` must name a program that has a start-up window.
 fn startup_of_known(report: &pfprof::model::report::Report, of: Option<&str>) -> Result<()> {
@@ -59,170 +43,6 @@ fn startup_of_known(report: &pfprof::model::report::Report, of: Option<&str>) ->
         text::safe(of),
         programs.join(", ")
     )
-}
-
-/// Names the JIT frames of `profile` from the perf maps of the recording
-/// at `path` (or `/tmp`'s, for perf's recordings); with `keep_in`
-/// (`record`), the maps in `/tmp` are first copied there. `started` is
-/// when the analysis began, to tell a launched command's maps from older
-/// ones.
-fn name_jit_frames(
-    profile: &mut analysis::Profile,
-    path: &Path,
-    keep_in: Option<&OutDir>,
-    started: std::time::Instant,
-) {
-    use pfprof::format::jitmaps;
-    let pids = profile.jit_pids();
-    if pids.is_empty() {
-        return;
-    }
-    let mut warnings = Vec::new();
-    if let Some(out_dir) = keep_in {
-        // A launched command's processes started with the recording; a map
-        // older than that (less a second for the command's start) is an
-        // earlier process's.
-        let since = profile
-            .meta
-            .as_ref()
-            .filter(|m| m.mode == pfprof::format::perf_data::RecordMode::Command)
-            .and_then(|m| {
-                let ago = std::time::Duration::from_nanos(m.wall_ns)
-                    + started.elapsed()
-                    + std::time::Duration::from_secs(1);
-                std::time::SystemTime::now().checked_sub(ago)
-            });
-        warnings = jitmaps::keep(out_dir, &pids, since);
-    }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let (maps, more) = jitmaps::load(dir, &pids, profile.meta.is_none());
-    warnings.extend(more);
-    profile.jit_maps = maps;
-    profile.jit_warnings = warnings;
-}
-
-/// What `record` keeps with its recording: the JIT perf maps (in its
-/// directory) and the binaries with faults or frames (in the build-id
-/// cache, unless `--no-buildid-cache`).
-struct Keep<'a> {
-    out_dir: &'a OutDir,
-    held: Vec<record::HeldFile>,
-    /// Executable mappings whose file was not held (the open-file limit).
-    not_held: usize,
-    /// The cache and its size limit in bytes.
-    cache: Option<(PathBuf, u64)>,
-}
-
-/// The build-id cache: `--buildid-dir`, else `~/.debug`.
-fn cache_root(buildid_dir: Option<&Path>) -> Option<PathBuf> {
-    buildid_dir
-        .map(Path::to_path_buf)
-        .or_else(pfprof::format::buildid_cache::default_root)
-}
-
-/// The build-id caches names are read from: the recording directory's own
-/// (`archive`), then [`cache_root`].
-fn build_id_caches(recording: &Path, buildid_dir: Option<&Path>) -> Vec<PathBuf> {
-    let mut caches = vec![recording_dir(recording)];
-    caches.extend(cache_root(buildid_dir));
-    caches
-}
-
-/// Copies the binaries `profile` names into the build-id cache; says on
-/// stderr what could not be kept.
-fn keep_binaries(
-    profile: &analysis::Profile,
-    held: &[record::HeldFile],
-    root: &Path,
-    limit: u64,
-    symfs: Option<&Path>,
-) {
-    use pfprof::format::buildid_cache::Cache;
-    let needed = pfprof::archive::needed(profile);
-    if needed.is_empty() {
-        return;
-    }
-    let mut cache = match Cache::open(root, limit) {
-        Ok(cache) => cache,
-        Err(e) => {
-            eprintln!(
-                "pfprof: warning: cannot use the build-id cache {}: {e} (--buildid-dir chooses another, --no-buildid-cache none)",
-                root.display()
-            );
-            return;
-        }
-    };
-    let sources = pfprof::archive::Sources {
-        symfs: symfs.map(Path::to_path_buf),
-        caches: Vec::new(),
-    };
-    let kept = pfprof::archive::keep(&mut cache, &needed, held, &sources);
-    for warning in kept.warnings {
-        eprintln!("pfprof: warning: {warning}");
-    }
-}
-
-fn analyze_and_resolve(
-    path: &Path,
-    analysis: &AnalysisArgs,
-    partial: bool,
-    keep: Option<Keep<'_>>,
-) -> Result<pfprof::model::Model> {
-    // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
-    let timing = std::env::var_os("PFPROF_TIMING").is_some();
-    let start = std::time::Instant::now();
-    let caches = build_id_caches(path, analysis.buildid_dir.as_deref());
-    let options = analysis.analyze_options(partial, caches);
-    let mut profile = analysis::analyze(path, options)?;
-    // --kernel keeps what the recording holds; without kernel chains it
-    // would print the same output as without it. (perf's recordings, which
-    // carry no pfprof facts, hold kernel chains unless perf was told not to.)
-    if analysis.kernel && profile.meta.as_ref().is_some_and(|m| !m.kernel_callchains) {
-        return Err(error::CodedError::new(
-            2,
-            format!(
-                "--kernel: {} holds no kernel frames (it was recorded without --kernel; \
-                 `pfprof record --kernel` records them)",
-                path.display()
-            ),
-        )
-        .into());
-    }
-    name_jit_frames(&mut profile, path, keep.as_ref().map(|k| k.out_dir), start);
-    if let Some(Keep {
-        held,
-        not_held,
-        cache: Some((root, limit)),
-        ..
-    }) = &keep
-    {
-        if *not_held > 0 {
-            eprintln!(
-                "pfprof: warning: {not_held} executable mappings were not held open (the open-file limit): their files are looked for by path"
-            );
-        }
-        keep_binaries(&profile, held, root, *limit, analysis.symfs.as_deref());
-    }
-    let analyzed = start.elapsed();
-    let resolved = resolve::resolve(&mut profile);
-    if timing {
-        eprintln!(
-            "pfprof: timing: replay+count {analyzed:.2?}, symbolize+model {:.2?}",
-            start.elapsed() - analyzed
-        );
-    }
-    Ok(resolved)
-}
-
-/// The directory a recording lives in (`-i` takes the directory or the file).
-fn recording_dir(input: &Path) -> PathBuf {
-    if input.is_dir() {
-        input.to_path_buf()
-    } else {
-        input
-            .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-    }
 }
 
 /// The error, saying where the recording stays (same exit code).

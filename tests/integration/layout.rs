@@ -19,6 +19,7 @@ const STAGES: &[(&str, &[&str])] = &[
     (
         "face",
         &[
+            "recording",
             "live",
             "continuous",
             "archive",

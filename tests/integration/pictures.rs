@@ -478,4 +478,18 @@ fn flamegraph_regenerates_every_picture() {
         .filter(|e| e.get("class") == "lane")
         .count();
     assert_eq!(lanes, 4, "the parent and its 3 children");
+
+    // `-i pfprof.data` in the recording's own directory: the pictures go
+    // there (its parent is "", which was no directory to write into).
+    std::fs::copy(recorded.join("pfprof.data"), again.join("pfprof.data")).unwrap();
+    std::fs::remove_file(again.join("all.svg")).unwrap();
+    let out = run(pfprof()
+        .current_dir(&again)
+        .args(["flamegraph", "-i", "pfprof.data"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(again.join("all.svg").is_file());
 }

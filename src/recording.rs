@@ -1,0 +1,223 @@
+//! A recording on disk → the model, the path `record` takes after
+//! recording and `report`, `flamegraph` and `diff` take from the start:
+//! where the recording is (`-i` names its directory or its file), its
+//! replay, its JIT frames named from perf maps, its binaries kept in the
+//! build-id cache (`record`), and the symbolized model.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::analysis;
+use crate::cli::AnalysisArgs;
+use crate::format::outdir::{OutDir, DATA_FILE};
+use crate::model::resolve;
+use crate::{error, record};
+
+/// `-i` takes a directory or the data file itself. A directory without a
+/// recording is named as such (not as a missing `DIR/pfprof.data`).
+pub fn data_path(input: &Path) -> Result<PathBuf> {
+    if !input.is_dir() {
+        return Ok(input.to_path_buf());
+    }
+    let path = input.join(DATA_FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        anyhow::bail!(
+            "{} is a directory without a recording (no {DATA_FILE} in it)",
+            input.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Names the JIT frames of `profile` from the perf maps of the recording
+/// at `path` (or `/tmp`'s, for perf's recordings); with `keep_in`
+/// (`record`), the maps in `/tmp` are first copied there. `started` is
+/// when the analysis began, to tell a launched command's maps from older
+/// ones.
+pub fn name_jit_frames(
+    profile: &mut analysis::Profile,
+    path: &Path,
+    keep_in: Option<&OutDir>,
+    started: std::time::Instant,
+) {
+    use crate::format::jitmaps;
+    let pids = profile.jit_pids();
+    if pids.is_empty() {
+        return;
+    }
+    let mut warnings = Vec::new();
+    if let Some(out_dir) = keep_in {
+        // A launched command's processes started with the recording; a map
+        // older than that (less a second for the command's start) is an
+        // earlier process's.
+        let since = profile
+            .meta
+            .as_ref()
+            .filter(|m| m.mode == crate::format::perf_data::RecordMode::Command)
+            .and_then(|m| {
+                let ago = std::time::Duration::from_nanos(m.wall_ns)
+                    + started.elapsed()
+                    + std::time::Duration::from_secs(1);
+                std::time::SystemTime::now().checked_sub(ago)
+            });
+        warnings = jitmaps::keep(out_dir, &pids, since);
+    }
+    let (maps, more) = jitmaps::load(&recording_dir(path), &pids, profile.meta.is_none());
+    warnings.extend(more);
+    profile.jit_maps = maps;
+    profile.jit_warnings = warnings;
+}
+
+/// What `record` keeps with its recording: the JIT perf maps (in its
+/// directory) and the binaries with faults or frames (in the build-id
+/// cache, unless `--no-buildid-cache`).
+pub struct Keep<'a> {
+    /// The recording's directory (the perf maps go there).
+    pub out_dir: &'a OutDir,
+    /// The files held open while recording.
+    pub held: Vec<record::HeldFile>,
+    /// Executable mappings whose file was not held (the open-file limit).
+    pub not_held: usize,
+    /// The cache and its size limit in bytes.
+    pub cache: Option<(PathBuf, u64)>,
+}
+
+/// The build-id cache: `--buildid-dir`, else `~/.debug`.
+pub fn cache_root(buildid_dir: Option<&Path>) -> Option<PathBuf> {
+    buildid_dir
+        .map(Path::to_path_buf)
+        .or_else(crate::format::buildid_cache::default_root)
+}
+
+/// The build-id caches names are read from: the recording directory's own
+/// (`archive`), then [`cache_root`].
+pub fn build_id_caches(recording: &Path, buildid_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut caches = vec![recording_dir(recording)];
+    caches.extend(cache_root(buildid_dir));
+    caches
+}
+
+/// Copies the binaries `profile` names into the build-id cache; says on
+/// stderr what could not be kept.
+pub fn keep_binaries(
+    profile: &analysis::Profile,
+    held: &[record::HeldFile],
+    root: &Path,
+    limit: u64,
+    symfs: Option<&Path>,
+) {
+    use crate::format::buildid_cache::Cache;
+    let needed = crate::archive::needed(profile);
+    if needed.is_empty() {
+        return;
+    }
+    let mut cache = match Cache::open(root, limit) {
+        Ok(cache) => cache,
+        Err(e) => {
+            eprintln!(
+                "pfprof: warning: cannot use the build-id cache {}: {e} (--buildid-dir chooses another, --no-buildid-cache none)",
+                root.display()
+            );
+            return;
+        }
+    };
+    let sources = crate::archive::Sources {
+        symfs: symfs.map(Path::to_path_buf),
+        caches: Vec::new(),
+    };
+    let kept = crate::archive::keep(&mut cache, &needed, held, &sources);
+    for warning in kept.warnings {
+        eprintln!("pfprof: warning: {warning}");
+    }
+}
+
+/// The model of the recording at `path`: replayed (the whole of a
+/// `partial` one's intact part), its JIT frames named, with `keep`
+/// (`record`) its perf maps and binaries kept, then symbolized.
+pub fn analyze_and_resolve(
+    path: &Path,
+    analysis: &AnalysisArgs,
+    partial: bool,
+    keep: Option<Keep<'_>>,
+) -> Result<crate::model::Model> {
+    // PFPROF_TIMING=1 prints how long each phase took (for benchmarks).
+    let timing = std::env::var_os("PFPROF_TIMING").is_some();
+    let start = std::time::Instant::now();
+    let caches = build_id_caches(path, analysis.buildid_dir.as_deref());
+    let options = analysis.analyze_options(partial, caches);
+    let mut profile = analysis::analyze(path, options)?;
+    // --kernel keeps what the recording holds; without kernel chains it
+    // would print the same output as without it. (perf's recordings, which
+    // carry no pfprof facts, hold kernel chains unless perf was told not to.)
+    if analysis.kernel && profile.meta.as_ref().is_some_and(|m| !m.kernel_callchains) {
+        return Err(error::CodedError::new(
+            2,
+            format!(
+                "--kernel: {} holds no kernel frames (it was recorded without --kernel; \
+                 `pfprof record --kernel` records them)",
+                path.display()
+            ),
+        )
+        .into());
+    }
+    name_jit_frames(&mut profile, path, keep.as_ref().map(|k| k.out_dir), start);
+    if let Some(Keep {
+        held,
+        not_held,
+        cache: Some((root, limit)),
+        ..
+    }) = &keep
+    {
+        if *not_held > 0 {
+            eprintln!(
+                "pfprof: warning: {not_held} executable mappings were not held open (the open-file limit): their files are looked for by path"
+            );
+        }
+        keep_binaries(&profile, held, root, *limit, analysis.symfs.as_deref());
+    }
+    let analyzed = start.elapsed();
+    let resolved = resolve::resolve(&mut profile);
+    if timing {
+        eprintln!(
+            "pfprof: timing: replay+count {analyzed:.2?}, symbolize+model {:.2?}",
+            start.elapsed() - analyzed
+        );
+    }
+    Ok(resolved)
+}
+
+/// The directory a recording lives in (`-i` takes the directory or the file).
+pub fn recording_dir(input: &Path) -> PathBuf {
+    if input.is_dir() {
+        return input.to_path_buf();
+    }
+    // `pfprof.data` alone is in the current directory: its parent is "".
+    match input.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-i` names a directory or its data file; a directory without a
+    /// recording says so, and the recording's directory is found either way.
+    #[test]
+    fn where_a_recording_is() {
+        let dir = std::env::temp_dir().join(format!("pfprof-recording-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = data_path(&dir).unwrap_err().to_string();
+        assert!(err.contains("a directory without a recording"), "{err}");
+        let data = dir.join(DATA_FILE);
+        std::fs::write(&data, b"").unwrap();
+        assert_eq!(data_path(&dir).unwrap(), data);
+        assert_eq!(data_path(&data).unwrap(), data);
+        assert_eq!(recording_dir(&dir), dir);
+        assert_eq!(recording_dir(&data), dir);
+        assert_eq!(recording_dir(Path::new("pfprof.data")), Path::new("."));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
