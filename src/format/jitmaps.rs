@@ -22,7 +22,7 @@ use std::time::SystemTime;
 use pfprof_symbolize::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
 use rustc_hash::FxHashMap;
 
-use crate::format::outdir::OutDir;
+use crate::format::outdir::{perf_map_name, OutDir};
 
 /// The largest perf map read or kept, in bytes (a large JVM's map is tens
 /// of megabytes).
@@ -30,18 +30,6 @@ pub const MAX_BYTES: u64 = 256 << 20;
 
 /// Where a process writes its perf map.
 const TMP_DIR: &str = "/tmp";
-
-/// The name of a process's perf map, in `/tmp` and in a recording.
-pub fn file_name(pid: i32) -> String {
-    format!("perf-{pid}.map")
-}
-
-/// Whether `name` is a perf map's name (`perf-PID.map`).
-pub fn is_map_name(name: &str) -> bool {
-    name.strip_prefix("perf-")
-        .and_then(|rest| rest.strip_suffix(".map"))
-        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-}
 
 /// The limits of [`read_perf_map_file`]: [`MAX_BYTES`], and the owners
 /// pfprof trusts.
@@ -93,10 +81,10 @@ pub fn keep(out_dir: &OutDir, pids: &[i32], since: Option<SystemTime>) -> Vec<Ji
     let limits = limits();
     let mut warnings = Vec::new();
     for &pid in pids {
-        let source = Path::new(TMP_DIR).join(file_name(pid));
+        let source = Path::new(TMP_DIR).join(perf_map_name(pid));
         match read_fresh(&source, &limits, since) {
             Ok(Some(bytes)) => {
-                if let Err(e) = out_dir.write(&file_name(pid), &bytes) {
+                if let Err(e) = out_dir.write(&perf_map_name(pid), &bytes) {
                     warnings.push(JitMapProblem::NotKept {
                         path: source,
                         error: e.to_string(),
@@ -146,7 +134,7 @@ pub fn load(
     let mut maps = FxHashMap::default();
     let mut warnings = Vec::new();
     for &pid in pids {
-        let path = dir.join(file_name(pid));
+        let path = dir.join(perf_map_name(pid));
         match read_perf_map_file(&path, &limits) {
             Ok(bytes) => {
                 let map = PerfMap::parse(&bytes);
@@ -168,23 +156,6 @@ pub fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Only `perf-<digits>.map` is a map's name.
-    #[test]
-    fn map_names() {
-        for (name, want) in [
-            ("perf-1234.map", true),
-            ("perf-1.map", true),
-            ("perf-.map", false),
-            ("perf-12a.map", false),
-            ("perf-12.map.tmp", false),
-            ("jit-12.dump", false),
-            ("perf--1.map", false),
-        ] {
-            assert_eq!(is_map_name(name), want, "{name}");
-        }
-        assert_eq!(file_name(42), "perf-42.map");
-    }
 
     /// A map written before `since` belongs to an earlier process.
     #[test]

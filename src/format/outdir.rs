@@ -102,8 +102,21 @@ fn temp_target(name: &str) -> Option<&str> {
     (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(target)
 }
 
+/// The name of a process's JIT perf map, in `/tmp` and in a recording
+/// (see `jitmaps`).
+pub fn perf_map_name(pid: i32) -> String {
+    format!("perf-{pid}.map")
+}
+
+/// Whether `name` is a perf map's name (`perf-PID.map`).
+pub fn is_map_name(name: &str) -> bool {
+    name.strip_prefix("perf-")
+        .and_then(|rest| rest.strip_suffix(".map"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn is_output_name(name: &str) -> bool {
-    let known = |name: &str| OUTPUT_NAMES.contains(&name) || super::jitmaps::is_map_name(name);
+    let known = |name: &str| OUTPUT_NAMES.contains(&name) || is_map_name(name);
     known(name) || temp_target(name).is_some_and(known)
 }
 
@@ -177,7 +190,7 @@ impl OutDir {
         name: &str,
         write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
     ) -> io::Result<()> {
-        if !(OUTPUT_NAMES.contains(&name) || super::jitmaps::is_map_name(name)) {
+        if !(OUTPUT_NAMES.contains(&name) || is_map_name(name)) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{name} is not one of pfprof's output names"),
@@ -502,6 +515,23 @@ impl Staging {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only `perf-<digits>.map` is a map's name.
+    #[test]
+    fn map_names() {
+        for (name, want) in [
+            ("perf-1234.map", true),
+            ("perf-1.map", true),
+            ("perf-.map", false),
+            ("perf-12a.map", false),
+            ("perf-12.map.tmp", false),
+            ("jit-12.dump", false),
+            ("perf--1.map", false),
+        ] {
+            assert_eq!(is_map_name(name), want, "{name}");
+        }
+        assert_eq!(perf_map_name(42), "perf-42.map");
+    }
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("pfprof-outdir-{}-{name}", std::process::id()));

@@ -62,15 +62,31 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module paths a source text names through `crate::`, braces expanded
-/// (`crate::{a::B, c}` → `a::B`, `c`), each as its segments.
-fn crate_paths(text: &str) -> Vec<Vec<String>> {
+/// The module paths a source text names through `crate::` or `super::`
+/// (the latter from module `from`, whose parent it names), braces expanded
+/// (`crate::{a::B, c}` → `a::B`, `c`), each as its segments from the crate
+/// root.
+fn crate_paths(text: &str, from: &[String]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
+    for (prefix, root) in [
+        ("crate::", &[][..]),
+        ("super::", &from[..from.len().saturating_sub(1)]),
+    ] {
+        let mut found = Vec::new();
+        paths_after(text, prefix, &mut found);
+        out.extend(found.into_iter().map(|path| [root.to_vec(), path].concat()));
+    }
+    out
+}
+
+/// The paths that follow each `prefix` in `text` (not inside a longer
+/// word: `pfprof_crate::` is not `crate::`), braces expanded.
+fn paths_after(text: &str, prefix: &str, out: &mut Vec<Vec<String>>) {
     let mut rest = text;
-    while let Some(at) = rest.find("crate::") {
+    while let Some(at) = rest.find(prefix) {
         // `pfprof_symbolize::…` or a word ending in "crate" is not ours.
         let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
+        rest = &rest[at + prefix.len()..];
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue;
         }
@@ -82,22 +98,41 @@ fn crate_paths(text: &str) -> Vec<Vec<String>> {
                 match c {
                     '{' => depth += 1,
                     '}' if depth == 0 => {
-                        push_item(&inner[start..i], &mut out);
+                        push_item(&inner[start..i], out);
                         break;
                     }
                     '}' => depth -= 1,
                     ',' if depth == 0 => {
-                        push_item(&inner[start..i], &mut out);
+                        push_item(&inner[start..i], out);
                         start = i + 1;
                     }
                     _ => {}
                 }
             }
         } else {
-            push_item(rest, &mut out);
+            push_item(rest, out);
         }
     }
-    out
+}
+
+/// A source file without its test module (`#[cfg(test)] mod …` and what
+/// follows): a test may build its input with a later stage. A
+/// `#[cfg(test)]` on a single item elsewhere does not end the file.
+fn without_tests(text: &str) -> &str {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("#[cfg(test)]") {
+        let at = from + at;
+        let next = text[at + "#[cfg(test)]".len()..].trim_start();
+        let next = next
+            .strip_prefix("pub(crate) ")
+            .or_else(|| next.strip_prefix("pub "))
+            .unwrap_or(next);
+        if next.starts_with("mod ") {
+            return &text[..at];
+        }
+        from = at + 1;
+    }
+    text
 }
 
 fn push_item(item: &str, out: &mut Vec<Vec<String>>) {
@@ -137,7 +172,7 @@ fn stages_import_only_earlier_stages_and_no_cycles() {
     for file in &files {
         let from = module_path(&src, file);
         let text = std::fs::read_to_string(file).unwrap();
-        let text = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
+        let text = without_tests(&text);
         let Some(from_stage) = stage_of(&from[0]) else {
             wrong.push(format!(
                 "{}: in no stage (add it to STAGES)",
@@ -150,7 +185,7 @@ fn stages_import_only_earlier_stages_and_no_cycles() {
             "{}: reaches out of its folder with super::super::",
             file.display()
         );
-        for path in crate_paths(text) {
+        for path in crate_paths(text, &from) {
             let Some(to_stage) = stage_of(&path[0]) else {
                 wrong.push(format!(
                     "{}: crate::{} is in no stage",
@@ -230,6 +265,87 @@ fn stages_import_only_earlier_stages_and_no_cycles() {
 #[test]
 fn crate_paths_are_read_with_braces() {
     let text = "use crate::a::B;\nuse crate::{c::D, e::{F, G}, h};\nlet x = pfprof_crate::z; crate::f::g();";
-    let got: Vec<String> = crate_paths(text).iter().map(|p| p.join("::")).collect();
+    let from = ["format".to_string(), "outdir".to_string()];
+    let got: Vec<String> = crate_paths(text, &from)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
     assert_eq!(got, ["a::B", "c::D", "e", "h", "f::g"]);
+    // super:: names the parent module: a sibling file in a folder, the
+    // crate root from a folder's mod.rs.
+    let text = "use super::jitmaps::is_map_name; super::{events::X, records};";
+    let got: Vec<String> = crate_paths(text, &from)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "format::jitmaps::is_map_name",
+            "format::events::X",
+            "format::records"
+        ]
+    );
+    let got: Vec<String> = crate_paths("super::maps::parse", &["sys".into()])
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(got, ["maps::parse"]);
+}
+
+/// A test module ends what is scanned; a test-only item does not.
+#[test]
+fn test_modules_are_left_out() {
+    let text = "use crate::a;\n#[cfg(test)]\nfn helper() {}\nuse crate::b;\n#[cfg(test)]\nmod tests { use crate::c; }";
+    let got: Vec<String> = crate_paths(without_tests(text), &[])
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(got, ["a", "b"]);
+}
+
+/// The README's Layout section names every file of `src/` and
+/// `symbolize/src/`, and every path it names exists.
+#[test]
+fn readme_layout_names_every_source_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = &readme[readme.find("\n## Layout").expect("a Layout section")..];
+    let block = section
+        .split("```")
+        .nth(1)
+        .expect("the Layout section's file list");
+    let named: BTreeSet<&str> = block
+        .split_whitespace()
+        .filter(|w| w.starts_with("src/") || w.starts_with("symbolize/src/"))
+        .collect();
+    let mut files = Vec::new();
+    for dir in ["src", "symbolize/src"] {
+        all_files(&root.join(dir), &mut files);
+    }
+    let missing: Vec<String> = files
+        .iter()
+        .map(|f| f.strip_prefix(root).unwrap().display().to_string())
+        .filter(|f| !named.contains(f.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "not in README's Layout: {missing:?}");
+    let stale: Vec<&&str> = named
+        .iter()
+        .filter(|p| !p.ends_with('/') && !root.join(p).exists())
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "in README's Layout but not in the tree: {stale:?}"
+    );
+}
+
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            all_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
 }
