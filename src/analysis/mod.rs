@@ -20,13 +20,13 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{classify, Access, ClassCounts, FaultClass, TargetMapping};
-use crate::analysis::process::{
-    MapKind, MmapRecord, ModuleId, Modules, Place, Process, Processes, USER_TOP,
-};
+use crate::analysis::process::{MapKind, ModuleId, Modules, Place, Process, Processes, USER_TOP};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
 use crate::format::call_graph::CallGraph;
-use crate::format::decode::{self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample};
+use crate::format::decode::{
+    self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample, MmapRecord,
+};
 use crate::format::perf_data::{RecordMode, RecordingMeta};
 use crate::format::records as rec;
 use crate::unwind::{StackUnwinder, MAX_FRAMES, TRUNCATED_FRAME};
@@ -516,26 +516,10 @@ impl Analyzer {
             Event::Fault(sample) => self.on_unwound_fault(sample),
             Event::Entry(entry) => self.on_entry(entry),
             Event::Mmap {
-                pid,
-                avma,
-                len,
-                file_offset,
-                prot,
-                flags,
+                mapping,
                 path,
                 build_id,
-                ..
-            } => {
-                let mapping = MmapRecord {
-                    pid,
-                    avma,
-                    len,
-                    file_offset,
-                    prot,
-                    flags,
-                };
-                self.on_mmap(mapping, &path.as_slice(), build_id);
-            }
+            } => self.on_mmap(mapping, &path.as_slice(), build_id),
             Event::Comm {
                 pid,
                 tid,

@@ -11,6 +11,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::format::decode::MmapRecord;
 use crate::sys::maps::MappingPath;
 
 /// Index into [`Modules`].
@@ -275,24 +276,6 @@ pub enum Place {
 /// thread, in another process than its parent's), not of a new thread.
 pub fn is_new_process(pid: i32, ppid: i32, tid: i32) -> bool {
     pid == tid && pid != ppid
-}
-
-/// What an mmap/mmap2 record says of a new mapping, but its path and
-/// build-id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MmapRecord {
-    /// The process.
-    pub pid: i32,
-    /// First address.
-    pub avma: u64,
-    /// Length in bytes.
-    pub len: u64,
-    /// File offset of `avma`.
-    pub file_offset: u64,
-    /// PROT_* bits.
-    pub prot: u32,
-    /// MAP_* bits.
-    pub flags: u32,
 }
 
 /// All processes of a recording.

@@ -170,6 +170,24 @@ pub struct FaultEntry {
     pub kernel_mode: bool,
 }
 
+/// What an mmap/mmap2 record says of a new mapping, but its path and
+/// build-id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmapRecord {
+    /// The process.
+    pub pid: i32,
+    /// First address.
+    pub avma: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset of `avma`.
+    pub file_offset: u64,
+    /// PROT_* bits (mmap2 only).
+    pub prot: u32,
+    /// MAP_* bits (mmap2 only).
+    pub flags: u32,
+}
+
 /// One decoded record.
 pub enum Event<'a> {
     /// Before any record: the recording's header facts.
@@ -180,18 +198,8 @@ pub enum Event<'a> {
     Entry(FaultEntry),
     /// A new mapping (mmap, mprotect split, brk growth, exec's segments).
     Mmap {
-        /// Process.
-        pid: i32,
-        /// Start address.
-        avma: u64,
-        /// Length in bytes.
-        len: u64,
-        /// Offset of the mapping in its file.
-        file_offset: u64,
-        /// PROT_* bits (mmap2 only).
-        prot: u32,
-        /// MAP_* bits (mmap2 only).
-        flags: u32,
+        /// Where the mapping is, of which process, and how.
+        mapping: MmapRecord,
         /// Path, or `//anon`, `[heap]`, `[vdso]` ...
         path: RawData<'a>,
         /// GNU build-id when the kernel provided it (mmaps are rare: owned is fine).
@@ -936,12 +944,14 @@ fn mapping_event(record_type: u32, misc: u16, body: &[u8]) -> Result<Option<Even
         return Ok(None);
     }
     Ok(Some(Event::Mmap {
-        pid: m.pid,
-        avma: m.avma,
-        len: m.len,
-        file_offset: m.file_offset,
-        prot: m.prot,
-        flags: m.flags,
+        mapping: MmapRecord {
+            pid: m.pid,
+            avma: m.avma,
+            len: m.len,
+            file_offset: m.file_offset,
+            prot: m.prot,
+            flags: m.flags,
+        },
         path: RawData::Single(m.path),
         // None for an empty one too (the vDSO, a file without the note):
         // the header's may say.
@@ -1392,9 +1402,11 @@ pub(crate) mod tests {
 
         let (mut mmaps, mut faults) = (Vec::new(), Vec::new());
         let (_, stats) = replay(&path, false, |event| match event {
-            Event::Mmap { pid, path, .. } => {
-                mmaps.push((pid, String::from_utf8_lossy(&path.as_slice()).into_owned()))
-            }
+            Event::Mmap {
+                mapping: MmapRecord { pid, .. },
+                path,
+                ..
+            } => mmaps.push((pid, String::from_utf8_lossy(&path.as_slice()).into_owned())),
             Event::Fault(f) => faults.push((f.addr_avma, f.callchain.map_or(0, |c| c.len()))),
             _ => {}
         })
