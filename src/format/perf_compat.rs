@@ -1,8 +1,9 @@
 //! What `perf` needs besides the records to open a pfprof recording without
 //! complaint: the tracepoints' formats (`HEADER_TRACING_DATA`: perf refuses
 //! a file with tracepoint events and no formats), the machine's
-//! architecture (`HEADER_ARCH`), and the kernel's text mapping (else perf
-//! warns that the kernel maps were restricted). The build-id table perf
+//! architecture (`HEADER_ARCH`). The kernel's text mapping perf also wants
+//! (else it warns that the kernel maps were restricted) is record's, from
+//! `pfprof_symbolize::kernel_text`. The build-id table perf
 //! reads too is perf_data's, which reads it back from perf's recordings.
 //!
 //! The tracing data is laid out as perf's `trace-event-info.c` writes it and
@@ -185,33 +186,6 @@ fn read_whole(path: &Path) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Start and end of the kernel's text (`_text`, `_etext` in
-/// `/proc/kallsyms`); None when the addresses are hidden (shown as zeros).
-pub fn kernel_text(kallsyms: &str) -> Option<(u64, u64)> {
-    let (mut start, mut end) = (None, None);
-    for line in kallsyms.lines() {
-        let mut fields = line.split_ascii_whitespace();
-        let (Some(addr), Some(_), Some(name)) = (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let slot = match name {
-            "_text" => &mut start,
-            "_etext" => &mut end,
-            _ => continue,
-        };
-        *slot = u64::from_str_radix(addr, 16).ok();
-        if start.is_some() && end.is_some() {
-            break;
-        }
-    }
-    let start = start.filter(|&s| s != 0)?;
-    // Without `_etext`, the map reaches the end of the address space, as
-    // perf's own does before it knows the modules.
-    let end = end.filter(|&e| e > start).unwrap_or(u64::MAX);
-    Some((start, end))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,28 +303,5 @@ mod tests {
         assert_eq!(&bytes[..4], 64u32.to_le_bytes());
         assert_eq!(&bytes[4..4 + arch.len()], arch);
         assert!(bytes[4 + arch.len()..].iter().all(|&b| b == 0));
-    }
-
-    #[test]
-    fn kernel_text_from_kallsyms() {
-        let cases = [
-            (
-                "ffffffff81000000 T _stext\nffffffff81000000 T _text\nffffffff8220bb08 T _etext\n",
-                Some((0xffffffff81000000, 0xffffffff8220bb08)),
-            ),
-            (
-                "ffffffff81000000 T _text\n",
-                Some((0xffffffff81000000, u64::MAX)),
-            ),
-            (
-                "0000000000000000 T _text\n0000000000000000 T _etext\n",
-                None,
-            ),
-            ("", None),
-            ("garbage\nzz T _text\n", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(kernel_text(text), want, "{text:?}");
-        }
     }
 }

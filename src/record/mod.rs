@@ -1727,7 +1727,7 @@ fn create_writer(
         None => PerfDataWriter::discarding(descs),
     }
     .with_context(|| format!("cannot create {}", data_path.display()))?;
-    let kernel_text = procfs::kallsyms().and_then(|k| crate::format::perf_compat::kernel_text(&k));
+    let kernel_text = procfs::kallsyms().and_then(|k| pfprof_symbolize::kernel_text(&k));
     if let Some((start, end)) = kernel_text {
         writer
             .write_records(&synth::kernel_mmap(start, end, leader_id))

@@ -14,51 +14,44 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::analysis::classify::FaultClass;
+use crate::analysis::classify::{ClassCounts, FaultClass};
 use crate::continuous::{Continuous, Destination, Interval, Settings};
 use crate::model::report::Region;
 use crate::model::Model;
 use crate::record::{self, RecordConfig};
 use crate::text::thousands;
 
-/// Faults by class, with major faults on files and on swap apart.
+/// Faults by class, and which of the major ones were swap-ins (the rest
+/// were read from files).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
-    /// Minor faults.
-    pub minor: u64,
-    /// Major faults on files.
-    pub major_file: u64,
-    /// Major faults on anonymous memory (swap-ins).
+    /// Every fault by class.
+    pub faults: ClassCounts,
+    /// Of `faults.major`, those on anonymous memory (swap-ins).
     pub major_swap: u64,
-    /// Copy-on-write faults.
-    pub cow: u64,
 }
 
 impl Counts {
     fn add(&mut self, class: FaultClass, on_file: bool, n: u64) {
-        match class {
-            FaultClass::Minor => self.minor += n,
-            FaultClass::Major if on_file => self.major_file += n,
-            FaultClass::Major => self.major_swap += n,
-            FaultClass::Cow => self.cow += n,
+        self.faults.add(class, n);
+        if class == FaultClass::Major && !on_file {
+            self.major_swap += n;
         }
     }
 
     fn merge(&mut self, other: &Counts) {
-        self.minor += other.minor;
-        self.major_file += other.major_file;
+        self.faults += other.faults;
         self.major_swap += other.major_swap;
-        self.cow += other.cow;
     }
 
     /// Every class.
     pub fn total(&self) -> u64 {
-        self.minor + self.major_file + self.major_swap + self.cow
+        self.faults.total()
     }
 
-    /// Major faults, file and swap.
-    pub fn major(&self) -> u64 {
-        self.major_file + self.major_swap
+    /// Major faults on files.
+    pub fn major_file(&self) -> u64 {
+        self.faults.major - self.major_swap
     }
 }
 
@@ -290,9 +283,9 @@ impl SortBy {
     fn key(self, c: &Counts) -> u64 {
         match self {
             SortBy::Total => c.total(),
-            SortBy::Major => c.major(),
-            SortBy::Cow => c.cow,
-            SortBy::Minor => c.minor,
+            SortBy::Major => c.faults.major,
+            SortBy::Cow => c.faults.cow,
+            SortBy::Minor => c.faults.minor,
         }
     }
 }
@@ -323,10 +316,10 @@ const RATE_HEADER: [&str; 6] = [
 fn rate_cells(c: &Counts, seconds: f64) -> [String; 6] {
     let rate = |n: u64| rate(n, seconds);
     [
-        rate(c.minor),
-        rate(c.major_file),
+        rate(c.faults.minor),
+        rate(c.major_file()),
         rate(c.major_swap),
-        rate(c.cow),
+        rate(c.faults.cow),
         rate(c.total()),
         thousands(c.total()),
     ]
@@ -435,11 +428,11 @@ pub fn summary_line(window: &Window, cpu_percent: Option<f64>) -> String {
     format!(
         "{} faults/s: minor {}, major {} (file {}, swap {}), cow {}; lost records {}; truncated stacks {}{cpu}",
         rate(t.total(), secs),
-        rate(t.minor, secs),
-        rate(t.major(), secs),
-        rate(t.major_file, secs),
+        rate(t.faults.minor, secs),
+        rate(t.faults.major, secs),
+        rate(t.major_file(), secs),
         rate(t.major_swap, secs),
-        rate(t.cow, secs),
+        rate(t.faults.cow, secs),
         thousands(window.lost),
         thousands(window.truncated),
     )
@@ -628,10 +621,12 @@ mod tests {
 
     fn counts(minor: u64, major_file: u64, major_swap: u64, cow: u64) -> Counts {
         Counts {
-            minor,
-            major_file,
+            faults: ClassCounts {
+                minor,
+                major: major_file + major_swap,
+                cow,
+            },
             major_swap,
-            cow,
         }
     }
 

@@ -372,12 +372,12 @@ mod tests {
             seconds: 1.0,
             ..Window::default()
         };
-        w.totals.minor = 5;
+        w.totals.faults.minor = 5;
         s.add(w, None);
-        assert_eq!(s.total.totals.minor, 5);
-        assert_eq!(s.last.totals.minor, 0);
+        assert_eq!(s.total.totals.faults.minor, 5);
+        assert_eq!(s.last.totals.faults.minor, 0);
         assert!(s.key(press(KeyCode::Char('r'))));
-        assert_eq!(s.total.totals.minor, 0);
+        assert_eq!(s.total.totals.faults.minor, 0);
         assert!(!s.key(press(KeyCode::Char('q'))));
         assert!(!s.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
     }

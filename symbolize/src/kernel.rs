@@ -29,24 +29,15 @@ impl KernelSymbols {
     /// addresses are looked up. `None` when no symbol has a non-zero address.
     pub fn parse(text: &str) -> Option<Self> {
         let mut symbols = Vec::new();
-        for line in text.lines() {
-            let mut fields = line.split_whitespace();
-            let (Some(addr), Some(kind), Some(name)) =
-                (fields.next(), fields.next(), fields.next())
-            else {
-                continue;
-            };
-            if !matches!(kind, "t" | "T" | "w" | "W") {
+        for line in kallsyms_lines(text) {
+            if !matches!(line.kind, "t" | "T" | "w" | "W") {
                 continue;
             }
-            let Ok(avma) = u64::from_str_radix(addr, 16) else {
-                continue;
+            let name = match line.module {
+                Some(module) => format!("{} {module}", line.name),
+                None => line.name.to_string(),
             };
-            let name = match fields.next() {
-                Some(module) => format!("{name} {module}"),
-                None => name.to_string(),
-            };
-            symbols.push((avma, name));
+            symbols.push((line.avma, name));
         }
         if symbols.iter().all(|(avma, _)| *avma == 0) {
             return None;
@@ -73,6 +64,57 @@ impl KernelSymbols {
         let (start, name) = self.symbols.get(index.checked_sub(1)?)?;
         Some((name.as_str(), avma - start))
     }
+}
+
+/// One line of `/proc/kallsyms`: `ADDR TYPE NAME [MODULE]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KallsymsLine<'a> {
+    /// Where the symbol is; kernel addresses are the same in every process.
+    pub avma: u64,
+    /// The `nm`-style type letter (`T` global text, `t` local text, ...).
+    pub kind: &'a str,
+    /// The symbol's name.
+    pub name: &'a str,
+    /// `[module]` for a symbol of a loaded module, brackets kept.
+    pub module: Option<&'a str>,
+}
+
+/// The well-formed lines of `/proc/kallsyms` text; a line without an
+/// address, type and name, or with an address that is not hex, is skipped.
+pub fn kallsyms_lines(text: &str) -> impl Iterator<Item = KallsymsLine<'_>> {
+    text.lines().filter_map(|line| {
+        let mut fields = line.split_ascii_whitespace();
+        let (addr, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
+        Some(KallsymsLine {
+            avma: u64::from_str_radix(addr, 16).ok()?,
+            kind,
+            name,
+            module: fields.next(),
+        })
+    })
+}
+
+/// Start and end of the kernel's text (`_text`, `_etext`); None when the
+/// addresses are hidden (shown as zeros). Reads only as far as both names,
+/// so record's start does not build the whole symbol table.
+pub fn kernel_text(kallsyms: &str) -> Option<(u64, u64)> {
+    let (mut start, mut end) = (None, None);
+    for line in kallsyms_lines(kallsyms) {
+        let slot = match line.name {
+            "_text" => &mut start,
+            "_etext" => &mut end,
+            _ => continue,
+        };
+        *slot = Some(line.avma);
+        if start.is_some() && end.is_some() {
+            break;
+        }
+    }
+    let start = start.filter(|&s| s != 0)?;
+    // Without `_etext`, the map reaches the end of the address space, as
+    // perf's own does before it knows the modules.
+    let end = end.filter(|&e| e > start).unwrap_or(u64::MAX);
+    Some((start, end))
 }
 
 #[cfg(test)]
@@ -110,5 +152,28 @@ garbage line
         let hidden = "0000000000000000 T _stext\n0000000000000000 t foo\n";
         assert!(KernelSymbols::parse(hidden).is_none());
         assert!(KernelSymbols::parse("").is_none());
+    }
+
+    #[test]
+    fn kernel_text_from_kallsyms() {
+        let cases = [
+            (
+                "ffffffff81000000 T _stext\nffffffff81000000 T _text\nffffffff8220bb08 T _etext\n",
+                Some((0xffffffff81000000, 0xffffffff8220bb08)),
+            ),
+            (
+                "ffffffff81000000 T _text\n",
+                Some((0xffffffff81000000, u64::MAX)),
+            ),
+            (
+                "0000000000000000 T _text\n0000000000000000 T _etext\n",
+                None,
+            ),
+            ("", None),
+            ("garbage\nzz T _text\n", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(kernel_text(text), want, "{text:?}");
+        }
     }
 }

@@ -98,7 +98,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-pub use kernel::KernelSymbols;
+pub use kernel::{kallsyms_lines, kernel_text, KallsymsLine, KernelSymbols};
 pub use notes::gnu_build_id_in_notes;
 pub use perfmap::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
 pub use reloc::RelocType;
