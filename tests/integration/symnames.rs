@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use crate::util::{
-    can_record, compile_c, fault_line, pfprof, read_report, run, show, sites, temp_dir,
+    can_record, compile_c, fault_line, pfprof, read_report, record_with, run, show, sites, temp_dir,
 };
 
 /// `fixtures/plt_vdso.c`'s counts.
@@ -292,18 +292,15 @@ fn memfd_code_is_named_from_the_perf_map() {
     let dir = temp_dir("symnames_memfd");
     let exe = compile_c(&dir, "memfd_jit.c", &[]);
     for mode in ["dwarf", "fp"] {
-        let out_dir = dir.join(format!("out-{mode}"));
-        let out = run(pfprof()
-            .args(["record", "-q", "--call-graph", mode, "-o"])
-            .arg(&out_dir)
-            .arg("--")
-            .arg(&exe));
+        let mode_dir = dir.join(mode);
+        std::fs::create_dir_all(&mode_dir).unwrap();
+        let (out, report) = record_with(&mode_dir, &["--call-graph", mode], &exe, &[]);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let report = read_report(&out_dir.join("report.json"));
+        let out_dir = mode_dir.join("out");
         let pid = &report["processes"][0]["pid"];
         let map = format!("perf-{pid}.map");
         let _ = std::fs::remove_file(std::path::Path::new("/tmp").join(&map));
