@@ -29,7 +29,7 @@ use crate::format::decode::{
 };
 use crate::format::perf_data::{RecordMode, RecordingMeta};
 use crate::format::records as rec;
-use crate::unwind::{StackUnwinder, MAX_FRAMES, TRUNCATED_FRAME};
+use crate::unwind::{StackUnwinder, UserSample, MAX_FRAMES, TRUNCATED_FRAME};
 use linux_perf_data::linux_perf_event_reader::{RawData, RawDataU64};
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
 
@@ -466,15 +466,14 @@ impl Analyzer {
             self.unwound
                 .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
         }
-        unwinder.unwind_user_part(
-            sample.pid,
-            sample.time,
-            sample.kernel_mode,
+        let user = UserSample {
+            pid: sample.pid,
+            time: sample.time,
+            kernel_mode: sample.kernel_mode,
             regs,
             stack,
-            true,
-            &mut self.unwound,
-        );
+        };
+        unwinder.unwind_user_part(user, true, &mut self.unwound);
         let mut bytes = std::mem::take(&mut self.unwound_bytes);
         bytes.clear();
         bytes.extend(self.unwound.iter().flat_map(|a| a.to_le_bytes()));

@@ -27,7 +27,7 @@ use crate::format::events::{
     le_u64, le_u64s, parse_record, records, EventTable, Mapping, RecordHead,
 };
 use crate::format::records as rec;
-use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs};
+use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs, UserSample};
 
 /// Records read ahead at a time by [`touch_ahead`].
 const TOUCH_AHEAD: usize = 32;
@@ -397,9 +397,14 @@ impl StackRewriter {
         match s.user_regs.as_ref().and_then(UserRegs::from_sample) {
             Some(_) if self.own_pid == Some(pid) => {}
             Some(regs) => {
-                let stack = copied_stack(&s.user_stack);
-                let at = (pid, time, s.cpu_mode == CpuMode::Kernel);
-                if !self.unwind_or_defer(at, regs, stack, settle, record) {
+                let sample = UserSample {
+                    pid,
+                    time,
+                    kernel_mode: s.cpu_mode == CpuMode::Kernel,
+                    regs,
+                    stack: copied_stack(&s.user_stack),
+                };
+                if !self.unwind_or_defer(sample, settle, record) {
                     return false;
                 }
             }
@@ -466,22 +471,13 @@ impl StackRewriter {
         }
     }
 
-    /// Appends the user frames of `regs` and `stack` to the chain; false
-    /// (the record held back, the chain as it was) while the process's
-    /// mappings are not known yet and this is not the last attempt.
-    fn unwind_or_defer(
-        &mut self,
-        (pid, time, kernel_mode): (i32, u64, bool),
-        regs: UserRegs,
-        stack: &[u8],
-        settle: bool,
-        record: &[u8],
-    ) -> bool {
-        let chain = &mut self.chain;
-        let outcome =
-            (self.unwinder).unwind_user_part(pid, time, kernel_mode, regs, stack, settle, chain);
+    /// Appends the sample's user frames to the chain; false (the record
+    /// held back, the chain as it was) while the process's mappings are not
+    /// known yet and this is not the last attempt.
+    fn unwind_or_defer(&mut self, sample: UserSample<'_>, settle: bool, record: &[u8]) -> bool {
+        let outcome = (self.unwinder).unwind_user_part(sample, settle, &mut self.chain);
         if outcome == Outcome::Unknown {
-            self.deferred.push((time, record.to_vec()));
+            self.deferred.push((sample.time, record.to_vec()));
             return false;
         }
         true
@@ -515,8 +511,14 @@ impl StackRewriter {
             self.chain.extend(le_u64s(fault.kernel_ips));
         }
         if self.own_pid != Some(pid) {
-            let at = (pid, time, fault.kernel_mode);
-            if !self.unwind_or_defer(at, fault.regs, fault.stack, settle, record) {
+            let sample = UserSample {
+                pid,
+                time,
+                kernel_mode: fault.kernel_mode,
+                regs: fault.regs,
+                stack: fault.stack,
+            };
+            if !self.unwind_or_defer(sample, settle, record) {
                 return false;
             }
         }
@@ -629,7 +631,14 @@ mod tests {
     /// frame-pointer recording).
     fn nofp_sample(snap: &crate::unwind::tests::Snapshot) -> (Vec<u8>, Vec<u8>) {
         let mut chain = vec![rec::CONTEXT_USER];
-        unwinder_with_nofp(snap).unwind(PID, 5, false, snap.regs, &snap.stack, true, &mut chain);
+        unwinder_with_nofp(snap).unwind(
+            UserSample {
+                time: 5,
+                ..snap.sample()
+            },
+            true,
+            &mut chain,
+        );
         assert_eq!(chain.last(), Some(&TRUNCATED_FRAME));
         let mut want = sample_with_chain(ID, 1, 5, 0x1234, &chain);
         // sample_with_chain's pid/tid is 7; the sample belongs to PID.

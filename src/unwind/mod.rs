@@ -96,6 +96,22 @@ const PF_X: u32 = 1;
 
 type Data = Arc<[u8]>;
 
+/// What the unwinder needs of one sample: whose it is and when, and the
+/// user registers and stack the kernel copied.
+#[derive(Debug, Clone, Copy)]
+pub struct UserSample<'a> {
+    /// Process.
+    pub pid: i32,
+    /// Time stamp, to see the address space as it was then.
+    pub time: u64,
+    /// Taken in kernel mode (right after an exec: execve's own faults).
+    pub kernel_mode: bool,
+    /// The user registers.
+    pub regs: UserRegs,
+    /// The copied stack, from the sampled stack pointer up.
+    pub stack: &'a [u8],
+}
+
 /// User registers of a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserRegs {
@@ -720,14 +736,9 @@ impl StackUnwinder {
     /// user frames (a recording made without `exclude_callchain_user`) is
     /// cut at its user mark first: the unwound frames replace those. On
     /// [`Outcome::Unknown`] `chain` keeps the kernel's part only.
-    #[allow(clippy::too_many_arguments)]
     pub fn unwind_user_part(
         &mut self,
-        pid: i32,
-        time: u64,
-        kernel_mode: bool,
-        regs: UserRegs,
-        stack: &[u8],
+        sample: UserSample<'_>,
         final_attempt: bool,
         chain: &mut Vec<u64>,
     ) -> Outcome {
@@ -736,7 +747,7 @@ impl StackUnwinder {
         }
         let kernel_len = chain.len();
         chain.push(CONTEXT_USER);
-        let outcome = self.unwind(pid, time, kernel_mode, regs, stack, final_attempt, chain);
+        let outcome = self.unwind(sample, final_attempt, chain);
         if outcome == Outcome::Unknown {
             chain.truncate(kernel_len);
         }
@@ -748,17 +759,19 @@ impl StackUnwinder {
     /// `final_attempt` unset, a sample of an unknown process or code
     /// returns [`Outcome::Unknown`] without writing, to be retried once the
     /// other buffers have been read.
-    #[allow(clippy::too_many_arguments)]
     pub fn unwind(
         &mut self,
-        pid: i32,
-        time: u64,
-        kernel_mode: bool,
-        regs: UserRegs,
-        stack: &[u8],
+        sample: UserSample<'_>,
         final_attempt: bool,
         chain: &mut Vec<u64>,
     ) -> Outcome {
+        let UserSample {
+            pid,
+            time,
+            kernel_mode,
+            regs,
+            stack,
+        } = sample;
         let space = self.spaces.get_mut(&pid).map(|space| {
             if space.exec_pending && time >= space.before_exec.as_ref().map_or(0, |b| b.0) {
                 space.exec_pending = kernel_mode;
@@ -1293,6 +1306,19 @@ pub(crate) mod tests {
         pub(crate) expected: Vec<u64>,
     }
 
+    impl Snapshot {
+        /// The snapshot's fault as a sample of [`PID`] at time 0, in user mode.
+        pub(crate) fn sample(&self) -> UserSample<'_> {
+            UserSample {
+                pid: PID,
+                time: 0,
+                kernel_mode: false,
+                regs: self.regs,
+                stack: &self.stack,
+            }
+        }
+    }
+
     pub(crate) const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/snapshots");
 
     pub(crate) fn snapshot() -> Snapshot {
@@ -1353,11 +1379,10 @@ pub(crate) mod tests {
             let mut u = unwinder_with_nofp(&snap);
             let mut chain = Vec::new();
             let got = u.unwind(
-                PID,
-                0,
-                false,
-                snap.regs,
-                &snap.stack[..bytes],
+                UserSample {
+                    stack: &snap.stack[..bytes],
+                    ..snap.sample()
+                },
                 false,
                 &mut chain,
             );
@@ -1386,11 +1411,11 @@ pub(crate) mod tests {
         let mut chain = Vec::new();
         u.on_fork(PID + 1, PID);
         let got = u.unwind(
-            PID + 1,
-            10,
-            false,
-            snap.regs,
-            &snap.stack,
+            UserSample {
+                pid: PID + 1,
+                time: 10,
+                ..snap.sample()
+            },
             false,
             &mut chain,
         );
@@ -1399,22 +1424,51 @@ pub(crate) mod tests {
 
         u.on_exec(PID, 1_000);
         chain.clear();
-        let before = u.unwind(PID, 999, false, snap.regs, &snap.stack, false, &mut chain);
+        let before = u.unwind(
+            UserSample {
+                time: 999,
+                ..snap.sample()
+            },
+            false,
+            &mut chain,
+        );
         assert_eq!(
             (before, chain.len()),
             (Outcome::Truncated(Stop::NoUnwindInfo), 8)
         );
         // Kernel-mode faults right after the exec are execve's own.
         chain.clear();
-        let in_exec = u.unwind(PID, 1_000, true, snap.regs, &snap.stack, false, &mut chain);
+        let in_exec = u.unwind(
+            UserSample {
+                time: 1_000,
+                kernel_mode: true,
+                ..snap.sample()
+            },
+            false,
+            &mut chain,
+        );
         assert_eq!(
             (in_exec, &chain[..]),
             (Outcome::NoProcess, &[snap.regs.ip][..])
         );
         chain.clear();
-        let after = u.unwind(PID, 1_001, false, snap.regs, &snap.stack, false, &mut chain);
+        let after = u.unwind(
+            UserSample {
+                time: 1_001,
+                ..snap.sample()
+            },
+            false,
+            &mut chain,
+        );
         assert_eq!((after, chain.len()), (Outcome::Unknown, 0), "held back");
-        let settled = u.unwind(PID, 1_001, false, snap.regs, &snap.stack, true, &mut chain);
+        let settled = u.unwind(
+            UserSample {
+                time: 1_001,
+                ..snap.sample()
+            },
+            true,
+            &mut chain,
+        );
         assert_eq!(settled, Outcome::Truncated(Stop::NoUnwindInfo));
         assert_eq!(chain, vec![snap.regs.ip, TRUNCATED_FRAME]);
 
@@ -1426,12 +1480,27 @@ pub(crate) mod tests {
             ip: jit.start + 16,
             ..snap.regs
         };
-        let opaque = u.unwind(PID, 1_002, false, regs, &snap.stack, false, &mut chain);
+        let opaque = u.unwind(
+            UserSample {
+                time: 1_002,
+                regs,
+                ..snap.sample()
+            },
+            false,
+            &mut chain,
+        );
         assert_eq!(opaque, Outcome::Truncated(Stop::NoUnwindInfo));
         assert_eq!(chain, [regs.ip, TRUNCATED_FRAME]);
 
         chain.clear();
-        let stranger = u.unwind(7, 0, false, snap.regs, &snap.stack, true, &mut chain);
+        let stranger = u.unwind(
+            UserSample {
+                pid: 7,
+                ..snap.sample()
+            },
+            true,
+            &mut chain,
+        );
         assert_eq!(
             (stranger, &chain[..]),
             (Outcome::NoProcess, &[snap.regs.ip][..])
@@ -1441,18 +1510,26 @@ pub(crate) mod tests {
         u.on_mmap(PID + 1, snap.text.clone(), 0, 1, b"//anon", None);
         chain.clear();
         let unmapped = u.unwind(
-            PID + 1,
-            20,
-            false,
-            snap.regs,
-            &snap.stack,
+            UserSample {
+                pid: PID + 1,
+                time: 20,
+                ..snap.sample()
+            },
             false,
             &mut chain,
         );
         assert_eq!(unmapped, Outcome::Unknown);
         u.on_exit(PID + 1, 30);
         u.forget_exited(31);
-        let forgotten = u.unwind(PID + 1, 40, false, snap.regs, &snap.stack, true, &mut chain);
+        let forgotten = u.unwind(
+            UserSample {
+                pid: PID + 1,
+                time: 40,
+                ..snap.sample()
+            },
+            true,
+            &mut chain,
+        );
         assert_eq!(forgotten, Outcome::NoProcess);
     }
 
@@ -1472,7 +1549,14 @@ pub(crate) mod tests {
         ] {
             let mut u = unwinder_with_nofp(&snap);
             let mut chain = given.clone();
-            let got = u.unwind_user_part(PID, 0, true, snap.regs, &snap.stack, true, &mut chain);
+            let got = u.unwind_user_part(
+                UserSample {
+                    kernel_mode: true,
+                    ..snap.sample()
+                },
+                true,
+                &mut chain,
+            );
             assert_eq!(got, Outcome::Truncated(Stop::NoUnwindInfo), "{given:x?}");
             assert_eq!(chain[..want.len()], want[..], "{given:x?}");
             assert_eq!(chain.len(), want.len() + 2, "main's caller, the marker");
@@ -1483,7 +1567,15 @@ pub(crate) mod tests {
             ip: 0x10,
             ..snap.regs
         };
-        let held = u.unwind_user_part(PID, 0, true, regs, &snap.stack, false, &mut chain);
+        let held = u.unwind_user_part(
+            UserSample {
+                kernel_mode: true,
+                regs,
+                ..snap.sample()
+            },
+            false,
+            &mut chain,
+        );
         assert_eq!(
             (held, &chain[..]),
             (Outcome::Unknown, &[kernel, 0xffff_1000][..])
@@ -1533,7 +1625,7 @@ pub(crate) mod tests {
         }
         assert!(space.lookup(snap.text.end + 0x1010).is_some());
         let mut chain = Vec::new();
-        let got = u.unwind(PID, 0, false, snap.regs, &snap.stack, false, &mut chain);
+        let got = u.unwind(snap.sample(), false, &mut chain);
         assert_eq!(got, Outcome::Truncated(Stop::NoUnwindInfo));
         assert_eq!(chain[..6], snap.expected[..]);
     }
@@ -1549,7 +1641,7 @@ pub(crate) mod tests {
         // Pretend `a`'s return site into main is the entry code.
         region.entry = Some(snap.expected[5] - 1 - 8);
         let mut chain = Vec::new();
-        let got = u.unwind(PID, 0, false, snap.regs, &snap.stack, false, &mut chain);
+        let got = u.unwind(snap.sample(), false, &mut chain);
         assert_eq!(got, Outcome::Complete);
         assert_eq!(chain, snap.expected);
     }
