@@ -1,27 +1,34 @@
 //! `record --interval`: a profile per interval, aggregated as the records
-//! arrive. The recorder's [`Tap`] hands each drain pass to a worker thread
-//! (so that symbolizing never delays the drain), which decodes the records
-//! in time order into an [`Aggregator`]; at the end of each interval it
-//! resolves the interval's counts and writes them into a directory of `-o
-//! DIR` named by the interval's start (UTC), keeps the newest `--keep N`
-//! and forgets the counts. Memory is bounded by what is distinct (stacks,
-//! targets, processes), and nothing is written per fault unless the raw
-//! recording is asked for.
+//! arrive. The recorder's [`Tap`] is fed each record as a typed event on
+//! the draining thread, which counts it on raw keys in an [`Aggregator`]
+//! (a few hash lookups: the drain never waits for anything slower); at the
+//! end of each interval the counts are taken whole and handed to a thread
+//! of their own, which names them (its symbolizer and the modules it opened
+//! live as long as the run, so each address is symbolized once) and writes
+//! them into a directory of `-o DIR` named by the interval's start (UTC),
+//! keeping the newest `--keep N`. While that thread is still busy with an
+//! interval, the next one runs on (it is written longer) rather than make
+//! the drain wait or queue a second interval's counts. Memory is bounded by
+//! what is distinct in an interval (stacks, targets, processes), and
+//! nothing is written per fault unless the raw recording is asked for.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use pfprof_symbolize::Symbolizer;
 
-use crate::analysis::{Aggregator, AnalyzeOptions};
-use crate::format::decode::LiveDecoder;
+use crate::analysis::{Aggregator, AnalyzeOptions, Profile};
+use crate::format::decode::Event;
 use crate::format::outdir::{OutDir, OUTPUT_NAMES};
 use crate::format::perf_data::{EventDesc, RecordingMeta};
+use crate::format::records as rec;
 use crate::model::resolve;
-use crate::record::Tap;
+use crate::record::{KernelCounts, Tap};
 use crate::text;
 
 /// Where each interval's profile goes.
@@ -59,23 +66,46 @@ pub struct Settings {
     pub verbose: bool,
 }
 
-/// The [`Tap`] of `record --interval`.
+/// The [`Tap`] of `record --interval` and `top`.
 pub struct Continuous {
     settings: Settings,
-    chunk: Vec<u8>,
-    backlog: Arc<Backlog>,
-    /// Chunks the worker is done with, to fill again.
-    spare: Option<Receiver<Vec<u8>>>,
-    worker: Option<(Sender<Message>, JoinHandle<Result<Summary>>)>,
-    /// Set when the worker failed: its error, reported at the end.
+    running: Option<Running>,
+    /// The writer's outcome, once the recording is over.
     summary: Option<Result<Summary>>,
 }
 
+/// The aggregation under way on the draining thread, and the writer.
+struct Running {
+    aggregator: Aggregator,
+    /// The current interval: [start_ns, end_ns), monotonic.
+    start_ns: u64,
+    end_ns: u64,
+    /// Intervals handed to the writer and not written yet (0 or 1).
+    pending: Arc<AtomicUsize>,
+    /// The current interval ran past its end: the writer was busy.
+    late: bool,
+    /// Intervals that ran past their end.
+    stretched: u64,
+    /// What the kernel had counted when the interval began, and now.
+    kernel_at_start: Option<KernelCounts>,
+    kernel_now: Option<KernelCounts>,
+    tx: Sender<Message>,
+    writer: JoinHandle<Result<Summary>>,
+}
+
 enum Message {
-    /// Drained records; every record older than the time has come.
-    Records(Vec<u8>, u64),
+    /// An interval's counts, to name and write.
+    Interval(Box<Closed>),
     /// The recording is over.
     Finish,
+}
+
+/// An interval taken from the aggregation.
+struct Closed {
+    profile: Profile,
+    /// [start_ns, end_ns), monotonic.
+    start_ns: u64,
+    end_ns: u64,
 }
 
 /// What the intervals came to.
@@ -89,11 +119,15 @@ pub struct Summary {
     pub faults: u64,
     /// Records lost in all intervals.
     pub lost: u64,
-    /// Records that did not decode.
-    pub bad_records: u64,
+    /// What the kernel counted of the same faults, pfprof's own left out
+    /// (None when it could not say).
+    pub kernel: Option<u64>,
     /// Intervals whose outputs could not be written (disk full, I/O error);
     /// the recording goes on and the next interval tries again.
     pub failed: u64,
+    /// Intervals that ran longer than asked because the writer was still
+    /// busy with the one before (a starved CPU, a slow disk).
+    pub stretched: u64,
 }
 
 impl Continuous {
@@ -101,15 +135,12 @@ impl Continuous {
     pub fn new(settings: Settings) -> Continuous {
         Continuous {
             settings,
-            chunk: Vec::new(),
-            backlog: Arc::new(Backlog::default()),
-            spare: None,
-            worker: None,
+            running: None,
             summary: None,
         }
     }
 
-    /// What was written, once the recording is over; the worker's error if
+    /// What was written, once the recording is over; the writer's error if
     /// it failed.
     pub fn summary(&mut self) -> Result<Summary> {
         self.summary
@@ -120,112 +151,132 @@ impl Continuous {
 
 impl Tap for Continuous {
     fn start(&mut self, events: &[EventDesc], meta: &RecordingMeta) -> Result<()> {
-        let decoder = LiveDecoder::new(events).context("an event attribute did not parse")?;
-        let has_entries = decoder.has_entries();
-        let meta = meta.clone();
+        let has_entries = events.iter().any(|e| {
+            rec::FAULT_ENTRY_USER.is_named(&e.name) || rec::FAULT_ENTRY_KERNEL.is_named(&e.name)
+        });
         let clock = Clock::now();
         let (tx, rx) = channel();
-        let (spare_tx, spare_rx) = channel();
-        self.spare = Some(spare_rx);
-        let backlog = Arc::clone(&self.backlog);
-        let settings = self.settings.clone();
-        let handle = std::thread::Builder::new()
+        let pending = Arc::new(AtomicUsize::new(0));
+        let writer = Writer {
+            settings: self.settings.clone(),
+            clock,
+            symbolizer: None,
+            written: Vec::new(),
+            summary: Summary::default(),
+        };
+        let done = Arc::clone(&pending);
+        let writer = std::thread::Builder::new()
             .name("pfprof-intervals".into())
-            .spawn(move || {
-                // The symbolizer is not Send: the analysis is made here.
-                let aggregator = Aggregator::new(settings.options.clone(), meta, has_entries);
-                let interval_ns = settings.interval.as_nanos() as u64;
-                let worker = Worker {
-                    settings,
-                    decoder,
-                    aggregator,
-                    clock,
-                    start_ns: clock.monotonic_ns,
-                    end_ns: clock.monotonic_ns + interval_ns,
-                    bytes: 0,
-                    written: Vec::new(),
-                    summary: Summary::default(),
-                };
-                worker.run(rx, &backlog, spare_tx)
-            })
+            .spawn(move || writer.run(rx, &done))
             .context("cannot start the interval thread")?;
-        self.worker = Some((tx, handle));
+        let aggregator = Aggregator::new(self.settings.options.clone(), meta.clone(), has_entries);
+        let interval_ns = self.settings.interval.as_nanos() as u64;
+        self.running = Some(Running {
+            aggregator,
+            start_ns: clock.monotonic_ns,
+            end_ns: clock.monotonic_ns + interval_ns,
+            pending,
+            late: false,
+            stretched: 0,
+            kernel_at_start: None,
+            kernel_now: None,
+            tx,
+            writer,
+        });
         Ok(())
     }
 
-    fn record(&mut self, bytes: &[u8]) {
-        self.chunk.extend_from_slice(bytes);
+    fn event(&mut self, time: u64, event: Event<'_>) {
+        let interval_ns = self.settings.interval.as_nanos() as u64;
+        if let Some(r) = &mut self.running {
+            if time >= r.end_ns {
+                r.close_through(time, interval_ns);
+            }
+            r.aggregator.feed(event);
+        }
     }
 
-    fn settled(&mut self, cutoff: u64) {
-        if let Some((tx, _)) = &self.worker {
-            let spare = self.spare.as_ref().and_then(|r| r.try_recv().ok());
-            let chunk = std::mem::replace(&mut self.chunk, spare.unwrap_or_default());
-            self.backlog.add(chunk.len());
-            // A worker that stopped has its error waiting in `finish`.
-            if tx.send(Message::Records(chunk, cutoff)).is_ok() {
-                self.backlog.wait_below(MAX_BACKLOG);
+    fn settled(&mut self, cutoff: u64, kernel: Option<KernelCounts>) {
+        let interval_ns = self.settings.interval.as_nanos() as u64;
+        if let Some(r) = &mut self.running {
+            r.kernel_now = kernel;
+            if r.kernel_at_start.is_none() {
+                // The counts before the first records came: nothing was
+                // followed earlier than the first read.
+                r.kernel_at_start = Some(KernelCounts::default());
+            }
+            // u64::MAX: everything was drained; `finish` follows.
+            if cutoff >= r.end_ns && cutoff != u64::MAX {
+                r.close_through(cutoff, interval_ns);
             }
         }
     }
 
     fn finish(&mut self) {
-        let Some((tx, handle)) = self.worker.take() else {
+        let Some(mut r) = self.running.take() else {
             return;
         };
-        let chunk = std::mem::take(&mut self.chunk);
-        let _ = tx.send(Message::Records(chunk, 0));
-        let _ = tx.send(Message::Finish);
+        // The partial interval, up to now.
+        let now = crate::sys::monotonic_ns().clamp(r.start_ns + 1, r.end_ns);
+        r.hand_over(now);
+        let _ = r.tx.send(Message::Finish);
+        let stretched = r.stretched;
         self.summary = Some(
-            handle
+            r.writer
                 .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("the interval thread panicked"))),
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the interval thread panicked")))
+                .map(|summary| Summary {
+                    stretched,
+                    ..summary
+                }),
         );
     }
 }
 
-/// Bytes of records handed to the worker and not yet decoded. When the
-/// worker falls behind (a starved CPU), the drain waits for it rather than
-/// let the backlog grow without bound: the kernel's rings hold what comes
-/// meanwhile, and what does not fit is lost and counted as such.
-#[derive(Default)]
-struct Backlog {
-    bytes: Mutex<usize>,
-    drained: Condvar,
-}
-
-/// What the worker may have to catch up on.
-const MAX_BACKLOG: usize = 64 << 20;
-
-/// The capacity a recycled chunk keeps (a drain pass of a busy host).
-const MAX_SPARE: usize = 4 << 20;
-
-impl Backlog {
-    fn add(&self, n: usize) {
-        *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) += n;
-    }
-
-    fn done(&self, n: usize) {
-        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
-        *bytes = bytes.saturating_sub(n);
-        self.drained.notify_all();
-    }
-
-    /// Waits until the backlog is under `limit` bytes; a worker that
-    /// stopped (its error reported at the end) does not hold the drain up
-    /// for longer than a second at a time.
-    fn wait_below(&self, limit: usize) {
-        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
-        while *bytes >= limit {
-            let (b, timeout) = self
-                .drained
-                .wait_timeout(bytes, Duration::from_secs(1))
-                .unwrap_or_else(|e| e.into_inner());
-            bytes = b;
-            if timeout.timed_out() {
-                break;
-            }
+impl Running {
+    /// `now` is past the interval's end: hands it to the writer, ending
+    /// at its end, or (when the writer was busy as the end passed, and
+    /// later records went into it) at `now`. While the writer is busy the
+    /// interval runs on.
+    fn close_through(&mut self, now: u64, interval_ns: u64) {
+        if self.pending.load(Ordering::Acquire) > 0 {
+            self.late = true;
+            return;
         }
+        let end = if std::mem::take(&mut self.late) {
+            self.stretched += 1;
+            now
+        } else {
+            self.end_ns
+        };
+        self.hand_over(end);
+        self.end_ns = end + interval_ns;
+    }
+
+    /// Hands the interval ending at `end_ns` to the writer; the next
+    /// starts there.
+    fn hand_over(&mut self, end_ns: u64) {
+        let mut profile = self.aggregator.take();
+        // The kernel's count over the interval, as read at the pass that
+        // ended it (a few ms of faults either side of the edges).
+        if let (Some(meta), Some(start), Some(now)) =
+            (profile.meta.as_mut(), self.kernel_at_start, self.kernel_now)
+        {
+            meta.kernel_minor = Some(now.minor.saturating_sub(start.minor));
+            meta.kernel_major = Some(now.major.saturating_sub(start.major));
+            self.kernel_at_start = Some(now);
+        }
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let closed = Closed {
+            profile,
+            start_ns: self.start_ns,
+            end_ns,
+        };
+        if self.tx.send(Message::Interval(Box::new(closed))).is_err() {
+            // The writer stopped: its error waits in `finish`.
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.start_ns = end_ns;
     }
 }
 
@@ -253,79 +304,43 @@ impl Clock {
     }
 }
 
-struct Worker {
+/// The thread that names and writes each interval.
+struct Writer {
     settings: Settings,
-    decoder: LiveDecoder,
-    aggregator: Aggregator,
     clock: Clock,
-    /// The current interval: [start_ns, end_ns), monotonic.
-    start_ns: u64,
-    end_ns: u64,
-    /// Bytes of records in the current interval.
-    bytes: u64,
+    /// Kept from one interval to the next: each module is opened once and
+    /// each address symbolized once per run.
+    symbolizer: Option<Symbolizer>,
     /// The interval directories written, oldest first.
     written: Vec<PathBuf>,
     summary: Summary,
 }
 
-impl Worker {
-    fn run(
-        mut self,
-        rx: Receiver<Message>,
-        backlog: &Backlog,
-        spare: Sender<Vec<u8>>,
-    ) -> Result<Summary> {
-        let interval_ns = self.settings.interval.as_nanos() as u64;
+impl Writer {
+    fn run(mut self, rx: Receiver<Message>, pending: &AtomicUsize) -> Result<Summary> {
         for message in rx {
             match message {
-                Message::Records(mut bytes, cutoff) => {
-                    self.bytes += bytes.len() as u64;
-                    self.decoder.push(&bytes);
-                    // u64::MAX: everything was drained; `Finish` follows.
-                    while cutoff >= self.end_ns && cutoff != u64::MAX {
-                        let end = self.end_ns;
-                        self.feed_before(end);
-                        self.close(end);
-                        self.start_ns = end;
-                        self.end_ns = end + interval_ns;
-                    }
-                    self.feed_before(cutoff);
-                    backlog.done(bytes.len());
-                    bytes.clear();
-                    // A burst's chunk keeps its size when reused: a few of
-                    // them held hundreds of MB that one pass had needed.
-                    bytes.shrink_to(MAX_SPARE);
-                    let _ = spare.send(bytes);
+                Message::Interval(closed) => {
+                    self.close(*closed);
+                    pending.fetch_sub(1, Ordering::AcqRel);
                 }
-                Message::Finish => {
-                    self.feed_before(u64::MAX);
-                    // The partial interval, up to now.
-                    let now = crate::sys::monotonic_ns().clamp(self.start_ns + 1, self.end_ns);
-                    self.close(now);
-                    break;
-                }
+                Message::Finish => break,
             }
         }
-        self.summary.bad_records += self.decoder.bad_records;
         Ok(self.summary)
     }
 
-    fn feed_before(&mut self, cutoff: u64) {
-        let aggregator = &mut self.aggregator;
-        self.decoder
-            .flush_before(cutoff, |event| aggregator.feed(event));
-    }
-
-    /// Writes the interval ending at `end_ns` and forgets its counts. An
-    /// interval that cannot be written is counted and said, and what it
-    /// wrote removed: a long run outlives a full disk.
-    fn close(&mut self, end_ns: u64) {
-        if let Err(e) = self.write(end_ns) {
+    /// Writes an interval and keeps the newest `--keep N`. An interval that
+    /// cannot be written is counted and said, and what it wrote removed: a
+    /// long run outlives a full disk.
+    fn close(&mut self, closed: Closed) {
+        if let Err(e) = self.write(closed) {
             self.summary.failed += 1;
             eprintln!("pfprof: error: {}", crate::error::one_line(&e));
         }
-        self.aggregator.reset();
-        self.bytes = 0;
+        // An interval's names and outputs were freed: memory a long run
+        // does not keep.
+        crate::sys::give_back_freed_memory();
         if let Some(keep) = self.settings.keep {
             while self.written.len() > keep {
                 let oldest = self.written.remove(0);
@@ -340,20 +355,51 @@ impl Worker {
         }
     }
 
-    /// Writes the interval ending at `end_ns` into its directory.
-    fn write(&mut self, end_ns: u64) -> Result<()> {
-        let profile = self.aggregator.profile();
-        if let Some(meta) = profile.meta.as_mut() {
-            meta.wall_ns = end_ns.saturating_sub(self.start_ns);
-            meta.data_bytes = self.bytes;
-        }
-        let wall_ns = end_ns.saturating_sub(self.start_ns);
+    /// Names the interval with the run's symbolizer.
+    fn resolve(&mut self, profile: &mut Profile) -> crate::model::Model {
         name_jit_frames(profile);
+        let kept = self.symbolizer.take();
+        if let Some(symbolizer) = kept {
+            profile.symbolizer = symbolizer;
+        }
         let model = resolve::resolve(profile);
+        self.symbolizer = Some(std::mem::replace(
+            &mut profile.symbolizer,
+            Symbolizer::new(pfprof_symbolize::Options::default()),
+        ));
+        model
+    }
+
+    /// Writes the interval into its directory.
+    fn write(&mut self, closed: Closed) -> Result<()> {
+        let Closed {
+            mut profile,
+            start_ns,
+            end_ns,
+        } = closed;
+        let wall_ns = end_ns.saturating_sub(start_ns);
+        if let Some(meta) = profile.meta.as_mut() {
+            meta.wall_ns = wall_ns;
+            meta.data_bytes = 0;
+        }
+        let timing = std::env::var_os("PFPROF_TIMING").is_some();
+        let started = std::time::Instant::now();
+        let (keys, stack_nodes, pids) = (
+            profile.counts.len(),
+            profile.stacks.len(),
+            profile.process_counts.len(),
+        );
+        let model = self.resolve(&mut profile);
+        drop(profile);
+        let resolved = started.elapsed();
         let totals = &model.report.totals;
         let faults = totals.faults.total();
         self.summary.faults += faults;
         self.summary.lost += totals.lost;
+        if let (Some(minor), Some(major)) = (totals.kernel_minor, totals.kernel_major) {
+            let others = (minor + major).saturating_sub(totals.pfprof_faults);
+            *self.summary.kernel.get_or_insert(0) += others;
+        }
         let dir = match &self.settings.destination {
             Destination::Dir(dir) => dir.clone(),
             Destination::Channel(tx) => {
@@ -363,7 +409,7 @@ impl Worker {
                 return Ok(());
             }
         };
-        let start_epoch_ns = self.clock.epoch_of(self.start_ns);
+        let start_epoch_ns = self.clock.epoch_of(start_ns);
         let name = interval_name(start_epoch_ns);
         let path = dir.join(&name);
         crate::user::create_dir(&path)
@@ -381,7 +427,17 @@ impl Worker {
                 format!("cannot write the interval's outputs in {}", path.display())
             });
         }
+        if timing {
+            eprintln!(
+                "pfprof: timing: interval of {keys} keys, {stack_nodes} stack nodes, {pids} processes, \
+                 {} rows: resolve {:.3} s, outputs {:.3} s",
+                model.samples.len(),
+                resolved.as_secs_f64(),
+                (started.elapsed() - resolved).as_secs_f64()
+            );
+        }
         if self.settings.verbose {
+            let totals = &model.report.totals;
             eprintln!(
                 "pfprof: interval {name}: {} faults (minor {}, major {}, cow {}), {} lost",
                 text::thousands(faults),

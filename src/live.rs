@@ -1,11 +1,11 @@
 //! The live stream of `record --stream`: the recorder's [`Tap`] fed to the
-//! same stages a replay takes (decode → analysis → the stream output), so
-//! that recording itself imports nothing from the later stages.
+//! same stages a replay takes (analysis → the stream output), so that
+//! recording itself imports nothing from the later stages.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::analysis::LiveAnalyzer;
-use crate::format::decode::LiveDecoder;
+use crate::format::decode::Event;
 use crate::format::perf_data::{EventDesc, RecordingMeta};
 use crate::output::stream::{StreamKind, Streamer};
 use crate::record::Tap;
@@ -19,7 +19,6 @@ pub struct Live {
 }
 
 struct Running {
-    decoder: LiveDecoder,
     analyzer: LiveAnalyzer,
     streamer: Streamer,
 }
@@ -38,36 +37,24 @@ impl Live {
 }
 
 impl Tap for Live {
-    fn start(&mut self, events: &[EventDesc], _meta: &RecordingMeta) -> Result<()> {
+    fn start(&mut self, _events: &[EventDesc], _meta: &RecordingMeta) -> Result<()> {
         self.running = Some(Running {
-            decoder: LiveDecoder::new(events).context("an event attribute did not parse")?,
             analyzer: LiveAnalyzer::new(self.kernel_callchains),
             streamer: Streamer::spawn(self.kind, self.fixed_ts, crate::sys::monotonic_ns()),
         });
         Ok(())
     }
 
-    fn record(&mut self, bytes: &[u8]) {
-        if let Some(r) = &mut self.running {
-            r.decoder.push(bytes);
+    fn event(&mut self, _time: u64, event: Event<'_>) {
+        let Some(Running { analyzer, streamer }) = &mut self.running else {
+            return;
+        };
+        if let Some(fault) = analyzer.feed(event) {
+            streamer.send(&fault, analyzer);
         }
     }
 
-    fn settled(&mut self, cutoff: u64) {
-        let Some(Running {
-            decoder,
-            analyzer,
-            streamer,
-        }) = &mut self.running
-        else {
-            return;
-        };
-        decoder.flush_before(cutoff, |event| {
-            if let Some(fault) = analyzer.feed(event) {
-                streamer.send(&fault, analyzer);
-            }
-        });
-    }
+    fn settled(&mut self, _cutoff: u64, _kernel: Option<crate::record::KernelCounts>) {}
 
     fn finish(&mut self) {
         let Some(r) = self.running.take() else {

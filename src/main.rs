@@ -86,8 +86,11 @@ fn record_intervals(
     } else {
         String::new()
     };
+    let kernel = summary.kernel.map_or(String::new(), |kernel| {
+        format!(" of the kernel's {}", text::thousands(kernel))
+    });
     eprintln!(
-        "pfprof: wrote {} intervals into {} ({} faults{missing}; {} older intervals deleted)",
+        "pfprof: wrote {} intervals into {} ({} faults{kernel}{missing}; {} older intervals deleted)",
         summary.written,
         args.output.display(),
         text::thousands(summary.faults),
@@ -102,6 +105,13 @@ fn record_intervals(
     if let Some(why) = &recorded.write_error {
         eprintln!("pfprof: error: the recording is partial: {why}");
         return Ok(error::PROFILE_NOT_WRITTEN);
+    }
+    if summary.stretched > 0 {
+        eprintln!(
+            "pfprof: note: {} intervals ran longer than {secs} s: the thread writing them was still \
+             busy with the one before (each names its length)",
+            text::thousands(summary.stretched)
+        );
     }
     if summary.failed > 0 {
         eprintln!(

@@ -20,17 +20,18 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{classify, Access, ClassCounts, FaultClass, TargetMapping};
-use crate::analysis::process::{MapKind, ModuleId, Modules, Place, Process, Processes, USER_TOP};
+use crate::analysis::process::{
+    MapKind, ModuleId, Modules, Place, Process, Processes, ProgramId, USER_TOP,
+};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::StartupTracker;
 use crate::format::call_graph::CallGraph;
 use crate::format::decode::{
-    self, DecodeError, DecodeStats, Event, FaultEntry, FaultSample, MmapRecord,
+    self, Chain, DecodeError, DecodeStats, Event, FaultEntry, FaultSample, MmapRecord, PairedEntry,
 };
 use crate::format::perf_data::{RecordMode, RecordingMeta};
 use crate::format::records as rec;
 use crate::unwind::{StackUnwinder, UserSample, MAX_FRAMES, TRUNCATED_FRAME};
-use linux_perf_data::linux_perf_event_reader::{RawData, RawDataU64};
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
 
 /// Where a fault landed, before symbolization.
@@ -83,11 +84,43 @@ impl TargetKey {
     }
 }
 
+/// Whose faults a key counts: a process's, or in a system-wide recording
+/// those of every process that runs a program (by its command name), so
+/// that the thousands of short-lived processes of a build do not multiply
+/// the keys (each process keeps its own totals, [`Profile::process_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    /// A process.
+    Process(i32),
+    /// Every process of a program.
+    Program(ProgramId),
+}
+
+impl Owner {
+    /// The process, when it is one.
+    pub fn pid(self) -> Option<i32> {
+        match self {
+            Owner::Process(pid) => Some(pid),
+            Owner::Program(_) => None,
+        }
+    }
+}
+
+/// One process's faults by class, and which of its major faults were
+/// swap-ins.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessTally {
+    /// Faults by class.
+    pub faults: ClassCounts,
+    /// Of the major ones, those on anonymous memory.
+    pub major_swap: u64,
+}
+
 /// What a fault is counted under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SampleKey {
-    /// Process.
-    pub pid: i32,
+    /// The process, or its program (system-wide).
+    pub owner: Owner,
     /// Class.
     pub class: FaultClass,
     /// Access.
@@ -177,7 +210,7 @@ pub struct Profile {
     /// Processes and modules.
     pub processes: Processes,
     /// Per-process totals.
-    pub process_counts: FxHashMap<i32, ClassCounts>,
+    pub process_counts: FxHashMap<i32, ProcessTally>,
     /// Interned stacks.
     pub stacks: StackTable,
     /// Fault counts.
@@ -280,10 +313,14 @@ struct Analyzer {
     unwinder: Option<StackUnwinder>,
     /// The unwound chain, as the kernel would have written it.
     unwound: Vec<u64>,
-    unwound_bytes: Vec<u8>,
     /// Forget exited processes between intervals (`record --interval`,
     /// where a busy host starts thousands of processes an hour).
     prune_exited: bool,
+    /// Count faults per time bucket for the timeline (not for intervals,
+    /// which draw none).
+    timeline: bool,
+    /// Count faults per program, not per process (system-wide).
+    by_program: bool,
     /// Processes that exited since the last [`Aggregator::reset`].
     exited: Vec<i32>,
 }
@@ -332,10 +369,13 @@ impl LiveAnalyzer {
 }
 
 /// The analysis fed as records arrive, one interval at a time (`record
-/// --interval`): each interval's counts are taken with [`Aggregator::take`],
-/// while what outlives an interval (address spaces, the stack table, the
-/// symbolizer's open modules) stays. Memory is bounded by what is distinct:
-/// nothing here is kept per fault.
+/// --interval`, `top`), on the recorder's draining thread: each interval's
+/// counts, on raw keys, are taken whole with [`Aggregator::take`] and named
+/// elsewhere, while what outlives an interval (address spaces, the module
+/// table) stays. Memory is bounded by what is distinct in an interval
+/// (stacks, targets, processes) and by the processes alive: nothing is kept
+/// per fault, no timeline is counted, and each interval interns its stacks
+/// anew.
 pub struct Aggregator(Analyzer);
 
 impl Aggregator {
@@ -345,6 +385,7 @@ impl Aggregator {
     pub fn new(options: AnalyzeOptions, meta: RecordingMeta, has_entries: bool) -> Aggregator {
         let mut analyzer = Analyzer::new(options);
         analyzer.prune_exited = true;
+        analyzer.timeline = false;
         analyzer.begin(&meta);
         analyzer.profile.meta = Some(meta);
         analyzer.profile.has_entries = has_entries;
@@ -356,34 +397,60 @@ impl Aggregator {
         self.0.on_event(event);
     }
 
-    /// The interval's profile so far, to resolve; [`Aggregator::reset`]
-    /// starts the next one.
-    pub fn profile(&mut self) -> &mut Profile {
-        let profile = &mut self.0.profile;
-        if !profile.has_entries {
-            profile.totals.unpaired = 0;
-        }
-        profile
+    /// Faults counted in the interval so far.
+    pub fn faults(&self) -> u64 {
+        self.0.profile.totals.by_class.total()
     }
 
-    /// Forgets the counts of the interval and the processes that exited in
-    /// it (keeping the live address spaces, stacks and the symbolizer).
-    pub fn reset(&mut self) {
-        for pid in self.0.exited.drain(..) {
-            self.0.profile.processes.by_pid.remove(&pid);
-            self.0.pending.remove(&pid);
-            if let Some(unwinder) = &mut self.0.unwinder {
+    /// Takes the interval's profile, to resolve on another thread (its
+    /// processes by name only, a symbolizer that has opened nothing), and
+    /// starts the next one: its counts and stacks start empty, the
+    /// processes that exited in it are forgotten.
+    pub fn take(&mut self) -> Profile {
+        let analyzer = &mut self.0;
+        let p = &mut analyzer.profile;
+        let pids: std::collections::BTreeSet<i32> = (p.process_counts.keys().copied())
+            .chain(p.counts.keys().filter_map(|k| k.owner.pid()))
+            .collect();
+        let mut totals = std::mem::take(&mut p.totals);
+        if !p.has_entries {
+            totals.unpaired = 0;
+        }
+        let mut startup = StartupTracker::new(None, None);
+        startup.disable();
+        let taken = Profile {
+            meta: p.meta.clone(),
+            cmdline: p.cmdline.clone(),
+            processes: p.processes.names_of(pids),
+            process_counts: std::mem::take(&mut p.process_counts),
+            stacks: std::mem::take(&mut p.stacks),
+            counts: std::mem::take(&mut p.counts),
+            latencies: std::mem::take(&mut p.latencies),
+            timeline: timeline::Timeline::default(),
+            totals,
+            has_entries: p.has_entries,
+            decode: std::mem::take(&mut p.decode),
+            startup,
+            first_touch: std::mem::take(&mut p.first_touch),
+            symbolizer: Symbolizer::new(symbolizer_options(&analyzer.options)),
+            sampling: p.sampling,
+            any_fault_event: p.any_fault_event,
+            unwind: None,
+            kernel_build_id: p.kernel_build_id.clone(),
+            jit_maps: FxHashMap::default(),
+            jit_warnings: Vec::new(),
+        };
+        // The last stack reused belongs to the table given away.
+        analyzer.last_key = (0, false, u64::MAX);
+        analyzer.last_stack = StackTable::ROOT;
+        for pid in analyzer.exited.drain(..) {
+            analyzer.profile.processes.by_pid.remove(&pid);
+            analyzer.pending.remove(&pid);
+            if let Some(unwinder) = &mut analyzer.unwinder {
                 unwinder.forget(pid);
             }
         }
-        let p = &mut self.0.profile;
-        p.process_counts.clear();
-        p.counts.clear();
-        p.latencies = Default::default();
-        p.timeline.clear();
-        p.totals = Totals::default();
-        p.decode = DecodeStats::default();
-        p.first_touch.clear();
+        taken
     }
 }
 
@@ -448,8 +515,9 @@ impl Analyzer {
             last: None,
             unwinder: None,
             unwound: Vec::new(),
-            unwound_bytes: Vec::new(),
             prune_exited: false,
+            timeline: true,
+            by_program: false,
             exited: Vec::new(),
         }
     }
@@ -463,8 +531,7 @@ impl Analyzer {
         };
         self.unwound.clear();
         if let Some(kernel) = &sample.callchain {
-            self.unwound
-                .extend((0..kernel.len()).map_while(|i| kernel.get(i)));
+            self.unwound.extend(kernel.iter());
         }
         let user = UserSample {
             pid: sample.pid,
@@ -474,21 +541,19 @@ impl Analyzer {
             stack,
         };
         unwinder.unwind_user_part(user, true, &mut self.unwound);
-        let mut bytes = std::mem::take(&mut self.unwound_bytes);
-        bytes.clear();
-        bytes.extend(self.unwound.iter().flat_map(|a| a.to_le_bytes()));
-        let chain = RawDataU64::from_raw_data::<byteorder::LittleEndian>(RawData::Single(&bytes));
+        let unwound = std::mem::take(&mut self.unwound);
         self.on_fault(FaultSample {
-            callchain: Some(chain),
+            callchain: Some(Chain::Words(&unwound)),
             user_stack: None,
             ..sample
         });
-        self.unwound_bytes = bytes;
+        self.unwound = unwound;
     }
 
     /// What the recording's metadata says about how to read it.
     fn begin(&mut self, meta: &RecordingMeta) {
         self.ignore_pid = meta.pfprof_pid.filter(|_| meta.mode == RecordMode::System);
+        self.by_program = meta.mode == RecordMode::System;
         self.fp_max_stack = (meta.call_graph == CallGraph::Fp)
             .then(|| meta.max_stack.map_or(MAX_FRAMES, |n| n as usize));
         if meta.mode != RecordMode::Command {
@@ -528,8 +593,11 @@ impl Analyzer {
             } => self.on_comm(pid, tid, &name.as_slice(), exec, time),
             Event::Fork { pid, ppid, tid } => self.on_fork(pid, ppid, tid),
             Event::Exit { pid, tid } => {
-                if self.prune_exited && pid == tid {
-                    self.exited.push(pid);
+                if pid == tid {
+                    self.profile.processes.on_exit(pid);
+                    if self.prune_exited {
+                        self.exited.push(pid);
+                    }
                 }
             }
             Event::Lost { count, kind } => {
@@ -610,9 +678,12 @@ impl Analyzer {
     /// The per-fault hot path: nothing here allocates (the frames go to
     /// `self.scratch`).
     fn on_fault(&mut self, sample: FaultSample<'_>) {
-        let entry = self.pair_entry(&sample);
+        let entry = match sample.entry {
+            Some(paired) => Some(paired),
+            None => self.pair_entry(&sample),
+        };
         let kernel_mode = sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode);
-        let latency_ns = entry.map(|e| sample.time.saturating_sub(e.time));
+        let latency_ns = entry.map(|e| e.latency_ns);
         let in_exec = match self.profile.processes.by_pid.get_mut(&sample.pid) {
             Some(p) if p.exec_pending => {
                 p.exec_pending = kernel_mode;
@@ -643,13 +714,20 @@ impl Analyzer {
                 *first = (sample.time, stack);
             }
         }
-        profile.timeline.add(
-            sample.time,
-            class,
-            sample.pid,
-            stack,
-            latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
-        );
+        let owner = if self.by_program {
+            Owner::Program(profile.processes.program_of(sample.pid))
+        } else {
+            Owner::Process(sample.pid)
+        };
+        if self.timeline {
+            profile.timeline.add(
+                sample.time,
+                class,
+                owner,
+                stack,
+                latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
+            );
+        }
         if self.live {
             self.last = Some(Classified {
                 time: sample.time,
@@ -661,22 +739,34 @@ impl Analyzer {
             });
         }
         let key = SampleKey {
-            pid: sample.pid,
+            owner,
             class,
             access,
             stack,
             target,
             startup,
         };
-        profile.count(key, sample.weight, latency_ns);
+        let swap_in = class == FaultClass::Major
+            && !matches!(
+                target,
+                TargetKey::Module {
+                    bss_tail: false,
+                    ..
+                }
+            );
+        profile.count(key, sample.pid, (sample.weight, swap_in), latency_ns);
     }
 
     /// The entry of the thread's pending fault, if it was on the same page;
     /// counts entries left without completion and faults without entry.
-    fn pair_entry(&mut self, sample: &FaultSample<'_>) -> Option<FaultEntry> {
+    fn pair_entry(&mut self, sample: &FaultSample<'_>) -> Option<PairedEntry> {
         let totals = &mut self.profile.totals;
         let entry = match self.pending.remove(&sample.tid) {
-            Some(e) if e.addr_avma >> 12 == sample.addr_avma >> 12 => Some(e),
+            Some(e) if e.addr_avma >> 12 == sample.addr_avma >> 12 => Some(PairedEntry {
+                error_code: e.error_code,
+                latency_ns: sample.time.saturating_sub(e.time),
+                kernel_mode: e.kernel_mode,
+            }),
             Some(_) => {
                 totals.entries_without_completion += 1;
                 None
@@ -695,7 +785,7 @@ impl Analyzer {
     fn classify_fault(
         &mut self,
         sample: &FaultSample<'_>,
-        entry: Option<FaultEntry>,
+        entry: Option<PairedEntry>,
         kernel_mode: bool,
     ) -> (FaultClass, Access, TargetKey) {
         let profile = &mut self.profile;
@@ -742,7 +832,7 @@ impl Analyzer {
             Some(chain) => {
                 cache_key == self.last_key
                     && chain.len() == self.last_chain.len()
-                    && (0..chain.len()).all(|i| chain.get(i) == Some(self.last_chain[i]))
+                    && chain.iter().eq(self.last_chain.iter().copied())
             }
             None => false,
         };
@@ -756,8 +846,7 @@ impl Analyzer {
             _ if in_exec => self.scratch.push(FrameKey::Exec),
             Some(chain) => {
                 self.last_chain.clear();
-                self.last_chain
-                    .extend((0..chain.len()).map_while(|i| chain.get(i)));
+                self.last_chain.extend(chain.iter());
                 let processes = &self.profile.processes;
                 let user = UserFrames {
                     process: processes.by_pid.get(&sample.pid),
@@ -789,17 +878,11 @@ impl Analyzer {
 /// frame-pointer chain the kernel cut at its frame limit `fp_max_stack`
 /// (it counts addresses, not context markers). True only for the latter,
 /// whose stack then ends in an unknown frame.
-fn count_truncated(
-    chain: &RawDataU64<'_>,
-    fp_max_stack: Option<usize>,
-    totals: &mut Totals,
-) -> bool {
+fn count_truncated(chain: &Chain<'_>, fp_max_stack: Option<usize>, totals: &mut Totals) -> bool {
     if !chain.is_empty() && chain.get(chain.len() - 1) == Some(TRUNCATED_FRAME) {
         totals.truncated_stacks += 1;
     } else if let Some(max) = fp_max_stack.filter(|&max| chain.len() >= max) {
-        let addresses = (0..chain.len())
-            .filter(|&i| chain.get(i).is_some_and(|a| a < rec::CONTEXT_MAX))
-            .count();
+        let addresses = chain.iter().filter(|&a| a < rec::CONTEXT_MAX).count();
         if addresses >= max {
             totals.truncated_stacks += 1;
             return true;
@@ -825,11 +908,10 @@ impl UserFrames<'_> {
     /// Pushes the frames of `chain` (leaf first, with perf's context
     /// markers) to `frames`: kernel frames if kept, then code in modules,
     /// JIT code, or unknown.
-    fn push_frames(&self, chain: &RawDataU64<'_>, frames: &mut Vec<FrameKey>) {
+    fn push_frames(&self, chain: &Chain<'_>, frames: &mut Vec<FrameKey>) {
         let mut context = rec::CONTEXT_USER;
         let mut first_user = true;
-        for i in 0..chain.len() {
-            let Some(avma) = chain.get(i) else { break };
+        for avma in chain.iter() {
             if avma >= rec::CONTEXT_MAX {
                 context = avma;
                 continue;
@@ -888,16 +970,24 @@ impl UserFrames<'_> {
 }
 
 impl Profile {
-    /// Adds `weight` faults of `key` to the totals, its process's counts
-    /// and its tally, with their latency if measured.
-    fn count(&mut self, key: SampleKey, weight: u64, latency_ns: Option<u64>) {
+    /// Adds `weight` faults of `key` (of process `pid`, swap-ins when
+    /// `swap_in`) to the totals, the process's counts and the key's tally,
+    /// with their latency if measured.
+    fn count(
+        &mut self,
+        key: SampleKey,
+        pid: i32,
+        (weight, swap_in): (u64, bool),
+        latency_ns: Option<u64>,
+    ) {
         let class_index = key.class as usize;
         self.totals.by_class.add(key.class, weight);
         self.totals.by_class_access[class_index][key.access as usize] += weight;
-        self.process_counts
-            .entry(key.pid)
-            .or_default()
-            .add(key.class, weight);
+        let process = self.process_counts.entry(pid).or_default();
+        process.faults.add(key.class, weight);
+        if swap_in {
+            process.major_swap += weight;
+        }
         let tally = self.counts.entry(key).or_default();
         tally.faults += weight;
         if let Some(ns) = latency_ns {
@@ -956,7 +1046,12 @@ fn finish(
     if !profile.has_entries {
         profile.totals.unpaired = 0;
     }
-    profile.totals.entries_without_completion += analyzer.pending.len() as u64;
+    profile.totals.entries_without_completion += analyzer.pending.len() as u64
+        + header
+            .meta
+            .as_ref()
+            .and_then(|m| m.unfinished_entries)
+            .unwrap_or(0);
     profile.unwind = analyzer.unwinder.map(|u| u.stats);
     profile.meta = header.meta;
     profile.cmdline = header.cmdline;
@@ -985,11 +1080,12 @@ mod tests {
     use crate::sys::maps::MapsLine;
 
     /// A call chain of `words`, as a sample holds it.
-    fn with_chain<R>(words: &[u64], f: impl FnOnce(&RawDataU64<'_>) -> R) -> R {
+    fn with_chain<R>(words: &[u64], f: impl FnOnce(&Chain<'_>) -> R) -> R {
+        use linux_perf_data::linux_perf_event_reader::{RawData, RawDataU64};
         let bytes: Vec<u8> = words.iter().flat_map(|a| a.to_le_bytes()).collect();
-        f(&RawDataU64::from_raw_data::<byteorder::LittleEndian>(
-            RawData::Single(&bytes),
-        ))
+        f(&Chain::Raw(RawDataU64::from_raw_data::<
+            byteorder::LittleEndian,
+        >(RawData::Single(&bytes))))
     }
 
     /// Truncated chains: a marked last frame counts but adds no frame; a
@@ -1146,13 +1242,13 @@ mod tests {
         aggregator.feed(exit(12, 12));
         aggregator.feed(fork(12));
         let pids = |a: &mut Aggregator| {
-            let mut pids: Vec<i32> = a.profile().processes.by_pid.keys().copied().collect();
+            let mut pids: Vec<i32> = a.0.profile.processes.by_pid.keys().copied().collect();
             pids.sort();
             pids
         };
         // The interval that saw 11 exit still names it.
         assert_eq!(pids(&mut aggregator), [10, 11, 12]);
-        aggregator.reset();
+        aggregator.take();
         assert_eq!(pids(&mut aggregator), [10, 12]);
     }
 

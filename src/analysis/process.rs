@@ -53,7 +53,7 @@ impl Module {
 }
 
 /// Interned modules.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Modules {
     list: Vec<Module>,
     index: FxHashMap<Module, ModuleId>,
@@ -249,6 +249,9 @@ pub struct Process {
     pub threads: u32,
     /// Between an exec and the first user-mode fault of the new image.
     pub exec_pending: bool,
+    /// Its program (`comm`) in [`Programs`]; None until asked for, and
+    /// again after its name changed.
+    program: Option<ProgramId>,
 }
 
 /// Where an address points, as attribution needs it.
@@ -278,6 +281,47 @@ pub fn is_new_process(pid: i32, ppid: i32, tid: i32) -> bool {
     pid == tid && pid != ppid
 }
 
+/// Index into [`Programs`].
+pub type ProgramId = u32;
+
+/// The programs of a recording by their command name (`comm`), each
+/// once: a system-wide recording counts faults per program, not per
+/// process, so that the thousands of processes of a build do not multiply
+/// what is kept.
+#[derive(Debug, Default, Clone)]
+pub struct Programs {
+    names: Vec<String>,
+    index: FxHashMap<String, ProgramId>,
+}
+
+impl Programs {
+    /// The id of the program `comm`.
+    pub fn intern(&mut self, comm: &str) -> ProgramId {
+        if let Some(&id) = self.index.get(comm) {
+            return id;
+        }
+        let id = self.names.len() as ProgramId;
+        self.names.push(comm.to_string());
+        self.index.insert(comm.to_string(), id);
+        id
+    }
+
+    /// Programs interned.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The command name of program `id`.
+    pub fn name(&self, id: ProgramId) -> &str {
+        self.names.get(id as usize).map_or("?", String::as_str)
+    }
+}
+
 /// All processes of a recording.
 #[derive(Debug, Default)]
 pub struct Processes {
@@ -285,6 +329,8 @@ pub struct Processes {
     pub by_pid: FxHashMap<i32, Process>,
     /// Interned modules.
     pub modules: Modules,
+    /// Interned programs.
+    pub programs: Programs,
 }
 
 fn lossy(bytes: &[u8]) -> String {
@@ -292,6 +338,59 @@ fn lossy(bytes: &[u8]) -> String {
 }
 
 impl Processes {
+    /// The modules and the processes `pids` by name, without their
+    /// address spaces: what a profile's names need of them (an interval's,
+    /// resolved on another thread while the address spaces go on).
+    pub fn names_of(&self, pids: impl IntoIterator<Item = i32>) -> Processes {
+        let by_pid = pids
+            .into_iter()
+            .filter_map(|pid| {
+                let p = self.by_pid.get(&pid)?;
+                let named = Process {
+                    space: AddressSpace::default(),
+                    execs: p.execs.clone(),
+                    comm: p.comm.clone(),
+                    ..Process::new(pid)
+                };
+                Some((
+                    pid,
+                    Process {
+                        ppid: p.ppid,
+                        exe: p.exe,
+                        threads: p.threads,
+                        ..named
+                    },
+                ))
+            })
+            .collect();
+        Processes {
+            by_pid,
+            modules: self.modules.clone(),
+            programs: self.programs.clone(),
+        }
+    }
+
+    /// The program process `pid` runs now (by its command name).
+    pub fn program_of(&mut self, pid: i32) -> ProgramId {
+        let process = self.by_pid.entry(pid).or_insert_with(|| Process::new(pid));
+        match process.program {
+            Some(id) => id,
+            None => {
+                let id = self.programs.intern(&process.comm);
+                process.program = Some(id);
+                id
+            }
+        }
+    }
+
+    /// Process `pid` exited: its mappings are forgotten (nothing of it can
+    /// fault again), its names and counts stay for the report.
+    pub fn on_exit(&mut self, pid: i32) {
+        if let Some(process) = self.by_pid.get_mut(&pid) {
+            process.space = AddressSpace::default();
+        }
+    }
+
     /// The process, created on first sight.
     pub fn get_or_create(&mut self, pid: i32) -> &mut Process {
         self.by_pid.entry(pid).or_insert_with(|| Process::new(pid))
@@ -371,6 +470,7 @@ impl Processes {
         }
         if exec || pid == tid {
             process.comm = lossy(name);
+            process.program = None;
         }
     }
 
@@ -383,6 +483,7 @@ impl Processes {
             child.ppid = ppid;
             if let Some(parent) = parent {
                 child.comm = parent.comm;
+                child.program = parent.program;
                 child.exe = parent.exe;
                 child.space = parent.space;
             }
@@ -404,6 +505,7 @@ impl Process {
             space: AddressSpace::default(),
             threads: 1,
             exec_pending: false,
+            program: None,
         }
     }
 

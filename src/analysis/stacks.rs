@@ -49,10 +49,29 @@ struct Node {
     frame: FrameKey,
 }
 
+/// Stacks as a prefix tree of frames, read-only: what the names of a
+/// profile need of its [`StackTable`] (its frames by id), without the index
+/// that interns new ones.
+#[derive(Debug, Default, Clone)]
+pub struct Stacks {
+    nodes: Vec<Node>,
+}
+
+impl Stacks {
+    /// Frames of `stack`, leaf first.
+    pub fn frames(&self, mut stack: StackId) -> impl Iterator<Item = FrameKey> + '_ {
+        std::iter::from_fn(move || {
+            let node = self.nodes.get(stack as usize)?;
+            stack = node.parent;
+            Some(node.frame)
+        })
+    }
+}
+
 /// Interned stacks.
 #[derive(Debug, Default)]
 pub struct StackTable {
-    nodes: Vec<Node>,
+    stacks: Stacks,
     index: FxHashMap<(StackId, FrameKey), StackId>,
 }
 
@@ -62,9 +81,10 @@ impl StackTable {
 
     /// The stack `parent` + `frame` (frame is the new leaf).
     pub fn push(&mut self, parent: StackId, frame: FrameKey) -> StackId {
-        let next = self.nodes.len() as StackId;
+        let nodes = &mut self.stacks.nodes;
+        let next = nodes.len() as StackId;
         *self.index.entry((parent, frame)).or_insert_with(|| {
-            self.nodes.push(Node { parent, frame });
+            nodes.push(Node { parent, frame });
             next
         })
     }
@@ -78,30 +98,28 @@ impl StackTable {
     }
 
     /// Frames of `stack`, leaf first.
-    pub fn frames(&self, mut stack: StackId) -> impl Iterator<Item = FrameKey> + '_ {
-        std::iter::from_fn(move || {
-            if stack == Self::ROOT {
-                return None;
-            }
-            let node = self.nodes[stack as usize];
-            stack = node.parent;
-            Some(node.frame)
-        })
+    pub fn frames(&self, stack: StackId) -> impl Iterator<Item = FrameKey> + '_ {
+        self.stacks.frames(stack)
+    }
+
+    /// The stacks, read-only.
+    pub fn stacks(&self) -> &Stacks {
+        &self.stacks
     }
 
     /// Every distinct frame of every stack.
     pub fn unique_frames(&self) -> impl Iterator<Item = FrameKey> + '_ {
-        self.nodes.iter().map(|n| n.frame)
+        self.stacks.nodes.iter().map(|n| n.frame)
     }
 
     /// Number of interned stack nodes.
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.stacks.nodes.len()
     }
 
     /// No stack interned yet.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.stacks.nodes.is_empty()
     }
 }
 

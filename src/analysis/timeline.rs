@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::FaultClass;
 use crate::analysis::stacks::StackId;
+use crate::analysis::Owner;
 
 /// At most this many buckets: when a fault falls past the last one, every
 /// bucket is merged with its neighbour.
@@ -22,8 +23,8 @@ pub struct Cell {
     pub bucket: u32,
     /// Class.
     pub class: FaultClass,
-    /// Process.
-    pub pid: i32,
+    /// Process (or program, system-wide).
+    pub owner: Owner,
     /// Stack.
     pub stack: StackId,
 }
@@ -66,7 +67,7 @@ impl Timeline {
         &mut self,
         time: u64,
         class: FaultClass,
-        pid: i32,
+        owner: Owner,
         stack: StackId,
         latency_ns: Option<u32>,
     ) {
@@ -85,7 +86,7 @@ impl Timeline {
         let cell = Cell {
             bucket: (offset >> self.shift) as u32,
             class,
-            pid,
+            owner,
             stack,
         };
         self.cells.entry(cell).or_default().merge(CellTally {
@@ -152,9 +153,15 @@ mod tests {
         let mut t = Timeline::default();
         for i in 0..100_000u64 {
             let latency = if i == 77_777 { Some(9_999) } else { Some(10) };
-            t.add(1_000 + i * 1_000, FaultClass::Minor, 1, 0, latency);
+            t.add(
+                1_000 + i * 1_000,
+                FaultClass::Minor,
+                Owner::Process(1),
+                0,
+                latency,
+            );
         }
-        t.add(1_000, FaultClass::Major, 2, 0, None);
+        t.add(1_000, FaultClass::Major, Owner::Process(2), 0, None);
         let buckets: std::collections::BTreeSet<u32> =
             t.cells().map(|(_, c, _)| c.bucket).collect();
         assert!(buckets.len() as u64 <= BUCKETS, "{} buckets", buckets.len());
@@ -195,7 +202,7 @@ mod tests {
                 t.add(
                     i * 100_000_000 / n,
                     FaultClass::Minor,
-                    (i % 3) as i32,
+                    Owner::Process((i % 3) as i32),
                     (i % 5) as u32,
                     None,
                 );

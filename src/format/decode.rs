@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 use thiserror::Error;
 
-use crate::format::events::stream::Broken;
+use crate::format::events::stream::{Broken, HEAD_BYTES};
 use crate::format::events::{
     parse_record, records, EventTable, Indexed, Mapping, RecordHead, TimeOrdered, TimeQueue,
 };
@@ -132,6 +132,57 @@ pub enum EventKind {
     Other,
 }
 
+/// A call chain, leaf first, with perf's context marks: as a record holds
+/// it, or as pfprof unwound it (or its collector wrote it) while recording.
+#[derive(Clone, Copy)]
+pub enum Chain<'a> {
+    /// In a record.
+    Raw(RawDataU64<'a>),
+    /// Words in memory.
+    Words(&'a [u64]),
+}
+
+impl Chain<'_> {
+    /// Entries, marks included.
+    pub fn len(&self) -> usize {
+        match self {
+            Chain::Raw(raw) => raw.len(),
+            Chain::Words(words) => words.len(),
+        }
+    }
+
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Entry `i`.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        match self {
+            Chain::Raw(raw) => raw.get(i),
+            Chain::Words(words) => words.get(i).copied(),
+        }
+    }
+
+    /// Every entry, leaf first.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.len()).map_while(|i| self.get(i))
+    }
+}
+
+/// What the collector paired with a fault in the kernel: its entry's error
+/// code and the time from entry to completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairedEntry {
+    /// x86 error code: bit 0 present, bit 1 write, bit 4 instruction fetch.
+    pub error_code: u64,
+    /// Time in the kernel, ns.
+    pub latency_ns: u64,
+    /// The kernel-mode tracepoint's entry (a fault on user memory in a
+    /// system call).
+    pub kernel_mode: bool,
+}
+
 /// A completed fault, from `minor-faults` / `major-faults`.
 pub struct FaultSample<'a> {
     /// Major or minor, as the kernel counted it.
@@ -147,12 +198,15 @@ pub struct FaultSample<'a> {
     /// Whether the fault was taken in kernel mode.
     pub kernel_mode: bool,
     /// Call chain, leaf first, with perf's context markers.
-    pub callchain: Option<RawDataU64<'a>>,
+    pub callchain: Option<Chain<'a>>,
     /// Faults this sample stands for: 1, or the sample's period in perf's
     /// sampled recordings (`-c N`, `-F`).
     pub weight: u64,
     /// User registers and stack copy, to unwind (perf's `--call-graph dwarf`).
     pub user_stack: Option<(UserRegs, &'a [u8])>,
+    /// Its entry, when the collector paired it (a recording's faults are
+    /// paired with their entry records while replaying).
+    pub entry: Option<PairedEntry>,
 }
 
 /// A fault entry, from the `exceptions:page_fault_*` tracepoints.
@@ -876,7 +930,42 @@ impl Emitter<'_> {
 }
 
 /// A record that does not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadRecord;
+
+/// The kind of each event of `table`, by its type and name (`names[i]` is
+/// the `i`th event's; a missing name makes it unnamed).
+pub fn kinds_of(table: &EventTable, names: &[&str]) -> Vec<EventKind> {
+    table
+        .attrs
+        .iter()
+        .enumerate()
+        .map(|(i, attr)| kind_from(&attr.type_, names.get(i).copied().filter(|n| !n.is_empty())))
+        .collect()
+}
+
+/// One whole record of `table`'s events as an [`Event`] with its time:
+/// `Ok(None)` for a record pfprof does not use, or of no event the table
+/// knows. What the recorder hands its live consumers for the records it
+/// does not rewrite.
+pub fn event_of<'a>(
+    table: &EventTable,
+    kinds: &[EventKind],
+    record: &'a [u8],
+) -> Result<Option<(u64, Event<'a>)>, BadRecord> {
+    let head = RecordHead::parse(record).ok_or(BadRecord)?;
+    let body = record.get(HEAD_BYTES..head.size).ok_or(BadRecord)?;
+    if head.record_type >= rec::USER_TYPE_START {
+        return Ok(None);
+    }
+    let Some(attr) = table.attr_of_record(head.record_type, body) else {
+        return Ok(None);
+    };
+    let time = table.time(head.record_type, body, attr).unwrap_or(0);
+    let kind = kinds.get(attr).copied().unwrap_or(EventKind::Other);
+    let event = to_event(&table.raw(record, attr), kind, Weight::One, time)?;
+    Ok(event.map(|event| (time, event)))
+}
 
 /// One kernel record as an [`Event`]: `Ok(None)` for records pfprof does not
 /// use. Shared by replay and the live stream.
@@ -989,9 +1078,10 @@ fn sample_event<'a>(
                 time,
                 addr_avma: addr,
                 kernel_mode: s.cpu_mode == CpuMode::Kernel,
-                callchain: s.callchain,
+                callchain: s.callchain.map(Chain::Raw),
                 weight,
                 user_stack,
+                entry: None,
             })
         }
         EventKind::EntryUser | EventKind::EntryKernel => {
@@ -1039,9 +1129,8 @@ impl LiveDecoder {
     /// From the recording's events (raw attrs, names, ids).
     pub fn new(events: &[crate::format::perf_data::EventDesc]) -> Option<LiveDecoder> {
         let table = EventTable::new(events.iter().map(|e| (&e.attr[..], &e.ids[..]))).ok()?;
-        let kinds = (table.attrs.iter().zip(events))
-            .map(|(attr, event)| kind_from(&attr.type_, Some(&event.name)))
-            .collect();
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        let kinds = kinds_of(&table, &names);
         Some(LiveDecoder {
             table,
             kinds,
@@ -1080,15 +1169,15 @@ impl LiveDecoder {
     }
 
     /// Hands out, in time order, every record older than `cutoff` (all of
-    /// them with `u64::MAX`), keeping the others for later.
-    pub fn flush_before(&mut self, cutoff: u64, mut on_event: impl FnMut(Event<'_>)) {
+    /// them with `u64::MAX`) with its time, keeping the others for later.
+    pub fn flush_before(&mut self, cutoff: u64, mut on_event: impl FnMut(u64, Event<'_>)) {
         let (buf, table, kinds) = (&self.buf, &self.table, &self.kinds);
         let bad_records = &mut self.bad_records;
         self.queue.pop_through(cutoff.checked_sub(1), |ready| {
             for &key in ready {
                 let record = table.raw_record(buf, key);
                 match to_event(&record, kinds[key.attr()], Weight::One, key.time) {
-                    Ok(Some(event)) => on_event(event),
+                    Ok(Some(event)) => on_event(key.time, event),
                     Ok(None) => {}
                     Err(BadRecord) => *bad_records += 1,
                 }
@@ -1190,7 +1279,7 @@ pub(crate) mod tests {
         let mut decoder = LiveDecoder::new(&[event(vec![100]), event(vec![200])]).unwrap();
         let mut seen = Vec::new();
         let mut flush = |decoder: &mut LiveDecoder, cutoff: u64| {
-            decoder.flush_before(cutoff, |e| {
+            decoder.flush_before(cutoff, |_, e| {
                 if let Event::Fault(f) = e {
                     seen.push(f.time);
                 }

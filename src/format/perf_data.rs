@@ -195,11 +195,16 @@ pub struct RecordingMeta {
     /// `nice -10` or `ordinary` (None in older recordings).
     #[serde(default)]
     pub recorder_priority: Option<crate::format::recorder::RecorderPriority>,
-    /// Who copied the user stacks in dwarf mode: `bpf` (pfprof's collector)
-    /// or `perf` (the kernel's stack copies); None otherwise, and in older
-    /// recordings.
+    /// Who wrote the faults: `bpf` (pfprof's collector, one record per
+    /// fault) or `perf` (the kernel's samples and, in dwarf mode, stack
+    /// copies); None in older recordings.
     #[serde(default)]
     pub collector: Option<crate::format::recorder::Collector>,
+    /// Fault entries that no completion followed (a SIGSEGV, a spurious
+    /// fault), as the collector counted them where it paired entries in
+    /// the kernel (the recording then holds only the paired entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished_entries: Option<u64>,
     /// `kernel.perf_event_max_stack`: where the kernel cuts frame-pointer chains.
     #[serde(default)]
     pub max_stack: Option<u32>,

@@ -4,10 +4,13 @@
 //! and side tables (processes, modules with build-ids, start-up, warnings).
 //! [`resolve::resolve`] builds it from an analysed recording.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{Access, FaultClass};
-use crate::analysis::stacks::{FrameKey, StackId};
+use crate::analysis::stacks::{FrameKey, StackId, Stacks};
+use crate::analysis::Owner;
 use report::{FrameRow, Report, TargetRow};
 
 pub mod region;
@@ -22,8 +25,8 @@ pub struct Model {
     pub report: Report,
     /// The counted rows, one per (process, class, access, stack, target).
     pub samples: Vec<SampleRow>,
-    /// The raw frames of each stack in `samples`, leaf first.
-    pub stacks: FxHashMap<StackId, Vec<FrameKey>>,
+    /// The raw frames of the stacks in `samples` and `timeline`.
+    pub stacks: Stacks,
     /// The functions of each frame in `stacks`, innermost (inlined) first,
     /// the real function last; never empty.
     pub frames: FxHashMap<FrameKey, Vec<FrameRow>>,
@@ -34,23 +37,27 @@ pub struct Model {
     /// Whether the rows marked `startup` are one window's (`--startup-of`,
     /// the report's `startup`), not every window's.
     pub startup_of_one: bool,
+    /// The programs of [`Owner::Program`] rows and points (a system-wide
+    /// recording's), by id, made safe to show.
+    pub programs: Vec<String>,
 }
 
-/// Faults counted under one (process, class, access, stack, target).
+/// Faults counted under one (process or program, class, access, stack,
+/// target).
 #[derive(Debug, Clone)]
 pub struct SampleRow {
-    /// Process.
-    pub pid: i32,
-    /// Its command name.
-    pub comm: String,
+    /// The process, or (system-wide) the program.
+    pub owner: Owner,
+    /// Its command name (shared by its rows).
+    pub comm: Arc<str>,
     /// Class.
     pub class: FaultClass,
     /// Access.
     pub access: Access,
     /// Key into [`Model::stacks`].
     pub stack: StackId,
-    /// What the faults touched.
-    pub target: TargetRow,
+    /// What the faults touched (shared by the rows of the same target).
+    pub target: Arc<TargetRow>,
     /// Faults.
     pub faults: u64,
     /// Their summed latency, ns (0 without the entry tracepoints).
@@ -69,8 +76,8 @@ pub struct TimePoint {
     pub class: FaultClass,
     /// Key into [`Model::stacks`].
     pub stack: StackId,
-    /// Its process.
-    pub pid: i32,
+    /// Its process, or (system-wide) program.
+    pub owner: Owner,
     /// Faults (samples) in the bucket.
     pub faults: u64,
     /// The slowest of them whose entry was seen: time in the kernel (ns, at
@@ -82,21 +89,19 @@ impl Model {
     /// The functions of `stack`, root first: each frame's real function
     /// before the functions inlined into it.
     pub fn functions_root_first(&self, stack: StackId) -> impl Iterator<Item = &FrameRow> {
-        self.stacks
-            .get(&stack)
+        let leaf_first: Vec<FrameKey> = self.stacks.frames(stack).collect();
+        leaf_first
             .into_iter()
-            .flatten()
             .rev()
-            .flat_map(|frame| self.frames.get(frame).into_iter().flatten().rev())
+            .flat_map(|frame| self.frames.get(&frame).into_iter().flatten().rev())
     }
 
     /// The innermost real (not inlined) function of `stack`, the name a
     /// user knows a site by.
     pub fn leaf_function(&self, stack: StackId) -> Option<&str> {
         self.stacks
-            .get(&stack)?
-            .iter()
-            .flat_map(|frame| self.frames.get(frame).into_iter().flatten())
+            .frames(stack)
+            .flat_map(|frame| self.frames.get(&frame).into_iter().flatten())
             .find(|row| !row.inlined)
             .map(|row| row.function.as_str())
     }

@@ -78,12 +78,19 @@ pub struct ProcessRow {
     pub major: u64,
     /// COW faults.
     pub cow: u64,
+    /// Of the major faults, those on anonymous memory (swap-ins).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub major_swap: u64,
     /// Threads seen.
     pub threads: u32,
     /// The programs the process ran, in order, when it ran more than one
     /// (a wrapper that exec'd the next: `env` then `app`).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub execs: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A fault target.
@@ -639,6 +646,7 @@ pub(crate) mod tests {
                 minor: 262_545,
                 major: 67,
                 cow: 210,
+                major_swap: 0,
                 threads: 3,
                 execs: vec!["/usr/bin/env".into(), "/opt/app/bin/app".into()],
             }],

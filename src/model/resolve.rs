@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -12,11 +13,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::analysis::classify::{Access, FaultClass};
 use crate::analysis::foreign::KernelMismatch;
 use crate::analysis::latency::LatencyStats;
-use crate::analysis::process::ModuleId;
+use crate::analysis::process::{ModuleId, ProgramId};
 use crate::analysis::relocation_pages;
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::Window;
-use crate::analysis::{Profile, TargetKey};
+use crate::analysis::{Owner, Profile, TargetKey};
 use crate::format::perf_data::FileStamp;
 use crate::model::report::{
     ByAccess, ByClass, FileRow, FrameKind, FrameRow, ModuleRow, ProcessRow, Recorder, Region,
@@ -71,19 +72,13 @@ pub fn resolve(profile: &mut Profile) -> Model {
 /// timeline.
 fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
     let names = Names::resolve(profile, symbolizer);
-    let mut expanded = Expanded::default();
     let mut kept = KeptStacks::default();
     let startup = StartupChoice::of(profile, &names);
-    let counted = count(profile, &names, &mut expanded, &mut kept, startup.chosen);
-    let startup_report = startup_report(
-        profile,
-        symbolizer,
-        &names,
-        &mut expanded,
-        &counted.startup_rows,
-        &startup,
-    );
-    let (sites, stacks, frames) = site_tables(&names, counted.sites);
+    let counted = count(profile, &names, &mut kept, startup.chosen);
+    let startup_report =
+        startup_report(profile, symbolizer, &names, &counted.startup_rows, &startup);
+    let (sites, stacks, frames) = site_tables(&names, &profile.stacks, &counted);
+    let target_sections = target_sections(&counted.targets, &counted.interned);
     let module_rows = module_rows(profile, &names);
     let warnings = warnings(profile, symbolizer, &names, &module_rows);
     let mut report = Report {
@@ -106,8 +101,8 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         sites,
         stacks,
         frames,
-        targets: target_summary_rows(&counted.targets),
-        files: file_rows(&counted.targets),
+        targets: target_summary_rows(&target_sections),
+        files: file_rows(&target_sections),
         modules: module_rows,
         warnings,
         wall_ns: profile.meta.as_ref().map(|m| m.wall_ns),
@@ -126,10 +121,13 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
     report.warnings = warnings;
     let timeline = timeline_points(profile, &names, &mut kept);
     Model {
+        programs: (0..profile.processes.programs.len())
+            .map(|id| safe(profile.processes.programs.name(id as ProgramId)))
+            .collect(),
         startup_of_one: profile.startup.startup_of.is_some() && report.startup.is_some(),
         report,
         samples: counted.samples,
-        stacks: kept.stacks,
+        stacks: profile.stacks.stacks().clone(),
         frames: kept.frames,
         timeline,
         timeline_origin: profile
@@ -147,8 +145,9 @@ type DataName = (Option<String>, Option<String>, Option<u64>);
 /// and what went wrong with each module.
 struct Names<'p> {
     profile: &'p Profile,
-    /// The names of each code frame, innermost (inlined) first.
-    code: FxHashMap<FrameKey, Vec<Named>>,
+    /// The names of each frame of the profile's stacks, innermost
+    /// (inlined) first.
+    frames: FxHashMap<FrameKey, Vec<Named>>,
     /// The modules with code frames.
     code_modules: Vec<ModuleId>,
     data: FxHashMap<(ModuleId, u64), DataName>,
@@ -178,16 +177,24 @@ impl<'p> Names<'p> {
         } else {
             None
         };
-        Names {
+        let mut names = Names {
             profile,
-            code,
+            frames: code,
             code_modules: by_module.into_keys().collect(),
             data,
             kernel,
             kernel_mismatch,
             stale,
             module_status,
+        };
+        // Frames named without a symbolizer, named once too.
+        for frame in profile.stacks.unique_frames() {
+            if !names.frames.contains_key(&frame) {
+                let named = names.named(frame);
+                names.frames.insert(frame, named);
+            }
         }
+        names
     }
 
     /// A module's path as shown. Names from the profiled world enter the
@@ -208,10 +215,17 @@ impl<'p> Names<'p> {
         }
     }
 
-    /// The functions of a frame, innermost (inlined) first; never empty.
-    fn frame(&self, frame: FrameKey) -> Vec<Named> {
+    /// The functions of a frame of the profile's stacks, innermost
+    /// (inlined) first.
+    fn frame(&self, frame: FrameKey) -> &[Named] {
+        self.frames.get(&frame).map_or(&[], Vec::as_slice)
+    }
+
+    /// The functions of a frame no symbolizer names; a code frame's
+    /// ([`Names::resolve`] named them).
+    fn named(&self, frame: FrameKey) -> Vec<Named> {
         match frame {
-            FrameKey::Code { .. } => self.code.get(&frame).cloned().unwrap_or_default(),
+            FrameKey::Code { .. } => self.frames.get(&frame).cloned().unwrap_or_default(),
             FrameKey::Kernel { avma } => vec![Named::bare(
                 FrameKind::Kernel,
                 match self.kernel.as_ref().and_then(|k| k.lookup(avma)) {
@@ -262,6 +276,14 @@ impl<'p> Names<'p> {
             region,
             section,
             symbol,
+        }
+    }
+
+    /// The command name of a process or program, made safe to show.
+    fn owner_name(&self, owner: Owner) -> String {
+        match owner {
+            Owner::Process(pid) => self.comm_of(pid),
+            Owner::Program(id) => safe(self.profile.processes.programs.name(id)),
         }
     }
 
@@ -436,48 +458,48 @@ fn note(module_status: &mut FxHashMap<ModuleId, ModuleProblem>, module: ModuleId
         .or_insert_with(|| ModuleProblem::Symbolizer(reason.clone()));
 }
 
-/// Each interned stack's names, root first, expanded once.
-#[derive(Default)]
-struct Expanded {
-    cache: FxHashMap<u32, Vec<Named>>,
-}
-
-impl Expanded {
-    fn get(&mut self, names: &Names, stacks: &StackTable, stack: u32) -> &[Named] {
-        self.cache.entry(stack).or_insert_with(|| {
-            let mut leaf_first: Vec<Named> = Vec::new();
-            for frame in stacks.frames(stack) {
-                leaf_first.extend(names.frame(frame));
-            }
-            leaf_first.reverse();
-            leaf_first
-        })
+/// The names of a stack, root first (borrowed from [`Names`], which names
+/// each frame once). Not kept: a busy interval has tens of thousands of
+/// stacks, sixty frames deep.
+fn expand<'n>(names: &'n Names, stacks: &StackTable, stack: StackId) -> Vec<&'n Named> {
+    let mut leaf_first: Vec<&Named> = Vec::new();
+    for frame in stacks.frames(stack) {
+        leaf_first.extend(names.frame(frame));
     }
+    leaf_first.reverse();
+    leaf_first
 }
 
-/// The model's stacks: raw frames leaf first, each frame named once.
+/// The innermost function of a stack: the first name of its leaf frame.
+fn leaf_of<'n>(names: &'n Names, stacks: &StackTable, stack: StackId) -> Option<&'n Named> {
+    stacks
+        .frames(stack)
+        .next()
+        .and_then(|frame| names.frame(frame).first())
+}
+
+/// The names of the frames of the model's stacks, each frame named once.
 #[derive(Default)]
 struct KeptStacks {
-    stacks: FxHashMap<StackId, Vec<FrameKey>>,
     frames: FxHashMap<FrameKey, Vec<FrameRow>>,
+    /// The stacks kept already.
+    kept: FxHashSet<StackId>,
 }
 
 impl KeptStacks {
     fn keep(&mut self, names: &Names, stack: StackId) {
-        let frames = &mut self.frames;
-        self.stacks.entry(stack).or_insert_with(|| {
-            let raw: Vec<FrameKey> = names.profile.stacks.frames(stack).collect();
-            for frame in &raw {
-                frames.entry(*frame).or_insert_with(|| {
-                    names
-                        .frame(*frame)
-                        .into_iter()
-                        .map(|n| names.frame_row(n))
-                        .collect()
-                });
-            }
-            raw
-        });
+        if !self.kept.insert(stack) {
+            return;
+        }
+        for frame in names.profile.stacks.frames(stack) {
+            self.frames.entry(frame).or_insert_with(|| {
+                names
+                    .frame(frame)
+                    .iter()
+                    .map(|n| names.frame_row(n.clone()))
+                    .collect()
+            });
+        }
     }
 }
 
@@ -528,89 +550,178 @@ fn program_of(names: &Names, w: &Window) -> String {
     }
 }
 
-/// A site: class, access, innermost function, target.
-type SiteKey = (FaultClass, Access, Option<Named>, TargetRow);
+/// A site: class, access, innermost function, target (the last two as
+/// [`Interned`] ids).
+type SiteKey = (FaultClass, Access, Option<u32>, u32);
 
-/// What is counted under a site: faults, per process, per stack.
+/// What is counted under a site: faults, per process (or program,
+/// system-wide), per raw stack.
 #[derive(Default)]
 struct SiteAcc {
     count: u64,
-    pids: BTreeMap<i32, u64>,
-    stacks: BTreeMap<Vec<Named>, u64>,
+    pids: FxHashMap<i32, u64>,
+    programs: FxHashMap<ProgramId, u64>,
+    stacks: FxHashMap<StackId, u64>,
 }
 
-/// Faults per class, object, region and section.
-type TargetCounts = BTreeMap<(FaultClass, String, Region, Option<String>), u64>;
+/// Faults per class and target (its [`Interned`] id).
+type TargetCounts = FxHashMap<(FaultClass, u32), u64>;
+
+/// Names and targets numbered as they are met, so that the counting keys
+/// on numbers and each name or target is built and compared once.
+#[derive(Default)]
+struct Interned {
+    /// Each distinct target, by id.
+    targets: Vec<Arc<TargetRow>>,
+    target_ids: FxHashMap<Arc<TargetRow>, u32>,
+    /// The id of each raw target met.
+    of_key: FxHashMap<TargetKey, u32>,
+    /// Each distinct innermost function, by id.
+    leaves: Vec<Named>,
+    leaf_ids: FxHashMap<Named, u32>,
+    /// The id of each stack's innermost function (None: no stack).
+    leaf_of: FxHashMap<StackId, Option<u32>>,
+    /// Each process's (or program's) command name, made safe once.
+    comms: FxHashMap<Owner, Arc<str>>,
+}
+
+impl Interned {
+    /// The id of the target `key`, named once.
+    fn target(&mut self, names: &Names, key: TargetKey) -> u32 {
+        if let Some(&id) = self.of_key.get(&key) {
+            return id;
+        }
+        let row = Arc::new(names.target(key));
+        let next = self.targets.len() as u32;
+        let id = *self.target_ids.entry(Arc::clone(&row)).or_insert(next);
+        if id == next {
+            self.targets.push(row);
+        }
+        self.of_key.insert(key, id);
+        id
+    }
+
+    /// The id of the innermost function of `stack`.
+    fn leaf(&mut self, names: &Names, stacks: &StackTable, stack: StackId) -> Option<u32> {
+        if let Some(&id) = self.leaf_of.get(&stack) {
+            return id;
+        }
+        let id = leaf_of(names, stacks, stack).map(|leaf| {
+            let next = self.leaves.len() as u32;
+            let id = *self.leaf_ids.entry(Named::clone(leaf)).or_insert(next);
+            if id == next {
+                self.leaves.push(Named::clone(leaf));
+            }
+            id
+        });
+        self.leaf_of.insert(stack, id);
+        id
+    }
+
+    fn comm(&mut self, names: &Names, owner: Owner) -> Arc<str> {
+        Arc::clone(
+            self.comms
+                .entry(owner)
+                .or_insert_with(|| Arc::from(names.owner_name(owner))),
+        )
+    }
+}
 
 /// The profile's counts, named and summed per site, target and row.
 struct Counted {
     samples: Vec<SampleRow>,
-    sites: BTreeMap<SiteKey, SiteAcc>,
+    sites: FxHashMap<SiteKey, SiteAcc>,
     targets: TargetCounts,
+    interned: Interned,
     /// The faults of the start-up window shown in full.
     startup_rows: Vec<StartupFault>,
 }
 
 /// One pass over the profile's counts (one per distinct key): the model's
 /// sample rows, the sites, the targets, the chosen start-up's faults.
-fn count(
-    profile: &Profile,
-    names: &Names,
-    expanded: &mut Expanded,
-    kept: &mut KeptStacks,
-    chosen: Option<u32>,
-) -> Counted {
+fn count(profile: &Profile, names: &Names, kept: &mut KeptStacks, chosen: Option<u32>) -> Counted {
     let mut counted = Counted {
         samples: Vec::with_capacity(profile.counts.len()),
-        sites: BTreeMap::new(),
-        targets: BTreeMap::new(),
+        sites: FxHashMap::default(),
+        targets: FxHashMap::default(),
+        interned: Interned::default(),
         startup_rows: Vec::new(),
     };
+    let interned = &mut counted.interned;
+    // Keys that differ only in the page of a target name one row: the
+    // pages of a file's `.text` are one target.
+    let mut rows: FxHashMap<(Owner, FaultClass, Access, StackId, u32, bool), usize> =
+        FxHashMap::default();
     for (key, tally) in &profile.counts {
         let count = tally.faults;
-        let stack_names = expanded.get(names, &profile.stacks, key.stack);
-        let target = names.target(key.target);
-        kept.keep(names, key.stack);
-        counted.samples.push(SampleRow {
-            pid: key.pid,
-            comm: names.comm_of(key.pid),
-            class: key.class,
-            access: key.access,
-            stack: key.stack,
-            target: target.clone(),
-            faults: count,
-            latency_ns: tally.latency_ns,
-            // startup.svg: every window, or the chosen one's.
-            startup: key.startup.is_some()
-                && (profile.startup.startup_of.is_none() || key.startup == chosen),
-        });
+        let target_id = interned.target(names, key.target);
+        let leaf = interned.leaf(names, &profile.stacks, key.stack);
+        // startup.svg: every window, or the chosen one's.
+        let startup = key.startup.is_some()
+            && (profile.startup.startup_of.is_none() || key.startup == chosen);
+        let row_key = (
+            key.owner, key.class, key.access, key.stack, target_id, startup,
+        );
+        match rows.get(&row_key) {
+            Some(&at) => {
+                let row = &mut counted.samples[at];
+                row.faults += count;
+                row.latency_ns += tally.latency_ns;
+            }
+            None => {
+                kept.keep(names, key.stack);
+                rows.insert(row_key, counted.samples.len());
+                let comm = interned.comm(names, key.owner);
+                let target = &interned.targets[target_id as usize];
+                counted.samples.push(SampleRow {
+                    owner: key.owner,
+                    comm,
+                    class: key.class,
+                    access: key.access,
+                    stack: key.stack,
+                    target: Arc::clone(target),
+                    faults: count,
+                    latency_ns: tally.latency_ns,
+                    startup,
+                });
+            }
+        }
         let acc = counted
             .sites
-            .entry((
-                key.class,
-                key.access,
-                stack_names.last().cloned(),
-                target.clone(),
-            ))
+            .entry((key.class, key.access, leaf, target_id))
             .or_default();
         acc.count += count;
-        *acc.pids.entry(key.pid).or_default() += count;
-        *acc.stacks.entry(stack_names.to_vec()).or_default() += count;
-        *counted
-            .targets
-            .entry((
-                key.class,
-                target.object.clone(),
-                target.region,
-                target.section.clone(),
-            ))
-            .or_default() += count;
+        if let Some(pid) = key.owner.pid() {
+            *acc.pids.entry(pid).or_default() += count;
+        }
+        if let Owner::Program(program) = key.owner {
+            *acc.programs.entry(program).or_default() += count;
+        }
+        *acc.stacks.entry(key.stack).or_default() += count;
+        *counted.targets.entry((key.class, target_id)).or_default() += count;
         if key.startup.is_some() && key.startup == chosen {
-            let row = startup_fault(names, key.target, &target, key.class, count, stack_names);
+            let target = &interned.targets[target_id as usize];
+            let stack_names = expand(names, &profile.stacks, key.stack);
+            let row = startup_fault(names, key.target, target, key.class, count, &stack_names);
             counted.startup_rows.push(row);
         }
     }
     counted
+}
+
+/// Faults per class, object, region and section, in that order.
+fn target_sections(
+    targets: &TargetCounts,
+    interned: &Interned,
+) -> BTreeMap<(FaultClass, String, Region, Option<String>), u64> {
+    let mut sections = BTreeMap::new();
+    for (&(class, id), &count) in targets {
+        let t = &interned.targets[id as usize];
+        *sections
+            .entry((class, t.object.clone(), t.region, t.section.clone()))
+            .or_default() += count;
+    }
+    sections
 }
 
 /// A fault of the start-up window shown in full, for `startup::build`.
@@ -620,7 +731,7 @@ fn startup_fault(
     target: &TargetRow,
     class: FaultClass,
     count: u64,
-    stack_names: &[Named],
+    stack_names: &[&Named],
 ) -> StartupFault {
     let (page, section) = match key {
         TargetKey::Module {
@@ -654,14 +765,13 @@ fn startup_report(
     profile: &Profile,
     symbolizer: &mut Symbolizer,
     names: &Names,
-    expanded: &mut Expanded,
     rows: &[StartupFault],
     choice: &StartupChoice,
 ) -> Option<startup::StartupReport> {
     if rows.is_empty() {
         return None;
     }
-    let first_touchers = first_touchers(profile, names, expanded, choice.chosen);
+    let first_touchers = first_touchers(profile, names, choice.chosen);
     let facts = object_facts(profile, symbolizer, names, rows);
     let window = &profile.startup.windows[choice.chosen_index?];
     let load_order: Vec<String> = window
@@ -688,7 +798,6 @@ fn startup_report(
 fn first_touchers(
     profile: &Profile,
     names: &Names,
-    expanded: &mut Expanded,
     chosen: Option<u32>,
 ) -> BTreeMap<(String, String, String), String> {
     let mut first: BTreeMap<(String, String, String), (u64, String)> = BTreeMap::new();
@@ -700,8 +809,7 @@ fn first_touchers(
         let (Some(section), Some(symbol)) = (row.section, row.symbol) else {
             continue;
         };
-        let toucher = expanded
-            .get(names, &profile.stacks, stack)
+        let toucher = expand(names, &profile.stacks, stack)
             .iter()
             .rev()
             .find(|n| !n.inlined)
@@ -753,30 +861,37 @@ fn object_facts(
 /// report.json's shared tables of those stacks and their frames.
 fn site_tables(
     names: &Names,
-    sites: BTreeMap<SiteKey, SiteAcc>,
+    stacks: &StackTable,
+    counted: &Counted,
 ) -> (Vec<SiteRow>, Vec<Vec<u32>>, Vec<FrameRow>) {
-    let mut site_rows: Vec<(SiteRow, Vec<Named>)> = sites
-        .into_iter()
-        .map(|(key, acc)| site_row(names, key, acc))
+    let interned = &counted.interned;
+    let mut site_rows: Vec<(SiteRow, Option<&Named>, Vec<&Named>)> = counted
+        .sites
+        .iter()
+        .map(|(key, acc)| site_row(names, stacks, interned, *key, acc))
         .collect();
-    site_rows.sort_by(|(a, _), (b, _)| {
+    // Most faults first; ties in the order of (class, access, function,
+    // the innermost frame, the target).
+    site_rows.sort_by(|(a, a_leaf, _), (b, b_leaf, _)| {
         b.count
             .cmp(&a.count)
             .then_with(|| (a.class, a.access, &a.function).cmp(&(b.class, b.access, &b.function)))
+            .then_with(|| a_leaf.cmp(b_leaf))
+            .then_with(|| a.target.cmp(&b.target))
     });
     // Each frame and each stack once, numbered in the order of the sorted
     // sites.
-    let mut frame_ids: FxHashMap<Named, u32> = FxHashMap::default();
+    let mut frame_ids: FxHashMap<&Named, u32> = FxHashMap::default();
     let mut stack_ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
     let mut frame_table: Vec<FrameRow> = Vec::new();
     let mut stack_table: Vec<Vec<u32>> = Vec::new();
     let site_rows = site_rows
         .into_iter()
-        .map(|(mut row, stack)| {
+        .map(|(mut row, _, stack)| {
             let frames: Vec<u32> = stack
                 .into_iter()
                 .map(|named| {
-                    *frame_ids.entry(named).or_insert_with_key(|named| {
+                    *frame_ids.entry(named).or_insert_with(|| {
                         frame_table.push(names.frame_row(named.clone()));
                         frame_table.len() as u32 - 1
                     })
@@ -792,50 +907,73 @@ fn site_tables(
     (site_rows, stack_table, frame_table)
 }
 
-/// A site's row (its stack numbered later) and its heaviest stack; ties go
-/// to the lowest pid and the first stack in name order.
-fn site_row(names: &Names, key: SiteKey, acc: SiteAcc) -> (SiteRow, Vec<Named>) {
-    let (class, access, leaf, target) = key;
+/// A site's row (its stack numbered later), its innermost frame, and its
+/// heaviest stack by names (raw stacks that name the same frames count
+/// together); ties go to the lowest pid and the first stack in name order.
+fn site_row<'e>(
+    names: &'e Names,
+    stacks: &StackTable,
+    interned: &'e Interned,
+    (class, access, leaf, target): SiteKey,
+    acc: &SiteAcc,
+) -> (SiteRow, Option<&'e Named>, Vec<&'e Named>) {
     let top_pid = acc
         .pids
         .iter()
         .max_by_key(|(pid, n)| (**n, -**pid))
-        .map(|(pid, _)| *pid)
-        .unwrap_or(0);
-    let stack = acc
-        .stacks
+        .map(|(pid, _)| *pid);
+    let top_program = acc
+        .programs
+        .iter()
+        .max_by_key(|(id, n)| (**n, std::cmp::Reverse(**id)))
+        .map(|(id, _)| *id);
+    let comm = match (top_pid, top_program) {
+        (Some(pid), _) => names.comm_of(pid),
+        (None, Some(program)) => names.owner_name(Owner::Program(program)),
+        (None, None) => names.comm_of(0),
+    };
+    let mut by_names: FxHashMap<Vec<&Named>, u64> = FxHashMap::default();
+    for (stack, count) in &acc.stacks {
+        *by_names.entry(expand(names, stacks, *stack)).or_default() += count;
+    }
+    let stack = by_names
         .into_iter()
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
         .map(|s| s.0)
         .unwrap_or_default();
+    let leaf = leaf.map(|id| &interned.leaves[id as usize]);
     let (function, file, line, object) = match leaf {
         Some(n) => (
-            n.function,
-            n.file,
+            n.function.clone(),
+            n.file.clone(),
             n.line,
             n.object.map(|m| names.path_of(m)),
         ),
         None => (NO_STACK.to_string(), None, None, None),
     };
+    let mut pids: Vec<i32> = acc.pids.keys().copied().collect();
+    pids.sort_unstable();
     let row = SiteRow {
         class,
         access,
         count: acc.count,
-        pids: acc.pids.keys().copied().collect(),
-        comm: names.comm_of(top_pid),
+        pids,
+        comm,
         function,
         file,
         line,
         object,
         stack_id: 0,
-        target,
+        target: TargetRow::clone(&interned.targets[target as usize]),
     };
-    (row, stack)
+    (row, leaf, stack)
 }
 
 /// Faults per target file or region, most major faults first; major
 /// faults outside files are swap-ins.
-fn file_rows(targets: &TargetCounts) -> Vec<FileRow> {
+fn file_rows(
+    targets: &BTreeMap<(FaultClass, String, Region, Option<String>), u64>,
+) -> Vec<FileRow> {
     let mut files: BTreeMap<String, FileRow> = BTreeMap::new();
     for ((class, object, region, _), count) in targets {
         let row = files.entry(object.clone()).or_insert_with(|| FileRow {
@@ -866,7 +1004,9 @@ fn file_rows(targets: &TargetCounts) -> Vec<FileRow> {
 }
 
 /// Faults per class and target section, most first.
-fn target_summary_rows(targets: &TargetCounts) -> Vec<TargetSummaryRow> {
+fn target_summary_rows(
+    targets: &BTreeMap<(FaultClass, String, Region, Option<String>), u64>,
+) -> Vec<TargetSummaryRow> {
     let mut rows: Vec<TargetSummaryRow> = targets
         .iter()
         .map(
@@ -902,9 +1042,10 @@ fn process_rows(profile: &Profile, names: &Names) -> Vec<ProcessRow> {
                 ppid: root.and_then(|m| m.pfprof_pid).unwrap_or(p.ppid),
                 comm: safe(&p.comm),
                 exe: p.exe.map(|m| names.path_of(m)),
-                minor: c.minor,
-                major: c.major,
-                cow: c.cow,
+                minor: c.faults.minor,
+                major: c.faults.major,
+                cow: c.faults.cow,
+                major_swap: c.major_swap,
                 threads: p.threads,
                 execs: if p.execs.len() > 1 {
                     p.execs.iter().map(|m| names.path_of(*m)).collect()
@@ -1056,13 +1197,13 @@ fn timeline_points(profile: &Profile, names: &Names, kept: &mut KeptStacks) -> V
                 time,
                 class: cell.class,
                 stack: cell.stack,
-                pid: cell.pid,
+                owner: cell.owner,
                 faults: tally.faults,
                 slowest: tally.slowest,
             }
         })
         .collect();
-    timeline.sort_unstable_by_key(|p| (p.time, p.class, p.pid, p.stack));
+    timeline.sort_unstable_by_key(|p| (p.time, p.class, p.owner, p.stack));
     timeline
 }
 

@@ -181,6 +181,34 @@ fn class_maps(
     Ok(maps)
 }
 
+/// Writes `<base>.folded` of one selection straight from the folded stacks,
+/// without the lines in memory first: the same bytes as
+/// [`folded_lines`] then [`write_folded`] (with every class, each line
+/// behind its class's name, the classes in name order).
+pub fn write_selection(
+    dir: &OutDir,
+    base: &str,
+    folded: &[Folded; 3],
+    selection: ClassSelection,
+) -> io::Result<()> {
+    let mut classes: Vec<(FaultClass, &str)> = match selection {
+        ClassSelection::Minor => vec![(FaultClass::Minor, "")],
+        ClassSelection::Major => vec![(FaultClass::Major, "")],
+        ClassSelection::Cow => vec![(FaultClass::Cow, "")],
+        ClassSelection::All => FaultClass::ALL.iter().map(|c| (*c, c.name())).collect(),
+    };
+    classes.sort_by_key(|(class, _)| class.name());
+    dir.write_with(&format!("{base}.folded"), |out| {
+        for (class, prefix) in &classes {
+            let separator = if prefix.is_empty() { "" } else { ";" };
+            for (stack, n) in &folded[*class as usize] {
+                writeln!(out, "{prefix}{separator}{stack} {n}")?;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Writes `<base>.folded`: one stack and its count per line.
 pub fn write_folded(dir: &OutDir, base: &str, lines: &[String]) -> io::Result<()> {
     dir.write_with(&format!("{base}.folded"), |out| {
@@ -400,6 +428,7 @@ mod tests {
             timeline: Vec::new(),
             timeline_origin: 0,
             startup_of_one: false,
+            programs: Vec::new(),
         };
         assert_eq!(startup_scope(&model), "every program, 2 windows");
         model.report.startups.truncate(1);

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::stacks::StackId;
 use crate::model::report::{FrameKind, Region, TargetRow};
-use crate::model::Model;
+use crate::model::{Model, SampleRow};
 
 /// Folded stacks as `(stack line, count)`, stack root first.
 pub type Folded = BTreeMap<String, u64>;
@@ -30,46 +30,93 @@ pub struct FoldedStacks {
     pub special: Special,
 }
 
-/// Folds every counted row of the model, each stack's names joined once.
+/// What the rows of one line add up to: faults, their latency, the
+/// start-up's faults.
+#[derive(Default)]
+struct LineSum {
+    faults: u64,
+    latency_ns: u64,
+    startup: u64,
+}
+
+/// Folds every counted row of the model: per class, by latency, start-up.
+/// Rows that make the same line (they differ in process or access) are
+/// summed first, on the names they share, so that each line is written and
+/// placed once.
 pub fn fold(model: &Model) -> FoldedStacks {
+    fold_with(model, true)
+}
+
+/// Folds the faults per class only (what an interval writes).
+pub fn fold_classes(model: &Model) -> FoldedStacks {
+    fold_with(model, false)
+}
+
+fn fold_with(model: &Model, everything: bool) -> FoldedStacks {
     let mut out = FoldedStacks::default();
-    let mut joined: FxHashMap<StackId, String> = FxHashMap::default();
+    let mut sums: FxHashMap<(usize, usize, StackId, usize), (&SampleRow, LineSum)> =
+        FxHashMap::default();
     for row in &model.samples {
-        let special = &mut out.special;
-        let functions = joined.entry(row.stack).or_insert_with(|| {
-            let mut s = String::new();
-            for f in model.functions_root_first(row.stack) {
-                let name = f.function.replace(';', ":");
-                s.push(';');
-                s.push_str(&name);
-                if matches!(
-                    f.kind,
-                    FrameKind::Unknown | FrameKind::Exec | FrameKind::UnnamedJit
-                ) {
-                    special.insert(name, f.kind);
-                }
+        let key = (
+            row.class as usize,
+            std::sync::Arc::as_ptr(&row.comm) as *const u8 as usize,
+            row.stack,
+            std::sync::Arc::as_ptr(&row.target) as usize,
+        );
+        let (_, sum) = sums.entry(key).or_insert((row, LineSum::default()));
+        sum.faults += row.faults;
+        sum.latency_ns += row.latency_ns;
+        if row.startup {
+            sum.startup += row.faults;
+        }
+    }
+    // The maps below order the lines: the order they come in does not
+    // matter. A stack's names are joined for each line (a stack makes
+    // about one line once rows of a process or access are summed).
+    for (row, sum) in sums.into_values() {
+        let mut line = String::with_capacity(256);
+        push_frame_name(&mut line, &row.comm);
+        for f in model.functions_root_first(row.stack) {
+            line.push(';');
+            let start = line.len();
+            push_frame_name(&mut line, &f.function);
+            if matches!(
+                f.kind,
+                FrameKind::Unknown | FrameKind::Exec | FrameKind::UnnamedJit
+            ) && !out.special.contains_key(&line[start..])
+            {
+                out.special.insert(line[start..].to_string(), f.kind);
             }
-            s
-        });
+        }
         let target = target_frame(&row.target);
         if row.target.region == Region::Unknown {
             // Memory nothing names, drawn as a frame nothing names.
             out.special.insert(target.clone(), FrameKind::Unknown);
         }
-        let line = format!("{}{functions};{target}", row.comm.replace(';', ":"));
-        if row.startup {
+        line.push(';');
+        line.push_str(&target);
+        if sum.startup > 0 && everything {
             *out.startup
                 .entry(format!("{};{line}", row.class.name()))
-                .or_default() += row.faults;
+                .or_default() += sum.startup;
         }
-        if row.latency_ns > 0 {
+        if sum.latency_ns > 0 && everything {
             *out.latency[row.class as usize]
                 .entry(line.clone())
-                .or_default() += row.latency_ns;
+                .or_default() += sum.latency_ns;
         }
-        *out.by_class[row.class as usize].entry(line).or_default() += row.faults;
+        *out.by_class[row.class as usize].entry(line).or_default() += sum.faults;
     }
     out
+}
+
+/// Appends a frame's name, `;` (which separates frames) written `:`.
+fn push_frame_name(line: &mut String, name: &str) {
+    if name.contains(';') {
+        line.push_str(&name.replace(';', ":"));
+    } else {
+        line.push_str(name);
+    }
 }
 
 /// The leaf frame of folded stacks, the target: `[libfoo.so .data.rel.ro
@@ -131,24 +178,27 @@ mod tests {
             section: None,
             symbol: None,
         };
+        let mut table = crate::analysis::stacks::StackTable::default();
+        let stack = table.intern_leaf_first(&keys);
         let model = Model {
             report: crate::model::report::tests::sample_report(),
             samples: vec![SampleRow {
-                pid: 1,
+                owner: crate::analysis::Owner::Process(1),
                 comm: "app".into(),
                 class: FaultClass::Minor,
                 access: Access::Read,
-                stack: 7,
-                target,
+                stack,
+                target: target.into(),
                 faults: 1,
                 latency_ns: 0,
                 startup: false,
             }],
-            stacks: [(7, keys.to_vec())].into_iter().collect(),
+            stacks: table.stacks().clone(),
             frames: keys.into_iter().zip(rows.map(|r| vec![r])).collect(),
             timeline: Vec::new(),
             timeline_origin: 0,
             startup_of_one: false,
+            programs: Vec::new(),
         };
         let folded = fold(&model);
         let special: Vec<(&str, FrameKind)> = folded

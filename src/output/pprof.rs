@@ -23,7 +23,8 @@ use flate2::Compression;
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use crate::analysis::stacks::{FrameKey, StackId};
+use crate::analysis::classify::{Access, FaultClass};
+use crate::analysis::stacks::{FrameKey, StackId, Stacks};
 use crate::format::outdir::OutDir;
 use crate::model::report::{FrameKind, FrameRow, ModuleRow, NO_STACK};
 use crate::model::{Model, SampleRow};
@@ -78,8 +79,8 @@ enum LocationKey {
 pub struct Input<'a> {
     /// The counted rows.
     pub samples: &'a [SampleRow],
-    /// Their stacks' raw frames, leaf first.
-    pub stacks: &'a FxHashMap<StackId, Vec<FrameKey>>,
+    /// Their stacks' raw frames.
+    pub stacks: &'a Stacks,
     /// The functions of each frame, innermost first.
     pub frames: &'a FxHashMap<FrameKey, Vec<FrameRow>>,
     /// The modules, indexed by module id (path, hex build-id).
@@ -133,6 +134,9 @@ struct Builder<'a> {
     function_ids: FxHashMap<(String, Option<String>), u64>,
     /// Location ids of each stack: rows share stacks (one per target).
     stack_locations: FxHashMap<StackId, Vec<u64>>,
+    /// The labels but the pid of each class, access, target and command
+    /// (the last two by their shared names).
+    labels: FxHashMap<(FaultClass, Access, usize, usize), Vec<Label>>,
 }
 
 impl Builder<'_> {
@@ -271,12 +275,14 @@ impl Builder<'_> {
             return ids.clone();
         }
         let input = self.input;
-        let location_id: Vec<u64> = match input.stacks.get(&stack) {
-            Some(frames) if !frames.is_empty() => frames
-                .iter()
-                .map(|f| self.location_id(LocationKey::Frame(*f)))
-                .collect(),
-            _ => vec![self.location_id(LocationKey::NoStack)],
+        let frames: Vec<FrameKey> = input.stacks.frames(stack).collect();
+        let location_id: Vec<u64> = if frames.is_empty() {
+            vec![self.location_id(LocationKey::NoStack)]
+        } else {
+            frames
+                .into_iter()
+                .map(|f| self.location_id(LocationKey::Frame(f)))
+                .collect()
         };
         self.stack_locations.insert(stack, location_id.clone());
         location_id
@@ -284,7 +290,44 @@ impl Builder<'_> {
 
     fn sample(&mut self, row: &SampleRow) -> Sample {
         let location_id = self.stack(row.stack);
-        let mut label = Vec::new();
+        // Rows of a process share their labels but the pid's, which comes
+        // last: built once per class, access, target and command.
+        let key = (
+            row.class,
+            row.access,
+            std::sync::Arc::as_ptr(&row.target) as usize,
+            std::sync::Arc::as_ptr(&row.comm) as *const u8 as usize,
+        );
+        let mut label = match self.labels.get(&key) {
+            Some(label) => label.clone(),
+            None => {
+                let label = self.labels_of(row);
+                self.labels.insert(key, label.clone());
+                label
+            }
+        };
+        // A system-wide profile's rows are programs': no pid.
+        if let Some(pid) = row.owner.pid() {
+            label.push(Label {
+                key: self.strings.id("pid"),
+                str: 0,
+                num: i64::from(pid),
+                num_unit: 0,
+            });
+        }
+        Sample {
+            location_id,
+            value: vec![
+                i64::try_from(row.faults).unwrap_or(i64::MAX),
+                i64::try_from(row.latency_ns).unwrap_or(i64::MAX),
+            ],
+            label,
+        }
+    }
+
+    /// A sample's labels but its pid.
+    fn labels_of(&mut self, row: &SampleRow) -> Vec<Label> {
+        let mut label = Vec::with_capacity(7);
         let mut text = |key: &str, value: &str| Label {
             key: self.strings.id(key),
             str: self.strings.id(value),
@@ -301,20 +344,7 @@ impl Builder<'_> {
             label.push(text("symbol", symbol));
         }
         label.push(text("comm", &row.comm));
-        label.push(Label {
-            key: self.strings.id("pid"),
-            str: 0,
-            num: i64::from(row.pid),
-            num_unit: 0,
-        });
-        Sample {
-            location_id,
-            value: vec![
-                i64::try_from(row.faults).unwrap_or(i64::MAX),
-                i64::try_from(row.latency_ns).unwrap_or(i64::MAX),
-            ],
-            label,
-        }
+        label
     }
 }
 
@@ -330,6 +360,7 @@ pub fn build(input: &Input<'_>) -> Profile {
         functions: Vec::new(),
         function_ids: FxHashMap::default(),
         stack_locations: FxHashMap::default(),
+        labels: FxHashMap::default(),
     };
     let mut value_type = |type_: &str, unit: &str| ValueType {
         r#type: b.strings.id(type_),
@@ -350,8 +381,8 @@ pub fn build(input: &Input<'_>) -> Profile {
     // The rows come from a hash map: sorted, the file is the same every time.
     let mut rows: Vec<&SampleRow> = input.samples.iter().collect();
     rows.sort_by(|a, b| {
-        (a.pid, a.class, a.access, a.stack, &a.target)
-            .cmp(&(b.pid, b.class, b.access, b.stack, &b.target))
+        (a.owner, a.class, a.access, a.stack, &a.target)
+            .cmp(&(b.owner, b.class, b.access, b.stack, &b.target))
     });
     let sample = rows.into_iter().map(|row| b.sample(row)).collect();
     let comment = vec![b.strings.id(&input.comment)];
@@ -466,12 +497,12 @@ mod tests {
         latency_ns: u64,
     ) -> SampleRow {
         SampleRow {
-            pid,
-            comm: format!("app{pid}"),
+            owner: crate::analysis::Owner::Process(pid),
+            comm: format!("app{pid}").into(),
             class,
             access,
             stack,
-            target,
+            target: target.into(),
             faults,
             latency_ns,
             startup: false,
@@ -485,7 +516,6 @@ mod tests {
         functions: Vec<FrameRow>,
     }
 
-    type Stacks = FxHashMap<StackId, Vec<FrameKey>>;
     type Frames = FxHashMap<FrameKey, Vec<FrameRow>>;
 
     fn fixture() -> (Vec<SampleRow>, Stacks, Frames, Vec<ModuleRow>) {
@@ -535,12 +565,10 @@ mod tests {
                 object: None,
             }],
         };
-        let stacks: Stacks = [
-            (0, vec![leaf.frame, libc.frame, unknown.frame]),
-            (1, vec![kernel.frame, leaf.frame, libc.frame]),
-        ]
-        .into_iter()
-        .collect();
+        let mut table = StackTable::default();
+        let first = table.intern_leaf_first(&[leaf.frame, libc.frame, unknown.frame]);
+        let second = table.intern_leaf_first(&[kernel.frame, leaf.frame, libc.frame]);
+        let stacks = table.stacks().clone();
         let frames: Frames = [leaf, libc, unknown, kernel]
             .into_iter()
             .map(|f| (f.frame, f.functions))
@@ -571,7 +599,7 @@ mod tests {
                 10,
                 FaultClass::Minor,
                 Access::Write,
-                0,
+                first,
                 target("[anon]", None, None),
                 256,
                 1_000,
@@ -580,7 +608,7 @@ mod tests {
                 10,
                 FaultClass::Cow,
                 Access::Write,
-                1,
+                second,
                 target("/opt/app/bin/app", Some(".data"), Some("data_buf")),
                 64,
                 500,

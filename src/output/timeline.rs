@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::analysis::classify::FaultClass;
+use crate::analysis::Owner;
 use crate::model::report::NO_STACK;
 use crate::model::Model;
 use crate::output::picture::{self, CLASS_COLORS};
@@ -71,6 +72,12 @@ fn nice_step(span: f64, target: f64) -> f64 {
 
 /// `timeline.svg` of the model: bursts labelled with their leaf functions.
 pub fn render(model: &Model) -> String {
+    // A lane per process, or per program (system-wide): programs get
+    // negative lane ids, pids are positive.
+    let lane = |owner: Owner| match owner {
+        Owner::Process(pid) => pid,
+        Owner::Program(id) => -1 - id as i32,
+    };
     let points: Vec<Point<'_>> = model
         .timeline
         .iter()
@@ -78,16 +85,17 @@ pub fn render(model: &Model) -> String {
             time: p.time,
             class: p.class,
             site: model.leaf_function(p.stack).unwrap_or(NO_STACK),
-            pid: p.pid,
+            pid: lane(p.owner),
             faults: p.faults,
             slowest: p.slowest,
         })
         .collect();
-    let processes: Vec<(i32, String)> = model
-        .report
-        .processes
-        .iter()
+    let processes: Vec<(i32, String)> = (model.report.processes.iter())
         .map(|p| (p.pid, p.comm.clone()))
+        .chain(
+            (model.programs.iter().enumerate())
+                .map(|(id, name)| (lane(Owner::Program(id as u32)), name.clone())),
+        )
         .collect();
     svg(
         &points,
@@ -613,13 +621,18 @@ fn top_site<'a>(sites: &HashMap<&'a str, u64>) -> Option<&'a str> {
         .map(|(site, _)| *site)
 }
 
-/// `comm[pid]` of a process, the name cut to 10.
-fn process_name(processes: &[(i32, String)], pid: i32) -> String {
-    let comm = processes
+/// The name of a lane: `comm[pid]` of a process (the name cut to 10), or
+/// a program's (`processes` names both: programs have negative lanes).
+fn process_name(processes: &[(i32, String)], lane: i32) -> String {
+    let name = processes
         .iter()
-        .find(|(p, _)| *p == pid)
-        .map_or("?", |(_, c)| c.as_str());
-    format!("{}[{pid}]", shorten(comm, 10))
+        .find(|(l, _)| *l == lane)
+        .map_or("?", |(_, name)| name.as_str());
+    if lane < 0 {
+        shorten(name, 14)
+    } else {
+        format!("{}[{lane}]", shorten(name, 10))
+    }
 }
 
 /// The process lanes at `top`: one per busiest process, the rest (past

@@ -1,22 +1,30 @@
-//! The in-kernel collector of `--call-graph dwarf` (the default): a BPF
-//! program (`fault.bpf.c`, compiled into the committed `fault.bpf.o`) on the
-//! `minor-faults` and `major-faults` events writes each fault as one compact
-//! record, with only the stack bytes that are there to copy, into the ring
-//! buffer pfprof already drains; the events' own samples, whose stack copy
-//! reserves the whole size asked for whatever it holds, are suppressed.
+//! The in-kernel collector (the default wherever BPF is permitted): a BPF
+//! program (`fault.bpf.c`, compiled into the committed `fault.bpf.o`) writes
+//! each fault as one compact record into the ring buffer pfprof already
+//! drains, in every call-graph mode.
 //!
-//! Why: a `--call-graph dwarf` sample reserves its full stack copy (32 KiB
-//! by default) in the ring, so a 256 MiB ring holds about 8,000 faults and
-//! a drain delayed by tens of milliseconds loses records; the kernel also
-//! copies 32 KiB per fault where the stack above the stack pointer is
-//! usually a few KiB (the copy stops at the end of the stack mapping). The
-//! records here are the bytes copied, so the same ring holds ten to a
-//! hundred times as many faults.
+//! - At a fault's entry, a program on the `exceptions:page_fault_*`
+//!   tracepoints keeps its error code, address and time per thread and
+//!   suppresses the tracepoint's own record; at its completion, a program on
+//!   `minor-faults`/`major-faults` writes the fault with that error code and
+//!   its time in the kernel, and suppresses the event's own sample. One
+//!   record per fault where the kernel wrote two (three with the stack
+//!   copy), and the pairing is the kernel's.
+//! - The user call chain as the mode asks: the kernel's frame-pointer walk
+//!   (fp), or (dwarf) the stack from the stack pointer up, only the bytes
+//!   that are there to copy: a `--call-graph dwarf` sample of perf's would
+//!   reserve its whole stack copy (32 KiB by default) in the ring, so a 256
+//!   MiB ring held about 8,000 faults. A stack pfprof unwound once is
+//!   remembered in the `unwound` map ([`FaultCollector::remember`]) with the
+//!   stack words the unwinding read: when the same thread faults again with
+//!   the same registers and those words unchanged, the record carries the
+//!   chain found then and no stack (a loop touching pages, a `memset` over
+//!   a new buffer: most of a fault storm).
 //!
-//! The loader is small on purpose: the object has one program per fault
-//! event, legacy map definitions (the `maps` section), no BTF, no global
-//! data and no calls, so loading is: create the maps, point each map load
-//! at its map's fd, load.
+//! The loader is small on purpose: the object has one program per event,
+//! legacy map definitions (the `maps` section), no BTF, no global data and
+//! no calls, so loading is: create the maps, point each map load at its
+//! map's fd, load.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -35,16 +43,34 @@ pub static OBJECT: &[u8] = include_bytes!("fault.bpf.o");
 /// The most stack bytes a record carries (`MAX_STACK` in fault.bpf.c).
 pub const MAX_STACK_BYTES: u32 = 61_440;
 
+/// What an entry of the `unwound` map holds at most: stack words read
+/// (`CACHE_WORDS`, as many as the unwinder notes), frames (`CACHE_FRAMES`).
+pub const CACHE_WORDS: usize = crate::unwind::Reads::MAX_WORDS;
+/// See [`CACHE_WORDS`].
+pub const CACHE_FRAMES: usize = 64;
+/// Entries of the `unwound` map (its `max_entries`).
+pub const CACHE_ENTRIES: usize = 16_384;
+
 /// `MAGIC` in fault.bpf.c: the first word of each record.
-const MAGIC: u32 = 0x7066_6231;
+const MAGIC: u32 = 0x7066_6232;
 const FLAG_MAJOR: u32 = 1;
 const FLAG_KERNEL_MODE: u32 = 2;
+const FLAG_ENTRY: u32 = 4;
+const FLAG_ENTRY_KERNEL: u32 = 8;
+const FLAG_CHAIN: u32 = 16;
+const FLAG_CACHED: u32 = 32;
 /// Bytes of the record's fixed part (`struct fault`).
-const FAULT_HEADER: usize = 96;
+const FAULT_HEADER: usize = 120;
+/// Bytes of a key and a value of `unwound` (`struct ukey`, `struct uvalue`).
+const UKEY_BYTES: usize = 32;
+const UVALUE_BYTES: usize = 16 + 2 * CACHE_WORDS + 8 * CACHE_WORDS + 8 * CACHE_FRAMES;
 
 /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`, `BPF_MAP_TYPE_ARRAY`.
 const MAP_PERF_EVENT_ARRAY: u32 = 4;
 const MAP_ARRAY: u32 = 2;
+
+/// The counters of fault.bpf.c (`COUNT_*`), in the `counters` map.
+const COUNTERS: usize = 4;
 
 /// Why the collector could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -80,22 +106,57 @@ impl BpfError {
     }
 }
 
+/// The user call chain a record carries (`MODE_*` in fault.bpf.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainMode {
+    /// None.
+    None,
+    /// The kernel's frame-pointer walk.
+    Fp,
+    /// The stack, at most this many bytes of it (≤ [`MAX_STACK_BYTES`]),
+    /// to unwind with its CFI.
+    Dwarf {
+        /// Bytes of stack to copy at most.
+        stack_bytes: u32,
+    },
+}
+
+/// What the collector is loaded for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// The user chain.
+    pub chain: ChainMode,
+    /// Add the kernel's call chain of faults taken in kernel mode.
+    pub kernel_frames: bool,
+    /// pfprof's own process (system-wide): its faults carry no chain.
+    pub own_pid: Option<i32>,
+    /// Every fault is sampled (`--period 1`): an entry its completion never
+    /// followed is counted.
+    pub every_fault: bool,
+}
+
 /// The loaded collector: its programs and maps.
 pub struct FaultCollector {
     minor: OwnedFd,
     major: OwnedFd,
+    entry_user: OwnedFd,
+    entry_kernel: OwnedFd,
     /// The `events` map: CPU → its bpf-output event.
     events: OwnedFd,
+    config: OwnedFd,
+    settings: Settings,
+    unwound: OwnedFd,
+    counters: OwnedFd,
     _scratch: OwnedFd,
-    _config: OwnedFd,
+    _entries: OwnedFd,
+    /// Possible CPUs: the values a lookup of a per-CPU map returns.
+    cpus: u32,
 }
 
 /// A map definition of the object's `maps` section.
 struct MapDef {
     name: String,
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
+    shape: sysbpf::MapShape,
 }
 
 /// Reads the object's map definitions, keyed by their offset in `maps`.
@@ -121,15 +182,18 @@ fn map_defs(
             symbol.address(),
             MapDef {
                 name: symbol.name().map_err(|e| bad(&e.to_string()))?.to_string(),
-                map_type: word(0),
-                key_size: word(1),
-                value_size: word(2),
+                shape: sysbpf::MapShape {
+                    map_type: word(0),
+                    key_size: word(1),
+                    value_size: word(2),
+                    max_entries: word(3),
+                    map_flags: word(4),
+                },
             },
         ));
     }
     Ok((section.index(), defs))
 }
-
 /// The instructions of program section `name`, each map load pointed at
 /// its map (`maps`: offset in the `maps` section → fd).
 fn program(
@@ -183,77 +247,100 @@ fn possible_cpus() -> u32 {
     procfs::possible_cpu_ids().unwrap_or(1024)
 }
 
+/// The `config` map's value (`struct config`).
+fn config_value(settings: &Settings, entries: bool) -> Vec<u8> {
+    let (mode, stack_bytes) = match settings.chain {
+        ChainMode::None => (0u32, 0),
+        ChainMode::Fp => (1, 0),
+        ChainMode::Dwarf { stack_bytes } => (2, stack_bytes.min(MAX_STACK_BYTES)),
+    };
+    [
+        stack_bytes,
+        u32::from(settings.kernel_frames),
+        settings.own_pid.map_or(0, |pid| pid as u32),
+        mode,
+        u32::from(entries),
+        u32::from(settings.every_fault),
+    ]
+    .iter()
+    .flat_map(|w| w.to_le_bytes())
+    .collect()
+}
+
 impl FaultCollector {
-    /// Loads the collector: records carry at most `stack_bytes` of user
-    /// stack (≤ [`MAX_STACK_BYTES`]) and, with `kernel_frames`, the kernel's
-    /// call chain of faults taken in kernel mode; the faults of process
-    /// `own_pid` (pfprof's, system-wide) carry neither.
-    pub fn load(
-        stack_bytes: u32,
-        kernel_frames: bool,
-        own_pid: Option<i32>,
-    ) -> Result<FaultCollector, BpfError> {
+    /// Loads the collector for `settings`; the entries of faults are not
+    /// paired until [`FaultCollector::pair_entries`].
+    pub fn load(settings: Settings) -> Result<FaultCollector, BpfError> {
         let file = object::File::parse(OBJECT).map_err(|e| BpfError::Object(e.to_string()))?;
         let (maps_section, defs) = map_defs(&file)?;
         let cpus = possible_cpus();
         let mut fds = Vec::new();
         let mut by_name = std::collections::HashMap::new();
         for (offset, def) in &defs {
-            let entries = match def.name.as_str() {
-                "config" => 1,
-                _ => cpus,
-            };
-            let fd = sysbpf::map_create(
-                def.map_type,
-                def.key_size,
-                def.value_size,
-                entries,
-                &def.name,
-            )
-            .map_err(|source| BpfError::Map {
+            let mut shape = def.shape;
+            // The maps indexed by CPU have an entry per possible CPU.
+            if matches!(def.name.as_str(), "events" | "scratch") {
+                shape.max_entries = cpus;
+            }
+            let fd = sysbpf::map_create(shape, &def.name).map_err(|source| BpfError::Map {
                 name: def.name.clone(),
                 source,
             })?;
             fds.push((*offset, std::os::fd::AsRawFd::as_raw_fd(&fd)));
-            by_name.insert(def.name.clone(), (fd, def.map_type));
+            by_name.insert(def.name.clone(), (fd, shape));
         }
-        let mut take = |name: &str, map_type: u32| {
+        let mut take = |name: &str, map_type: Option<u32>| {
             by_name
                 .remove(name)
-                .filter(|(_, t)| *t == map_type)
+                .filter(|(_, shape)| map_type.map_or(true, |t| shape.map_type == t))
                 .map(|(fd, _)| fd)
                 .ok_or_else(|| BpfError::Object(format!("no map {name}")))
         };
-        let events = take("events", MAP_PERF_EVENT_ARRAY)?;
-        let scratch = take("scratch", MAP_ARRAY)?;
-        let config = take("config", MAP_ARRAY)?;
-        let mut value = Vec::with_capacity(16);
-        value.extend_from_slice(&stack_bytes.min(MAX_STACK_BYTES).to_le_bytes());
-        value.extend_from_slice(&u32::from(kernel_frames).to_le_bytes());
-        value.extend_from_slice(&own_pid.map_or(0, |pid| pid as u32).to_le_bytes());
-        value.extend_from_slice(&0u32.to_le_bytes());
-        sysbpf::map_update(&config, &0u32.to_le_bytes(), &value).map_err(|source| {
-            BpfError::Map {
-                name: "config".into(),
-                source,
-            }
+        let events = take("events", Some(MAP_PERF_EVENT_ARRAY))?;
+        let scratch = take("scratch", Some(MAP_ARRAY))?;
+        let config = take("config", Some(MAP_ARRAY))?;
+        let entries = take("entries", None)?;
+        let unwound = take("unwound", None)?;
+        let counters = take("counters", None)?;
+        sysbpf::map_update(
+            &config,
+            &0u32.to_le_bytes(),
+            &config_value(&settings, false),
+        )
+        .map_err(|source| BpfError::Map {
+            name: "config".into(),
+            source,
         })?;
-        let load = |section: &str, name: &str| -> Result<OwnedFd, BpfError> {
+        let load = |section: &str, prog_type: u32, name: &str| -> Result<OwnedFd, BpfError> {
             let insns = program(&file, section, maps_section, &fds)?;
-            sysbpf::prog_load(sysbpf::PROG_TYPE_PERF_EVENT, &insns, "Dual MIT/GPL", name).map_err(
-                |source| BpfError::Load {
+            sysbpf::prog_load(prog_type, &insns, "Dual MIT/GPL", name).map_err(|source| {
+                BpfError::Load {
                     name: name.to_string(),
                     source,
-                },
-            )
+                }
+            })
         };
+        let perf = sysbpf::PROG_TYPE_PERF_EVENT;
+        let tracepoint = sysbpf::PROG_TYPE_TRACEPOINT;
         Ok(FaultCollector {
-            minor: load("perf_event/minor", "pfprof_minor")?,
-            major: load("perf_event/major", "pfprof_major")?,
+            minor: load("perf_event/minor", perf, "pfprof_minor")?,
+            major: load("perf_event/major", perf, "pfprof_major")?,
+            entry_user: load("tracepoint/user", tracepoint, "pfprof_entry_u")?,
+            entry_kernel: load("tracepoint/kernel", tracepoint, "pfprof_entry_k")?,
             events,
+            config,
+            settings,
+            unwound,
+            counters,
             _scratch: scratch,
-            _config: config,
+            _entries: entries,
+            cpus,
         })
+    }
+
+    /// What the collector was loaded for.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The bpf-output event of one CPU, whose samples carry the records:
@@ -290,6 +377,153 @@ impl FaultCollector {
     pub fn attach(&self, event: &OwnedFd, major: bool) -> io::Result<()> {
         sysbpf::attach_to_event(event, if major { &self.major } else { &self.minor })
     }
+
+    /// Pairs each fault with its entry: the programs run at every hit of
+    /// the `page_fault_user` and `page_fault_kernel` tracepoints, whose
+    /// events `user` and `kernel` are (one of each: a tracepoint's programs
+    /// run for all its events), and suppress their samples.
+    pub fn pair_entries(&self, user: &OwnedFd, kernel: &OwnedFd) -> io::Result<()> {
+        sysbpf::attach_to_event(user, &self.entry_user)?;
+        sysbpf::attach_to_event(kernel, &self.entry_kernel)?;
+        sysbpf::map_update(
+            &self.config,
+            &0u32.to_le_bytes(),
+            &config_value(&self.settings, true),
+        )
+    }
+
+    /// Remembers the unwinding of a stack (see [`Unwound`]) in the kernel's
+    /// `unwound` map, so that the same stack is not copied again.
+    pub fn remember(&self, key: &UnwoundKey, unwound: &Unwound<'_>) -> io::Result<()> {
+        let value = unwound
+            .encode()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::E2BIG))?;
+        sysbpf::map_update(&self.unwound, &key.encode(), &value)
+    }
+
+    /// Forgets a remembered unwinding (ENOENT when it is not there).
+    pub fn forget(&self, key: &UnwoundKey) -> io::Result<()> {
+        sysbpf::map_delete(&self.unwound, &key.encode())
+    }
+
+    /// The collector's counters so far, summed over the CPUs.
+    pub fn counters(&self) -> io::Result<Counters> {
+        let mut sums = [0u64; COUNTERS];
+        let mut values = vec![0u8; self.cpus as usize * 8];
+        for (i, sum) in sums.iter_mut().enumerate() {
+            sysbpf::map_lookup(&self.counters, &(i as u32).to_le_bytes(), &mut values)?;
+            *sum = le_u64s(&values).sum();
+        }
+        Ok(Counters {
+            unfinished_entries: sums[0],
+            cache_hits: sums[1],
+            cache_stale: sums[2],
+        })
+    }
+}
+
+/// What the collector counted in the kernel.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    /// Fault entries no completion followed (a SIGSEGV, a spurious fault,
+    /// another page's completion): counted with `every_fault` only.
+    pub unfinished_entries: u64,
+    /// Records whose chain came from the `unwound` map.
+    pub cache_hits: u64,
+    /// Lookups in `unwound` whose words had changed (the stack was copied).
+    pub cache_stale: u64,
+}
+
+/// The registers an unwinding started from, in a process: the key of the
+/// `unwound` map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UnwoundKey {
+    /// The process.
+    pub pid: i32,
+    /// rip, rsp, rbp.
+    pub ip: u64,
+    /// See `ip`.
+    pub sp: u64,
+    /// See `ip`.
+    pub bp: u64,
+}
+
+impl UnwoundKey {
+    fn encode(&self) -> [u8; UKEY_BYTES] {
+        let mut key = [0u8; UKEY_BYTES];
+        key[..4].copy_from_slice(&(self.pid as u32).to_le_bytes());
+        key[8..16].copy_from_slice(&self.ip.to_le_bytes());
+        key[16..24].copy_from_slice(&self.sp.to_le_bytes());
+        key[24..32].copy_from_slice(&self.bp.to_le_bytes());
+        key
+    }
+}
+
+/// What an unwinding depended on and found: the stack words it read (their
+/// offsets above the stack pointer, multiples of 8, and values) and the
+/// user chain.
+#[derive(Debug, Clone, Copy)]
+pub struct Unwound<'a> {
+    /// (offset, value) of each word read.
+    pub words: &'a [(u32, u64)],
+    /// The chain, leaf first.
+    pub frames: &'a [u64],
+}
+
+impl Unwound<'_> {
+    /// The bytes of stack the words span.
+    fn span(&self) -> u32 {
+        self.words
+            .iter()
+            .map(|&(off, _)| off + 8)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether it fits an entry of the map: not too many words or frames,
+    /// the words within a stack copy and a multiple of 8 bytes from the
+    /// stack pointer (the map keeps word offsets).
+    pub fn fits(&self) -> bool {
+        self.words.len() <= CACHE_WORDS
+            && self.frames.len() <= CACHE_FRAMES
+            && self.span() <= MAX_STACK_BYTES
+            && self.words.iter().all(|&(off, _)| off % 8 == 0)
+    }
+
+    /// The `unwound` map's value (`struct uvalue`); None when it does not
+    /// fit one.
+    fn encode(&self) -> Option<Vec<u8>> {
+        if !self.fits() {
+            return None;
+        }
+        let span = self.span();
+        let mut v = vec![0u8; UVALUE_BYTES];
+        v[..4].copy_from_slice(&(self.words.len() as u32).to_le_bytes());
+        v[4..8].copy_from_slice(&(self.frames.len() as u32).to_le_bytes());
+        v[8..12].copy_from_slice(&span.to_le_bytes());
+        let woff = 16;
+        let words = woff + 2 * CACHE_WORDS;
+        let frames = words + 8 * CACHE_WORDS;
+        for (i, &(off, value)) in self.words.iter().enumerate() {
+            v[woff + 2 * i..woff + 2 * i + 2].copy_from_slice(&((off / 8) as u16).to_le_bytes());
+            v[words + 8 * i..words + 8 * i + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        for (i, frame) in self.frames.iter().enumerate() {
+            v[frames + 8 * i..frames + 8 * i + 8].copy_from_slice(&frame.to_le_bytes());
+        }
+        Some(v)
+    }
+}
+
+/// A fault's entry, as the collector paired it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The x86 error code.
+    pub error_code: u64,
+    /// Time from entry to completion, ns.
+    pub latency_ns: u64,
+    /// The kernel-mode tracepoint's (a fault on user memory in a syscall).
+    pub kernel: bool,
 }
 
 /// One fault as the collector wrote it.
@@ -303,12 +537,19 @@ pub struct Fault<'a> {
     pub ip: u64,
     /// The faulting data address.
     pub addr: u64,
+    /// Its entry, when the collector paired one.
+    pub entry: Option<Entry>,
     /// The user registers unwinding needs.
     pub regs: UserRegs,
     /// The kernel's call chain (kernel-mode faults under `--kernel`),
     /// innermost first, as 8-byte little-endian IPs.
     pub kernel_ips: &'a [u8],
-    /// The user stack from the stack pointer up.
+    /// The user chain, when the record carries one (fp; dwarf from the
+    /// `unwound` map), innermost first, as 8-byte little-endian IPs.
+    pub user_ips: Option<&'a [u8]>,
+    /// A chain from `unwound`: the bytes of stack its words span.
+    pub cached_span: Option<u32>,
+    /// The user stack from the stack pointer up (dwarf).
     pub stack: &'a [u8],
 }
 
@@ -322,17 +563,30 @@ impl<'a> Fault<'a> {
             return None;
         }
         let flags = half(4)?;
-        let user = |i: usize| word(24 + 8 * i);
-        let kernel_len = (half(88)? as usize).checked_mul(8)?;
-        let stack_len = half(92)? as usize;
-        let kernel_ips = raw.get(FAULT_HEADER..FAULT_HEADER.checked_add(kernel_len)?)?;
-        let stack_at = FAULT_HEADER + kernel_len;
-        let stack = raw.get(stack_at..stack_at.checked_add(stack_len)?)?;
+        let user = |i: usize| word(40 + 8 * i);
+        let kernel_len = (half(104)? as usize).checked_mul(8)?;
+        let user_len = (half(108)? as usize).checked_mul(8)?;
+        let stack_len = half(112)? as usize;
+        let span = half(116)?;
+        let mut at = FAULT_HEADER;
+        let mut take = |len: usize| {
+            let bytes = raw.get(at..at.checked_add(len)?)?;
+            at += len;
+            Some(bytes)
+        };
+        let kernel_ips = take(kernel_len)?;
+        let user_ips = take(user_len)?;
+        let stack = take(stack_len)?;
         Some(Fault {
             major: flags & FLAG_MAJOR != 0,
             kernel_mode: flags & FLAG_KERNEL_MODE != 0,
             ip: word(8)?,
             addr: word(16)?,
+            entry: (flags & FLAG_ENTRY != 0).then_some(Entry {
+                error_code: word(24)?,
+                latency_ns: word(32)?,
+                kernel: flags & FLAG_ENTRY_KERNEL != 0,
+            }),
             regs: UserRegs {
                 ip: user(0)?,
                 sp: user(1)?,
@@ -340,6 +594,8 @@ impl<'a> Fault<'a> {
                 callee: [user(3), user(4), user(5), user(6), user(7)],
             },
             kernel_ips,
+            user_ips: (flags & FLAG_CHAIN != 0).then_some(user_ips),
+            cached_span: (flags & FLAG_CACHED != 0).then_some(span),
             stack,
         })
     }
@@ -349,7 +605,13 @@ impl<'a> Fault<'a> {
 /// with the helpers it calls). Used by tests to skip, not by `record`,
 /// which loads it and falls back with a note.
 pub fn available() -> bool {
-    FaultCollector::load(8, false, None).is_ok()
+    FaultCollector::load(Settings {
+        chain: ChainMode::Dwarf { stack_bytes: 8 },
+        kernel_frames: false,
+        own_pid: None,
+        every_fault: true,
+    })
+    .is_ok()
 }
 
 #[cfg(test)]
@@ -358,13 +620,15 @@ mod tests {
     use crate::sys;
 
     /// A record as fault.bpf.c writes it.
-    fn record(flags: u32, kernel_ips: &[u64], stack: &[u8]) -> Vec<u8> {
+    fn record(flags: u32, kernel_ips: &[u64], user_ips: &[u64], stack: &[u8]) -> Vec<u8> {
         let mut r = Vec::new();
         r.extend_from_slice(&MAGIC.to_le_bytes());
         r.extend_from_slice(&flags.to_le_bytes());
         for word in [
             0x1000u64,
             0xdead_0000,
+            0x7,
+            1234,
             0x401234,
             0x7ffc_0000,
             0x7ffc_0100,
@@ -376,10 +640,11 @@ mod tests {
         ] {
             r.extend_from_slice(&word.to_le_bytes());
         }
-        r.extend_from_slice(&(kernel_ips.len() as u32).to_le_bytes());
-        r.extend_from_slice(&(stack.len() as u32).to_le_bytes());
+        for n in [kernel_ips.len(), user_ips.len(), stack.len(), 96] {
+            r.extend_from_slice(&(n as u32).to_le_bytes());
+        }
         assert_eq!(r.len(), FAULT_HEADER);
-        for ip in kernel_ips {
+        for ip in kernel_ips.iter().chain(user_ips) {
             r.extend_from_slice(&ip.to_le_bytes());
         }
         r.extend_from_slice(stack);
@@ -388,18 +653,25 @@ mod tests {
         r
     }
 
-    /// Every field is read from its place; kernel IPs and stack bytes are
-    /// where the lengths say.
+    /// Every field is read from its place; kernel IPs, user IPs and stack
+    /// bytes are where the lengths say; the flags say what is there.
     #[test]
     fn parses_the_collectors_record() {
         let raw = record(
-            FLAG_MAJOR | FLAG_KERNEL_MODE,
+            FLAG_MAJOR | FLAG_KERNEL_MODE | FLAG_ENTRY | FLAG_ENTRY_KERNEL,
             &[0xffff_1111, 0xffff_2222],
+            &[],
             b"stackbytes",
         );
         let f = Fault::parse(&raw).unwrap();
         assert!(f.major && f.kernel_mode);
         assert_eq!((f.ip, f.addr), (0x1000, 0xdead_0000));
+        let entry = Entry {
+            error_code: 7,
+            latency_ns: 1234,
+            kernel: true,
+        };
+        assert_eq!(f.entry, Some(entry));
         assert_eq!(
             (f.regs.ip, f.regs.sp, f.regs.bp),
             (0x401234, 0x7ffc_0000, 0x7ffc_0100)
@@ -410,29 +682,75 @@ mod tests {
         );
         assert_eq!(f.kernel_ips.len(), 16);
         assert_eq!(&f.kernel_ips[8..16], &0xffff_2222u64.to_le_bytes());
+        assert_eq!((f.user_ips, f.cached_span), (None, None));
         assert_eq!(f.stack, b"stackbytes");
-        let minor = record(0, &[], &[]);
-        let f = Fault::parse(&minor).unwrap();
-        assert!(!f.major && !f.kernel_mode && f.stack.is_empty());
+        let chain = record(FLAG_CHAIN | FLAG_CACHED, &[], &[0x401000, 0x402000], &[]);
+        let f = Fault::parse(&chain).unwrap();
+        assert!(!f.major && !f.kernel_mode && f.entry.is_none() && f.stack.is_empty());
+        let user: Vec<u64> = le_u64s(f.user_ips.unwrap()).collect();
+        assert_eq!((user, f.cached_span), (vec![0x401000, 0x402000], Some(96)));
     }
 
     /// Anything else, or a record whose lengths point past its end, is not
     /// read (the rewriter counts it as a bad record).
     #[test]
     fn refuses_what_is_not_a_whole_record() {
-        let raw = record(0, &[1], &[7; 64]);
+        let raw = record(0, &[1], &[2], &[7; 64]);
         assert!(Fault::parse(&raw[..FAULT_HEADER - 1]).is_none());
-        assert!(Fault::parse(&raw[..FAULT_HEADER + 8 + 63]).is_none());
+        assert!(Fault::parse(&raw[..FAULT_HEADER + 16 + 63]).is_none());
         let mut bad_magic = raw.clone();
         bad_magic[0] ^= 1;
         assert!(Fault::parse(&bad_magic).is_none());
-        let mut huge = raw.clone();
-        huge[88..92].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(Fault::parse(&huge).is_none());
-        huge[88..92].copy_from_slice(&1u32.to_le_bytes());
-        huge[92..96].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(Fault::parse(&huge).is_none());
+        for field in [104, 108, 112] {
+            let mut huge = raw.clone();
+            huge[field..field + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            assert!(Fault::parse(&huge).is_none(), "field at {field}");
+        }
         assert!(Fault::parse(&[]).is_none());
+    }
+
+    /// An unwinding is remembered as fault.bpf.c reads it: word offsets in
+    /// words, values, frames, and the bytes they span; one that does not
+    /// fit (more words or frames than an entry holds, a word not 8 bytes
+    /// apart from the stack pointer) is not.
+    #[test]
+    fn encodes_what_an_unwinding_read() {
+        let words = [(0, 0x401000), (24, 0x7ffc_0040)];
+        let frames = [0x401010, 0x402020, 0x403030];
+        let v = Unwound {
+            words: &words,
+            frames: &frames,
+        }
+        .encode()
+        .unwrap();
+        assert_eq!(v.len(), UVALUE_BYTES);
+        assert_eq!(le_u32(&v, 0), Some(2));
+        assert_eq!(le_u32(&v, 4), Some(3));
+        assert_eq!(le_u32(&v, 8), Some(32));
+        assert_eq!(&v[16..20], &[0, 0, 3, 0]);
+        let words_at = 16 + 2 * CACHE_WORDS;
+        assert_eq!(le_u64(&v, words_at + 8), Some(0x7ffc_0040));
+        let frames_at = words_at + 8 * CACHE_WORDS;
+        assert_eq!(le_u64(&v, frames_at + 16), Some(0x403030));
+        let many = vec![(0, 0); CACHE_WORDS + 1];
+        let too_many = Unwound {
+            words: &many,
+            frames: &frames,
+        };
+        assert!(too_many.encode().is_none());
+        let odd = Unwound {
+            words: &[(12, 1)],
+            frames: &frames,
+        };
+        assert!(odd.encode().is_none());
+        let key = UnwoundKey {
+            pid: 7,
+            ip: 1,
+            sp: 2,
+            bp: 3,
+        }
+        .encode();
+        assert_eq!((le_u32(&key, 0), le_u64(&key, 24)), (Some(7), Some(3)));
     }
 
     /// The output event keeps the first event's sample-id layout and clock
@@ -459,6 +777,28 @@ mod tests {
         assert_eq!(off, [0; 4]);
         let now = [attr.watermark(), attr.disabled(), attr.inherit()];
         assert_eq!(now, [0; 3]);
+    }
+
+    /// The limits fault.bpf.c defines are those this side encodes and
+    /// parses.
+    #[test]
+    fn limits_match_the_source() {
+        let source = include_str!("fault.bpf.c");
+        for (name, value) in [
+            ("CACHE_WORDS", CACHE_WORDS),
+            ("CACHE_FRAMES", CACHE_FRAMES),
+            ("MAX_STACK", MAX_STACK_BYTES as usize),
+            ("MAGIC", MAGIC as usize),
+        ] {
+            let define = format!("#define {name} {value}");
+            let hex = format!("#define {name} {value:#x}");
+            assert!(
+                source.contains(&define) || source.contains(&hex),
+                "fault.bpf.c: {define}"
+            );
+        }
+        let entries = format!(".max_entries = {CACHE_ENTRIES},");
+        assert!(source.contains(&entries), "fault.bpf.c: {entries}");
     }
 
     /// The committed object is what `build-bpf.sh` makes of fault.bpf.c
@@ -496,8 +836,20 @@ mod tests {
         if sys::euid() != 0 {
             return;
         }
-        if let Err(e) = FaultCollector::load(32768, true, Some(1)) {
-            panic!("{e}");
+        for chain in [
+            ChainMode::None,
+            ChainMode::Fp,
+            ChainMode::Dwarf { stack_bytes: 32768 },
+        ] {
+            let settings = Settings {
+                chain,
+                kernel_frames: true,
+                own_pid: Some(1),
+                every_fault: true,
+            };
+            if let Err(e) = FaultCollector::load(settings) {
+                panic!("{e}");
+            }
         }
     }
 }

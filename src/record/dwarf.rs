@@ -1,9 +1,14 @@
-//! `--call-graph dwarf` while recording: reads every drained record, keeps
-//! the unwinder's address spaces current from the side-band records
-//! (mmap2, comm/exec, fork, exit), and replaces each fault sample's user
-//! registers and stack copy (kilobytes) with the call chain unwound from
-//! them (a few hundred bytes). The recording then holds the same compact
-//! samples as a frame-pointer one, and `report` reads both the same way.
+//! The records the recorder rewrites: the BPF collector's (one per fault,
+//! see [`super::bpf`]), and in dwarf mode without it perf's samples with a
+//! user stack copy. Reads every drained record in time order, keeps the
+//! unwinder's address spaces current from the side-band records (mmap2,
+//! comm/exec, fork, exit), and turns each fault into the recording's sample
+//! with its call chain (a few hundred bytes where the copy had kilobytes),
+//! and its entry record when the collector paired it: the recording then
+//! holds the samples a frame-pointer recording holds, and `report` reads
+//! both the same way. A live consumer ([`Output::event`]) gets every record
+//! as a typed event, the faults with their chains as unwound, without the
+//! recording's bytes in between.
 //!
 //! Records are handled in time order across the CPUs' buffers
 //! ([`StackRewriter::merge_pass`]): each pass takes the records stamped
@@ -12,22 +17,31 @@
 //! code is still not known (a record that reached its buffer late) is held
 //! back and retried at the end of the pass, and settled for good once its
 //! time is older than the pass's cutoff.
+//!
+//! A stack unwound whole is remembered in the collector's `unwound` map
+//! (from its second time: most stacks seen once are never seen again), so
+//! that the kernel sends its chain instead of the stack when the same
+//! registers meet the same stack words ([`Remembered`]).
 
 use std::io;
 
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode, EventRecord, RawData, RecordParseInfo, SampleFormat, SampleRecord,
+    CpuMode, EventRecord, RecordParseInfo, SampleFormat, SampleRecord,
 };
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::bpf::Fault;
+use super::bpf::{Fault, FaultCollector, Unwound, UnwoundKey, CACHE_ENTRIES};
 use super::ring::Ring;
-use crate::format::events::own::{FaultRecord, SampleId};
+use crate::format::decode::{self, Chain, Event, EventKind, FaultSample, PairedEntry};
+use crate::format::events::own::{self, EntryRecord, FaultRecord, SampleId};
 use crate::format::events::stream::{record_at, BadSize, HEAD_BYTES};
 use crate::format::events::{
     le_u64, le_u64s, parse_record, records, EventTable, Mapping, RecordHead,
 };
 use crate::format::records as rec;
-use crate::unwind::{copied_stack, Outcome, StackUnwinder, UnwindStats, UserRegs, UserSample};
+use crate::unwind::{
+    copied_stack, Outcome, Reads, StackUnwinder, UnwindStats, UserRegs, UserSample,
+};
 
 /// Records read ahead at a time by [`touch_ahead`].
 const TOUCH_AHEAD: usize = 32;
@@ -62,7 +76,7 @@ pub enum Handling {
     Unwind,
     /// They are the BPF collector's records (see [`super::bpf`]): each
     /// becomes the sample of `minor` or `major` (those events' ids in the
-    /// recording) with its unwound chain.
+    /// recording) with its chain.
     Collector {
         /// An id of `minor-faults`.
         minor: u64,
@@ -71,13 +85,99 @@ pub enum Handling {
     },
 }
 
+/// The entry tracepoints' events, when the collector pairs entries in the
+/// kernel: the recording gets an entry record for each paired fault, with
+/// the event's id and the tracepoint's id (its records' `common_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryEvents {
+    /// `page_fault_user`: (event id, tracepoint id).
+    pub user: (u64, u16),
+    /// `page_fault_kernel`: (event id, tracepoint id).
+    pub kernel: (u64, u16),
+}
+
+/// Where the rewriter's output goes.
+pub trait Output {
+    /// Whole records, rewritten: the recording's, in runs.
+    fn records(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// Whether [`Output::event`] is wanted (else records are not decoded).
+    fn wants_events(&self) -> bool;
+    /// One record as an event at `time`, in the order records are handled
+    /// (time order, but for samples held back a pass).
+    fn event(&mut self, time: u64, event: Event<'_>);
+}
+
+/// Which unwindings the collector's `unwound` map holds, by process, so
+/// that they are forgotten when they may no longer hold: the process
+/// exec'd, exited, or replaced code it had mapped.
+#[derive(Default)]
+struct Remembered {
+    /// Stacks unwound once (their registers): remembered the second time.
+    seen: FxHashSet<UnwoundKey>,
+    /// The keys in the map, by process.
+    by_pid: FxHashMap<i32, FxHashSet<UnwoundKey>>,
+    /// Keys in the map.
+    count: usize,
+    /// The kernel refused to keep one for a reason other than room: no
+    /// more are tried.
+    off: bool,
+}
+
+/// How many first-time stacks [`Remembered`] keeps in mind at most.
+const SEEN_AT_MOST: usize = 1 << 16;
+
+impl Remembered {
+    /// The unwinding of the stack `key` found `frames` from what it read.
+    fn learn(&mut self, collector: &FaultCollector, key: UnwoundKey, unwound: Unwound<'_>) {
+        if self.off || !unwound.fits() {
+            return;
+        }
+        if !self.seen.contains(&key) {
+            if self.seen.len() >= SEEN_AT_MOST {
+                self.seen.clear();
+            }
+            self.seen.insert(key);
+            return;
+        }
+        if self.count >= CACHE_ENTRIES {
+            self.forget_all(collector);
+        }
+        match collector.remember(&key, &unwound) {
+            Ok(()) => {
+                if self.by_pid.entry(key.pid).or_default().insert(key) {
+                    self.count += 1;
+                }
+            }
+            Err(_) => self.off = true,
+        }
+    }
+
+    /// Forgets the unwindings of process `pid`.
+    fn forget_pid(&mut self, collector: &FaultCollector, pid: i32) {
+        for key in self.by_pid.remove(&pid).unwrap_or_default() {
+            let _ = collector.forget(&key);
+            self.count -= 1;
+        }
+    }
+
+    /// Forgets every unwinding (the map is full: the stacks of now take
+    /// the place of old ones).
+    fn forget_all(&mut self, collector: &FaultCollector) {
+        let pids: Vec<i32> = self.by_pid.keys().copied().collect();
+        for pid in pids {
+            self.forget_pid(collector, pid);
+        }
+    }
+}
+
 /// Rewrites drained records, unwinding fault samples.
 pub struct StackRewriter {
     unwinder: StackUnwinder,
     /// The events' layouts and the event of each id.
     table: EventTable,
-    /// Per attr: what to do with its samples.
+    /// Per attr: what to do with its samples, and what kind of event it is.
     handling: Vec<Handling>,
+    kinds: Vec<EventKind>,
     /// The recording's first event's id: the collector's records that are
     /// not samples (`PERF_RECORD_LOST` written for it) are given it, since
     /// the recording does not describe the collector's own event.
@@ -92,26 +192,51 @@ pub struct StackRewriter {
     /// pfprof's own process in a system-wide recording: its samples are
     /// only counted, so they are written without unwinding.
     own_pid: Option<i32>,
+    /// Write the faults' samples (false: no recording, the faults go to
+    /// the live consumer only).
+    write_samples: bool,
+    /// The recording's samples carry a chain (a `--call-graph none`
+    /// recording without kernel frames has none).
+    chains: bool,
+    /// The collector's records carry a stack to unwind (dwarf mode).
+    unwind_collected: bool,
+    /// The collector, whose `unwound` map learns the stacks unwound.
+    collector: Option<FaultCollector>,
+    remembered: Remembered,
+    /// What the last unwinding read of the stack.
+    reads: Reads,
+    /// Set when the collector pairs entries: their events.
+    entry_events: Option<EntryEvents>,
 }
 
 impl StackRewriter {
     /// From the attrs the events were opened with (raw bytes, ids) and
-    /// what to do with each one's samples; the first is the recording's
-    /// leader.
-    pub fn new(attrs: &[(&[u8], &[u64], Handling)]) -> Option<StackRewriter> {
+    /// what to do with each one's samples, and the events' names (`names[i]`
+    /// the `i`th's; the collector's own has none); the first is the
+    /// recording's leader.
+    pub fn new(attrs: &[(&[u8], &[u64], Handling)], names: &[&str]) -> Option<StackRewriter> {
         let table = EventTable::new(attrs.iter().map(|&(bytes, ids, _)| (bytes, ids))).ok()?;
+        let kinds = decode::kinds_of(&table, names);
         let handling = attrs.iter().map(|&(_, _, how)| how).collect();
         let leader_id = *attrs.first()?.1.first()?;
         Some(StackRewriter {
             unwinder: StackUnwinder::new(),
             table,
             handling,
+            kinds,
             leader_id,
             out: Vec::with_capacity(1 << 20),
             chain: Vec::with_capacity(256),
             deferred: Vec::new(),
             wrapped: Vec::new(),
             own_pid: None,
+            write_samples: true,
+            chains: true,
+            unwind_collected: true,
+            collector: None,
+            remembered: Remembered::default(),
+            reads: Reads::default(),
+            entry_events: None,
         })
     }
 
@@ -134,19 +259,45 @@ impl StackRewriter {
         self.unwinder.set_stack_requested(bytes);
     }
 
+    /// Whether the faults' samples are written (a recording), and whether
+    /// they carry a chain (`--call-graph none` without kernel frames: not).
+    pub fn set_samples(&mut self, write: bool, chains: bool) {
+        self.write_samples = write;
+        self.chains = chains;
+    }
+
+    /// The collector whose records this rewrites: it learns the stacks
+    /// unwound when its records carry stacks (`unwind`, dwarf mode); with
+    /// `entries` it pairs faults with their entries, whose records the
+    /// recording then gets from here.
+    pub fn set_collector(
+        &mut self,
+        collector: FaultCollector,
+        unwind: bool,
+        entries: Option<EntryEvents>,
+    ) {
+        self.collector = Some(collector);
+        self.unwind_collected = unwind;
+        self.entry_events = entries;
+    }
+
+    /// The collector, when it pairs faults with their entries in the
+    /// kernel (its counters count the entries left unpaired).
+    pub fn collector_pairs(&self) -> Option<&FaultCollector> {
+        self.collector
+            .as_ref()
+            .filter(|_| self.entry_events.is_some())
+    }
+
     /// Unwinding counters so far.
     pub fn stats(&self) -> &UnwindStats {
         &self.unwinder.stats
     }
 
     /// Takes a run of whole records (pfprof's own, for processes that
-    /// already run) and hands them on, rewritten, to `sink`. Bytes that
+    /// already run) and hands them on, rewritten, to `output`. Bytes that
     /// are not whole records count as one bad record and are dropped.
-    pub fn feed(
-        &mut self,
-        bytes: &[u8],
-        sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
-    ) -> io::Result<()> {
+    pub fn feed(&mut self, bytes: &[u8], output: &mut dyn Output) -> io::Result<()> {
         let mut until_touch = 0;
         for record in records(bytes) {
             let Ok(record) = record else {
@@ -158,21 +309,28 @@ impl StackRewriter {
                 until_touch = TOUCH_AHEAD;
             }
             until_touch -= 1;
-            self.first_look(record.bytes);
+            self.first_look(record.bytes, output);
         }
-        self.flush(sink)
+        self.flush(output)
     }
 
     /// The time stamp of a complete record; 0 for records without one
-    /// (or of an event pfprof did not open), which then go first.
+    /// (or of an event pfprof did not open), which then go first. A
+    /// collector's sample (nearly every record) is read in place.
     fn time_of(&self, record: &[u8]) -> u64 {
         let Some(head) = RecordHead::parse(record) else {
             return 0;
         };
         let body = &record[HEAD_BYTES..];
-        (self.table.attr_of_record(head.record_type, body))
-            .and_then(|attr| self.table.time(head.record_type, body, attr))
-            .unwrap_or(0)
+        let Some(attr) = self.table.attr_of_record(head.record_type, body) else {
+            return 0;
+        };
+        if head.record_type == rec::SAMPLE
+            && matches!(self.handling[attr], Handling::Collector { .. })
+        {
+            return own::sample_time(body).unwrap_or(0);
+        }
+        self.table.time(head.record_type, body, attr).unwrap_or(0)
     }
 
     /// One pass over every CPU's ring buffer in time order: the records
@@ -183,9 +341,9 @@ impl StackRewriter {
     /// child could copy an address space that still lacked mappings sitting
     /// in another CPU's buffer, and all its chains would stop at the first
     /// frame). The space of handled records goes back to the kernel every
-    /// [`MERGE_CHUNK`] records, not at the end of the pass: a sample
-    /// reserves its whole requested stack copy in the ring. Returns the
-    /// bytes released.
+    /// [`MERGE_CHUNK`] records, not at the end of the pass: a sample of
+    /// perf's reserves its whole requested stack copy. Returns the bytes
+    /// released.
     ///
     /// Measured against taking every record out of the rings at once into
     /// queues of pfprof's own (stack copies cut to what the kernel copied):
@@ -196,27 +354,33 @@ impl StackRewriter {
         rings: &mut [Ring],
         cutoff: u64,
         last: bool,
-        sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
+        output: &mut dyn Output,
     ) -> io::Result<usize> {
         let mut released = 0;
         loop {
-            let (handled, bytes) = self.merge_chunk(rings, cutoff, last);
+            let (handled, bytes) = self.merge_chunk(rings, cutoff, last, output);
             released += bytes;
             if handled == 0 {
                 break;
             }
             if self.out.len() >= 1 << 20 {
-                self.flush(sink)?;
+                self.flush(output)?;
             }
         }
-        self.flush(sink)?;
+        self.flush(output)?;
         Ok(released)
     }
 
     /// Handles up to [`MERGE_CHUNK`] records stamped before `cutoff` (all
     /// when `last`) where the kernel wrote them, oldest first across the
     /// rings, then gives their space back; returns (records, bytes).
-    fn merge_chunk(&mut self, rings: &mut [Ring], cutoff: u64, last: bool) -> (usize, usize) {
+    fn merge_chunk(
+        &mut self,
+        rings: &mut [Ring],
+        cutoff: u64,
+        last: bool,
+        output: &mut dyn Output,
+    ) -> (usize, usize) {
         let mut wrapped = std::mem::take(&mut self.wrapped);
         let mut consumed = vec![0usize; rings.len()];
         let mut handled = 0;
@@ -263,7 +427,7 @@ impl StackRewriter {
                 until_touch[ring] -= 1;
                 if let Ok(Some(record)) = record_at(first, second, consumed[ring], &mut wrapped) {
                     consumed[ring] += record.len();
-                    self.first_look(record);
+                    self.first_look(record, output);
                     handled += 1;
                 }
                 heads[ring] = None;
@@ -279,23 +443,18 @@ impl StackRewriter {
     /// Ends a pass over all buffers: retries held-back samples, settles
     /// those older than `cutoff` (all of them when `last`), and forgets
     /// processes that exited before it.
-    pub fn end_pass(
-        &mut self,
-        cutoff: u64,
-        last: bool,
-        sink: &mut impl FnMut(&[u8]) -> io::Result<()>,
-    ) -> io::Result<()> {
+    pub fn end_pass(&mut self, cutoff: u64, last: bool, output: &mut dyn Output) -> io::Result<()> {
         // A sample still unknown goes back into `deferred` by itself.
         for (time, record) in std::mem::take(&mut self.deferred) {
-            self.record(&record, last || time < cutoff);
+            self.record(&record, last || time < cutoff, output);
         }
         self.unwinder.forget_exited(cutoff);
-        self.flush(sink)
+        self.flush(output)
     }
 
-    fn flush(&mut self, sink: &mut impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    fn flush(&mut self, output: &mut dyn Output) -> io::Result<()> {
         if !self.out.is_empty() {
-            sink(&self.out)?;
+            output.records(&self.out)?;
             self.out.clear();
         }
         Ok(())
@@ -303,8 +462,8 @@ impl StackRewriter {
 
     /// A record as drained: held back (and counted) when its process or
     /// code is not known yet.
-    fn first_look(&mut self, record: &[u8]) {
-        if !self.record(record, false) {
+    fn first_look(&mut self, record: &[u8], output: &mut dyn Output) {
+        if !self.record(record, false, output) {
             self.unwinder.stats.deferred += 1;
         }
     }
@@ -313,7 +472,7 @@ impl StackRewriter {
     /// that changes address spaces updates the unwinder, every other one
     /// passes as it is. False when a sample was held back (`settle` unset
     /// and its process or code not known yet).
-    fn record(&mut self, record: &[u8], settle: bool) -> bool {
+    fn record(&mut self, record: &[u8], settle: bool, output: &mut dyn Output) -> bool {
         let Some(head) = RecordHead::parse(record) else {
             return true;
         };
@@ -326,7 +485,7 @@ impl StackRewriter {
         let how = self.handling[attr];
         match head.record_type {
             rec::SAMPLE if how != Handling::Pass => {
-                return self.sample(record, (head.misc, attr), how, settle);
+                return self.sample(record, (head.misc, attr), how, settle, output);
             }
             rec::MMAP2 | rec::COMM | rec::FORK | rec::EXIT => {
                 let time = self.table.time(head.record_type, body, attr).unwrap_or(0);
@@ -340,6 +499,13 @@ impl StackRewriter {
             _ => {}
         }
         self.pass_on(record, how);
+        if output.wants_events() {
+            match decode::event_of(&self.table, &self.kinds, record) {
+                Ok(Some((time, event))) => output.event(time, event),
+                Ok(None) => {}
+                Err(decode::BadRecord) => self.unwinder.stats.bad_records += 1,
+            }
+        }
         true
     }
 
@@ -351,43 +517,103 @@ impl StackRewriter {
         (misc, attr): (u16, usize),
         how: Handling,
         settle: bool,
+        output: &mut dyn Output,
     ) -> bool {
         let body = &record[HEAD_BYTES..];
-        let time = self.table.time(rec::SAMPLE, body, attr).unwrap_or(0);
-        let Some(EventRecord::Sample(s)) = parse_record(&self.table.raw(record, attr)) else {
-            self.unwinder.stats.bad_records += 1;
-            self.out.extend_from_slice(record);
-            return true;
-        };
-        match how {
-            Handling::Collector { minor, major } => {
-                self.collector_sample(&s, [minor, major], time, record, settle)
-            }
+        let fault = match how {
+            Handling::Collector { minor, major } => match own::raw_sample(body) {
+                Some((sample_id, raw)) => {
+                    self.collector_sample(sample_id, raw, [minor, major], record, settle)
+                }
+                None => {
+                    self.unwinder.stats.bad_records += 1;
+                    Some(None)
+                }
+            },
             _ => {
+                let time = self.table.time(rec::SAMPLE, body, attr).unwrap_or(0);
+                let Some(EventRecord::Sample(s)) = parse_record(&self.table.raw(record, attr))
+                else {
+                    self.unwinder.stats.bad_records += 1;
+                    self.out.extend_from_slice(record);
+                    return true;
+                };
                 let info = self.table.parse_infos[attr];
-                self.kernel_sample(&s, (misc, info), time, record, settle)
+                let major = self.kinds[attr] == EventKind::Major;
+                self.kernel_sample(&s, (misc, info, major), time, record, settle)
             }
+        };
+        let Some(fault) = fault else {
+            return false;
+        };
+        if let Some(written) = fault {
+            self.written(written, output);
+        }
+        true
+    }
+
+    /// Writes a rewritten fault: its entry record when the collector
+    /// paired it, then its sample with `self.chain`; and hands it on.
+    fn written(&mut self, fault: Rewritten, output: &mut dyn Output) {
+        let chain = self.chains.then_some(&self.chain[..]);
+        if self.write_samples {
+            if let (Some(entry), Some(events)) = (fault.entry, self.entry_events) {
+                let (id, tracepoint) = if entry.kernel_mode {
+                    events.kernel
+                } else {
+                    events.user
+                };
+                EntryRecord {
+                    sample_id: SampleId {
+                        time: fault.sample.sample_id.time.saturating_sub(entry.latency_ns),
+                        id,
+                        ..fault.sample.sample_id
+                    },
+                    tracepoint,
+                    address: fault.sample.addr,
+                    ip: fault.sample.ip,
+                    error_code: entry.error_code,
+                }
+                .write(&mut self.out);
+            }
+            fault.sample.write(chain, &mut self.out);
+        }
+        if output.wants_events() {
+            let s = fault.sample.sample_id;
+            let event = Event::Fault(FaultSample {
+                major: fault.major,
+                pid: s.pid,
+                tid: s.tid,
+                time: s.time,
+                addr_avma: fault.sample.addr,
+                kernel_mode: fault.sample.misc == rec::MISC_KERNEL,
+                callchain: chain.map(Chain::Words),
+                weight: 1,
+                user_stack: None,
+                entry: fault.entry,
+            });
+            output.event(s.time, event);
         }
     }
 
     /// A sample with the user registers and stack copy (its header's misc,
-    /// its event's layout), written with the chain unwound from them after
-    /// the kernel's part of the chain, in the layout of a frame-pointer
-    /// recording's sample. False when held back.
+    /// its event's layout, whether it is a major fault), its chain unwound
+    /// from them after the kernel's part of the chain into `self.chain`.
+    /// None when held back; Some(None) when it did not parse (counted).
     fn kernel_sample(
         &mut self,
         s: &SampleRecord<'_>,
-        (misc, info): (u16, RecordParseInfo),
+        (misc, info, major): (u16, RecordParseInfo, bool),
         time: u64,
         record: &[u8],
         settle: bool,
-    ) -> bool {
+    ) -> Option<Option<Rewritten>> {
         let (Some(id), Some(ip), Some(pid), Some(tid), Some(addr), Some(cpu)) =
             (s.id, s.ip, s.pid, s.tid, s.addr, s.cpu)
         else {
             // Cannot happen with the attrs pfprof opens; counted.
             self.unwinder.stats.bad_records += 1;
-            return true;
+            return Some(None);
         };
         self.chain.clear();
         if let Some(kernel) = &s.callchain {
@@ -405,7 +631,7 @@ impl StackRewriter {
                     stack: copied_stack(&s.user_stack),
                 };
                 if !self.unwind_or_defer(sample, settle, record) {
-                    return false;
+                    return None;
                 }
             }
             None => self.unwinder.stats.no_user_regs += 1,
@@ -415,21 +641,23 @@ impl StackRewriter {
         let data_src = (info.sample_format.contains(SampleFormat::DATA_SRC))
             .then(|| le_u64(record, record.len().saturating_sub(8)))
             .flatten();
-        let sample = FaultRecord {
-            misc,
-            sample_id: SampleId {
-                pid,
-                tid,
-                time,
-                cpu,
-                id,
+        Some(Some(Rewritten {
+            sample: FaultRecord {
+                misc,
+                sample_id: SampleId {
+                    pid,
+                    tid,
+                    time,
+                    cpu,
+                    id,
+                },
+                ip,
+                addr,
+                data_src,
             },
-            ip,
-            addr,
-            data_src,
-        };
-        sample.write(&self.chain, &mut self.out);
-        true
+            major,
+            entry: None,
+        }))
     }
 
     /// A record that changes address spaces (a mapping, an exec, a fork,
@@ -437,24 +665,40 @@ impl StackRewriter {
     /// false when it does not parse (counted).
     fn side_band(&mut self, record: &[u8], attr: usize, time: u64) -> bool {
         let head = RecordHead::parse(record).expect("a whole record");
-        if head.record_type == rec::MMAP2 {
+        let changed = if head.record_type == rec::MMAP2 {
             let Some(m) = Mapping::parse(rec::MMAP2, head.misc, &record[HEAD_BYTES..]) else {
                 self.unwinder.stats.bad_records += 1;
                 return false;
             };
             let avma = m.avma..m.avma.saturating_add(m.len);
-            (self.unwinder).on_mmap(m.pid, avma, m.file_offset, m.prot, m.path, m.build_id());
-            return true;
-        }
-        match parse_record(&self.table.raw(record, attr)) {
-            Some(EventRecord::Comm(c)) if c.is_execve => self.unwinder.on_exec(c.pid, time),
-            Some(EventRecord::Fork(f)) => self.unwinder.on_fork(f.pid, f.ppid),
-            Some(EventRecord::Exit(e)) if e.pid == e.tid => self.unwinder.on_exit(e.pid, time),
-            Some(_) => {}
-            None => {
-                self.unwinder.stats.bad_records += 1;
-                return false;
+            let unwinder = &mut self.unwinder;
+            let replaced =
+                unwinder.on_mmap(m.pid, avma, m.file_offset, m.prot, m.path, m.build_id());
+            replaced.then_some(m.pid)
+        } else {
+            match parse_record(&self.table.raw(record, attr)) {
+                Some(EventRecord::Comm(c)) if c.is_execve => {
+                    self.unwinder.on_exec(c.pid, time);
+                    Some(c.pid)
+                }
+                Some(EventRecord::Fork(f)) => {
+                    self.unwinder.on_fork(f.pid, f.ppid);
+                    None
+                }
+                Some(EventRecord::Exit(e)) if e.pid == e.tid => {
+                    self.unwinder.on_exit(e.pid, time);
+                    Some(e.pid)
+                }
+                Some(_) => None,
+                None => {
+                    self.unwinder.stats.bad_records += 1;
+                    return false;
+                }
             }
+        };
+        // The process's code changed: what its stacks unwound to may not hold.
+        if let (Some(pid), Some(collector)) = (changed, &self.collector) {
+            self.remembered.forget_pid(collector, pid);
         }
         true
     }
@@ -473,37 +717,57 @@ impl StackRewriter {
 
     /// Appends the sample's user frames to the chain; false (the record
     /// held back, the chain as it was) while the process's mappings are not
-    /// known yet and this is not the last attempt.
+    /// known yet and this is not the last attempt. A whole chain found from
+    /// the stack words alone is remembered by the collector.
     fn unwind_or_defer(&mut self, sample: UserSample<'_>, settle: bool, record: &[u8]) -> bool {
-        let outcome = (self.unwinder).unwind_user_part(sample, settle, &mut self.chain);
+        let reads = self.collector.is_some().then_some(&mut self.reads);
+        let outcome =
+            (self.unwinder).unwind_user_part_reading(sample, settle, &mut self.chain, reads);
         if outcome == Outcome::Unknown {
             self.deferred.push((sample.time, record.to_vec()));
             return false;
         }
+        if let Some(collector) = &self.collector {
+            if outcome == Outcome::Complete && self.reads.only_words {
+                let user = self.chain.iter().position(|&a| a == rec::CONTEXT_USER);
+                let key = UnwoundKey {
+                    pid: sample.pid,
+                    ip: sample.regs.ip,
+                    sp: sample.regs.sp,
+                    bp: sample.regs.bp,
+                };
+                let unwound = Unwound {
+                    words: &self.reads.words,
+                    frames: user.map_or(&[][..], |at| &self.chain[at + 1..]),
+                };
+                self.remembered.learn(collector, key, unwound);
+            }
+        }
         true
     }
 
-    /// A record of the BPF collector: unwound, and written as the sample of
-    /// the fault event it stands for (`ids`: minor's, major's), in the
-    /// recording's layout for fault samples. False when held back (see
-    /// [`StackRewriter::record`]).
+    /// A record of the BPF collector, its chain in `self.chain`: the
+    /// kernel's part, then the user part it carries (fp, or remembered), or
+    /// unwound from its stack (dwarf). None when held back (see
+    /// [`StackRewriter::record`]); Some(None) when it did not parse.
     fn collector_sample(
         &mut self,
-        s: &SampleRecord<'_>,
+        sample_id: SampleId,
+        raw: &[u8],
         [minor, major]: [u64; 2],
-        time: u64,
         record: &[u8],
         settle: bool,
-    ) -> bool {
-        let fault = match (&s.raw, s.pid, s.tid, s.cpu) {
-            (Some(RawData::Single(raw)), Some(pid), Some(tid), Some(cpu)) => {
-                Fault::parse(raw).map(|f| (f, pid, tid, cpu))
-            }
-            _ => None,
-        };
-        let Some((fault, pid, tid, cpu)) = fault else {
+    ) -> Option<Option<Rewritten>> {
+        let SampleId {
+            pid,
+            tid,
+            time,
+            cpu,
+            ..
+        } = sample_id;
+        let Some(fault) = Fault::parse(raw) else {
             self.unwinder.stats.bad_records += 1;
-            return true;
+            return Some(None);
         };
         self.chain.clear();
         if !fault.kernel_ips.is_empty() {
@@ -511,37 +775,58 @@ impl StackRewriter {
             self.chain.extend(le_u64s(fault.kernel_ips));
         }
         if self.own_pid != Some(pid) {
-            let sample = UserSample {
-                pid,
-                time,
-                kernel_mode: fault.kernel_mode,
-                regs: fault.regs,
-                stack: fault.stack,
-            };
-            if !self.unwind_or_defer(sample, settle, record) {
-                return false;
+            if let Some(user_ips) = fault.user_ips {
+                self.chain.push(rec::CONTEXT_USER);
+                self.chain.extend(le_u64s(user_ips));
+                if let Some(span) = fault.cached_span {
+                    self.unwinder.stats.count_remembered(span as usize);
+                }
+            } else if self.unwind_collected {
+                let sample = UserSample {
+                    pid,
+                    time,
+                    kernel_mode: fault.kernel_mode,
+                    regs: fault.regs,
+                    stack: fault.stack,
+                };
+                if !self.unwind_or_defer(sample, settle, record) {
+                    return None;
+                }
             }
         }
-        let sample = FaultRecord {
-            misc: if fault.kernel_mode {
-                rec::MISC_KERNEL
-            } else {
-                rec::MISC_USER
+        Some(Some(Rewritten {
+            sample: FaultRecord {
+                misc: if fault.kernel_mode {
+                    rec::MISC_KERNEL
+                } else {
+                    rec::MISC_USER
+                },
+                sample_id: SampleId {
+                    pid,
+                    tid,
+                    time,
+                    cpu,
+                    id: if fault.major { major } else { minor },
+                },
+                ip: fault.ip,
+                addr: fault.addr,
+                data_src: Some(DATA_SRC_NA),
             },
-            sample_id: SampleId {
-                pid,
-                tid,
-                time,
-                cpu,
-                id: if fault.major { major } else { minor },
-            },
-            ip: fault.ip,
-            addr: fault.addr,
-            data_src: Some(DATA_SRC_NA),
-        };
-        sample.write(&self.chain, &mut self.out);
-        true
+            major: fault.major,
+            entry: fault.entry.map(|e| PairedEntry {
+                error_code: e.error_code,
+                latency_ns: e.latency_ns,
+                kernel_mode: e.kernel,
+            }),
+        }))
     }
+}
+
+/// A fault as the rewriter writes it (its chain is the rewriter's).
+struct Rewritten {
+    sample: FaultRecord,
+    major: bool,
+    entry: Option<PairedEntry>,
 }
 
 #[cfg(test)]
@@ -556,6 +841,22 @@ mod tests {
     use perf_event_open_sys::bindings as b;
 
     const ID: u64 = 42;
+
+    /// An output that keeps the records written.
+    struct Collect<'a>(&'a mut Vec<u8>);
+
+    impl Output for Collect<'_> {
+        fn records(&mut self, bytes: &[u8]) -> io::Result<()> {
+            self.0.extend_from_slice(bytes);
+            Ok(())
+        }
+
+        fn wants_events(&self) -> bool {
+            false
+        }
+
+        fn event(&mut self, _time: u64, _event: Event<'_>) {}
+    }
 
     /// The kernel's sample of a dwarf-mode fault: registers and stack copy.
     fn kernel_sample(time: u64, addr: u64, regs: UserRegs, stack: &[u8]) -> Vec<u8> {
@@ -664,7 +965,8 @@ mod tests {
             ("sample first", true),
             ("no mmap", true),
         ] {
-            let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
+            let mut rewriter =
+                StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)], &["minor-faults"]).unwrap();
             let runs = match order {
                 "mmap first" => vec![mmap.clone(), sample.clone()],
                 "sample first" => vec![sample.clone(), mmap.clone()],
@@ -672,10 +974,7 @@ mod tests {
             };
             let runs = if together { vec![runs.concat()] } else { runs };
             let mut out = Vec::new();
-            let mut sink = |b: &[u8]| {
-                out.extend_from_slice(b);
-                Ok(())
-            };
+            let mut sink = Collect(&mut out);
             for run in &runs {
                 rewriter.feed(run, &mut sink).unwrap();
             }
@@ -708,12 +1007,10 @@ mod tests {
         let (sample, want) = nofp_sample(&snap);
         let mmap = nofp_mmap(&snap, Some(&[]));
         let attr = kernel_attr();
-        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
+        let mut rewriter =
+            StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)], &["minor-faults"]).unwrap();
         let mut out = Vec::new();
-        let mut sink = |b: &[u8]| {
-            out.extend_from_slice(b);
-            Ok(())
-        };
+        let mut sink = Collect(&mut out);
         rewriter
             .feed(&[&mmap[..], &sample[..]].concat(), &mut sink)
             .unwrap();
@@ -727,15 +1024,13 @@ mod tests {
     #[test]
     fn counts_what_is_not_a_record_once() {
         let attr = kernel_attr();
-        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
+        let mut rewriter =
+            StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)], &["minor-faults"]).unwrap();
         let exit = synth::comm(PID, PID, "x", 1, 99);
         let mut bytes = [&exit[..], &[0; 8], &exit[..]].concat();
         bytes[exit.len()..exit.len() + 8].copy_from_slice(&[1, 0, 0, 0, 0, 0, 4, 0]);
         let mut out = Vec::new();
-        let mut sink = |b: &[u8]| {
-            out.extend_from_slice(b);
-            Ok(())
-        };
+        let mut sink = Collect(&mut out);
         rewriter.feed(&bytes, &mut sink).unwrap();
         assert_eq!(rewriter.stats().bad_records, 1);
         assert_eq!(out, exit);
@@ -754,12 +1049,10 @@ mod tests {
         let mut attr = kernel_attr();
         let sample_type = u64::from_le_bytes(attr[24..32].try_into().unwrap());
         attr[24..32].copy_from_slice(&(sample_type | b::PERF_SAMPLE_DATA_SRC as u64).to_le_bytes());
-        let mut rewriter = StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)]).unwrap();
+        let mut rewriter =
+            StackRewriter::new(&[(&attr, &[ID], Handling::Unwind)], &["minor-faults"]).unwrap();
         let mut out = Vec::new();
-        let mut sink = |b: &[u8]| {
-            out.extend_from_slice(b);
-            Ok(())
-        };
+        let mut sink = Collect(&mut out);
         rewriter.feed(&sample, &mut sink).unwrap();
         rewriter.end_pass(0, true, &mut sink).unwrap();
         let alone = sample_with_chain(ID, 1, 5, 0x1234, &[rec::CONTEXT_USER, snap.regs.ip]);

@@ -1,16 +1,27 @@
 // SPDX-License-Identifier: MIT OR GPL-2.0-only
 //
-// pfprof's in-kernel collector for `--call-graph dwarf` (see record/bpf.rs).
+// pfprof's in-kernel collector (see record/bpf.rs): one record per fault.
 //
-// Attached to the `minor-faults` and `major-faults` software events, it
-// runs at each fault's completion in the faulting thread and writes one
-// compact record into that CPU's ring buffer (a bpf-output event whose
-// output goes to the ring pfprof already drains): the fault's IP and data
-// address, the user registers unwinding needs, the kernel's call chain when
-// asked, and a copy of the user stack from the stack pointer up, page by
-// page, only as far as it is readable (at most the bytes asked for). The
-// event's own sample, whose stack copy would reserve the whole size asked
-// for in the ring whatever it holds, is suppressed (return 0).
+// At a fault's entry the `exceptions:page_fault_user`/`_kernel` tracepoints
+// run `on_entry_*`, which keeps the x86 error code, the address and the time
+// for the thread and suppresses the tracepoint's own sample. At the fault's
+// completion the `minor-faults`/`major-faults` software events run
+// `on_minor`/`on_major` in the faulting thread, which write one compact
+// record into that CPU's ring (a bpf-output event whose output goes to the
+// ring pfprof drains): the IP and data address, the entry's error code and
+// the time between entry and completion, the user registers, the kernel's
+// call chain when asked, and the user call chain as the mode asks:
+// - fp: the kernel walks the frame pointers (bpf_get_stack);
+// - dwarf: a copy of the user stack from the stack pointer up, page by
+//   page, only as far as it is readable, which pfprof unwinds. Unless the
+//   `unwound` map holds this thread's registers (process, ip, sp, bp):
+//   pfprof put there, for a stack it unwound, every stack word the unwinding
+//   read and the chain it found. When those words are the same now, the
+//   chain is the same (unwinding reads nothing else), so the record carries
+//   the chain and no stack copy;
+// - none: no chain.
+// The software events' own samples, whose stack copy would reserve the whole
+// size asked for in the ring whatever it holds, are suppressed (return 0).
 //
 // Built by `src/record/build-bpf.sh` into fault.bpf.o, which is committed
 // (cargo needs no clang); a test checks that the object matches this source.
@@ -23,14 +34,17 @@
 #define INLINE static inline __attribute__((always_inline))
 
 // Helpers, by number (include/uapi/linux/bpf.h).
-static long (*bpf_perf_event_output)(void *ctx, void *map, __u64 flags, void *data,
-				     __u64 size) = (void *)25;
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *src) = (void *)112;
-static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
-static long (*bpf_get_stack)(void *ctx, void *buf, __u32 size, __u64 flags) = (void *)67;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value,
+				   __u64 flags) = (void *)2;
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static __u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
+static long (*bpf_perf_event_output)(void *ctx, void *map, __u64 flags, void *data,
+				     __u64 size) = (void *)25;
+static long (*bpf_get_stack)(void *ctx, void *buf, __u32 size, __u64 flags) = (void *)67;
+static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *src) = (void *)112;
+static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
 static void *(*bpf_get_current_task_btf)(void) = (void *)158;
 static void *(*bpf_task_pt_regs)(void *task) = (void *)175;
 
@@ -56,29 +70,57 @@ struct perf_ctx {
 	__u64 addr;
 };
 
+// The context of a tracepoint program: the tracepoint's record, whose first
+// 8 bytes (the common fields) the kernel replaced by a pointer.
+struct entry_ctx {
+	__u64 common;
+	__u64 address;
+	__u64 ip;
+	__u64 error_code;
+};
+
 #define PAGE 4096
 // The most stack a record carries (the largest `dwarf,N`), and the kernel
-// frames at most (perf's default kernel.perf_event_max_stack).
+// and user frames at most (perf's default kernel.perf_event_max_stack).
 #define MAX_STACK 61440
-#define MAX_KERNEL_FRAMES 127
+#define MAX_FRAMES 127
+// What an entry of `unwound` holds at most: stack words read, frames.
+#define CACHE_WORDS 64
+#define CACHE_FRAMES 64
 
 #define FLAG_MAJOR 1
 #define FLAG_KERNEL_MODE 2
+// The fault's entry was seen: error_code and latency_ns are set.
+#define FLAG_ENTRY 4
+// That entry was the kernel-mode tracepoint's.
+#define FLAG_ENTRY_KERNEL 8
+// The user chain follows (fp, or a dwarf stack unwound before).
+#define FLAG_CHAIN 16
+// The chain came from `unwound` (`span` is the stack its words cover).
+#define FLAG_CACHED 32
 
-// The record's fixed part; then `kernel_frames` u64 IPs, then `stack_len`
-// bytes of stack (the loader's Rust side parses the same layout).
+#define MODE_NONE 0
+#define MODE_FP 1
+#define MODE_DWARF 2
+
+// The record's fixed part; then `kernel_frames` u64 IPs, `user_frames` u64
+// IPs, then `stack_len` bytes of stack (record/bpf.rs parses the same).
 struct fault {
 	__u32 magic;
 	__u32 flags;
 	__u64 ip;
 	__u64 addr;
+	__u64 error_code;
+	__u64 latency_ns;
 	// rip, rsp, rbp, rbx, r12, r13, r14, r15 of user mode.
 	__u64 user[8];
 	__u32 kernel_frames;
+	__u32 user_frames;
 	__u32 stack_len;
+	__u32 span;
 };
 
-#define MAGIC 0x70666231 /* "pfb1" */
+#define MAGIC 0x70666232 /* "pfb2" */
 
 // The verifier bounds a copy's offset and size by these masks (it tracks
 // masks reliably, comparisons of a register's copies not always): every
@@ -92,15 +134,65 @@ struct scratch {
 };
 
 struct config {
-	// Bytes of user stack to copy at most (a multiple of 8).
+	// Bytes of user stack to copy at most (a multiple of 8), dwarf mode.
 	__u32 stack_bytes;
 	// Nonzero: add the kernel's call chain.
 	__u32 kernel_frames;
 	// pfprof's own process (system-wide): its faults are only counted, so
 	// they get no stack (unwinding them would make pfprof fault more).
 	__u32 own_tgid;
-	__u32 pad;
+	// MODE_*.
+	__u32 mode;
+	// Nonzero: the entry tracepoints run (pair with them).
+	__u32 entries;
+	// Nonzero: every fault is sampled, so an entry left without its
+	// completion (a SIGSEGV, a spurious fault) is counted.
+	__u32 every_fault;
 };
+
+// A fault's entry, kept per thread until its completion.
+struct entry {
+	__u64 time;
+	__u64 addr;
+	__u32 error_code;
+	// ENTRY_LIVE, ENTRY_KERNEL.
+	__u32 flags;
+};
+
+#define ENTRY_LIVE 1
+#define ENTRY_KERNEL 2
+// The thread had a fault completed here before: it is followed (the entry
+// programs run for every thread on the machine, the completion programs
+// for the followed ones only), so an entry of its left without completion
+// is one to count.
+#define ENTRY_FOLLOWED 4
+
+// What the unwinding of a stack depended on: the registers it started from.
+struct ukey {
+	__u32 tgid;
+	__u32 pad;
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+};
+
+// ... and the stack words it read (word `woff[i]` above sp held
+// `words[i]`), within `span` bytes of sp; the chain it found.
+struct uvalue {
+	__u32 nwords;
+	__u32 nframes;
+	__u32 span;
+	__u32 pad;
+	__u16 woff[CACHE_WORDS];
+	__u64 words[CACHE_WORDS];
+	__u64 frames[CACHE_FRAMES];
+};
+
+// Counters, per CPU (`counters` map).
+#define COUNT_UNFINISHED 0
+#define COUNT_CACHE_HITS 1
+#define COUNT_CACHE_STALE 2
+#define COUNTERS 4
 
 struct map_def SEC("maps") events = {
 	.type = BPF_MAP_TYPE_PERF_EVENT_ARRAY,
@@ -125,6 +217,149 @@ struct map_def SEC("maps") config = {
 	.max_entries = 1,
 };
 
+// Per thread: the fault it entered last. The least recently used go first
+// (the tracepoints run for every thread on the machine).
+struct map_def SEC("maps") entries = {
+	.type = BPF_MAP_TYPE_LRU_HASH,
+	.key_size = sizeof(__u32),
+	.value_size = sizeof(struct entry),
+	.max_entries = 65536,
+	.map_flags = BPF_F_NO_COMMON_LRU,
+};
+
+// Filled by pfprof. Not preallocated: an entry pfprof replaces is freed
+// after every program that may read it has ended, so a program never reads
+// one half written.
+struct map_def SEC("maps") unwound = {
+	.type = BPF_MAP_TYPE_HASH,
+	.key_size = sizeof(struct ukey),
+	.value_size = sizeof(struct uvalue),
+	.max_entries = 16384,
+	.map_flags = BPF_F_NO_PREALLOC,
+};
+
+struct map_def SEC("maps") counters = {
+	.type = BPF_MAP_TYPE_PERCPU_ARRAY,
+	.key_size = sizeof(__u32),
+	.value_size = sizeof(__u64),
+	.max_entries = COUNTERS,
+};
+
+INLINE void count(__u32 which)
+{
+	__u64 *n = bpf_map_lookup_elem(&counters, &which);
+	if (n)
+		*n += 1;
+}
+
+INLINE int on_entry(struct entry_ctx *ctx, __u32 kernel)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct entry fresh = {
+		.time = bpf_ktime_get_ns(),
+		.addr = ctx->address,
+		.error_code = (__u32)ctx->error_code,
+		.flags = ENTRY_LIVE | (kernel ? ENTRY_KERNEL : 0),
+	};
+	struct entry *e = bpf_map_lookup_elem(&entries, &tid);
+	if (e) {
+		__u32 followed = e->flags & ENTRY_FOLLOWED;
+		if ((e->flags & ENTRY_LIVE) && followed && cfg->every_fault)
+			count(COUNT_UNFINISHED);
+		fresh.flags |= followed;
+		*e = fresh;
+	} else {
+		bpf_map_update_elem(&entries, &tid, &fresh, BPF_ANY);
+	}
+	// No sample of the tracepoint: the fault's record carries its facts.
+	return 0;
+}
+
+SEC("tracepoint/user")
+int on_entry_user(struct entry_ctx *ctx)
+{
+	return on_entry(ctx, 0);
+}
+
+SEC("tracepoint/kernel")
+int on_entry_kernel(struct entry_ctx *ctx)
+{
+	return on_entry(ctx, 1);
+}
+
+// Copies the user stack from sp + `from` up to sp + `to` bytes into the
+// scratch data at `at`, a page at a time; stops at the first page that
+// cannot be read (not mapped, or not in memory), as the kernel's own copy
+// does. Returns how far it got.
+INLINE __u32 copy_stack(struct scratch *s, __u32 at, __u64 sp, __u32 from, __u32 to)
+{
+	__u32 len = from;
+	for (int i = 0; i < MAX_STACK / PAGE + 2; i++) {
+		if (len >= to)
+			break;
+		__u64 chunk = PAGE - ((sp + len) & (PAGE - 1));
+		if (chunk > to - len)
+			chunk = to - len;
+		__u32 where = at + len;
+		if (chunk == 0 || where > MAX_FRAMES * 8 + MAX_STACK)
+			break;
+		if (bpf_probe_read_user(s->data + (where & OFFSET_MASK), chunk & SIZE_MASK,
+					(void *)(sp + len)))
+			break;
+		len += chunk;
+	}
+	return len;
+}
+
+// Whether the words an earlier unwinding read are the same in the stack
+// copied at `at` (`copied` bytes).
+INLINE int same_words(struct scratch *s, __u32 at, __u32 copied, struct uvalue *v)
+{
+	for (int i = 0; i < CACHE_WORDS; i++) {
+		if (i >= v->nwords)
+			return 1;
+		__u32 off = (__u32)(v->woff[i] & 0x1fff) * 8;
+		if (off + 8 > copied)
+			return 0;
+		__u64 word = *(__u64 *)(s->data + ((at + off) & OFFSET_MASK));
+		if (word != v->words[i])
+			return 0;
+	}
+	return 1;
+}
+
+// The user part of a dwarf record at `at`: the chain from `unwound` when
+// the words it depends on are unchanged, else the stack copy.
+INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *key, __u32 at)
+{
+	__u64 want = cfg->stack_bytes;
+	if (want > MAX_STACK)
+		want = MAX_STACK;
+	__u32 copied = 0;
+	struct uvalue *v = bpf_map_lookup_elem(&unwound, key);
+	if (v && v->span <= want && v->nframes <= CACHE_FRAMES) {
+		__u32 span = v->span;
+		copied = copy_stack(s, at, key->sp, 0, span);
+		if (copied >= span && same_words(s, at, copied, v)) {
+			__u32 nframes = v->nframes;
+			if (bpf_probe_read_kernel(s->data + (at & OFFSET_MASK),
+						  (nframes * 8) & SIZE_MASK, v->frames) == 0) {
+				s->f.flags |= FLAG_CHAIN | FLAG_CACHED;
+				s->f.user_frames = nframes;
+				s->f.span = span;
+				count(COUNT_CACHE_HITS);
+				return;
+			}
+		}
+		count(COUNT_CACHE_STALE);
+	}
+	s->f.stack_len = copy_stack(s, at, key->sp, copied, want);
+}
+
 INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
 {
 	__u32 zero = 0;
@@ -135,6 +370,10 @@ INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!s)
 		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	__u32 tgid = pid_tgid >> 32;
+	int own = cfg->own_tgid && tgid == cfg->own_tgid;
 
 	// The user registers: the faulting ones for a fault in user mode,
 	// those saved at the kernel's entry for one taken in kernel mode
@@ -145,9 +384,10 @@ INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
 	if ((ctx->regs.cs & 3) == 0)
 		flags |= FLAG_KERNEL_MODE;
 	s->f.magic = MAGIC;
-	s->f.flags = flags;
 	s->f.ip = ctx->regs.ip;
 	s->f.addr = ctx->addr;
+	s->f.error_code = 0;
+	s->f.latency_ns = 0;
 	s->f.user[0] = user.ip;
 	s->f.user[1] = user.sp;
 	s->f.user[2] = user.bp;
@@ -156,43 +396,49 @@ INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
 	s->f.user[5] = user.r13;
 	s->f.user[6] = user.r14;
 	s->f.user[7] = user.r15;
+	s->f.user_frames = 0;
+	s->f.stack_len = 0;
+	s->f.span = 0;
+
+	// The entry this completion ends: the thread's last, on the same page.
+	if (cfg->entries) {
+		struct entry *e = bpf_map_lookup_elem(&entries, &tid);
+		if (e && (e->flags & ENTRY_LIVE)) {
+			if ((e->addr >> 12) == (ctx->addr >> 12)) {
+				flags |= FLAG_ENTRY | ((e->flags & ENTRY_KERNEL) ? FLAG_ENTRY_KERNEL : 0);
+				s->f.error_code = e->error_code;
+				s->f.latency_ns = bpf_ktime_get_ns() - e->time;
+			} else if (cfg->every_fault) {
+				count(COUNT_UNFINISHED);
+			}
+			e->flags = ENTRY_FOLLOWED;
+		} else if (e) {
+			e->flags |= ENTRY_FOLLOWED;
+		}
+	}
+	s->f.flags = flags;
 
 	__u32 kernel_bytes = 0;
-	if (cfg->kernel_frames && (flags & FLAG_KERNEL_MODE) &&
-	    (bpf_get_current_pid_tgid() >> 32) != cfg->own_tgid) {
-		long n = bpf_get_stack(ctx, s->data, MAX_KERNEL_FRAMES * 8, 0);
-		if (n > 0 && n <= MAX_KERNEL_FRAMES * 8)
+	if (cfg->kernel_frames && (flags & FLAG_KERNEL_MODE) && !own) {
+		long n = bpf_get_stack(ctx, s->data, MAX_FRAMES * 8, 0);
+		if (n > 0 && n <= MAX_FRAMES * 8)
 			kernel_bytes = n & ~7;
 	}
 	s->f.kernel_frames = kernel_bytes / 8;
 
-	// The stack, a page at a time from the stack pointer up: the copy stops
-	// at the first page that cannot be read (not mapped, or not in memory),
-	// as the kernel's own copy does.
-	__u64 want = cfg->stack_bytes;
-	if (want > MAX_STACK)
-		want = MAX_STACK;
-	if (cfg->own_tgid && (bpf_get_current_pid_tgid() >> 32) == cfg->own_tgid)
-		want = 0;
-	__u64 sp = user.sp;
-	__u32 len = 0;
-	for (int i = 0; i < MAX_STACK / PAGE + 2; i++) {
-		if (len >= want)
-			break;
-		__u64 chunk = PAGE - ((sp + len) & (PAGE - 1));
-		if (chunk > want - len)
-			chunk = want - len;
-		__u32 at = kernel_bytes + len;
-		if (chunk == 0 || at > MAX_KERNEL_FRAMES * 8 + MAX_STACK)
-			break;
-		if (bpf_probe_read_user(s->data + (at & OFFSET_MASK), chunk & SIZE_MASK,
-					(void *)(sp + len)))
-			break;
-		len += chunk;
+	if (cfg->mode == MODE_FP && !own) {
+		long n = bpf_get_stack(ctx, s->data + (kernel_bytes & OFFSET_MASK), MAX_FRAMES * 8,
+				       BPF_F_USER_STACK);
+		if (n > 0 && n <= MAX_FRAMES * 8) {
+			s->f.flags |= FLAG_CHAIN;
+			s->f.user_frames = (n & ~7) / 8;
+		}
+	} else if (cfg->mode == MODE_DWARF && !own) {
+		struct ukey key = { .tgid = tgid, .ip = user.ip, .sp = user.sp, .bp = user.bp };
+		dwarf_user_part(s, cfg, &key, kernel_bytes);
 	}
-	s->f.stack_len = len;
 
-	__u64 size = sizeof(struct fault) + kernel_bytes + len;
+	__u64 size = sizeof(struct fault) + kernel_bytes + s->f.user_frames * 8 + s->f.stack_len;
 	if (size > sizeof(struct scratch))
 		return 0;
 	bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, s, size);

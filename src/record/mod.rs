@@ -36,6 +36,7 @@ use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
 use crate::format::call_graph::CallGraph;
+use crate::format::decode::{Event, LiveDecoder};
 use crate::format::events::{own, Record};
 use crate::format::perf_data::RecordClass;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
@@ -45,7 +46,7 @@ use crate::sys::procfs;
 use crate::sys::vdso;
 use crate::sys::{self, ExitStatus, PerfEventAttr};
 use bpf::FaultCollector;
-use dwarf::{Handling, StackRewriter};
+use dwarf::{EntryEvents, Handling, Output, StackRewriter};
 pub use files::HeldFile;
 use files::MappedFiles;
 use ring::Ring;
@@ -467,15 +468,16 @@ fn event_specs(
     mmap_pages: usize,
     tracepoints: Option<(u64, u64)>,
     probe: Option<&MainProbe>,
-    build_id: bool,
+    (build_id, collector): (bool, bool),
 ) -> Vec<EventSpec> {
     let mut specs = vec![
         fault_event(
             cfg,
             b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
             Some((mmap_pages, build_id)),
+            collector,
         ),
-        fault_event(cfg, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ, None),
+        fault_event(cfg, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ, None, collector),
     ];
     if let Some((user_id, kernel_id)) = tracepoints {
         for (name, id) in [
@@ -500,7 +502,12 @@ fn event_specs(
 /// A software page-fault event (`config`: minor or major) sampled with the
 /// data address and the call chain `cfg` asks for; `side_band` (the first
 /// event's ring size and build-ids) makes it carry the side-band records.
-fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>) -> EventSpec {
+fn fault_event(
+    cfg: &RecordConfig,
+    config: u32,
+    side_band: Option<(usize, bool)>,
+    collector: bool,
+) -> EventSpec {
     let name = if config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN {
         rec::MINOR_FAULTS.name
     } else {
@@ -518,19 +525,23 @@ fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>
     };
     attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
     attr.sample_type |= own::FAULT_FIELDS;
-    match cfg.call_graph {
-        CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
-        CallGraph::Dwarf { stack_bytes } => {
-            attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
-            attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
-            attr.sample_stack_user = stack_bytes;
+    // With the collector the kernel writes no sample of these events (the
+    // collector writes the fault), so it is asked for nothing more.
+    if !collector {
+        match cfg.call_graph {
+            CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
+            CallGraph::Dwarf { stack_bytes } => {
+                attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
+                attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
+                attr.sample_stack_user = stack_bytes;
+            }
+            CallGraph::None => {}
         }
-        CallGraph::None => {}
-    }
-    if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
-        // The kernel's part of the chain only; the user part is unwound.
-        attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
-        attr.set_exclude_callchain_user(1);
+        if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
+            // The kernel's part of the chain only; the user part is unwound.
+            attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
+            attr.set_exclude_callchain_user(1);
+        }
     }
     if let Some((mmap_pages, build_id)) = side_band {
         // The side-band records come from the first event only.
@@ -541,11 +552,16 @@ fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>
         // runs; at 1/4, none in 3.
         attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 4) as u32;
     }
-    // Dwarf mode writes the chains it unwinds in place of the register
-    // and stack copies: the recording says so.
-    let file_attr = matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
+    // The collector's records, and in dwarf mode the chains unwound in
+    // place of the register and stack copies, are written as samples of
+    // these events: the recording says what they hold.
+    let file_attr = (collector || matches!(cfg.call_graph, CallGraph::Dwarf { .. })).then(|| {
         let mut file_attr = attr;
-        file_attr.sample_type = own::FAULT_SAMPLE;
+        file_attr.sample_type = if chains_recorded(cfg) {
+            own::FAULT_SAMPLE
+        } else {
+            own::SAMPLE_ID | own::FAULT_FIELDS
+        };
         file_attr.sample_regs_user = 0;
         file_attr.sample_stack_user = 0;
         file_attr.set_exclude_callchain_user(0);
@@ -556,6 +572,12 @@ fn fault_event(cfg: &RecordConfig, config: u32, side_band: Option<(usize, bool)>
         attr,
         file_attr,
     }
+}
+
+/// Whether the recording's fault samples carry call chains: not with
+/// `--call-graph none` unless kernel frames are kept.
+fn chains_recorded(cfg: &RecordConfig) -> bool {
+    cfg.call_graph != CallGraph::None || cfg.kernel_callchains
 }
 
 /// The uprobe on the program's `main`.
@@ -661,7 +683,8 @@ fn open_events(
             .map_err(OpenFailure::Collector)?,
         None => Vec::new(),
     };
-    // Samples that carry a stack copy are rewritten while recording.
+    // The collector's records, and samples that carry a stack copy, are
+    // rewritten while recording.
     let rewriter = if specs.iter().any(|s| s.file_attr.is_some()) {
         let mut attrs: Vec<(&[u8], &[u64], Handling)> = kernel_attrs
             .iter()
@@ -689,7 +712,9 @@ fn open_events(
             };
             attrs.push((&collector_attr[..], &collector_ids[..], how));
         }
-        Some(StackRewriter::new(&attrs).ok_or_else(|| {
+        // The collector's own event (last) is no event of the recording.
+        let names: Vec<&str> = descs.iter().map(|d| d.name.as_str()).collect();
+        Some(StackRewriter::new(&attrs, &names).ok_or_else(|| {
             OpenFailure::Event(io::Error::other("cannot parse the events' attributes"))
         })?)
     } else {
@@ -735,73 +760,145 @@ fn attach_collector(
 /// The BPF collector for this recording, or why not: dwarf mode only, and
 /// only when the kernel lets pfprof load it.
 fn load_collector(cfg: &RecordConfig) -> (Option<FaultCollector>, Option<String>) {
-    let CallGraph::Dwarf { stack_bytes } = cfg.call_graph else {
-        return (None, None);
-    };
     if !cfg.bpf {
         return (None, None);
     }
-    if stack_bytes > bpf::MAX_STACK_BYTES {
-        let why = format!("it copies at most {} bytes of stack", bpf::MAX_STACK_BYTES);
-        return (None, Some(why));
-    }
-    let own_pid = matches!(cfg.target, Target::System).then(|| std::process::id() as i32);
-    match FaultCollector::load(stack_bytes, cfg.kernel_callchains, own_pid) {
+    let chain = match cfg.call_graph {
+        CallGraph::Dwarf { stack_bytes } if stack_bytes > bpf::MAX_STACK_BYTES => {
+            let why = format!("it copies at most {} bytes of stack", bpf::MAX_STACK_BYTES);
+            return (None, Some(why));
+        }
+        CallGraph::Dwarf { stack_bytes } => bpf::ChainMode::Dwarf { stack_bytes },
+        CallGraph::Fp => bpf::ChainMode::Fp,
+        CallGraph::None => bpf::ChainMode::None,
+    };
+    let settings = bpf::Settings {
+        chain,
+        kernel_frames: cfg.kernel_callchains,
+        own_pid: matches!(cfg.target, Target::System).then(|| std::process::id() as i32),
+        every_fault: cfg.period == 1,
+    };
+    match FaultCollector::load(settings) {
         Ok(collector) => (Some(collector), None),
         Err(e) => (None, Some(e.to_string())),
     }
 }
 
 /// What watches the records as they are drained, besides the recording:
-/// the caller's live stream (decode, classify, print), so that recording
-/// knows nothing of the later stages. `start` comes once, with the events,
-/// before any record; `settled(t)` says every record older than `t` has
-/// been handed over (`u64::MAX`: all of them); `finish` ends it.
+/// the live stream (classify, print) or the intervals' aggregation, so that
+/// recording knows nothing of the later stages. `start` comes once, with the
+/// events, before any record; then each record as an [`Event`], in time
+/// order (but for samples held back until their process's mappings came);
+/// `settled(t)` says every record older than `t` has been handed over
+/// (`u64::MAX`: all of them); `finish` ends it.
 pub trait Tap {
     /// The events opened, before the first record, and what is known of
     /// the recording then (its metadata but for the outcome).
     fn start(&mut self, events: &[EventDesc], meta: &RecordingMeta) -> Result<()>;
-    /// A run of whole drained records, as the kernel wrote them (dwarf
-    /// mode: as rewritten).
-    fn record(&mut self, bytes: &[u8]);
-    /// Every record older than `cutoff` has been given to [`Tap::record`].
-    fn settled(&mut self, cutoff: u64);
+    /// One record, at `time`: faults with their chains (dwarf mode: as
+    /// unwound) and their entries when the collector paired them.
+    fn event(&mut self, time: u64, event: Event<'_>);
+    /// Every record older than `cutoff` has been given to [`Tap::event`];
+    /// `kernel` is what the kernel counted of the followed faults so far
+    /// (read about every 250 ms; None when it cannot say).
+    fn settled(&mut self, cutoff: u64, kernel: Option<KernelCounts>);
     /// The recording is over.
     fn finish(&mut self);
 }
 
-/// Where a run of whole drained records goes: the stamps of mapped files,
-/// the live stream's decoder, and the recording.
-fn emit(
-    writer: &mut PerfDataWriter,
-    files: &mut MappedFiles,
-    live: &mut Option<&mut (dyn Tap + 'static)>,
-    bytes: &[u8],
-) -> io::Result<()> {
-    files.scan(bytes);
-    pass_on(writer, live, bytes)
+/// The kernel's own counts of the followed faults since the events were
+/// opened: the counting side of the `minor-faults` and `major-faults`
+/// events, which counts every fault whether or not its record reached a
+/// ring.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct KernelCounts {
+    /// Minor faults (COW included).
+    pub minor: u64,
+    /// Major faults.
+    pub major: u64,
 }
 
-/// A run of whole records whose mappings the stamps have seen: to the
-/// live stream's decoder and the recording.
-fn pass_on(
-    writer: &mut PerfDataWriter,
-    live: &mut Option<&mut (dyn Tap + 'static)>,
-    bytes: &[u8],
-) -> io::Result<()> {
-    if let Some(live) = live.as_deref_mut() {
-        live.record(bytes);
+/// The tap and how records reach it: typed from the rewriter, or (without
+/// one: `--call-graph fp` or `none` through perf's own samples) decoded from
+/// the drained bytes, in time order once settled.
+struct Feed<'a> {
+    tap: &'a mut (dyn Tap + 'static),
+    decoder: Option<LiveDecoder>,
+    /// The kernel's counts last read, and when.
+    kernel: Option<(Instant, KernelCounts)>,
+}
+
+impl Feed<'_> {
+    fn bytes(&mut self, bytes: &[u8]) {
+        if let Some(decoder) = &mut self.decoder {
+            decoder.push(bytes);
+        }
     }
-    writer.write_records(bytes)
+
+    fn settled(&mut self, cutoff: u64, fds: &[Vec<OwnedFd>]) {
+        if let Some(decoder) = &mut self.decoder {
+            let tap = &mut *self.tap;
+            decoder.flush_before(cutoff, |time, event| tap.event(time, event));
+        }
+        // A read per event and CPU: not every pass.
+        let stale = self
+            .kernel
+            .map_or(true, |(at, _)| at.elapsed() >= Duration::from_millis(250));
+        if stale {
+            self.kernel = kernel_counts(fds).map(|counts| (Instant::now(), counts));
+        }
+        self.tap
+            .settled(cutoff, self.kernel.map(|(_, counts)| counts));
+    }
+}
+
+/// The kernel's counts of the faults the events follow (`fds[0]`, minor;
+/// `fds[1]`, major).
+fn kernel_counts(fds: &[Vec<OwnedFd>]) -> Option<KernelCounts> {
+    let sum = |event: &[OwnedFd]| -> Option<u64> {
+        event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
+    };
+    Some(KernelCounts {
+        minor: sum(fds.first()?)?,
+        major: sum(fds.get(1)?)?,
+    })
+}
+
+/// Where drained records go: the stamps of mapped files, the recording,
+/// and the tap.
+struct Sink<'s, 'a> {
+    writer: &'s mut PerfDataWriter,
+    files: &'s mut MappedFiles,
+    feed: Option<&'s mut Feed<'a>>,
+}
+
+impl Output for Sink<'_, '_> {
+    fn records(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.files.scan(bytes);
+        if let Some(feed) = self.feed.as_deref_mut() {
+            feed.bytes(bytes);
+        }
+        self.writer.write_records(bytes)
+    }
+
+    fn wants_events(&self) -> bool {
+        self.feed.as_ref().is_some_and(|f| f.decoder.is_none())
+    }
+
+    fn event(&mut self, time: u64, event: Event<'_>) {
+        if let Some(feed) = self.feed.as_deref_mut() {
+            feed.tap.event(time, event);
+        }
+    }
 }
 
 /// One pass over every ring buffer; `last` settles every held-back sample.
 fn drain_all(
-    rings: &mut [Ring],
+    (rings, fds): (&mut [Ring], &[Vec<OwnedFd>]),
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
     rewriter: Option<&mut StackRewriter>,
-    mut live: Option<&mut (dyn Tap + 'static)>,
+    mut feed: Option<&mut Feed<'_>>,
     last: bool,
 ) -> io::Result<usize> {
     // Every record stamped before this moment is in a ring buffer by now
@@ -809,10 +906,14 @@ fn drain_all(
     let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
     let mut total = 0;
     match rewriter {
-        // Dwarf mode keeps address spaces while recording: records are
-        // handled in time order across the CPUs.
+        // The collector's records and dwarf stacks: handled in time order
+        // across the CPUs (address spaces are kept while recording).
         Some(rewriter) => {
-            let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
+            let mut sink = Sink {
+                writer,
+                files,
+                feed: feed.as_deref_mut(),
+            };
             total += rewriter.merge_pass(rings, cutoff, last, &mut sink)?;
             rewriter.end_pass(cutoff, last, &mut sink)?;
         }
@@ -822,7 +923,12 @@ fn drain_all(
             let mut bad = 0;
             for ring in rings.iter_mut() {
                 let look = |record: &Record<'_>| files.look(record);
-                let drained = ring.drain(look, |run| pass_on(writer, &mut live, run))?;
+                let drained = ring.drain(look, |run| {
+                    if let Some(feed) = feed.as_deref_mut() {
+                        feed.bytes(run);
+                    }
+                    writer.write_records(run)
+                })?;
                 total += drained.bytes;
                 bad += drained.bad_records;
             }
@@ -831,8 +937,8 @@ fn drain_all(
             }
         }
     }
-    if let Some(live) = live {
-        live.settled(cutoff);
+    if let Some(feed) = feed {
+        feed.settled(cutoff, fds);
     }
     if total > 0 {
         writer.finish_round()?;
@@ -892,11 +998,15 @@ fn synthesize(
     id: u64,
     time: u64,
     mut rewriter: Option<&mut StackRewriter>,
-    mut live: Option<&mut (dyn Tap + 'static)>,
+    feed: Option<&mut Feed<'_>>,
 ) -> io::Result<()> {
     let mut build_ids = synth::BuildIds::default();
     {
-        let mut sink = |bytes: &[u8]| emit(writer, files, &mut live, bytes);
+        let mut sink = Sink {
+            writer,
+            files,
+            feed,
+        };
         for p in existing {
             let mut records = vec![
                 synth::fork(p.pid, p.ppid, time, id),
@@ -913,7 +1023,7 @@ fn synthesize(
                 match rewriter.as_deref_mut() {
                     // The unwinder learns the mappings too.
                     Some(rewriter) => rewriter.feed(&record, &mut sink)?,
-                    None => sink(&record)?,
+                    None => sink.records(&record)?,
                 }
             }
         }
@@ -1151,7 +1261,7 @@ fn open_plan(
     probe: Option<MainProbe>,
 ) -> Result<OpenPlan> {
     // Every event is one fd per CPU and task.
-    let events = event_specs(cfg, 1, tracepoints.ids, probe.as_ref(), true).len();
+    let events = event_specs(cfg, 1, tracepoints.ids, probe.as_ref(), (true, false)).len();
     let tasks = followed.tasks.len();
     let fds_for = format!("{events} events × {} CPUs × {tasks} task(s)", cpus.len());
     let fds_needed = (events * cpus.len() * tasks) as u64;
@@ -1190,7 +1300,7 @@ impl OpenPlan {
                 self.pages,
                 self.tracepoints.ids,
                 self.probe.as_ref(),
-                self.build_id,
+                (self.build_id, self.collector.is_some()),
             );
             match open_events(&specs, tasks, cpus, self.pages, self.collector.as_ref()) {
                 Ok(opened) => return Ok(opened),
@@ -1281,9 +1391,13 @@ impl OpenPlan {
             eprintln!("pfprof: warning: page-fault tracepoints unavailable ({note}); recording minor/major only, COW and access types will be marked unavailable");
         }
         if let Some(note) = &self.collector_note {
+            let how = match cfg.call_graph {
+                CallGraph::Dwarf { .. } => "perf's stack copies (larger records",
+                _ => "perf's own samples (two records a fault",
+            };
             eprintln!(
-                "pfprof: note: BPF collector unavailable ({note}); recording with perf's stack copies \
-                 (larger records: bursts of faults may lose some, and the report counts them)"
+                "pfprof: note: BPF collector unavailable ({note}); recording with {how}: bursts of \
+                 faults may lose some, and the report counts them)"
             );
         }
     }
@@ -1298,10 +1412,12 @@ struct Session<'a> {
     /// fds[event][cpu]
     fds: Vec<Vec<OwnedFd>>,
     rings: Vec<Ring>,
+    /// Rewrites the collector's records and perf's stack copies; holds the
+    /// collector.
     rewriter: Option<StackRewriter>,
-    /// The BPF collector and its output events: they live as long as the rings.
-    _collector: (Option<FaultCollector>, Vec<OwnedFd>),
-    live: Option<&'a mut (dyn Tap + 'static)>,
+    /// The BPF collector's output events: they live as long as the rings.
+    _collector_outputs: Vec<OwnedFd>,
+    live: Option<Feed<'a>>,
     files: MappedFiles,
     writer: PerfDataWriter,
     /// What is known before the start; `finish` adds the outcome.
@@ -1328,7 +1444,7 @@ impl<'a> Session<'a> {
         plan: OpenPlan,
         opened: OpenEvents,
         cpus: usize,
-        mut live: Option<&'a mut (dyn Tap + 'static)>,
+        live: Option<&'a mut (dyn Tap + 'static)>,
     ) -> Result<Self> {
         let OpenEvents {
             fds,
@@ -1337,14 +1453,40 @@ impl<'a> Session<'a> {
             mut rewriter,
             collector_outputs,
         } = opened;
-        if let Some(rewriter) = rewriter.as_mut() {
-            prepare_rewriter(rewriter, cfg, plan.probe.as_ref());
-        }
         let known = known_meta(cfg, &plan, &followed.existing);
-        if let Some(live) = live.as_deref_mut() {
-            live.start(&descs, &known)
-                .context("cannot decode the events live")?;
+        let OpenPlan {
+            collector,
+            probe,
+            tracepoints,
+            ..
+        } = plan;
+        if let Some(rewriter) = rewriter.as_mut() {
+            prepare_rewriter(rewriter, cfg, probe.as_ref());
+            if let Some(collector) = collector {
+                let entries = pair_entries(&collector, &fds, &descs, tracepoints.ids);
+                let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
+                rewriter.set_collector(collector, dwarf, entries);
+            }
         }
+        let live = match live {
+            Some(tap) => {
+                tap.start(&descs, &known)
+                    .context("cannot decode the events live")?;
+                // Without a rewriter the records reach the tap as bytes.
+                let decoder = match rewriter {
+                    Some(_) => None,
+                    None => {
+                        Some(LiveDecoder::new(&descs).context("an event attribute did not parse")?)
+                    }
+                };
+                Some(Feed {
+                    tap,
+                    decoder,
+                    kernel: None,
+                })
+            }
+            None => None,
+        };
         let files = if cfg.hold_files {
             MappedFiles::holding(hold_limit())
         } else {
@@ -1353,14 +1495,14 @@ impl<'a> Session<'a> {
         let data_path = cfg.data_path.as_deref().unwrap_or(Path::new("/dev/null"));
         let leader_id = descs[0].ids[0];
         let (writer, kernel_text) = create_writer(cfg, data_path, descs, leader_id)?;
-        let Tracepoints { ids, formats, .. } = plan.tracepoints;
+        let Tracepoints { ids, formats, .. } = tracepoints;
         Ok(Session {
             cfg,
             data_path,
             fds,
             rings,
             rewriter,
-            _collector: (plan.collector, collector_outputs),
+            _collector_outputs: collector_outputs,
             live,
             files,
             writer,
@@ -1400,7 +1542,7 @@ impl<'a> Session<'a> {
             self.leader_id,
             time,
             self.rewriter.as_mut(),
-            self.live.as_deref_mut(),
+            self.live.as_mut(),
         )
         .context("cannot write the recording")?;
         let existing = &followed.existing;
@@ -1469,11 +1611,11 @@ impl Session<'_> {
     /// One pass over every ring; `last` settles every held-back sample.
     fn drain(&mut self, last: bool) -> io::Result<usize> {
         drain_all(
-            &mut self.rings,
+            (&mut self.rings, &self.fds),
             &mut self.writer,
             &mut self.files,
             self.rewriter.as_mut(),
-            self.live.as_deref_mut(),
+            self.live.as_mut(),
             last,
         )
     }
@@ -1577,8 +1719,15 @@ impl Session<'_> {
         let sum = |event: &[OwnedFd]| -> Option<u64> {
             event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
         };
+        // Paired in the kernel, the entries left without completion are
+        // the collector's count.
+        let unfinished_entries = (self.rewriter.as_ref())
+            .and_then(StackRewriter::collector_pairs)
+            .and_then(|collector| collector.counters().ok())
+            .map(|c| c.unfinished_entries);
         let meta = RecordingMeta {
             exit: exit.clone(),
+            unfinished_entries,
             kernel_minor: sum(&self.fds[0]),
             kernel_major: sum(&self.fds[1]),
             unwind: self.rewriter.as_ref().map(|r| r.stats().clone()),
@@ -1591,9 +1740,10 @@ impl Session<'_> {
             ..std::mem::take(&mut self.known)
         };
         drop(std::mem::take(&mut self.rings));
-        if let Some(live) = self.live.as_deref_mut() {
-            live.settled(u64::MAX);
-            live.finish();
+        if let Some(live) = self.live.as_mut() {
+            live.kernel = None;
+            live.settled(u64::MAX, &self.fds);
+            live.tap.finish();
         }
         if self.write_error.is_none() {
             let written = self.writer.finish(
@@ -1670,8 +1820,10 @@ fn afterwards(followed: &Followed) -> &'static str {
 }
 
 /// Tells the unwinder what it cannot learn from the records: pfprof's own
-/// pid (system-wide), the stack size asked for, and the main-entry probe.
+/// pid (system-wide), the stack size asked for, the main-entry probe, and
+/// whether samples are written (a recording) and with chains.
 fn prepare_rewriter(rewriter: &mut StackRewriter, cfg: &RecordConfig, probe: Option<&MainProbe>) {
+    rewriter.set_samples(cfg.data_path.is_some(), chains_recorded(cfg));
     if let Target::System = cfg.target {
         rewriter.set_own_pid(std::process::id() as i32);
     }
@@ -1689,6 +1841,31 @@ fn prepare_rewriter(rewriter: &mut StackRewriter, cfg: &RecordConfig, probe: Opt
     }
 }
 
+/// Lets the collector pair each fault with its entry in the kernel, when
+/// the entry tracepoints are recorded (`fds[2]`, `fds[3]`, of tracepoint
+/// ids `ids`): the recording then gets the entries from the rewriter. When
+/// the kernel refuses, the tracepoints' own records stay (noted).
+fn pair_entries(
+    collector: &FaultCollector,
+    fds: &[Vec<OwnedFd>],
+    descs: &[EventDesc],
+    ids: Option<(u64, u64)>,
+) -> Option<EntryEvents> {
+    let (user_tp, kernel_tp) = ids?;
+    let (user, kernel) = (fds.get(2)?.first()?, fds.get(3)?.first()?);
+    if let Err(e) = collector.pair_entries(user, kernel) {
+        eprintln!(
+            "pfprof: note: the BPF collector cannot pair faults with their entries ({e}); the \
+             tracepoints' records are kept (larger recording)"
+        );
+        return None;
+    }
+    Some(EntryEvents {
+        user: (*descs.get(2)?.ids.first()?, user_tp as u16),
+        kernel: (*descs.get(3)?.ids.first()?, kernel_tp as u16),
+    })
+}
+
 /// What is known of the recording before it starts, for the tap.
 fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[procfs::Process]) -> RecordingMeta {
     RecordingMeta {
@@ -1701,12 +1878,10 @@ fn known_meta(cfg: &RecordConfig, plan: &OpenPlan, existing: &[procfs::Process])
         pfprof_pid: Some(std::process::id() as i32),
         class: cfg.class,
         ring_bytes_per_cpu: Some(plan.pages as u64 * 4096),
-        collector: matches!(cfg.call_graph, CallGraph::Dwarf { .. }).then(|| {
-            if plan.collector.is_some() {
-                Collector::Bpf
-            } else {
-                Collector::Perf
-            }
+        collector: Some(if plan.collector.is_some() {
+            Collector::Bpf
+        } else {
+            Collector::Perf
         }),
         max_stack: procfs::kernel_setting("perf_event_max_stack").and_then(|s| s.parse().ok()),
         ..target_meta(&cfg.target, existing)
@@ -1938,7 +2113,7 @@ mod tests {
             path: CString::new("/bin/true").unwrap(),
             file_offset: 0x1000,
         };
-        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), true);
+        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), (true, false));
         let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
         assert_eq!(
             names,

@@ -1,16 +1,22 @@
 //! The `bpf()` system call, as far as pfprof's collector needs it: create a
-//! map, update an element, load a program, and attach it to a perf event.
+//! map, look up, update and delete an element, load a program, and attach
+//! it to a perf event.
 //! The argument structs are prefixes of the kernel's `union bpf_attr`: the
 //! kernel zero-fills what a shorter struct leaves out.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// `BPF_MAP_CREATE`, `BPF_MAP_UPDATE_ELEM`, `BPF_PROG_LOAD`.
+/// `BPF_MAP_CREATE`, `BPF_MAP_LOOKUP_ELEM`, `BPF_MAP_UPDATE_ELEM`,
+/// `BPF_MAP_DELETE_ELEM`, `BPF_PROG_LOAD`.
 const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_PROG_LOAD: libc::c_long = 5;
 
+/// `BPF_PROG_TYPE_TRACEPOINT`.
+pub const PROG_TYPE_TRACEPOINT: u32 = 5;
 /// `BPF_PROG_TYPE_PERF_EVENT`.
 pub const PROG_TYPE_PERF_EVENT: u32 = 7;
 
@@ -27,9 +33,10 @@ struct MapCreate {
     map_name: [u8; 16],
 }
 
+/// The element commands' part of `union bpf_attr` (lookup, update, delete).
 #[repr(C)]
 #[derive(Default)]
-struct MapUpdate {
+struct MapElem {
     map_fd: u32,
     _pad: u32,
     key: u64,
@@ -89,34 +96,68 @@ fn owned(fd: libc::c_long) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// What a map is: its type, key and value sizes, entries and flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapShape {
+    /// `BPF_MAP_TYPE_*`.
+    pub map_type: u32,
+    /// Bytes of a key.
+    pub key_size: u32,
+    /// Bytes of a value.
+    pub value_size: u32,
+    /// Entries at most.
+    pub max_entries: u32,
+    /// `BPF_F_*`.
+    pub map_flags: u32,
+}
+
 /// Creates a map.
-pub fn map_create(
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    name: &str,
-) -> io::Result<OwnedFd> {
+pub fn map_create(shape: MapShape, name: &str) -> io::Result<OwnedFd> {
     let mut attr = MapCreate {
-        map_type,
-        key_size,
-        value_size,
-        max_entries,
+        map_type: shape.map_type,
+        key_size: shape.key_size,
+        value_size: shape.value_size,
+        max_entries: shape.max_entries,
+        map_flags: shape.map_flags,
         map_name: object_name(name),
         ..MapCreate::default()
     };
     owned(bpf(BPF_MAP_CREATE, &mut attr)?)
 }
 
+/// An element command on `map` with `key` (and `value`, which the kernel
+/// reads for an update and writes for a lookup).
+fn elem(cmd: libc::c_long, map: &OwnedFd, key: &[u8], value: Option<&mut [u8]>) -> io::Result<()> {
+    let mut attr = MapElem {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: value.map_or(0, |v| v.as_mut_ptr() as u64),
+        ..MapElem::default()
+    };
+    bpf(cmd, &mut attr).map(drop)
+}
+
 /// Sets `map[key] = value` (the sizes must be the map's).
 pub fn map_update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
-    let mut attr = MapUpdate {
+    // The kernel only reads the value of an update.
+    let mut attr = MapElem {
         map_fd: map.as_raw_fd() as u32,
         key: key.as_ptr() as u64,
         value: value.as_ptr() as u64,
-        ..MapUpdate::default()
+        ..MapElem::default()
     };
     bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
+/// Reads `map[key]` into `value` (for a per-CPU map, one value per possible
+/// CPU, each rounded up to 8 bytes).
+pub fn map_lookup(map: &OwnedFd, key: &[u8], value: &mut [u8]) -> io::Result<()> {
+    elem(BPF_MAP_LOOKUP_ELEM, map, key, Some(value))
+}
+
+/// Removes `map[key]` (ENOENT when it is not there).
+pub fn map_delete(map: &OwnedFd, key: &[u8]) -> io::Result<()> {
+    elem(BPF_MAP_DELETE_ELEM, map, key, None)
 }
 
 /// Loads a program of `prog_type` (instructions as 8-byte little-endian

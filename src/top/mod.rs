@@ -101,6 +101,9 @@ pub struct Window {
     pub lost: u64,
     /// Stacks cut short.
     pub truncated: u64,
+    /// What the kernel counted of the same faults, pfprof's own left out
+    /// (None when it could not say).
+    pub kernel: Option<u64>,
 }
 
 /// Rows a window keeps per table; past it, the smaller half goes (the
@@ -112,31 +115,38 @@ impl Window {
     /// The counts of one resolved interval.
     pub fn from_model(model: &Model, wall_ns: u64) -> Window {
         let report = &model.report;
-        // A process is one row under its own name, whatever its threads
-        // are called.
-        let processes: HashMap<i32, (&str, u32)> = report
-            .processes
-            .iter()
-            .map(|p| (p.pid, (p.comm.as_str(), p.threads)))
-            .collect();
+        let t = &report.totals;
         let mut window = Window {
             seconds: wall_ns as f64 / 1e9,
-            lost: report.totals.lost,
-            truncated: report.totals.truncated_stacks,
+            lost: t.lost,
+            truncated: t.truncated_stacks,
+            kernel: (t.kernel_minor.zip(t.kernel_major))
+                .map(|(minor, major)| (minor + major).saturating_sub(t.pfprof_faults)),
             ..Window::default()
         };
+        // A process is one row under its own name, whatever its threads
+        // are called.
+        for p in report
+            .processes
+            .iter()
+            .filter(|p| p.minor + p.major + p.cow > 0)
+        {
+            let counts = Counts {
+                faults: ClassCounts {
+                    minor: p.minor,
+                    major: p.major,
+                    cow: p.cow,
+                },
+                major_swap: p.major_swap,
+            };
+            let key = ProcessKey {
+                pid: p.pid,
+                comm: p.comm.clone(),
+            };
+            window.processes.insert(key, (p.threads, counts));
+        }
         for s in &model.samples {
             let on_file = s.target.region == Region::File;
-            let (comm, threads) = processes.get(&s.pid).copied().unwrap_or((&s.comm, 1));
-            let key = ProcessKey {
-                pid: s.pid,
-                comm: comm.to_string(),
-            };
-            let row = window
-                .processes
-                .entry(key)
-                .or_insert((threads, Counts::default()));
-            row.1.add(s.class, on_file, s.faults);
             let mapping = MappingKey {
                 object: s.target.object.clone(),
                 section: s
@@ -177,6 +187,8 @@ impl Window {
 
     /// Adds `other` (a later stretch of time) to this window.
     pub fn merge(&mut self, other: &Window) {
+        // An empty window takes the other's count; two add up.
+        let empty = self.seconds == 0.0;
         self.seconds += other.seconds;
         for (key, (threads, counts)) in &other.processes {
             let row = self
@@ -195,6 +207,12 @@ impl Window {
         self.totals.merge(&other.totals);
         self.lost += other.lost;
         self.truncated += other.truncated;
+        self.kernel = match (self.kernel, other.kernel) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ if empty => other.kernel,
+            // A window that began without a count cannot say.
+            _ => None,
+        };
         cap(&mut self.processes, |row| row.1.total());
         cap(&mut self.mappings, Counts::total);
         cap(&mut self.sites, Counts::total);
@@ -471,9 +489,13 @@ pub fn table_text(table: &Table) -> String {
 
 /// One `--batch` snapshot: the time, the summary and the three tables.
 pub fn batch_text(window: &Window, rows: usize, cpu_percent: Option<f64>, when: &str) -> String {
+    let kernel = window.kernel.map_or(String::new(), |kernel| {
+        format!(" of the kernel's {}", thousands(kernel))
+    });
     let mut out = format!(
-        "pfprof top {when}, last {:.1} s: {}\n",
+        "pfprof top {when}, last {:.1} s ({} faults{kernel}): {}\n",
         window.seconds,
+        thousands(window.totals.total()),
         summary_line(window, cpu_percent)
     );
     for view in View::ALL {
@@ -720,7 +742,9 @@ mod tests {
         w.lost = 7;
         let text = batch_text(&w, 5, Some(12.0), "2026-11-25 03:10:05 UTC");
         assert!(
-            text.starts_with("pfprof top 2026-11-25 03:10:05 UTC, last 2.0 s: 3200 faults/s"),
+            text.starts_with(
+                "pfprof top 2026-11-25 03:10:05 UTC, last 2.0 s (6,400 faults): 3200 faults/s"
+            ),
             "{text}"
         );
         assert!(

@@ -147,6 +147,63 @@ pub fn copied_stack<'a>(user_stack: &Option<(RawData<'a>, u64)>) -> &'a [u8] {
     }
 }
 
+/// What an unwinding read of the stack: each word's offset above the
+/// stack pointer and its value, once per word, in the order read; and
+/// whether the chain depended on nothing else (no register the CFI named
+/// besides rip, rsp and rbp, no frame-pointer guess that an unknown address
+/// decided). Then the same registers over the same words unwind to the same
+/// chain in the same address space (the collector's `unwound` map).
+#[derive(Debug, Default, Clone)]
+pub struct Reads {
+    /// (offset, value) of each word read.
+    pub words: Vec<(u32, u64)>,
+    /// The chain is a function of the registers and `words` alone (and
+    /// they are at most [`Reads::MAX_WORDS`]).
+    pub only_words: bool,
+    /// A bit per 8-byte word of a stack copy (64 KiB): noted already.
+    noted: Vec<u64>,
+}
+
+impl Reads {
+    /// Words noted at most: a walk that reads more is not worth keeping
+    /// (the collector's map holds 64 per stack).
+    pub const MAX_WORDS: usize = 64;
+
+    fn clear(&mut self) {
+        for &(offset, _) in &self.words {
+            let word = offset as usize / 8;
+            self.noted[word / 64] &= !(1 << (word % 64));
+        }
+        self.words.clear();
+        self.only_words = true;
+        if self.noted.is_empty() {
+            self.noted = vec![0; (MAX_STACK_BYTES as usize).div_ceil(8 * 64)];
+        }
+    }
+
+    fn note(&mut self, offset: usize, value: u64) {
+        if !self.only_words {
+            return;
+        }
+        let word = offset / 8;
+        let Some(bits) = self.noted.get_mut(word / 64).filter(|_| offset % 8 == 0) else {
+            // Not a word of a stack copy the collector could keep.
+            self.only_words = false;
+            return;
+        };
+        let bit = 1 << (word % 64);
+        if *bits & bit != 0 {
+            return;
+        }
+        if self.words.len() == Self::MAX_WORDS {
+            self.only_words = false;
+            return;
+        }
+        *bits |= bit;
+        self.words.push((offset as u32, value));
+    }
+}
+
 /// How a chain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -226,11 +283,19 @@ pub struct UnwindStats {
     pub no_process: u64,
     /// Files whose unwind information could not be read.
     pub unreadable_files: Vec<String>,
+    /// Complete chains the collector found remembered, their stack words
+    /// unchanged (they were not unwound again; counted in `complete`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub remembered: u64,
     /// Complete chains by the stack bytes their unwinding read, in powers
     /// of two: `[i]` counts chains that needed at most `64 << i` bytes
     /// (the last bucket, more). Tells which `--call-graph dwarf,SIZE` fits.
     #[serde(default)]
     pub stack_needed: [u64; 12],
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How much stack 99% of the chains needed.
@@ -261,6 +326,14 @@ impl UnwindStats {
     /// Chains that stopped early.
     pub fn truncated(&self) -> u64 {
         self.stack_copy + self.stack_unreadable + self.no_unwind_info + self.corrupt + self.too_deep
+    }
+
+    /// Counts a complete chain that the collector found remembered (see
+    /// [`Reads`]): its words span `needed` bytes of stack.
+    pub fn count_remembered(&mut self, needed: usize) {
+        self.count(Outcome::Complete);
+        self.count_stack_needed(needed);
+        self.remembered += 1;
     }
 
     /// Counts a complete chain whose unwinding read `needed` bytes of stack.
@@ -451,7 +524,7 @@ impl Space {
         if avma >= region.end {
             return None;
         }
-        let Some(cfi @ (file, bias)) = &region.cfi else {
+        let Some(cfi) = &region.cfi else {
             let code = if region.anonymous {
                 Code::Jit
             } else {
@@ -461,8 +534,8 @@ impl Space {
         };
         let code = match region.entry {
             Some(e) if avma >= e && avma - e < ENTRY_CODE_BYTES => Code::Entry,
-            // Without an FDE, framehop would guess with frame pointers.
-            _ if !file.sections.has_fde(avma.wrapping_sub(*bias)) => Code::NoFde,
+            // Whether an FDE covers it is the walk's to ask (once per
+            // address: [`Scratch::at`]).
             _ => Code::Unwindable,
         };
         Some((code, Some(cfi)))
@@ -472,14 +545,15 @@ impl Space {
     /// covers, and the part it covers of those it overlaps, which keep
     /// their parts outside it (the analysis's address space keeps them
     /// too): an `mprotect` of a page of JIT code, or of a file's text,
-    /// leaves the rest of the mapping as it was.
-    fn unmap(&mut self, range: &Range<u64>) {
+    /// leaves the rest of the mapping as it was. Whether it touched code.
+    fn unmap(&mut self, range: &Range<u64>) -> bool {
         let starts: Vec<u64> = self
             .modules
             .range(..range.end)
             .filter(|(_, region)| region.end > range.start)
             .map(|(&start, _)| start)
             .collect();
+        let touched = !starts.is_empty();
         for start in starts {
             let Some(region) = self.modules.remove(&start) else {
                 continue;
@@ -498,6 +572,7 @@ impl Space {
         for avma in gone {
             self.sigreturn.remove(&avma);
         }
+        touched
     }
 
     /// Keeps `part` of the region that started at `start`, with its CFI
@@ -527,25 +602,42 @@ impl Space {
     }
 }
 
+/// What a file's CFI says at an address.
+#[derive(Clone, Copy)]
+enum AtSvma {
+    /// No FDE covers it (`.init`, crtstuff's code).
+    NoFde,
+    /// Its reduced row (None: the CFI does not parse).
+    Row(Option<rows::Row>),
+}
+
 /// The unwinder's caches, shared by every process.
 #[derive(Default)]
 struct Scratch {
     /// framehop's rule cache.
     cache: CacheX86_64,
-    /// Reduced CFI rows by (file, svma); None: no FDE covers the address.
-    rows: FxHashMap<(usize, u64), Option<rows::Row>>,
+    /// What the CFI says at each (file, svma) a walk met.
+    rows: FxHashMap<(usize, u64), AtSvma>,
     /// gimli's CFI evaluation state, reused.
     ctx: Box<gimli::UnwindContext<usize>>,
 }
 
 impl Scratch {
-    /// The CFI row of `svma` in `file`, computed once.
-    fn row(&mut self, file: &Arc<UnwindFile>, svma: u64) -> Option<rows::Row> {
+    /// What the CFI of `file` says at `svma`, found once: whether an FDE
+    /// covers it (a binary search of a large file's FDEs misses the cache
+    /// at every step), and its row.
+    fn at(&mut self, file: &Arc<UnwindFile>, svma: u64) -> AtSvma {
         let ctx = &mut self.ctx;
         *self
             .rows
             .entry((Arc::as_ptr(file) as usize, svma))
-            .or_insert_with(|| rows::row_at(&file.row_sections(), svma, ctx))
+            .or_insert_with(|| {
+                if file.sections.has_fde(svma) {
+                    AtSvma::Row(rows::row_at(&file.row_sections(), svma, ctx))
+                } else {
+                    AtSvma::NoFde
+                }
+            })
     }
 }
 
@@ -604,7 +696,8 @@ impl StackUnwinder {
         self.stack_requested = bytes;
     }
 
-    /// A mapping appeared in `pid`.
+    /// A mapping appeared in `pid`; true when it replaced (part of) code
+    /// the process had mapped, which may unwind differently now.
     pub fn on_mmap(
         &mut self,
         pid: i32,
@@ -613,11 +706,11 @@ impl StackUnwinder {
         prot: u32,
         path: &[u8],
         build_id: Option<&[u8]>,
-    ) {
+    ) -> bool {
         let space = self.spaces.entry(pid).or_default();
-        space.unmap(&avma);
+        let replaced = space.unmap(&avma);
         if prot & PROT_EXEC == 0 || avma.is_empty() {
-            return;
+            return replaced;
         }
         if path == b"[uprobes]" {
             space.uprobes = Some(avma.clone());
@@ -679,6 +772,7 @@ impl StackUnwinder {
         if let Some((module, _, _)) = module {
             space.unwinder.add_module(module);
         }
+        replaced
     }
 
     /// `pid` exec'd at `time`: a new, empty address space.
@@ -742,12 +836,24 @@ impl StackUnwinder {
         final_attempt: bool,
         chain: &mut Vec<u64>,
     ) -> Outcome {
+        self.unwind_user_part_reading(sample, final_attempt, chain, None)
+    }
+
+    /// [`StackUnwinder::unwind_user_part`], noting in `reads` (when given)
+    /// what the walk read of the stack.
+    pub fn unwind_user_part_reading(
+        &mut self,
+        sample: UserSample<'_>,
+        final_attempt: bool,
+        chain: &mut Vec<u64>,
+        reads: Option<&mut Reads>,
+    ) -> Outcome {
         if let Some(user) = chain.iter().position(|&a| a == CONTEXT_USER) {
             chain.truncate(user);
         }
         let kernel_len = chain.len();
         chain.push(CONTEXT_USER);
-        let outcome = self.unwind(sample, final_attempt, chain);
+        let outcome = self.unwind_reading(sample, final_attempt, chain, reads);
         if outcome == Outcome::Unknown {
             chain.truncate(kernel_len);
         }
@@ -765,6 +871,19 @@ impl StackUnwinder {
         final_attempt: bool,
         chain: &mut Vec<u64>,
     ) -> Outcome {
+        self.unwind_reading(sample, final_attempt, chain, None)
+    }
+
+    fn unwind_reading(
+        &mut self,
+        sample: UserSample<'_>,
+        final_attempt: bool,
+        chain: &mut Vec<u64>,
+        mut reads: Option<&mut Reads>,
+    ) -> Outcome {
+        if let Some(reads) = reads.as_deref_mut() {
+            reads.clear();
+        }
         let UserSample {
             pid,
             time,
@@ -778,6 +897,11 @@ impl StackUnwinder {
             }
             &*space
         });
+        if let Some(reads) = reads.as_deref_mut() {
+            // The image before an exec is no longer the process's.
+            let before_exec = space.and_then(|s| s.before_exec.as_ref());
+            reads.only_words &= !before_exec.is_some_and(|(exec_time, _)| time < *exec_time);
+        }
         let space = space.map(|s| s.at(time));
         if space.is_some_and(|s| s.exec_pending) {
             chain.push(regs.ip);
@@ -804,10 +928,10 @@ impl StackUnwinder {
                 let outcome = walk(
                     space,
                     &mut self.scratch,
-                    regs,
-                    stack,
+                    Sampled { regs, stack },
                     chain,
                     &mut self.stats,
+                    reads,
                 );
                 match outcome {
                     Outcome::Truncated(Stop::StackCopy) if short_copy => {
@@ -831,25 +955,37 @@ impl StackUnwinder {
     }
 }
 
-/// Walks the stack of one sample from `regs` into `chain`, reading the
-/// copied `stack` (which starts at the sampled stack pointer).
+/// A sample's registers and the copied stack (which starts at the sampled
+/// stack pointer).
+struct Sampled<'a> {
+    regs: UserRegs,
+    stack: &'a [u8],
+}
+
+/// Walks the stack of one sample into `chain`; notes what it read in
+/// `reads`, when given.
 fn walk(
     space: &Space,
     scratch: &mut Scratch,
-    regs: UserRegs,
-    stack: &[u8],
+    Sampled { regs, stack }: Sampled<'_>,
     chain: &mut Vec<u64>,
     stats: &mut UnwindStats,
+    mut reads: Option<&mut Reads>,
 ) -> Outcome {
     let sp = regs.sp;
     let mut needed = 0;
+    let mut only_words = true;
     let read_stack = |avma: u64| -> Result<u64, ()> {
         let offset = usize::try_from(avma.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
         let bytes = stack
             .get(offset..offset.checked_add(8).ok_or(())?)
             .ok_or(())?;
         needed = needed.max(offset + 8);
-        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+        let value = u64::from_le_bytes(bytes.try_into().map_err(|_| ())?);
+        if let Some(reads) = reads.as_deref_mut() {
+            reads.note(offset, value);
+        }
+        Ok(value)
     };
     let mut frame = Frame {
         regs: UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
@@ -863,12 +999,16 @@ fn walk(
         start: chain.len(),
         chain,
         read_stack,
+        only_words: &mut only_words,
     };
     let end = loop {
         if let Err(end) = walker.step(&mut frame) {
             break end;
         }
     };
+    if let Some(reads) = reads {
+        reads.only_words &= only_words;
+    }
     match end {
         None => {
             stats.count_stack_needed(needed);
@@ -906,6 +1046,9 @@ struct Walker<'a, R> {
     start: usize,
     /// Reads a word of the copied stack at an avma.
     read_stack: R,
+    /// Cleared when the chain depends on more than the registers and the
+    /// words read (see [`Reads`]).
+    only_words: &'a mut bool,
 }
 
 impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
@@ -941,7 +1084,13 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
                 return self.frame_pointer_frame(frame, code, first_frame)
             }
             (Code::Unwindable, Some((file, bias))) => {
-                self.scratch.row(file, lookup.wrapping_sub(*bias))
+                match self.scratch.at(file, lookup.wrapping_sub(*bias)) {
+                    // Without an FDE, framehop would guess with frame pointers.
+                    AtSvma::NoFde => {
+                        return self.frame_pointer_frame(frame, Code::NoFde, first_frame)
+                    }
+                    AtSvma::Row(row) => row,
+                }
             }
             (Code::Unwindable, None) => None,
         };
@@ -967,6 +1116,9 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
         code: Code,
         first_frame: bool,
     ) -> Result<(), End> {
+        // Whether a guessed return address is code depends on the mappings
+        // known then, not on the stack alone.
+        *self.only_words = false;
         let leaf = code == Code::NoFde && first_frame;
         let caller = frame_pointer_step(self.space, &frame.regs, leaf, &mut self.read_stack)
             .map_err(Some)?;
@@ -995,6 +1147,8 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
         first_frame: bool,
         sp_before: u64,
     ) -> Result<u64, End> {
+        // The CFA is a register the collector's key does not hold.
+        *self.only_words = false;
         let read_stack = &mut self.read_stack;
         let base = rows::CALLEE_SAVED
             .iter()

@@ -96,7 +96,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 pub use kernel::{kallsyms_lines, kernel_text, KallsymsLine, KernelSymbols};
 pub use notes::gnu_build_id_in_notes;
@@ -686,18 +686,25 @@ struct PathKey {
     size: u64,
 }
 
+/// Code addresses a module keeps the names of, at most.
+const CODE_CACHE_MAX: usize = 1 << 16;
+
+/// A parsed module, shared by the paths and build-id that name it; behind a
+/// lock so that a symbolizer can move to another thread.
+type Shared = Arc<Mutex<Module>>;
+
 /// Symbolizes code and data addresses of ELF files, caching every module.
 pub struct Symbolizer {
     options: Options,
     /// Path key → module, or the reason it cannot be used.
-    by_path: HashMap<PathKey, Result<Rc<std::cell::RefCell<Module>>, Reason>>,
+    by_path: HashMap<PathKey, Result<Shared, Reason>>,
     /// Build-id → module, to share one parse between paths.
-    by_build_id: HashMap<Vec<u8>, Rc<std::cell::RefCell<Module>>>,
+    by_build_id: HashMap<Vec<u8>, Shared>,
     /// Stable storage for [`Symbolizer::module_info`] references.
     infos: HashMap<PathKey, Box<ModuleInfo>>,
     /// Images in memory ([`Symbolizer::add_image`]) by the name they stand
     /// for, looked up before any file.
-    images: HashMap<PathBuf, Rc<std::cell::RefCell<Module>>>,
+    images: HashMap<PathBuf, Shared>,
     /// A build-id cache entry → the recorded path it stands for: its
     /// `.gnu_debuglink` is looked for beside that path, as the original's.
     stands_for: HashMap<PathBuf, PathBuf>,
@@ -739,7 +746,7 @@ impl Symbolizer {
         module.dwarf = Some(None);
         module.relocations = Some(Err(Reason::Unsupported));
         self.images
-            .insert(name.to_path_buf(), Rc::new(std::cell::RefCell::new(module)));
+            .insert(name.to_path_buf(), Arc::new(Mutex::new(module)));
         Ok(())
     }
 
@@ -763,7 +770,7 @@ impl Symbolizer {
         &mut self,
         path: &Path,
         expected_build_id: Option<&[u8]>,
-    ) -> Result<(PathKey, Rc<std::cell::RefCell<Module>>), Reason> {
+    ) -> Result<(PathKey, Shared), Reason> {
         if self.options.symfs.is_none() && self.options.build_id_caches.is_empty() {
             return self.module_at(path, expected_build_id);
         }
@@ -780,7 +787,16 @@ impl Symbolizer {
                     .or_insert_with(|| path.to_path_buf());
             }
             match self.module_at(&candidate, expected_build_id) {
-                Ok(found) if found.1.borrow().info.has_dwarf => return Ok(found),
+                Ok(found)
+                    if found
+                        .1
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .info
+                        .has_dwarf =>
+                {
+                    return Ok(found)
+                }
                 Ok(found) => {
                     without_dwarf.get_or_insert(found);
                 }
@@ -796,7 +812,7 @@ impl Symbolizer {
         &mut self,
         path: &Path,
         expected_build_id: Option<&[u8]>,
-    ) -> Result<(PathKey, Rc<std::cell::RefCell<Module>>), Reason> {
+    ) -> Result<(PathKey, Shared), Reason> {
         let (key, module) = match self.images.get(path) {
             Some(image) => (
                 PathKey {
@@ -811,7 +827,12 @@ impl Symbolizer {
             None => self.file_module(path)?,
         };
         if let Some(expected) = expected_build_id {
-            let found = module.borrow().info.build_id.clone();
+            let found = module
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .info
+                .build_id
+                .clone();
             if found.as_deref() != Some(expected) {
                 return Err(Reason::BuildIdMismatch {
                     expected: expected.to_vec(),
@@ -823,10 +844,7 @@ impl Symbolizer {
     }
 
     /// The module parsed from the file at `path`, cached.
-    fn file_module(
-        &mut self,
-        path: &Path,
-    ) -> Result<(PathKey, Rc<std::cell::RefCell<Module>>), Reason> {
+    fn file_module(&mut self, path: &Path) -> Result<(PathKey, Shared), Reason> {
         let key = Self::path_key(path)?;
         if !self.by_path.contains_key(&key) {
             let loaded = self.load(path);
@@ -836,7 +854,7 @@ impl Symbolizer {
         Ok((key, module))
     }
 
-    fn load(&mut self, path: &Path) -> Result<Rc<std::cell::RefCell<Module>>, Reason> {
+    fn load(&mut self, path: &Path) -> Result<Shared, Reason> {
         let map = elf::map_file(path).map_err(|_| Reason::MissingFile)?;
         let file = elf::parse_elf(&map).ok_or(Reason::NotElf)?;
         let build_id = elf::build_id(&file);
@@ -844,12 +862,24 @@ impl Symbolizer {
             // Same build-id, same code: share the parse, unless this file
             // brings DWARF that the cached one (a stripped copy without its
             // debug file) lacks.
-            if module.borrow().info.has_dwarf || !dwarf::has_debug_info(&file) {
+            if module
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .info
+                .has_dwarf
+                || !dwarf::has_debug_info(&file)
+            {
                 return Ok(module.clone());
             }
         }
-        let module = Rc::new(std::cell::RefCell::new(self.parse(path, &file, build_id)?));
-        if let Some(id) = module.borrow().info.build_id.clone() {
+        let module = Arc::new(Mutex::new(self.parse(path, &file, build_id)?));
+        if let Some(id) = module
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .info
+            .build_id
+            .clone()
+        {
             self.by_build_id.insert(id, module.clone());
         }
         Ok(module)
@@ -967,10 +997,15 @@ impl Symbolizer {
         expected_build_id: Option<&[u8]>,
     ) -> Result<&ModuleInfo, Reason> {
         let (key, module) = self.module(path, expected_build_id)?;
-        let info = self
-            .infos
-            .entry(key)
-            .or_insert_with(|| Box::new(module.borrow().info.clone()));
+        let info = self.infos.entry(key).or_insert_with(|| {
+            Box::new(
+                module
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .info
+                    .clone(),
+            )
+        });
         Ok(info)
     }
 
@@ -988,7 +1023,7 @@ impl Symbolizer {
             Err(reason) => return vec![Err(reason); file_offsets.len()],
         };
         let demangle = self.options.demangle;
-        let mut module = module.borrow_mut();
+        let mut module = module.lock().unwrap_or_else(|e| e.into_inner());
         let module = &mut *module;
         if module.dwarf.is_none() {
             let loaded = module
@@ -1010,6 +1045,11 @@ impl Symbolizer {
                 let dwarf = module.dwarf.as_ref().and_then(Option::as_ref);
                 let tables = [&module.symbols, &module.plt];
                 let result = code_site(dwarf, tables, svma, demangle);
+                // A run of hours meets ever more addresses: what a module
+                // keeps is bounded (the oldest go all at once).
+                if module.code_cache.len() >= CODE_CACHE_MAX {
+                    module.code_cache.clear();
+                }
                 module.code_cache.insert(svma, result.clone());
                 result
             })
@@ -1029,7 +1069,7 @@ impl Symbolizer {
             Err(reason) => return vec![Err(reason); file_offsets.len()],
         };
         let demangle = self.options.demangle;
-        let module = module.borrow();
+        let module = module.lock().unwrap_or_else(|e| e.into_inner());
         file_offsets
             .iter()
             .map(|&file_offset| data_target(&module, file_offset, demangle))
@@ -1256,7 +1296,10 @@ impl Symbolizer {
         let Ok((_, module)) = self.module(path, expected_build_id) else {
             return Vec::new();
         };
-        let ranges = module.borrow().function_ranges(names);
+        let ranges = module
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .function_ranges(names);
         ranges
     }
 
@@ -1272,7 +1315,7 @@ impl Symbolizer {
         expected_build_id: Option<&[u8]>,
     ) -> Result<RelocationInfo, Reason> {
         let (_, module) = self.module(path, expected_build_id)?;
-        let mut module = module.borrow_mut();
+        let mut module = module.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(cached) = &module.relocations {
             return cached.clone();
         }

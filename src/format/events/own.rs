@@ -2,13 +2,15 @@
 //! ask the kernel to write ([`identified`], [`FAULT_FIELDS`],
 //! [`side_band`]) and the writers of records in that layout, for the
 //! records pfprof writes itself ([`SampleId::write_trailer`]: processes that
-//! already run; [`FaultRecord::write`]: the unwound samples of dwarf mode).
+//! already run; [`FaultRecord::write`]: the samples of faults whose chains
+//! pfprof unwound or its collector wrote; [`EntryRecord::write`]: the entries
+//! its collector paired with them in the kernel).
 //! A test reads written records back with the attrs' layout, so the two
 //! cannot drift apart.
 
 use perf_event_open_sys::bindings as b;
 
-use crate::format::events::stream::{RecordHead, HEAD_BYTES};
+use crate::format::events::stream::{le_u32, le_u64, RecordHead, HEAD_BYTES};
 use crate::format::records as rec;
 use crate::sys::PerfEventAttr;
 
@@ -91,6 +93,30 @@ impl SampleId {
     }
 }
 
+/// A sample of an event whose sample type is [`SAMPLE_ID`] and RAW (the
+/// collector's output event), read from its body in place: its
+/// [`SampleId`] fields and raw data. The records of a fault storm come this
+/// way, so it reads them at their fixed offsets rather than through a
+/// general parser (which copies the whole parsed sample out, twice).
+pub fn raw_sample(body: &[u8]) -> Option<(SampleId, &[u8])> {
+    let size = le_u32(body, 32)? as usize;
+    let raw = body.get(36..36usize.checked_add(size)?)?;
+    let sample_id = SampleId {
+        id: le_u64(body, 0)?,
+        pid: le_u32(body, 8)? as i32,
+        tid: le_u32(body, 12)? as i32,
+        time: le_u64(body, 16)?,
+        cpu: le_u32(body, 24)?,
+    };
+    Some((sample_id, raw))
+}
+
+/// The time of a sample of a [`SAMPLE_ID`]-first event without IP (the
+/// collector's output event, the tracepoints'), read in place.
+pub fn sample_time(body: &[u8]) -> Option<u64> {
+    le_u64(body, 16)
+}
+
 /// A fault sample in the layout of pfprof's fault events (in the
 /// recording: with a call chain).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,11 +134,13 @@ pub struct FaultRecord {
 }
 
 impl FaultRecord {
-    /// Appends the sample with `chain` as its call chain: IDENTIFIER, IP,
-    /// TID, TIME, ADDR, CPU, CALLCHAIN, then DATA_SRC when it has one.
-    pub fn write(&self, chain: &[u64], out: &mut Vec<u8>) {
+    /// Appends the sample with `chain` as its call chain (None: a recording
+    /// without chains, `--call-graph none`): IDENTIFIER, IP, TID, TIME,
+    /// ADDR, CPU, CALLCHAIN, then DATA_SRC when it has one.
+    pub fn write(&self, chain: Option<&[u64]>, out: &mut Vec<u8>) {
         let s = &self.sample_id;
-        let size = HEAD_BYTES + 7 * 8 + 8 * chain.len() + 8 * usize::from(self.data_src.is_some());
+        let chain_words = chain.map_or(0, |c| 1 + c.len());
+        let size = HEAD_BYTES + 6 * 8 + 8 * chain_words + 8 * usize::from(self.data_src.is_some());
         RecordHead {
             record_type: rec::SAMPLE,
             misc: self.misc,
@@ -124,15 +152,74 @@ impl FaultRecord {
         }
         out.extend_from_slice(&s.pid.to_le_bytes());
         out.extend_from_slice(&s.tid.to_le_bytes());
-        for value in [s.time, self.addr, u64::from(s.cpu), chain.len() as u64] {
+        for value in [s.time, self.addr, u64::from(s.cpu)] {
             out.extend_from_slice(&value.to_le_bytes());
         }
-        for &frame in chain {
-            out.extend_from_slice(&frame.to_le_bytes());
+        if let Some(chain) = chain {
+            out.extend_from_slice(&(chain.len() as u64).to_le_bytes());
+            for &frame in chain {
+                out.extend_from_slice(&frame.to_le_bytes());
+            }
         }
         if let Some(data_src) = self.data_src {
             out.extend_from_slice(&data_src.to_le_bytes());
         }
+    }
+}
+
+/// A fault's entry as the `exceptions:page_fault_user`/`_kernel` tracepoint
+/// writes it, in the layout of pfprof's tracepoint events ([`SAMPLE_ID`] and
+/// RAW): what the recording holds of an entry the collector paired in the
+/// kernel, so that `report` and perf read it as the kernel's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRecord {
+    /// Whose fault, when (its entry), where, of which tracepoint event.
+    pub sample_id: SampleId,
+    /// The tracepoint's id in tracefs (the record's `common_type`).
+    pub tracepoint: u16,
+    /// The faulting address.
+    pub address: u64,
+    /// The faulting instruction.
+    pub ip: u64,
+    /// The x86 error code.
+    pub error_code: u64,
+}
+
+/// Bytes of the tracepoints' raw data: the common fields, then address, ip
+/// and error code (tracefs's `format`).
+const ENTRY_RAW_BYTES: usize = 32;
+
+impl EntryRecord {
+    /// Appends the sample: IDENTIFIER, TID, TIME, CPU, RAW (its size, then
+    /// the tracepoint's fields, padded to 8 bytes as the kernel pads them).
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let s = &self.sample_id;
+        let raw_size = (4 + ENTRY_RAW_BYTES).next_multiple_of(8) - 4;
+        RecordHead {
+            record_type: rec::SAMPLE,
+            misc: if self.error_code & 4 != 0 {
+                rec::MISC_USER
+            } else {
+                rec::MISC_KERNEL
+            },
+            size: HEAD_BYTES + 4 * 8 + 4 + raw_size,
+        }
+        .write(out);
+        out.extend_from_slice(&s.id.to_le_bytes());
+        out.extend_from_slice(&s.pid.to_le_bytes());
+        out.extend_from_slice(&s.tid.to_le_bytes());
+        for value in [s.time, u64::from(s.cpu)] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        out.extend_from_slice(&(raw_size as u32).to_le_bytes());
+        out.extend_from_slice(&self.tracepoint.to_le_bytes());
+        // common_flags, common_preempt_count, common_pid.
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&s.tid.to_le_bytes());
+        for value in [self.address, self.ip, self.error_code] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        out.resize(out.len() + raw_size - ENTRY_RAW_BYTES, 0);
     }
 }
 
@@ -181,7 +268,7 @@ mod tests {
             data_src: Some(0x2910_0142),
         };
         let mut out = Vec::new();
-        sample.write(&[rec::CONTEXT_USER, 0x401000, 0x402000], &mut out);
+        sample.write(Some(&[rec::CONTEXT_USER, 0x401000, 0x402000]), &mut out);
         let head = RecordHead::parse(&out).unwrap();
         assert_eq!((head.record_type, head.size), (rec::SAMPLE, out.len()));
         let raw = RawEventRecord::new(
@@ -204,6 +291,79 @@ mod tests {
         let chain = s.callchain.unwrap();
         assert_eq!((chain.len(), chain.get(2)), (3, Some(0x402000)));
         assert_eq!(out[out.len() - 8..], 0x2910_0142u64.to_le_bytes());
+    }
+
+    /// A sample of the collector's output event (SAMPLE_ID and RAW) is read
+    /// in place as the general parser reads it.
+    #[test]
+    fn raw_samples_read_in_place() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&ID.id.to_le_bytes());
+        body.extend_from_slice(&ID.pid.to_le_bytes());
+        body.extend_from_slice(&ID.tid.to_le_bytes());
+        body.extend_from_slice(&ID.time.to_le_bytes());
+        body.extend_from_slice(&u64::from(ID.cpu).to_le_bytes());
+        body.extend_from_slice(&12u32.to_le_bytes());
+        body.extend_from_slice(b"twelve bytes");
+        let (sample_id, raw) = raw_sample(&body).unwrap();
+        assert_eq!((sample_id, raw), (ID, &b"twelve bytes"[..]));
+        assert_eq!(sample_time(&body), Some(ID.time));
+        let info = layout(b::PERF_SAMPLE_RAW as u64);
+        let parsed = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&body), info);
+        let Ok(EventRecord::Sample(s)) = parsed.parse() else {
+            panic!("not a sample");
+        };
+        assert_eq!(s.raw.unwrap().as_slice().as_ref(), b"twelve bytes");
+        assert!(raw_sample(&body[..body.len() - 1]).is_none());
+    }
+
+    /// A sample written without a chain reads back with the layout of an
+    /// attr without CALLCHAIN.
+    #[test]
+    fn fault_samples_without_chains() {
+        let info = layout(SAMPLE_ID | FAULT_FIELDS);
+        let sample = FaultRecord {
+            misc: rec::MISC_USER,
+            sample_id: ID,
+            ip: 0x401000,
+            addr: 0xdead000,
+            data_src: Some(1),
+        };
+        let mut out = Vec::new();
+        sample.write(None, &mut out);
+        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            panic!("not a sample");
+        };
+        assert_eq!((s.addr, s.callchain.is_none()), (Some(0xdead000), true));
+        assert_eq!(out.len(), 8 + 7 * 8);
+    }
+
+    /// An entry written reads back as the tracepoint's sample: its raw data
+    /// holds address, ip and error code where tracefs's format says.
+    #[test]
+    fn entries_read_back_as_the_tracepoints() {
+        let info = layout(b::PERF_SAMPLE_RAW as u64);
+        let entry = EntryRecord {
+            sample_id: ID,
+            tracepoint: 190,
+            address: 0x7f00_1000,
+            ip: 0x401000,
+            error_code: 6,
+        };
+        let mut out = Vec::new();
+        entry.write(&mut out);
+        let head = RecordHead::parse(&out).unwrap();
+        assert_eq!((head.size, out.len() % 8), (out.len(), 0));
+        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            panic!("not a sample");
+        };
+        assert_eq!((s.pid, s.tid, s.timestamp), (Some(7), Some(8), Some(5_000)));
+        let data = s.raw.unwrap().as_slice().into_owned();
+        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
+        assert_eq!((word(8), word(16), word(24)), (0x7f00_1000, 0x401000, 6));
+        assert_eq!(u16::from_le_bytes([data[0], data[1]]), 190);
     }
 
     /// The trailer written after a record's body reads back as the
