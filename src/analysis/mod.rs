@@ -724,7 +724,7 @@ impl Analyzer {
                 sample.time,
                 class,
                 owner,
-                stack,
+                profile.stacks.frames(stack).next(),
                 latency_ns.map(|ns| u32::try_from(ns).unwrap_or(u32::MAX)),
             );
         }

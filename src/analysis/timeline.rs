@@ -1,20 +1,29 @@
 //! The faults over time, kept as counts per time bucket instead of one entry
-//! per fault: a bucket holds, per (class, process, stack), how many faults
-//! completed in it and the slowest of them. Buckets double in width as the
-//! recording grows, so there are never more than [`BUCKETS`] of them and the
-//! memory is bounded by what is distinct (stacks, processes), not by the
-//! number of faults. The timeline draws 200 bars: a thousand buckets place
-//! each fault within a fifth of a bar.
+//! per fault: what the timeline draws. A bucket holds, per (class,
+//! process), how many faults completed in it and the slowest of them (bars
+//! per class, lanes per process, the latency lane); and apart, the faults
+//! of its busiest leaf frames, which label its bursts ([`SITES_KEPT`] at
+//! most: a busy host has tens of thousands of stacks, and a bucket of each
+//! stack held 60 MB). Buckets double in width as the recording grows, so
+//! there are never more than [`BUCKETS`] of them and the memory is bounded
+//! by what is distinct in a bucket, not by the number of faults. The
+//! timeline draws 200 bars: a thousand buckets place each fault within a
+//! fifth of a bar.
 
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::FaultClass;
-use crate::analysis::stacks::StackId;
+use crate::analysis::stacks::FrameKey;
 use crate::analysis::Owner;
 
 /// At most this many buckets: when a fault falls past the last one, every
 /// bucket is merged with its neighbour.
 pub const BUCKETS: u64 = 1024;
+
+/// Leaf frames a bucket keeps at most: past it, the less busy half goes
+/// (a burst is labelled by its busiest site; the sites a bucket drops are
+/// those it could not be labelled by).
+pub const SITES_KEPT: usize = 64;
 
 /// What a bucket counts under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,9 +34,10 @@ pub struct Cell {
     pub class: FaultClass,
     /// Process (or program, system-wide).
     pub owner: Owner,
-    /// Stack.
-    pub stack: StackId,
 }
+
+/// The faults of each leaf frame (None: no stack) in a bucket.
+type Sites = FxHashMap<Option<FrameKey>, u64>;
 
 /// Faults of one cell.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,6 +69,14 @@ pub struct Timeline {
     first: u64,
     last: u64,
     cells: FxHashMap<Cell, CellTally>,
+    /// Per bucket, its busiest leaf frames.
+    sites: Vec<Sites>,
+    /// Emptied bucket maps, kept for the buckets to come: coarsening frees
+    /// half of them and the recording's next stretch needs as many again,
+    /// so the faults of a long run allocate nothing.
+    spare: Vec<Sites>,
+    /// Scratch for pruning a bucket's sites.
+    busiest: Vec<(Option<FrameKey>, u64)>,
 }
 
 impl Timeline {
@@ -68,7 +86,7 @@ impl Timeline {
         time: u64,
         class: FaultClass,
         owner: Owner,
-        stack: StackId,
+        leaf: Option<FrameKey>,
         latency_ns: Option<u32>,
     ) {
         let origin = *self.origin.get_or_insert_with(|| {
@@ -83,16 +101,22 @@ impl Timeline {
         while offset >> self.shift >= BUCKETS {
             self.coarsen();
         }
+        let bucket = (offset >> self.shift) as u32;
         let cell = Cell {
-            bucket: (offset >> self.shift) as u32,
+            bucket,
             class,
             owner,
-            stack,
         };
         self.cells.entry(cell).or_default().merge(CellTally {
             faults: 1,
             slowest: latency_ns.map(|ns| (ns, time)),
         });
+        if self.sites.len() <= bucket as usize {
+            let spare = &mut self.spare;
+            self.sites
+                .resize_with(bucket as usize + 1, || spare.pop().unwrap_or_default());
+        }
+        add_site(&mut self.sites[bucket as usize], &mut self.busiest, leaf, 1);
     }
 
     /// Doubles the bucket width, merging neighbours.
@@ -107,6 +131,42 @@ impl Timeline {
             };
             self.cells.entry(cell).or_default().merge(tally);
         }
+        // In place: bucket i takes 2i and drains 2i+1 (whose map is kept).
+        let merged_len = self.sites.len().div_ceil(2);
+        for i in 0..merged_len {
+            let mut merged = std::mem::take(&mut self.sites[2 * i]);
+            if let Some(odd) = self.sites.get_mut(2 * i + 1) {
+                let mut odd = std::mem::take(odd);
+                for (leaf, n) in odd.drain() {
+                    add_site(&mut merged, &mut self.busiest, leaf, n);
+                }
+                self.spare.push(odd);
+            }
+            self.sites[i] = merged;
+        }
+        self.sites.truncate(merged_len);
+    }
+
+    /// Every bucket's busiest leaf frames with the time that stands for the
+    /// bucket (as [`Timeline::cells`]) and their faults.
+    pub fn sites(&self) -> impl Iterator<Item = (u64, Option<FrameKey>, u64)> + '_ {
+        self.sites
+            .iter()
+            .enumerate()
+            .flat_map(move |(bucket, sites)| {
+                let time = self.time_of(bucket as u32);
+                sites.iter().map(move |(&leaf, &n)| (time, leaf, n))
+            })
+    }
+
+    /// The time that stands for a bucket: its middle, kept within the
+    /// first and last fault.
+    fn time_of(&self, bucket: u32) -> u64 {
+        let origin = self.origin.unwrap_or(0);
+        let start = origin.saturating_add(u64::from(bucket) << self.shift);
+        start
+            .saturating_add(self.bucket_ns() / 2)
+            .clamp(self.first, self.last)
     }
 
     /// Bucket width, ns.
@@ -119,7 +179,7 @@ impl Timeline {
         self.cells.is_empty()
     }
 
-    /// Number of cells (distinct bucket, class, process and stack).
+    /// Number of cells (distinct bucket, class, process and leaf frame).
     pub fn len(&self) -> usize {
         self.cells.len()
     }
@@ -127,18 +187,39 @@ impl Timeline {
     /// Every cell with the time that stands for its bucket: the bucket's
     /// middle, kept within the first and last fault.
     pub fn cells(&self) -> impl Iterator<Item = (u64, &Cell, &CellTally)> + '_ {
-        let origin = self.origin.unwrap_or(0);
-        let half = self.bucket_ns() / 2;
-        self.cells.iter().map(move |(cell, tally)| {
-            let start = origin.saturating_add(u64::from(cell.bucket) << self.shift);
-            let time = start.saturating_add(half).clamp(self.first, self.last);
-            (time, cell, tally)
-        })
+        self.cells
+            .iter()
+            .map(move |(cell, tally)| (self.time_of(cell.bucket), cell, tally))
     }
 
     /// Forgets every fault (a new interval), keeping nothing of the old.
     pub fn clear(&mut self) {
-        *self = Timeline::default();
+        let mut spare = std::mem::take(&mut self.spare);
+        for mut sites in self.sites.drain(..) {
+            sites.clear();
+            spare.push(sites);
+        }
+        *self = Timeline {
+            spare,
+            ..Timeline::default()
+        };
+    }
+}
+
+/// Adds `n` faults of `leaf` to a bucket's sites, keeping the busiest
+/// [`SITES_KEPT`] (ties by frame, so that the same faults keep the same).
+fn add_site(
+    sites: &mut Sites,
+    busiest: &mut Vec<(Option<FrameKey>, u64)>,
+    leaf: Option<FrameKey>,
+    n: u64,
+) {
+    *sites.entry(leaf).or_default() += n;
+    if sites.len() > SITES_KEPT {
+        busiest.clear();
+        busiest.extend(sites.drain());
+        busiest.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        sites.extend(busiest.drain(..).take(SITES_KEPT / 2));
     }
 }
 
@@ -157,11 +238,11 @@ mod tests {
                 1_000 + i * 1_000,
                 FaultClass::Minor,
                 Owner::Process(1),
-                0,
+                None,
                 latency,
             );
         }
-        t.add(1_000, FaultClass::Major, Owner::Process(2), 0, None);
+        t.add(1_000, FaultClass::Major, Owner::Process(2), None, None);
         let buckets: std::collections::BTreeSet<u32> =
             t.cells().map(|(_, c, _)| c.bucket).collect();
         assert!(buckets.len() as u64 <= BUCKETS, "{} buckets", buckets.len());
@@ -193,7 +274,7 @@ mod tests {
         assert_eq!(major[0].2.slowest, None);
     }
 
-    /// Four times the faults over the same stacks: no more cells.
+    /// Four times the faults over the same leaf frames: no more cells.
     #[test]
     fn memory_is_bounded_by_what_is_distinct() {
         let cells = |n: u64| {
@@ -203,7 +284,10 @@ mod tests {
                     i * 100_000_000 / n,
                     FaultClass::Minor,
                     Owner::Process((i % 3) as i32),
-                    (i % 5) as u32,
+                    Some(FrameKey::Jit {
+                        pid: 1,
+                        avma: i % 5,
+                    }),
                     None,
                 );
             }

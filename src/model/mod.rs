@@ -30,8 +30,10 @@ pub struct Model {
     /// The functions of each frame in `stacks`, innermost (inlined) first,
     /// the real function last; never empty.
     pub frames: FxHashMap<FrameKey, Vec<FrameRow>>,
-    /// The faults per time bucket, class, process and stack, in time order.
+    /// The faults per time bucket, class and process, in time order.
     pub timeline: Vec<TimePoint>,
+    /// The busiest leaf frames of each time bucket, which label its bursts.
+    pub timeline_sites: Vec<SitePoint>,
     /// Where the timeline's clock starts: the exec, else the first record.
     pub timeline_origin: u64,
     /// Whether the rows marked `startup` are one window's (`--startup-of`,
@@ -74,8 +76,6 @@ pub struct TimePoint {
     pub time: u64,
     /// Its class.
     pub class: FaultClass,
-    /// Key into [`Model::stacks`].
-    pub stack: StackId,
     /// Its process, or (system-wide) program.
     pub owner: Owner,
     /// Faults (samples) in the bucket.
@@ -83,6 +83,17 @@ pub struct TimePoint {
     /// The slowest of them whose entry was seen: time in the kernel (ns, at
     /// most u32::MAX) and when it completed.
     pub slowest: Option<(u32, u64)>,
+}
+
+/// The faults of one leaf frame in one time bucket.
+#[derive(Debug, Clone, Copy)]
+pub struct SitePoint {
+    /// The time its bucket stands for, ns.
+    pub time: u64,
+    /// The leaf frame (None: no stack), a key into [`Model::frames`].
+    pub leaf: Option<FrameKey>,
+    /// Faults.
+    pub faults: u64,
 }
 
 impl Model {
@@ -94,6 +105,16 @@ impl Model {
             .into_iter()
             .rev()
             .flat_map(|frame| self.frames.get(&frame).into_iter().flatten().rev())
+    }
+
+    /// The real (not inlined) function of a frame, the name a user knows a
+    /// site by.
+    pub fn frame_function(&self, frame: FrameKey) -> Option<&str> {
+        self.frames
+            .get(&frame)?
+            .iter()
+            .find(|row| !row.inlined)
+            .map(|row| row.function.as_str())
     }
 
     /// The innermost real (not inlined) function of `stack`, the name a

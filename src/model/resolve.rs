@@ -25,7 +25,7 @@ use crate::model::report::{
 };
 use crate::model::startup::{self, StartupFault, StartupPlace};
 use crate::model::warning::{ModuleProblem, Warning};
-use crate::model::{Model, SampleRow, TimePoint};
+use crate::model::{Model, SampleRow, SitePoint, TimePoint};
 use crate::sys::vdso;
 use crate::text::safe;
 
@@ -119,7 +119,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
     let mut warnings = report.completeness_warnings();
     warnings.append(&mut report.warnings);
     report.warnings = warnings;
-    let timeline = timeline_points(profile, &names, &mut kept);
+    let (timeline, timeline_sites) = timeline_points(profile, &names, &mut kept);
     Model {
         programs: (0..profile.processes.programs.len())
             .map(|id| safe(profile.processes.programs.name(id as ProgramId)))
@@ -130,6 +130,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         stacks: profile.stacks.stacks().clone(),
         frames: kept.frames,
         timeline,
+        timeline_sites,
         timeline_origin: profile
             .startup
             .first_exec()
@@ -492,14 +493,18 @@ impl KeptStacks {
             return;
         }
         for frame in names.profile.stacks.frames(stack) {
-            self.frames.entry(frame).or_insert_with(|| {
-                names
-                    .frame(frame)
-                    .iter()
-                    .map(|n| names.frame_row(n.clone()))
-                    .collect()
-            });
+            self.keep_frame(names, frame);
         }
+    }
+
+    fn keep_frame(&mut self, names: &Names, frame: FrameKey) {
+        self.frames.entry(frame).or_insert_with(|| {
+            names
+                .frame(frame)
+                .iter()
+                .map(|n| names.frame_row(n.clone()))
+                .collect()
+        });
     }
 }
 
@@ -1186,25 +1191,37 @@ fn command(profile: &Profile) -> Vec<String> {
         .collect()
 }
 
-/// The timeline's cells in time order; their stacks join the model's.
-fn timeline_points(profile: &Profile, names: &Names, kept: &mut KeptStacks) -> Vec<TimePoint> {
+/// The timeline's cells in time order, and the busiest leaf frames of its
+/// buckets (their names join the model's).
+fn timeline_points(
+    profile: &Profile,
+    names: &Names,
+    kept: &mut KeptStacks,
+) -> (Vec<TimePoint>, Vec<SitePoint>) {
     let mut timeline: Vec<TimePoint> = profile
         .timeline
         .cells()
-        .map(|(time, cell, tally)| {
-            kept.keep(names, cell.stack);
-            TimePoint {
-                time,
-                class: cell.class,
-                stack: cell.stack,
-                owner: cell.owner,
-                faults: tally.faults,
-                slowest: tally.slowest,
-            }
+        .map(|(time, cell, tally)| TimePoint {
+            time,
+            class: cell.class,
+            owner: cell.owner,
+            faults: tally.faults,
+            slowest: tally.slowest,
         })
         .collect();
-    timeline.sort_unstable_by_key(|p| (p.time, p.class, p.owner, p.stack));
-    timeline
+    timeline.sort_unstable_by_key(|p| (p.time, p.class, p.owner));
+    let mut sites: Vec<SitePoint> = profile
+        .timeline
+        .sites()
+        .map(|(time, leaf, faults)| {
+            if let Some(leaf) = leaf {
+                kept.keep_frame(names, leaf);
+            }
+            SitePoint { time, leaf, faults }
+        })
+        .collect();
+    sites.sort_unstable_by_key(|p| (p.time, p.leaf));
+    (timeline, sites)
 }
 
 /// A JIT frame: named by the perf map's line covering it (made safe to

@@ -426,6 +426,7 @@ mod tests {
             stacks: Default::default(),
             frames: Default::default(),
             timeline: Vec::new(),
+            timeline_sites: Vec::new(),
             timeline_origin: 0,
             startup_of_one: false,
             programs: Vec::new(),

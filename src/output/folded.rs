@@ -196,6 +196,7 @@ mod tests {
             stacks: table.stacks().clone(),
             frames: keys.into_iter().zip(rows.map(|r| vec![r])).collect(),
             timeline: Vec::new(),
+            timeline_sites: Vec::new(),
             timeline_origin: 0,
             startup_of_one: false,
             programs: Vec::new(),

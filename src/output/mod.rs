@@ -59,26 +59,13 @@ pub fn write_all(dir: &OutDir, model: &Model, data_path: &Path, top: usize) -> i
 /// epoch, and its length), without the pictures, which a fleet profiler
 /// draws from the pprof.
 pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> io::Result<()> {
-    let t = std::time::Instant::now();
     let folded = folded::fold_classes(model);
-    let t1 = t.elapsed();
     for selection in flamegraph::ClassSelection::ALL {
         let stem = selection.graph().file_stem();
         flamegraph::write_selection(dir, &stem, &folded.by_class, selection)?;
     }
-    let t2 = t.elapsed();
     write_reports(dir, model, top)?;
-    let t3 = t.elapsed();
     pprof::write(dir, model, time_ns)?;
-    if std::env::var_os("PFPROF_TIMING").is_some() {
-        eprintln!(
-            "pfprof: timing: fold {:.3} folded files {:.3} reports {:.3} pprof {:.3}",
-            t1.as_secs_f64(),
-            (t2 - t1).as_secs_f64(),
-            (t3 - t2).as_secs_f64(),
-            (t.elapsed() - t3).as_secs_f64()
-        );
-    }
     Ok(())
 }
 

@@ -40,14 +40,12 @@ const PROCESS_COLORS: [&str; PROCESS_LANES + 1] = [
     "#4c72b0", "#55a868", "#8172b2", "#c44e52", "#937860", "#da8bc3", "#8c8c8c",
 ];
 
-/// Faults of one class, process and leaf code site at one time (ns).
-pub struct Point<'a> {
+/// Faults of one class and process at one time (ns).
+pub struct Point {
     /// When they completed (ns, the recording's clock).
     pub time: u64,
     /// Class.
     pub class: FaultClass,
-    /// Leaf function, for labelling bursts.
-    pub site: &'a str,
     /// Process.
     pub pid: i32,
     /// How many.
@@ -55,6 +53,16 @@ pub struct Point<'a> {
     /// The slowest whose latency was measured: (ns in the kernel, the time
     /// it completed).
     pub slowest: Option<(u32, u64)>,
+}
+
+/// Faults of one leaf code site at one time (ns), for labelling bursts.
+pub struct Site<'a> {
+    /// When they completed (ns, the recording's clock).
+    pub time: u64,
+    /// Leaf function.
+    pub site: &'a str,
+    /// How many.
+    pub faults: u64,
 }
 
 use crate::text::xml_text as escape;
@@ -78,16 +86,27 @@ pub fn render(model: &Model) -> String {
         Owner::Process(pid) => pid,
         Owner::Program(id) => -1 - id as i32,
     };
-    let points: Vec<Point<'_>> = model
+    let points: Vec<Point> = model
         .timeline
         .iter()
         .map(|p| Point {
             time: p.time,
             class: p.class,
-            site: model.leaf_function(p.stack).unwrap_or(NO_STACK),
             pid: lane(p.owner),
             faults: p.faults,
             slowest: p.slowest,
+        })
+        .collect();
+    let sites: Vec<Site<'_>> = model
+        .timeline_sites
+        .iter()
+        .map(|p| Site {
+            time: p.time,
+            site: p
+                .leaf
+                .and_then(|leaf| model.frame_function(leaf))
+                .unwrap_or(NO_STACK),
+            faults: p.faults,
         })
         .collect();
     let processes: Vec<(i32, String)> = (model.report.processes.iter())
@@ -99,6 +118,7 @@ pub fn render(model: &Model) -> String {
         .collect();
     svg(
         &points,
+        &sites,
         model.timeline_origin,
         &processes,
         "Page faults over time",
@@ -207,14 +227,15 @@ fn duration(ns: f64) -> String {
 /// lane per process (the busiest few; the rest share one) when several
 /// processes faulted.
 pub fn svg(
-    points: &[Point<'_>],
+    points: &[Point],
+    sites: &[Site<'_>],
     origin: u64,
     processes: &[(i32, String)],
     title: &str,
     subtitle: &str,
 ) -> String {
     let time = TimeAxis::new(points, origin);
-    let bins = Bins::collect(points, &time);
+    let bins = Bins::collect(points, sites, &time);
     let count = CountAxis::new(&bins.counts);
     let has_latency = bins.slowest.iter().flatten().any(Option::is_some);
     let busiest = bins.busiest();
@@ -284,7 +305,7 @@ struct TimeAxis {
 
 impl TimeAxis {
     /// From `origin` to the last point (at least 1 ns).
-    fn new(points: &[Point<'_>], origin: u64) -> TimeAxis {
+    fn new(points: &[Point], origin: u64) -> TimeAxis {
         let end = points
             .iter()
             .map(|p| p.time)
@@ -342,8 +363,8 @@ struct Bins<'a> {
 }
 
 impl<'a> Bins<'a> {
-    /// Sorts `points` into the bins of `time`.
-    fn collect(points: &[Point<'a>], time: &TimeAxis) -> Bins<'a> {
+    /// Sorts `points` and `sites` into the bins of `time`.
+    fn collect(points: &[Point], sites: &[Site<'a>], time: &TimeAxis) -> Bins<'a> {
         let mut bins = Bins {
             counts: vec![[0u64; 3]; BINS],
             sites: vec![Default::default(); BINS],
@@ -353,7 +374,6 @@ impl<'a> Bins<'a> {
         for p in points {
             let bin = time.bin_of(p.time);
             bins.counts[bin][p.class as usize] += p.faults;
-            *bins.sites[bin].entry(p.site).or_default() += p.faults;
             *bins.per_pid.entry(p.pid).or_default() += p.faults;
             if let Some((ns, end)) = p.slowest {
                 let slot = &mut bins.slowest[bin][p.class as usize];
@@ -361,6 +381,9 @@ impl<'a> Bins<'a> {
                     *slot = Some((ns, end, p.pid));
                 }
             }
+        }
+        for s in sites {
+            *bins.sites[time.bin_of(s.time)].entry(s.site).or_default() += s.faults;
         }
         bins
     }
@@ -640,7 +663,7 @@ fn process_name(processes: &[(i32, String)], lane: i32) -> String {
 /// faults in it.
 fn process_lanes(
     s: &mut String,
-    points: &[Point<'_>],
+    points: &[Point],
     (busiest, lanes): (&[(i32, u64)], usize),
     top: f64,
     time: &TimeAxis,
@@ -872,28 +895,40 @@ mod tests {
     #[test]
     fn renders_bars_axes_and_labels() {
         let mut points = Vec::new();
+        let mut sites = Vec::new();
         for i in 0..1000u64 {
+            let time = 1_000_000 + i * 1000;
             points.push(Point {
-                time: 1_000_000 + i * 1000,
+                time,
                 class: FaultClass::Minor,
-                site: "touch_pages",
                 pid: 1,
                 faults: 1,
                 slowest: None,
             });
+            sites.push(Site {
+                time,
+                site: "touch_pages",
+                faults: 1,
+            });
         }
         for i in 0..10u64 {
+            let time = 1_500_000 + i;
             points.push(Point {
-                time: 1_500_000 + i,
+                time,
                 class: FaultClass::Major,
-                site: "read_<file>",
                 pid: 1,
                 faults: 1,
                 slowest: None,
+            });
+            sites.push(Site {
+                time,
+                site: "read_<file>",
+                faults: 1,
             });
         }
         let svg = svg(
             &points,
+            &sites,
             1_000_000,
             &[],
             "Faults over time: ./app",
@@ -931,7 +966,6 @@ mod tests {
         let at = |time| Point {
             time,
             class: FaultClass::Minor,
-            site: "",
             pid: 1,
             faults: 1,
             slowest: None,

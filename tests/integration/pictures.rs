@@ -12,7 +12,7 @@ use pfprof::model::report::FrameKind;
 use pfprof::output::flamegraph::{write_flamegraph, ClassSelection};
 use pfprof::output::folded::FoldedStacks;
 use pfprof::output::picture::{CLASS_COLORS, GREY, JIT};
-use pfprof::output::timeline::{self, label_box, Box2, Point};
+use pfprof::output::timeline::{self, label_box, Box2, Point, Site};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
@@ -330,45 +330,61 @@ fn timeline_labels_lanes_and_long_faults() {
         .map(|i| format!("a_rather_long_function_name_{i}"))
         .collect();
     let mut points = Vec::new();
+    let mut sites = Vec::new();
+    let mut site = |time, site| {
+        sites.push(Site {
+            time,
+            site,
+            faults: 1,
+        })
+    };
     // Burst i at 1 ms × i, i+1 hundred faults; the tallest at the very end.
     for (i, name) in names.iter().enumerate() {
         for k in 0..(100 * (i as u64 + 1)) {
+            let time = 1_000_000 * (i as u64 + 1) + k;
             points.push(Point {
-                time: 1_000_000 * (i as u64 + 1) + k,
+                time,
                 class: if k % 3 == 0 {
                     FaultClass::Cow
                 } else {
                     FaultClass::Minor
                 },
-                site: name,
                 pid: 100 + (i as i32 % 3),
                 faults: 1,
-                slowest: Some((800 + k as u32, 1_000_000 * (i as u64 + 1) + k)),
+                slowest: Some((800 + k as u32, time)),
             });
+            site(time, name.as_str());
         }
     }
     points.push(Point {
         time: 20_000_000,
         class: FaultClass::Major,
-        site: "_dl_relocate_object",
         pid: 100,
         faults: 1,
         slowest: Some((11_400_000, 20_000_000)),
     });
+    site(20_000_000, "_dl_relocate_object");
     for k in 0..900 {
         points.push(Point {
             time: 20_000_000 + k,
             class: FaultClass::Minor,
-            site: "last",
             pid: 101,
             faults: 1,
             slowest: None,
         });
+        site(20_000_000 + k, "last");
     }
     points.sort_by_key(|p| p.time);
     let processes: Vec<(i32, String)> =
         vec![(100, "app".into()), (101, "cc1".into()), (102, "as".into())];
-    let svg = timeline::svg(&points, 0, &processes, "Page faults over time", SUBTITLE);
+    let svg = timeline::svg(
+        &points,
+        &sites,
+        0,
+        &processes,
+        "Page faults over time",
+        SUBTITLE,
+    );
     let labels = check_timeline(&svg);
     assert!(labels.len() >= 3, "{labels:?}");
     assert!(labels.contains(&"last".to_string()), "{labels:?}");
@@ -394,7 +410,7 @@ fn timeline_labels_lanes_and_long_faults() {
     assert_eq!(lanes, ["cc1[101]", "app[100]", "as[102]"]);
 
     // One process, no latency: neither lane.
-    let one: Vec<Point<'_>> = points
+    let one: Vec<Point> = points
         .iter()
         .map(|p| Point {
             pid: 1,
@@ -402,7 +418,7 @@ fn timeline_labels_lanes_and_long_faults() {
             ..*p
         })
         .collect();
-    let svg = timeline::svg(&one, 0, &processes, "t", "s");
+    let svg = timeline::svg(&one, &sites, 0, &processes, "t", "s");
     check_timeline(&svg);
     assert!(!svg.contains("class=\"lane\"") && !svg.contains("class=\"latency\""));
 }
