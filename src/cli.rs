@@ -163,9 +163,10 @@ pub struct RecordArgs {
     /// loses callers of code without them); `none` records no user stacks.
     #[arg(long, value_name = "MODE", default_value = "dwarf", value_parser = CallGraph::parse)]
     pub call_graph: CallGraph,
-    /// Record `--call-graph dwarf` stacks with perf's own stack copies
-    /// instead of pfprof's BPF collector (which writes only the stack bytes
-    /// there are: ten to a hundred times less ring space per fault).
+    /// Record with perf's own samples (a fault's software event and its
+    /// tracepoint, and in dwarf mode perf's stack copies) instead of
+    /// pfprof's BPF collector, which writes one record per fault with only
+    /// the stack bytes there are and, in dwarf mode, remembers unwinds.
     #[arg(long)]
     pub no_bpf: bool,
     /// Record minor/major faults only, without the fault-entry tracepoints
@@ -344,12 +345,6 @@ impl RecordArgs {
                 "--class cow needs the fault-entry tracepoints (COW faults are told by them); drop --no-tracepoints",
             ));
         }
-        if self.no_bpf && !matches!(self.call_graph, CallGraph::Dwarf { .. }) {
-            return Err(CodedError::new(
-                2,
-                "--no-bpf chooses how --call-graph dwarf copies stacks; other modes use no BPF",
-            ));
-        }
         if self.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
             return Err(CodedError::new(
                 2,
@@ -524,13 +519,13 @@ mod tests {
                 .map_err(|e| (e.code, e.to_string()))
         };
         assert!(refused(&["--", "ls"]).is_ok());
+        assert!(refused(&["--no-bpf", "--call-graph", "fp", "--", "ls"]).is_ok());
         assert!(refused(&["-a", "--interval", "1"]).is_ok());
         for (args, says) in [
             (
                 &["--class", "cow", "--no-tracepoints", "--", "ls"][..],
                 "--class cow",
             ),
-            (&["--no-bpf", "--call-graph", "fp", "--", "ls"], "--no-bpf"),
             (&["--duration", "0", "--", "ls"], "--duration"),
             (
                 &["--interval", "5", "--", "ls"],

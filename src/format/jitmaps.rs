@@ -117,6 +117,22 @@ fn read_fresh(
     Ok(Some(bytes))
 }
 
+/// The `/tmp` perf map of a process still running (for `record --stream`,
+/// which names JIT frames as they fault), when it was written since
+/// `since`; `None` when there is none or it is not to be trusted.
+pub fn read_live(pid: i32, since: Option<SystemTime>) -> Option<PerfMap> {
+    let path = Path::new(TMP_DIR).join(perf_map_name(pid));
+    let bytes = read_fresh(&path, &limits(), since).ok()??;
+    Some(PerfMap::parse(&bytes))
+}
+
+/// The size of the `/tmp` perf map of `pid` (it grows as the JIT names
+/// more code: a changed size is worth a new read).
+pub fn live_size(pid: i32) -> Option<u64> {
+    let path = Path::new(TMP_DIR).join(perf_map_name(pid));
+    std::fs::symlink_metadata(path).ok().map(|m| m.len())
+}
+
 /// The perf maps of `pids`: the recording directory's copies, or with
 /// `from_tmp` (a recording perf made) the maps in `/tmp`. Returns the maps
 /// and why maps that exist were not used.

@@ -16,11 +16,13 @@ use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
-use pfprof_symbolize::{Options, Symbolizer};
+use pfprof_symbolize::{KernelSymbols, Options, PerfMap, Symbolizer};
+use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::{ClassCounts, FaultClass};
 use crate::analysis::stacks::FrameKey;
 use crate::analysis::{Classified, LiveAnalyzer, TargetKey};
+use crate::format::jitmaps;
 use crate::sys::vdso;
 use crate::text::display_safe;
 use crate::text::{human_ns, site_label};
@@ -37,6 +39,46 @@ pub enum StreamKind {
 /// A file location to symbolize: path, build-id, file offset.
 type Lookup = (String, Option<Vec<u8>>, u64);
 
+/// The code site of a line, as report.json names it.
+enum Site {
+    /// Code in a file.
+    Code(Lookup),
+    /// JIT code, named from the process's perf map while it runs.
+    Jit { pid: i32, avma: u64 },
+    /// Kernel code (`--kernel`), named from kallsyms.
+    Kernel(u64),
+    /// `[execve]`, `[unknown]`.
+    Placeholder(&'static str),
+}
+
+/// The perf maps of the processes streamed, read from `/tmp` as they grow.
+#[derive(Default)]
+struct JitNames {
+    since: Option<std::time::SystemTime>,
+    /// Per process its map and the map file's size when read.
+    maps: FxHashMap<i32, (Option<PerfMap>, Option<u64>)>,
+}
+
+impl JitNames {
+    /// The name of JIT code at `avma` in `pid`, reading the map again
+    /// when a lookup misses and the file has grown since.
+    fn name(&mut self, pid: i32, avma: u64) -> Option<String> {
+        let since = self.since;
+        let (map, size) = self.maps.entry(pid).or_insert((None, None));
+        let found = |map: &Option<PerfMap>| map.as_ref()?.lookup(avma).map(str::to_string);
+        if let Some(name) = found(map) {
+            return Some(name);
+        }
+        let now = jitmaps::live_size(pid);
+        if now.is_none() || now == *size {
+            return None;
+        }
+        *size = now;
+        *map = jitmaps::read_live(pid, since);
+        found(map)
+    }
+}
+
 /// One line, before symbolization.
 struct Line {
     since_start_ns: u64,
@@ -50,7 +92,7 @@ struct Line {
     /// the object's segments reach, as the report decides).
     target: TargetKey,
     latency_ns: Option<u64>,
-    site: Option<Lookup>,
+    site: Option<Site>,
 }
 
 /// The streaming side of a recording.
@@ -76,14 +118,18 @@ fn stamp(seq: Option<u64>, since_start_ns: u64) -> String {
     }
 }
 
-fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
+fn print(rx: Receiver<Line>, fixed_ts: bool, since: std::time::SystemTime) -> std::io::Result<u64> {
+    let mut jit = JitNames {
+        since: Some(since),
+        ..JitNames::default()
+    };
+    let mut kernel: Option<Option<KernelSymbols>> = None;
     let mut symbolizer = Symbolizer::new(Options::default());
     // `[vdso]` frames are named from pfprof's own vDSO, as the report
     // names them: the recording is of this kernel.
     vdso::add_own_image(&mut symbolizer);
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut seq = 0u64;
-    let mut first = true;
     loop {
         // Flush whenever the queue runs dry, so lines show up promptly.
         let line = match rx.try_recv() {
@@ -96,7 +142,6 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
                 }
             }
         };
-        first = false;
         seq += 1;
         let stamp = stamp(fixed_ts.then_some(seq), line.since_start_ns);
         let data = line.section.and_then(|(path, id, off)| {
@@ -119,22 +164,34 @@ fn print(rx: Receiver<Line>, fixed_ts: bool) -> std::io::Result<u64> {
         if let (Some(ns), false) = (line.latency_ns, fixed_ts) {
             write!(out, " {}", human_ns(ns))?;
         }
-        if let Some((path, id, off)) = line.site {
-            let site = match symbolizer
-                .code(Path::new(&path), id.as_deref(), &[off])
-                .pop()
-            {
-                Some(Ok(site)) => {
-                    let f = &site.frames[0];
-                    site_label(&f.function, f.file.as_deref(), f.line)
+        if let Some(site) = line.site {
+            let site = match site {
+                Site::Code((path, id, off)) => match symbolizer
+                    .code(Path::new(&path), id.as_deref(), &[off])
+                    .pop()
+                {
+                    Some(Ok(site)) => {
+                        let f = &site.frames[0];
+                        site_label(&f.function, f.file.as_deref(), f.line)
+                    }
+                    _ => format!("{}+{off:#x}", short(&path)),
+                },
+                Site::Jit { pid, avma } => jit
+                    .name(pid, avma)
+                    .unwrap_or_else(|| format!("[jit {avma:#x}]")),
+                Site::Kernel(avma) => {
+                    let kernel = kernel.get_or_insert_with(KernelSymbols::load);
+                    match kernel.as_ref().and_then(|k| k.lookup(avma)) {
+                        Some((name, _)) => format!("{name}_[k]"),
+                        None => format!("{avma:#x}_[k]"),
+                    }
                 }
-                _ => format!("{}+{off:#x}", short(&path)),
+                Site::Placeholder(name) => name.to_string(),
             };
             write!(out, " {}", display_safe(&site))?;
         }
         writeln!(out)?;
     }
-    let _ = first;
     out.flush()?;
     Ok(seq)
 }
@@ -143,7 +200,8 @@ impl Streamer {
     /// Starts the printing thread.
     pub fn spawn(kind: StreamKind, fixed_ts: bool, start_ns: u64) -> Streamer {
         let (tx, rx) = sync_channel(16 * 1024);
-        let thread = std::thread::spawn(move || print(rx, fixed_ts));
+        let since = std::time::SystemTime::now();
+        let thread = std::thread::spawn(move || print(rx, fixed_ts, since));
         Streamer {
             tx: Some(tx),
             thread: Some(thread),
@@ -173,14 +231,17 @@ impl Streamer {
             _ => (String::new(), None),
         };
         let site = match (self.kind, fault.leaf) {
-            (
-                StreamKind::Site,
-                Some(FrameKey::Code {
+            (StreamKind::Fault, _) | (_, None) => None,
+            (StreamKind::Site, Some(leaf)) => Some(match leaf {
+                FrameKey::Code {
                     module,
                     lookup_file_offset,
-                }),
-            ) => Some(lookup(module, lookup_file_offset)),
-            _ => None,
+                } => Site::Code(lookup(module, lookup_file_offset)),
+                FrameKey::Jit { pid, avma } => Site::Jit { pid, avma },
+                FrameKey::Kernel { avma } => Site::Kernel(avma),
+                FrameKey::Exec => Site::Placeholder("[execve]"),
+                FrameKey::Unknown => Site::Placeholder("[unknown]"),
+            }),
         };
         self.counts.add(fault.class, 1);
         let line = Line {

@@ -158,26 +158,47 @@ pub fn stacks_text(report: &Report) -> Option<String> {
 /// why stacks stopped early, frames found without CFI.
 fn dwarf_stacks(report: &Report, stack_bytes: u32) -> String {
     let t = &report.totals;
-    let needed = t
-        .unwind
-        .as_ref()
-        .and_then(|u| u.p99_stack_needed())
-        .map_or(String::new(), |n| match n {
-            StackNeed::AtMost(n) => format!("; 99% of stacks needed {n}"),
-            StackNeed::MoreThanCopied => format!("; 99% of stacks needed > {stack_bytes}"),
-        });
     let copies = match t.collector {
         Some(Collector::Bpf) => format!("BPF copies ≤ {stack_bytes} bytes"),
         _ => format!("{stack_bytes}-byte stack copies"),
     };
     let mut line = format!(
-        "call stacks: dwarf ({copies}, unwound while recording{needed})\n\
+        "call stacks: dwarf ({copies}, unwound while recording)\n\
          truncated stacks: {} of {}",
         thousands(t.truncated_stacks),
         thousands(report.captured())
     );
     if let Some(u) = t.unwind.as_ref().filter(|u| u.truncated() > 0) {
         truncation_reasons(&mut line, report, u, stack_bytes);
+    }
+    // How deep the stacks were, in words that say what to do.
+    let needed = t.unwind.as_ref().and_then(|u| u.p99_stack_needed());
+    match needed {
+        Some(StackNeed::AtMost(n)) => {
+            let _ = write!(
+                line,
+                "\nstack depth: 99% of stacks fit in their first {n} bytes"
+            );
+        }
+        Some(StackNeed::MoreThanCopied) => {
+            let _ = write!(
+                line,
+                "\nstack depth: over 1% of stacks are deeper than the {stack_bytes} bytes copied"
+            );
+        }
+        None => {}
+    }
+    if let Some(u) = t.unwind.as_ref().filter(|u| u.remembered > 0) {
+        let _ = write!(
+            line,
+            "{}{} remembered by the collector (not unwound again)",
+            if needed.is_some() {
+                "; "
+            } else {
+                "\nstack depth: "
+            },
+            thousands(u.remembered)
+        );
     }
     if let Some(u) = t
         .unwind

@@ -500,10 +500,6 @@ fn options_that_cannot_apply_are_refused() {
             vec!["record", "--class", "cow", "--no-tracepoints", "--", "true"],
             "--class cow needs the fault-entry tracepoints",
         ),
-        (
-            vec!["record", "--no-bpf", "--call-graph", "fp", "--", "true"],
-            "--no-bpf chooses how --call-graph dwarf copies stacks",
-        ),
     ] {
         let out = run(pfprof().args(&args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));

@@ -431,3 +431,58 @@ fn collector_and_perf_stack_copies_agree() {
         "the collectors' stacks below main differ"
     );
 }
+
+/// In frame-pointer mode too the collector (one record per fault, the
+/// chain walked by `bpf_get_stack`) and perf's own samples (`--no-bpf`: the
+/// software event's chain and the tracepoint) record the same profile: the
+/// same folded stacks of every class, 64 faults in `touch_deep` under the
+/// `descend` frames.
+#[test]
+fn collector_and_perf_samples_agree_on_frame_pointers() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("fp_collectors");
+    let exe = compile_c(&dir, "deep_frames.c", &["-O1", "-fno-omit-frame-pointer"]);
+    let exe = exe.to_str().unwrap();
+    let mut folded = Vec::new();
+    for (options, collector) in [
+        (&["--call-graph", "fp"][..], "bpf"),
+        (&["--call-graph", "fp", "--no-bpf"][..], "perf"),
+    ] {
+        let sub = dir.join(collector);
+        std::fs::create_dir_all(&sub).unwrap();
+        let setarch = std::path::Path::new("/usr/bin/setarch");
+        let (_, report) = record_with(&sub, options, setarch, &["-R", exe, "20"]);
+        assert_complete(&report);
+        assert_eq!(
+            report["totals"]["collector"], collector,
+            "{}",
+            report["totals"]
+        );
+        let rows = function_sites(&report, "touch_deep");
+        assert_eq!(total(&rows), 64, "{}", show(&rows));
+        let mut lines = Vec::new();
+        for class in ["minor", "major", "cow"] {
+            let text = std::fs::read_to_string(sub.join(format!("out/{class}.folded"))).unwrap();
+            lines.extend(
+                text.lines()
+                    .filter(|line| line.contains(";main;"))
+                    .map(|line| format!("{class} {line}")),
+            );
+        }
+        // 20 levels; a frame-pointer walk may lose the caller of the leaf
+        // `touch_deep` when it sets up no frame (documented).
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.matches(";descend").count() >= 19 && l.contains(";touch_deep;")),
+            "{lines:#?}"
+        );
+        folded.push(lines);
+    }
+    assert_eq!(
+        folded[0], folded[1],
+        "the collectors' stacks below main differ"
+    );
+}

@@ -382,6 +382,12 @@ fn stream_with_sites() {
         .filter(|l| l.contains(" MAJOR ") && l.contains("read_file_pages (file_major.c:"))
         .collect();
     assert_eq!(majors.len(), 64, "{text}");
+    // Faults the kernel takes inside execve have a site, as in report.json.
+    let report = crate::util::read_report(&dir.join("out/report.json"));
+    let in_exec = crate::util::total(&crate::util::function_sites(&report, "[execve]"));
+    assert!(in_exec > 0, "no [execve] site in report.json");
+    let streamed = text.lines().filter(|l| l.ends_with(" [execve]")).count() as u64;
+    assert_eq!(streamed, in_exec, "{text}");
     // [000000.007] MAJOR 0x7f22b6a9c000 major.bin - 43.9µs read_file_pages (file_major.c:21)
     let fields: Vec<&str> = majors[0].split_whitespace().collect();
     assert!(

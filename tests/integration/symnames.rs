@@ -171,7 +171,7 @@ fn jit_frames_are_named_from_perf_maps() {
     // node may write V8 logs (isolate-*.log) into its working directory.
     let out = run(pfprof()
         .current_dir(&dir)
-        .args(["record", "-q", "-o"])
+        .args(["record", "-q", "--stream=site", "-o"])
         .arg(&out_dir)
         .args(["--", "node", "--perf-basic-prof", "--allow-natives-syntax"])
         .arg(&script));
@@ -185,6 +185,13 @@ fn jit_frames_are_named_from_perf_maps() {
     let report = read_report(&out_dir.join("report.json"));
     let named = sites(&report, |s| s["function"].as_str().unwrap().contains(name));
     let in_json = crate::util::total(&named);
+    // The live stream names them too, from the map node writes as it runs.
+    let stream = String::from_utf8_lossy(&out.stdout);
+    let streamed = stream
+        .lines()
+        .filter(|l| l.contains(" JS:") && l.contains(name))
+        .count() as u64;
+    assert_eq!(streamed, in_json, "stream lines naming {name}");
     assert!(
         (at_least..=JS_PAGES).contains(&in_json),
         "{in_json} faults named {name}:\n{}",
