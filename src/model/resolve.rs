@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use pfprof_symbolize::{KernelSymbols, Options, Reason, Symbolizer};
+use pfprof_symbolize::{CodeBatch, KernelSymbols, Options, Reason, Symbolizer};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analysis::classify::{Access, FaultClass};
@@ -353,15 +353,35 @@ fn name_code(
         .keys()
         .any(|id| modules.get(*id).is_vdso() && modules.get(*id).build_id.is_some())
         && vdso::add_own_image(symbolizer);
-    for (module, offsets) in by_module {
+    let offsets: Vec<(ModuleId, Vec<u64>)> = by_module
+        .iter()
+        .map(|(module, offsets)| (*module, offsets.iter().copied().collect()))
+        .collect();
+    let readable = |module: ModuleId| {
+        let m = modules.get(module);
+        (m.is_file() && !stale.contains(&module))
+            || (own_vdso && m.is_vdso() && m.build_id.is_some())
+    };
+    // Each readable module's batch, looked up on every CPU at once.
+    let batches: Vec<CodeBatch<'_>> = offsets
+        .iter()
+        .filter(|(module, _)| readable(*module))
+        .map(|(module, offsets)| {
+            let m = modules.get(*module);
+            CodeBatch {
+                path: Path::new(&m.path),
+                expected_build_id: m.build_id.as_deref(),
+                file_offsets: offsets,
+            }
+        })
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut answers = symbolizer.code_batches(&batches, threads).into_iter();
+    for (module, offsets) in &offsets {
         let m = modules.get(*module);
-        let offsets: Vec<u64> = offsets.iter().copied().collect();
-        let readable = (m.is_file() && !stale.contains(module))
-            || (own_vdso && m.is_vdso() && m.build_id.is_some());
-        let results = if readable {
-            symbolizer.code(Path::new(&m.path), m.build_id.as_deref(), &offsets)
-        } else {
-            offsets.iter().map(|_| Err(Reason::MissingFile)).collect()
+        let results = match readable(*module) {
+            true => answers.next().unwrap_or_default(),
+            false => offsets.iter().map(|_| Err(Reason::MissingFile)).collect(),
         };
         for (offset, result) in offsets.iter().zip(results) {
             let names = match result {

@@ -136,6 +136,8 @@ struct Look<'a> {
     by_class: bool,
     /// The frames with a colour of their own.
     special: &'a Special,
+    /// With `by_class`: the colours of each class's own graph, when drawn.
+    class_maps: Option<&'a [PaletteMap; 3]>,
 }
 
 /// inferno's options for one of pfprof's flame graphs.
@@ -152,8 +154,9 @@ fn options<'a>(title: &str, subtitle: &str, colors: Palette, count_name: &str) -
 }
 
 /// The colours each class's own graph gives the names of `lines` (folded
-/// lines whose root frame is the class): drawn once, thrown away.
-fn class_maps(
+/// lines whose root frame is the class): drawn once, thrown away (for
+/// `startup.svg`, whose classes have no graph of their own).
+fn learn_class_maps(
     lines: &[String],
     count_name: &str,
     special: &Special,
@@ -219,7 +222,9 @@ pub fn write_folded(dir: &OutDir, base: &str, lines: &[String]) -> io::Result<()
     })
 }
 
-/// Writes `<graph>.folded` and `<graph>.svg` from folded lines.
+/// Writes `<graph>.folded` and `<graph>.svg` from folded lines; returns
+/// the graph and the colours it gave each name (one class's graph: what
+/// the mixed graphs colour that class's frames with).
 fn write_folded_and_svg_counting(
     dir: &OutDir,
     graph: Graph,
@@ -227,12 +232,13 @@ fn write_folded_and_svg_counting(
     title: String,
     subtitle: &str,
     look: Look<'_>,
-) -> io::Result<Svg> {
+) -> io::Result<(Svg, PaletteMap)> {
     let Look {
         colors,
         count_name,
         by_class,
         special,
+        class_maps,
     } = look;
     let base = graph.file_stem();
     write_folded(dir, &base, lines)?;
@@ -245,17 +251,26 @@ fn write_folded_and_svg_counting(
     if lines.is_empty() {
         let text = picture::empty_svg(&title, subtitle);
         dir.write(&svg_name, text.as_bytes())?;
-        return Ok(svg(text));
+        return Ok((svg(text), picture::palette_map(special)));
     }
     let mut map = picture::palette_map(special);
     let mut options = options(&title, subtitle, colors, count_name);
     let mut text = Vec::new();
     let text = if by_class {
-        let maps = class_maps(lines, count_name, special)?;
+        // The colours each class's own graph gives its names: those graphs'
+        // maps when they were drawn, else learnt by drawing them unseen.
+        let learnt;
+        let maps = match class_maps {
+            Some(maps) => maps,
+            None => {
+                learnt = learn_class_maps(lines, count_name, special)?;
+                &learnt
+            }
+        };
         options.bgcolors = Some(BackgroundColor::Grey);
         flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
         let text = String::from_utf8(text).map_err(io::Error::other)?;
-        picture::recolor_by_class(&text, &maps)
+        picture::recolor_by_class(&text, maps)
     } else {
         options.palette_map = Some(&mut map);
         flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
@@ -263,7 +278,7 @@ fn write_folded_and_svg_counting(
         String::from_utf8(text).map_err(io::Error::other)?
     };
     dir.write(&svg_name, text.as_bytes())?;
-    Ok(svg(text))
+    Ok((svg(text), map))
 }
 
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
@@ -273,6 +288,38 @@ pub fn write_flamegraph(
     selection: ClassSelection,
     subtitle: &str,
 ) -> io::Result<Svg> {
+    draw_selection(dir, folded, selection, subtitle, None).map(|(svg, _)| svg)
+}
+
+/// Writes the graph of each class, then `all` coloured by class with the
+/// colours the class graphs gave (each graph drawn once).
+pub fn write_class_graphs(
+    dir: &OutDir,
+    folded: &FoldedStacks,
+    subtitle: &str,
+) -> io::Result<Vec<Svg>> {
+    let mut maps: [PaletteMap; 3] = Default::default();
+    let mut svgs = Vec::new();
+    for selection in ClassSelection::ALL {
+        let class_maps = (selection == ClassSelection::All).then_some(&maps);
+        let (svg, map) = draw_selection(dir, folded, selection, subtitle, class_maps)?;
+        if let Graph::Class(class) = selection.graph() {
+            maps[class as usize] = map;
+        }
+        svgs.push(svg);
+    }
+    Ok(svgs)
+}
+
+/// Writes `<name>.folded` and `<name>.svg` for one selection; `all` takes
+/// the class graphs' colours when given.
+fn draw_selection(
+    dir: &OutDir,
+    folded: &FoldedStacks,
+    selection: ClassSelection,
+    subtitle: &str,
+    class_maps: Option<&[PaletteMap; 3]>,
+) -> io::Result<(Svg, PaletteMap)> {
     let title = match selection.graph() {
         Graph::Class(class) => format!("{} page faults", class.name().to_uppercase()),
         _ => "Page faults by class: minor, major, cow".to_string(),
@@ -288,6 +335,7 @@ pub fn write_flamegraph(
             count_name: "faults",
             by_class: selection == ClassSelection::All,
             special: &folded.special,
+            class_maps,
         },
     )
 }
@@ -334,8 +382,10 @@ pub fn write_startup(
             count_name: "faults",
             by_class: true,
             special: &folded.special,
+            class_maps: None,
         },
     )
+    .map(|(svg, _)| svg)
 }
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
@@ -351,19 +401,23 @@ pub fn write_latency(dir: &OutDir, folded: &FoldedStacks, subtitle: &str) -> io:
             "{} page-fault latency (ns in the kernel)",
             class.name().to_uppercase()
         );
-        svgs.push(write_folded_and_svg_counting(
-            dir,
-            Graph::Latency(class),
-            &lines,
-            title,
-            subtitle,
-            Look {
-                colors: palette_of(class),
-                count_name: "ns",
-                by_class: false,
-                special: &folded.special,
-            },
-        )?);
+        svgs.push(
+            write_folded_and_svg_counting(
+                dir,
+                Graph::Latency(class),
+                &lines,
+                title,
+                subtitle,
+                Look {
+                    colors: palette_of(class),
+                    count_name: "ns",
+                    by_class: false,
+                    special: &folded.special,
+                    class_maps: None,
+                },
+            )?
+            .0,
+        );
     }
     Ok(svgs)
 }

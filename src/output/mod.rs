@@ -23,34 +23,50 @@ pub mod warning;
 /// Writes every picture of a recording (`record` and `flamegraph` both
 /// call this, so they write the same set): the flame graphs of each class
 /// and of all, start-up, latency, the timeline, and `index.html` that shows
-/// them with the report.
+/// them with the report. The class graphs are drawn on this thread, the
+/// rest on another (each graph is independent; the page needs them all).
 pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     let subtitle = picture::subtitle(&model.report);
     let folded = fold(model);
-    let mut svgs = Vec::new();
-    for selection in flamegraph::ClassSelection::ALL {
-        svgs.push(flamegraph::write_flamegraph(
-            dir, &folded, selection, &subtitle,
-        )?);
-    }
-    svgs.push(flamegraph::write_startup(
-        dir,
-        &folded,
-        &flamegraph::startup_scope(model),
-        &subtitle,
-    )?);
-    svgs.extend(flamegraph::write_latency(dir, &folded, &subtitle)?);
-    let timeline = timeline::render(model);
-    dir.write("timeline.svg", timeline.as_bytes())?;
+    let (svgs, timeline) = std::thread::scope(|scope| {
+        let others = scope.spawn(|| -> io::Result<(Vec<flamegraph::Svg>, String)> {
+            let mut svgs = vec![flamegraph::write_startup(
+                dir,
+                &folded,
+                &flamegraph::startup_scope(model),
+                &subtitle,
+            )?];
+            svgs.extend(flamegraph::write_latency(dir, &folded, &subtitle)?);
+            let timeline = timeline::render(model);
+            dir.write("timeline.svg", timeline.as_bytes())?;
+            Ok((svgs, timeline))
+        });
+        let classes = flamegraph::write_class_graphs(dir, &folded, &subtitle);
+        let (others, timeline) = others
+            .join()
+            .map_err(|_| io::Error::other("a picture panicked"))??;
+        let mut svgs = classes?;
+        svgs.extend(others);
+        Ok::<_, io::Error>((svgs, timeline))
+    })?;
     html::write(dir, &model.report, &svgs, Some(&timeline), top)
 }
 
 /// Writes every output of the recording at `data_path` into its directory:
-/// the pictures, the reports and `profile.pb.gz`.
+/// the pictures, the reports and `profile.pb.gz`, the reports and pprof on
+/// a thread of their own.
 pub fn write_all(dir: &OutDir, model: &Model, data_path: &Path, top: usize) -> io::Result<()> {
-    write_pictures(dir, model, top)?;
-    write_reports(dir, model, top)?;
-    pprof::write_recording(dir, model, data_path)
+    std::thread::scope(|scope| {
+        let reports = scope.spawn(|| {
+            write_reports(dir, model, top)?;
+            pprof::write_recording(dir, model, data_path)
+        });
+        let pictures = write_pictures(dir, model, top);
+        let reports = reports
+            .join()
+            .map_err(|_| io::Error::other("a report panicked"))?;
+        pictures.and(reports)
+    })
 }
 
 /// Writes what an interval of `record --interval` keeps: the folded stacks

@@ -4,9 +4,11 @@
 //
 // At a fault's entry the `exceptions:page_fault_user`/`_kernel` tracepoints
 // run `on_entry_*`, which keeps the x86 error code, the address and the time
-// for the thread and suppresses the tracepoint's own sample. At the fault's
+// for the thread: as raw tracepoint programs, attached once for the whole
+// machine, where the kernel allows them; else as programs of the
+// tracepoints' perf events, whose own samples they suppress. At the fault's
 // completion the `minor-faults`/`major-faults` software events run
-// `on_minor`/`on_major` in the faulting thread, which write one compact
+// `on_completion` in the faulting thread, which write one compact
 // record into that CPU's ring (a bpf-output event whose output goes to the
 // ring pfprof drains): the IP and data address, the entry's error code and
 // the time between entry and completion, the user registers, the kernel's
@@ -46,6 +48,7 @@ static long (*bpf_get_stack)(void *ctx, void *buf, __u32 size, __u64 flags) = (v
 static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *src) = (void *)112;
 static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
 static void *(*bpf_get_current_task_btf)(void) = (void *)158;
+static __u64 (*bpf_get_attach_cookie)(void *ctx) = (void *)174;
 static void *(*bpf_task_pt_regs)(void *task) = (void *)175;
 
 // The legacy map definition the loader reads from the "maps" section.
@@ -76,6 +79,14 @@ struct entry_ctx {
 	__u64 common;
 	__u64 address;
 	__u64 ip;
+	__u64 error_code;
+};
+
+// The context of a raw tracepoint program: the tracepoint's arguments,
+// `(unsigned long address, struct pt_regs *regs, unsigned long error_code)`.
+struct raw_entry_ctx {
+	__u64 address;
+	__u64 regs;
 	__u64 error_code;
 };
 
@@ -245,6 +256,18 @@ struct map_def SEC("maps") counters = {
 	.max_entries = COUNTERS,
 };
 
+// Per CPU, nonzero while a completion program runs: a fault its own reads
+// of user memory take (the stack copy's end, a frame-pointer walk into
+// garbage) passes the entry tracepoints too, and a raw tracepoint program,
+// unlike a perf event's, is not kept from running inside another program.
+// Such an entry is no fault of the thread's: it is ignored.
+struct map_def SEC("maps") inside = {
+	.type = BPF_MAP_TYPE_PERCPU_ARRAY,
+	.key_size = sizeof(__u32),
+	.value_size = sizeof(__u32),
+	.max_entries = 1,
+};
+
 INLINE void count(__u32 which)
 {
 	__u64 *n = bpf_map_lookup_elem(&counters, &which);
@@ -252,17 +275,20 @@ INLINE void count(__u32 which)
 		*n += 1;
 }
 
-INLINE int on_entry(struct entry_ctx *ctx, __u32 kernel)
+INLINE int on_entry(__u64 address, __u64 error_code, __u32 kernel)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return 0;
+	__u32 *busy = bpf_map_lookup_elem(&inside, &zero);
+	if (busy && *busy)
+		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct entry fresh = {
 		.time = bpf_ktime_get_ns(),
-		.addr = ctx->address,
-		.error_code = (__u32)ctx->error_code,
+		.addr = address,
+		.error_code = (__u32)error_code,
 		.flags = ENTRY_LIVE | (kernel ? ENTRY_KERNEL : 0),
 	};
 	struct entry *e = bpf_map_lookup_elem(&entries, &tid);
@@ -282,13 +308,25 @@ INLINE int on_entry(struct entry_ctx *ctx, __u32 kernel)
 SEC("tracepoint/user")
 int on_entry_user(struct entry_ctx *ctx)
 {
-	return on_entry(ctx, 0);
+	return on_entry(ctx->address, ctx->error_code, 0);
 }
 
 SEC("tracepoint/kernel")
 int on_entry_kernel(struct entry_ctx *ctx)
 {
-	return on_entry(ctx, 1);
+	return on_entry(ctx->address, ctx->error_code, 1);
+}
+
+SEC("raw_tracepoint/user")
+int on_raw_entry_user(struct raw_entry_ctx *ctx)
+{
+	return on_entry(ctx->address, ctx->error_code, 0);
+}
+
+SEC("raw_tracepoint/kernel")
+int on_raw_entry_kernel(struct raw_entry_ctx *ctx)
+{
+	return on_entry(ctx->address, ctx->error_code, 1);
 }
 
 // Copies the user stack from sp + `from` up to sp + `to` bytes into the
@@ -360,16 +398,16 @@ INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *
 	s->f.stack_len = copy_stack(s, at, key->sp, copied, want);
 }
 
-INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
+INLINE void write_fault(struct perf_ctx *ctx, __u32 flags)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
-		return 0;
+		return;
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!s)
-		return 0;
+		return;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	__u32 tgid = pid_tgid >> 32;
@@ -380,7 +418,7 @@ INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
 	// (`read()` into a fresh buffer).
 	struct regs user;
 	if (bpf_probe_read_kernel(&user, sizeof(user), bpf_task_pt_regs(bpf_get_current_task_btf())))
-		return 0;
+		return;
 	if ((ctx->regs.cs & 3) == 0)
 		flags |= FLAG_KERNEL_MODE;
 	s->f.magic = MAGIC;
@@ -440,21 +478,28 @@ INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
 
 	__u64 size = sizeof(struct fault) + kernel_bytes + s->f.user_frames * 8 + s->f.stack_len;
 	if (size > sizeof(struct scratch))
-		return 0;
+		return;
 	bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, s, size);
+}
+
+INLINE int on_fault(struct perf_ctx *ctx, __u32 flags)
+{
+	__u32 zero = 0;
+	__u32 *busy = bpf_map_lookup_elem(&inside, &zero);
+	if (!busy)
+		return 0;
+	*busy = 1;
+	write_fault(ctx, flags);
+	*busy = 0;
 	return 0;
 }
 
-SEC("perf_event/minor")
-int on_minor(struct perf_ctx *ctx)
+// One program for both events (the verifier takes a third of a second
+// over it): the attachment's cookie says which, nonzero for major-faults.
+SEC("perf_event/fault")
+int on_completion(struct perf_ctx *ctx)
 {
-	return on_fault(ctx, 0);
-}
-
-SEC("perf_event/major")
-int on_major(struct perf_ctx *ctx)
-{
-	return on_fault(ctx, FLAG_MAJOR);
+	return on_fault(ctx, bpf_get_attach_cookie(ctx) ? FLAG_MAJOR : 0);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -638,7 +638,7 @@ fn open_events(
     tasks: &[i32],
     cpus: &[i32],
     mmap_pages: usize,
-    collector: Option<&FaultCollector>,
+    collector: Option<&mut FaultCollector>,
 ) -> std::result::Result<OpenEvents, OpenFailure> {
     let mut fds: Vec<Vec<OwnedFd>> = Vec::new();
     let mut descs = Vec::new();
@@ -735,12 +735,13 @@ fn open_events(
 /// (`fds[0]`, `fds[1]`), whose own samples it suppresses. Returns the
 /// output events, which must live as long as the rings.
 fn attach_collector(
-    collector: &FaultCollector,
+    collector: &mut FaultCollector,
     leader_attr: &PerfEventAttr,
     fds: &[Vec<OwnedFd>],
     cpus: &[i32],
     per_cpu: usize,
 ) -> io::Result<Vec<OwnedFd>> {
+    collector.detach_all();
     let attr = FaultCollector::output_attr(leader_attr);
     let mut outputs = Vec::with_capacity(cpus.len());
     for (cpu_index, &cpu) in cpus.iter().enumerate() {
@@ -1302,7 +1303,7 @@ impl OpenPlan {
                 self.probe.as_ref(),
                 (self.build_id, self.collector.is_some()),
             );
-            match open_events(&specs, tasks, cpus, self.pages, self.collector.as_ref()) {
+            match open_events(&specs, tasks, cpus, self.pages, self.collector.as_mut()) {
                 Ok(opened) => return Ok(opened),
                 Err(failure) => self.lower(failure, cfg, cpus.len())?,
             }
@@ -1417,6 +1418,9 @@ struct Session<'a> {
     rewriter: Option<StackRewriter>,
     /// The BPF collector's output events: they live as long as the rings.
     _collector_outputs: Vec<OwnedFd>,
+    /// The collector's raw tracepoint programs: closed just before the
+    /// fault events stop.
+    entry_links: Vec<OwnedFd>,
     live: Option<Feed<'a>>,
     files: MappedFiles,
     writer: PerfDataWriter,
@@ -1447,7 +1451,7 @@ impl<'a> Session<'a> {
         live: Option<&'a mut (dyn Tap + 'static)>,
     ) -> Result<Self> {
         let OpenEvents {
-            fds,
+            mut fds,
             rings,
             descs,
             mut rewriter,
@@ -1460,10 +1464,16 @@ impl<'a> Session<'a> {
             tracepoints,
             ..
         } = plan;
+        let mut entry_links = Vec::new();
         if let Some(rewriter) = rewriter.as_mut() {
             prepare_rewriter(rewriter, cfg, probe.as_ref());
             if let Some(collector) = collector {
-                let entries = pair_entries(&collector, &fds, &descs, tracepoints.ids);
+                let entries = pair_entries(&collector, &mut fds, &descs, tracepoints.ids).map(
+                    |(events, links)| {
+                        entry_links = links;
+                        events
+                    },
+                );
                 let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
                 rewriter.set_collector(collector, dwarf, entries);
             }
@@ -1503,6 +1513,7 @@ impl<'a> Session<'a> {
             rings,
             rewriter,
             _collector_outputs: collector_outputs,
+            entry_links,
             live,
             files,
             writer,
@@ -1623,6 +1634,7 @@ impl Session<'_> {
     /// Stops writing after `error` (the events are disabled); `afterwards`
     /// says what becomes of the processes.
     fn stop(&mut self, error: &io::Error, afterwards: &str) {
+        self.entry_links.clear();
         let message = stop_on_write_error(
             &mut self.writer,
             &self.fds,
@@ -1692,6 +1704,7 @@ impl Session<'_> {
         let wall_ns = self.start.elapsed().as_nanos() as u64;
         // Descendants that outlive the command, and attached processes, are no
         // longer followed (they keep running untouched).
+        self.entry_links.clear();
         for fd in self.fds.iter().flatten() {
             let _ = sys::disable(fd);
         }
@@ -1845,13 +1858,28 @@ fn prepare_rewriter(rewriter: &mut StackRewriter, cfg: &RecordConfig, probe: Opt
 /// the entry tracepoints are recorded (`fds[2]`, `fds[3]`, of tracepoint
 /// ids `ids`): the recording then gets the entries from the rewriter. When
 /// the kernel refuses, the tracepoints' own records stay (noted).
+///
+/// Raw tracepoint programs do it where the kernel allows them, and the
+/// tracepoints' perf events are then closed (their ids stay in the
+/// recording, for the entries the rewriter writes): returns the raw
+/// programs' attachments too, which must be closed before the fault events
+/// stop ([`FaultCollector::pair_entries_raw`]).
 fn pair_entries(
     collector: &FaultCollector,
-    fds: &[Vec<OwnedFd>],
+    fds: &mut [Vec<OwnedFd>],
     descs: &[EventDesc],
     ids: Option<(u64, u64)>,
-) -> Option<EntryEvents> {
+) -> Option<(EntryEvents, Vec<OwnedFd>)> {
     let (user_tp, kernel_tp) = ids?;
+    let events = EntryEvents {
+        user: (*descs.get(2)?.ids.first()?, user_tp as u16),
+        kernel: (*descs.get(3)?.ids.first()?, kernel_tp as u16),
+    };
+    if let Ok(links) = collector.pair_entries_raw() {
+        fds[2].clear();
+        fds[3].clear();
+        return Some((events, links.into()));
+    }
     let (user, kernel) = (fds.get(2)?.first()?, fds.get(3)?.first()?);
     if let Err(e) = collector.pair_entries(user, kernel) {
         eprintln!(
@@ -1860,10 +1888,7 @@ fn pair_entries(
         );
         return None;
     }
-    Some(EntryEvents {
-        user: (*descs.get(2)?.ids.first()?, user_tp as u16),
-        kernel: (*descs.get(3)?.ids.first()?, kernel_tp as u16),
-    })
+    Some((events, Vec::new()))
 }
 
 /// What is known of the recording before it starts, for the tap.

@@ -1,6 +1,6 @@
 //! The `bpf()` system call, as far as pfprof's collector needs it: create a
 //! map, look up, update and delete an element, load a program, and attach
-//! it to a perf event.
+//! it to a perf event or a raw tracepoint.
 //! The argument structs are prefixes of the kernel's `union bpf_attr`: the
 //! kernel zero-fills what a shorter struct leaves out.
 
@@ -14,11 +14,38 @@ const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_PROG_LOAD: libc::c_long = 5;
+/// `BPF_RAW_TRACEPOINT_OPEN`, `BPF_LINK_CREATE`.
+const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
+const BPF_LINK_CREATE: libc::c_long = 28;
+/// `BPF_PERF_EVENT`, the attach type of a link to a perf event.
+const ATTACH_PERF_EVENT: u32 = 41;
 
 /// `BPF_PROG_TYPE_TRACEPOINT`.
 pub const PROG_TYPE_TRACEPOINT: u32 = 5;
 /// `BPF_PROG_TYPE_PERF_EVENT`.
 pub const PROG_TYPE_PERF_EVENT: u32 = 7;
+/// `BPF_PROG_TYPE_RAW_TRACEPOINT`.
+pub const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+
+/// `BPF_LINK_CREATE`'s part of `union bpf_attr`, for a perf event.
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreate {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+    bpf_cookie: u64,
+}
+
+/// `BPF_RAW_TRACEPOINT_OPEN`'s part of `union bpf_attr`.
+#[repr(C)]
+#[derive(Default)]
+struct RawTracepointOpen {
+    name: u64,
+    prog_fd: u32,
+    _pad: u32,
+}
 
 #[repr(C)]
 #[derive(Default)]
@@ -202,6 +229,32 @@ pub fn prog_load(prog_type: u32, insns: &[u64], license: &str, name: &str) -> io
             }
         }
     }
+}
+
+/// Runs `prog` (a raw tracepoint program) at each hit of the tracepoint
+/// `name`, on every CPU, until the returned descriptor is closed.
+pub fn attach_raw_tracepoint(name: &str, prog: &OwnedFd) -> io::Result<OwnedFd> {
+    let name = std::ffi::CString::new(name).map_err(io::Error::other)?;
+    let mut attr = RawTracepointOpen {
+        name: name.as_ptr() as u64,
+        prog_fd: prog.as_raw_fd() as u32,
+        ..RawTracepointOpen::default()
+    };
+    owned(bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?)
+}
+
+/// Runs `prog` at each sample of the perf event `event`, which the program
+/// tells from others by `cookie` (`bpf_get_attach_cookie`), until the
+/// returned link is closed (kernel 5.15 and later).
+pub fn link_to_event(event: &OwnedFd, prog: &OwnedFd, cookie: u64) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreate {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_fd: event.as_raw_fd() as u32,
+        attach_type: ATTACH_PERF_EVENT,
+        flags: 0,
+        bpf_cookie: cookie,
+    };
+    owned(bpf(BPF_LINK_CREATE, &mut attr)?)
 }
 
 /// Runs `prog` at each sample of the perf event `event`

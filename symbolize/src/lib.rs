@@ -693,6 +693,17 @@ const CODE_CACHE_MAX: usize = 1 << 16;
 /// lock so that a symbolizer can move to another thread.
 type Shared = Arc<Mutex<Module>>;
 
+/// One module's code addresses, for [`Symbolizer::code_batches`].
+#[derive(Debug, Clone, Copy)]
+pub struct CodeBatch<'a> {
+    /// The module's file.
+    pub path: &'a Path,
+    /// The build-id it was recorded with, if known.
+    pub expected_build_id: Option<&'a [u8]>,
+    /// The file offsets to look up (return addresses already decremented).
+    pub file_offsets: &'a [u64],
+}
+
 /// Symbolizes code and data addresses of ELF files, caching every module.
 pub struct Symbolizer {
     options: Options,
@@ -1018,41 +1029,51 @@ impl Symbolizer {
         expected_build_id: Option<&[u8]>,
         file_offsets: &[u64],
     ) -> Vec<Result<CodeSite, Reason>> {
-        let module = match self.module(path, expected_build_id) {
-            Ok((_, module)) => module,
-            Err(reason) => return vec![Err(reason); file_offsets.len()],
-        };
-        let demangle = self.options.demangle;
-        let mut module = module.lock().unwrap_or_else(|e| e.into_inner());
-        let module = &mut *module;
-        if module.dwarf.is_none() {
-            let loaded = module
-                .dwarf_path
-                .as_deref()
-                .and_then(|p| elf::map_file(p).ok())
-                .and_then(|map| dwarf::Dwarf::load(dwarf::Bytes::Map(map)));
-            module.dwarf = Some(loaded);
+        match self.module(path, expected_build_id) {
+            Ok((_, module)) => code_in(&module, self.options.demangle, file_offsets),
+            Err(reason) => vec![Err(reason); file_offsets.len()],
         }
-        file_offsets
+    }
+
+    /// [`Symbolizer::code`] of several modules at once, the modules shared
+    /// out among up to `threads` threads, the biggest batches first (a
+    /// module's DWARF is loaded and read by one thread at a time). The
+    /// answers are in the order of `batches`.
+    pub fn code_batches(
+        &mut self,
+        batches: &[CodeBatch<'_>],
+        threads: usize,
+    ) -> Vec<Vec<Result<CodeSite, Reason>>> {
+        // Opening a module touches the caches: done here, in order.
+        let modules: Vec<Result<Shared, Reason>> = batches
             .iter()
-            .map(|&file_offset| {
-                let Some(svma) = module.info.file_offset_to_svma(file_offset) else {
-                    return Err(Reason::NotInSegment);
-                };
-                if let Some(hit) = module.code_cache.get(&svma) {
-                    return hit.clone();
-                }
-                let dwarf = module.dwarf.as_ref().and_then(Option::as_ref);
-                let tables = [&module.symbols, &module.plt];
-                let result = code_site(dwarf, tables, svma, demangle);
-                // A run of hours meets ever more addresses: what a module
-                // keeps is bounded (the oldest go all at once).
-                if module.code_cache.len() >= CODE_CACHE_MAX {
-                    module.code_cache.clear();
-                }
-                module.code_cache.insert(svma, result.clone());
-                result
-            })
+            .map(|b| self.module(b.path, b.expected_build_id).map(|(_, m)| m))
+            .collect();
+        let demangle = self.options.demangle;
+        let mut order: Vec<usize> = (0..batches.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(batches[i].file_offsets.len()));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let answers: Vec<Mutex<Vec<Result<CodeSite, Reason>>>> =
+            batches.iter().map(|_| Mutex::new(Vec::new())).collect();
+        let work = || loop {
+            let taken = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&i) = order.get(taken) else { break };
+            let offsets = batches[i].file_offsets;
+            let answer = match &modules[i] {
+                Ok(module) => code_in(module, demangle, offsets),
+                Err(reason) => vec![Err(reason.clone()); offsets.len()],
+            };
+            *answers[i].lock().unwrap_or_else(|e| e.into_inner()) = answer;
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads.clamp(1, batches.len().max(1)) {
+                scope.spawn(work);
+            }
+            work();
+        });
+        answers
+            .into_iter()
+            .map(|a| a.into_inner().unwrap_or_else(|e| e.into_inner()))
             .collect()
     }
 
@@ -1075,6 +1096,42 @@ impl Symbolizer {
             .map(|&file_offset| data_target(&module, file_offset, demangle))
             .collect()
     }
+}
+
+/// The code sites of `file_offsets` in `module`, its DWARF loaded on the
+/// first lookup, each svma answered once per module (bounded cache).
+fn code_in(module: &Shared, demangle: bool, file_offsets: &[u64]) -> Vec<Result<CodeSite, Reason>> {
+    let mut module = module.lock().unwrap_or_else(|e| e.into_inner());
+    let module = &mut *module;
+    if module.dwarf.is_none() {
+        let loaded = module
+            .dwarf_path
+            .as_deref()
+            .and_then(|p| elf::map_file(p).ok())
+            .and_then(|map| dwarf::Dwarf::load(dwarf::Bytes::Map(map)));
+        module.dwarf = Some(loaded);
+    }
+    file_offsets
+        .iter()
+        .map(|&file_offset| {
+            let Some(svma) = module.info.file_offset_to_svma(file_offset) else {
+                return Err(Reason::NotInSegment);
+            };
+            if let Some(hit) = module.code_cache.get(&svma) {
+                return hit.clone();
+            }
+            let dwarf = module.dwarf.as_ref().and_then(Option::as_ref);
+            let tables = [&module.symbols, &module.plt];
+            let result = code_site(dwarf, tables, svma, demangle);
+            // A run of hours meets ever more addresses: what a module
+            // keeps is bounded (the oldest go all at once).
+            if module.code_cache.len() >= CODE_CACHE_MAX {
+                module.code_cache.clear();
+            }
+            module.code_cache.insert(svma, result.clone());
+            result
+        })
+        .collect()
 }
 
 fn data_target(module: &Module, file_offset: u64, demangle: bool) -> Result<DataTarget, Reason> {
