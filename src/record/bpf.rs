@@ -276,6 +276,22 @@ fn config_value(settings: &Settings, entries: bool) -> Vec<u8> {
     .collect()
 }
 
+/// The completion program for `settings`: one per call-graph mode, with
+/// and without kernel frames (see `fault.bpf.c`).
+fn completion_section(settings: &Settings) -> String {
+    let mode = match settings.chain {
+        ChainMode::None => "none",
+        ChainMode::Fp => "fp",
+        ChainMode::Dwarf { .. } => "dwarf",
+    };
+    let kernel = if settings.kernel_frames {
+        "+kernel"
+    } else {
+        ""
+    };
+    format!("perf_event/{mode}{kernel}")
+}
+
 impl FaultCollector {
     /// Loads the collector for `settings`; the entries of faults are not
     /// paired until [`FaultCollector::pair_entries`].
@@ -337,7 +353,7 @@ impl FaultCollector {
             .ok();
         Ok(FaultCollector {
             raw_entries,
-            completion: load("perf_event/fault", perf, "pfprof_fault")?,
+            completion: load(&completion_section(&settings), perf, "pfprof_fault")?,
             links: Vec::new(),
             entry_user: load("tracepoint/user", tracepoint, "pfprof_entry_u")?,
             entry_kernel: load("tracepoint/kernel", tracepoint, "pfprof_entry_k")?,
