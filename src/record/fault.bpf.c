@@ -381,7 +381,13 @@ INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *
 	struct uvalue *v = bpf_map_lookup_elem(&unwound, key);
 	if (v && v->span <= want && v->nframes <= CACHE_FRAMES) {
 		__u32 span = v->span;
-		copied = copy_stack(s, at, key->sp, 0, span);
+		// Read back from memory: the verifier then sees one unknown length
+		// instead of one per page the copy may stop at, and checks the
+		// comparison once instead of once for each.
+		s->f.stack_len = copy_stack(s, at, key->sp, 0, span);
+		copied = *(volatile __u32 *)&s->f.stack_len;
+		if (copied > MAX_STACK)
+			copied = 0;
 		if (copied >= span && same_words(s, at, copied, v)) {
 			__u32 nframes = v->nframes;
 			if (bpf_probe_read_kernel(s->data + (at & OFFSET_MASK),
