@@ -42,9 +42,10 @@ pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()>
             Ok((svgs, timeline))
         });
         let classes = flamegraph::write_class_graphs(dir, &folded, &subtitle);
+        // A panic is a bug: it goes on as one, not as an I/O error.
         let (others, timeline) = others
             .join()
-            .map_err(|_| io::Error::other("a picture panicked"))??;
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         let mut svgs = classes?;
         svgs.extend(others);
         Ok::<_, io::Error>((svgs, timeline))
@@ -64,7 +65,7 @@ pub fn write_all(dir: &OutDir, model: &Model, data_path: &Path, top: usize) -> i
         let pictures = write_pictures(dir, model, top);
         let reports = reports
             .join()
-            .map_err(|_| io::Error::other("a report panicked"))?;
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         pictures.and(reports)
     })
 }

@@ -507,7 +507,7 @@ INLINE int on_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, const _
 // attachment's cookie says which, nonzero for major-faults. One program per
 // call-graph mode, with and without kernel frames: the verifier walks only
 // the paths of the mode it gets (one program for every mode took it 0.38 s
-// on this machine; dwarf's alone 0.19 s, fp's and none's a few ms).
+// on this machine; dwarf's alone 0.1 s, fp's and none's a few ms).
 #define COMPLETION(section, name, mode, kernel_frames)                          \
 	SEC("perf_event/" section)                                              \
 	int name(struct perf_ctx *ctx)                                          \
