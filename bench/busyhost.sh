@@ -177,13 +177,6 @@ PY
 pfprof_all() {
   python3 -c "import json; t = json.load(open('$work/all/report.json'))['totals']; print(t['minor'] + t['major'] + t['cow'], t['lost'], t['kernel_minor'] + t['kernel_major'] - t['pfprof_faults'])"
 }
-perf_counts() {
-  # The first block is the aggregate; per-event blocks follow it.
-  perf report -i "$work/perf.data" --stats 2>/dev/null | awk '
-    {gsub(",", "")} /stats:/ && !/Aggregated/ {done = 1} done {next}
-    /SAMPLE events:/ {s = $3} /LOST events:/ {l += $3} /LOST_SAMPLES events:/ {l += $3}
-    END {print s + 0, l + 0, "-"}'
-}
 
 declare -A row
 for ((r = 1; r <= rounds; r++)); do
@@ -207,10 +200,10 @@ for ((r = 1; r <= rounds; r++)); do
         c=$(pfprof_all); disk=$(du -sb "$work/all" | cut -f1) ;;
       perf-g)
         m=$(measure perf record -q -a -g -d -c 1 -e minor-faults,major-faults -o "$work/perf.data" -- sleep "$secs")
-        c=$(perf_counts); disk=$(stat -c %s "$work/perf.data") ;;
+        c=$(perf_sample_counts "$work/perf.data" -); disk=$(stat -c %s "$work/perf.data") ;;
       perf-dwarf)
         m=$(measure perf record -q -a --call-graph dwarf -d -c 1 -e minor-faults,major-faults -o "$work/perf.data" -- sleep "$secs")
-        c=$(perf_counts); disk=$(stat -c %s "$work/perf.data") ;;
+        c=$(perf_sample_counts "$work/perf.data" -); disk=$(stat -c %s "$work/perf.data") ;;
       *) echo "unknown tool $t" >&2; exit 2 ;;
     esac
     row[$t]="${row[$t]:-}|$m $c $disk"

@@ -26,3 +26,13 @@ bench_cleanup() {
   [ -n "$spinner" ] && kill "$spinner" 2>/dev/null
   rm -rf "$work"
 }
+
+# Samples and lost records of a perf recording, from `perf report --stats`
+# (the first block is the aggregate; per-event blocks follow it), then
+# `$2` as a third field (the kernel's count, when the caller has none).
+perf_sample_counts() {
+  perf report -i "$1" --stats 2>/dev/null | awk -v third="${2:-}" '
+    {gsub(",", "")} /stats:/ && !/Aggregated/ {done = 1} done {next}
+    /SAMPLE events:/ {s = $3} /LOST events:/ {l += $3} /LOST_SAMPLES events:/ {l += $3}
+    END {print s + 0, l + 0, third}'
+}
