@@ -39,6 +39,7 @@ use crate::format::events::{
     le_u64, le_u64s, parse_record, records, EventTable, Mapping, RecordHead,
 };
 use crate::format::records as rec;
+use crate::sys::maps::MapsLine;
 use crate::unwind::{
     copied_stack, Outcome, Reads, StackUnwinder, UnwindStats, UserRegs, UserSample,
 };
@@ -252,6 +253,14 @@ impl StackRewriter {
     /// back those whose mappings pfprof made after it started, copying each.
     pub fn set_own_pid(&mut self, pid: i32) {
         self.own_pid = Some(pid);
+    }
+
+    /// Loads the CFI of the files `pid` maps (see
+    /// [`StackUnwinder::preload`]).
+    pub fn preload(&mut self, pid: i32, m: &MapsLine, build_id: Option<&[u8]>) {
+        let avma = m.start_avma..m.end_avma;
+        let path = m.path.as_bytes();
+        self.unwinder.preload(pid, &avma, m.prot, path, build_id);
     }
 
     /// The bytes of user stack each sample asks for.
@@ -835,7 +844,6 @@ mod tests {
     use crate::format::decode::tests::sample_with_chain;
     use crate::format::events::{own, FileId};
     use crate::record::{synth, sys};
-    use crate::sys::maps::MapsLine;
     use crate::unwind::tests::{snapshot, unwinder_with_nofp, DIR, PID};
     use crate::unwind::{SAMPLE_REGS_USER, TRUNCATED_FRAME};
     use perf_event_open_sys::bindings as b;

@@ -991,17 +991,16 @@ fn rescan(target: &Target, attached: &[procfs::Process]) -> Vec<procfs::Process>
 
 /// Writes what the kernel will not tell us about processes that already run:
 /// their parent, name and mappings, stamped `time`, just before the events
-/// started.
+/// started; `build_ids` holds those of their files read already.
 fn synthesize(
+    (existing, build_ids): (&[procfs::Process], &mut synth::BuildIds),
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
-    existing: &[procfs::Process],
     id: u64,
     time: u64,
     mut rewriter: Option<&mut StackRewriter>,
     feed: Option<&mut Feed<'_>>,
 ) -> io::Result<()> {
-    let mut build_ids = synth::BuildIds::default();
     {
         let mut sink = Sink {
             writer,
@@ -1541,15 +1540,30 @@ impl<'a> Session<'a> {
         // never not at all. Read before (and before the rings are mapped,
         // which takes a second), every process started in between had
         // mappings nobody recorded, and all its samples were held back.
+        // The files' build-ids and CFI are read before, though: on a busy
+        // host the rings filled while the large libraries' `.eh_frame` was
+        // read and the first interval lost thousands of records.
+        let mut build_ids = synth::BuildIds::default();
+        if let Some(rewriter) = self.rewriter.as_mut() {
+            for p in &followed.existing {
+                for m in p
+                    .maps
+                    .iter()
+                    .filter(|m| m.prot & libc::PROT_EXEC as u32 != 0)
+                {
+                    rewriter.preload(p.pid, m, build_ids.of(p.pid, m).as_deref());
+                }
+            }
+        }
         let time = sys::monotonic_ns();
         for fd in self.fds.iter().flatten() {
             sys::enable(fd).context("cannot enable the events")?;
         }
         let now_running = rescan(&self.cfg.target, &followed.existing);
         synthesize(
+            (&now_running, &mut build_ids),
             &mut self.writer,
             &mut self.files,
-            &now_running,
             self.leader_id,
             time,
             self.rewriter.as_mut(),

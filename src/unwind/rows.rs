@@ -37,14 +37,25 @@ pub(crate) enum Saved {
     Unknown,
 }
 
+/// How a row computes the CFA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cfa {
+    /// rsp + offset.
+    Sp(i64),
+    /// rbp + offset.
+    Bp(i64),
+    /// Another register + offset: framehop cannot step this frame and the
+    /// unwinder steps it itself.
+    Other(u16, i64),
+    /// A DWARF expression (in practice the PLT's, which reads rsp and rip
+    /// only): framehop evaluates it.
+    Expression,
+}
+
 /// One CFI row, reduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Row {
-    /// CFA = register + offset, when the register is neither rsp nor rbp:
-    /// framehop cannot step this frame and the unwinder steps it itself.
-    /// None when framehop can (rsp/rbp-based CFA or a CFA expression,
-    /// which in practice is the PLT's and reads rsp and rip only).
-    pub(crate) cfa_other: Option<(u16, i64)>,
+    pub(crate) cfa: Cfa,
     /// The return address.
     pub(crate) ra: Saved,
     /// rbp.
@@ -129,16 +140,16 @@ fn saved<T: gimli::ReaderOffset>(rule: Option<RegisterRule<T>>) -> Saved {
 fn reduce<T: gimli::ReaderOffset, S: gimli::UnwindContextStorage<T>>(
     row: &UnwindTableRow<T, S>,
 ) -> Row {
-    let cfa_other = match row.cfa() {
-        CfaRule::RegisterAndOffset { register, offset }
-            if register.0 != RSP && register.0 != RBP =>
-        {
-            Some((register.0, *offset))
-        }
-        _ => None,
+    let cfa = match *row.cfa() {
+        CfaRule::RegisterAndOffset { register, offset } => match register.0 {
+            RSP => Cfa::Sp(offset),
+            RBP => Cfa::Bp(offset),
+            other => Cfa::Other(other, offset),
+        },
+        CfaRule::Expression(_) => Cfa::Expression,
     };
     Row {
-        cfa_other,
+        cfa,
         ra: saved(row.register(Register(RA))),
         bp: saved(row.register(Register(RBP))),
         callee: CALLEE_SAVED.map(|r| saved(row.register(Register(r)))),
@@ -204,7 +215,7 @@ mod tests {
         };
         let mut ctx = UnwindContext::new();
         let entry = Row {
-            cfa_other: None,
+            cfa: Cfa::Sp(8),
             ra: Saved::At(-8),
             bp: Saved::Same,
             callee: [Saved::Same; 5],
@@ -217,10 +228,11 @@ mod tests {
                 Saved::Same,
                 Saved::Same,
             ],
+            cfa: Cfa::Sp(16),
             ..entry
         };
         let rbx_based = Row {
-            cfa_other: Some((3, 16)),
+            cfa: Cfa::Other(3, 16),
             ..pushed
         };
         for (svma, want) in [
