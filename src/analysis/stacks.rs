@@ -3,7 +3,10 @@
 //! and no allocation once its stack has been seen; names come at the end,
 //! once per unique frame.
 
-use rustc_hash::FxHashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
 
 use crate::analysis::process::ModuleId;
 
@@ -43,7 +46,7 @@ pub enum FrameKey {
 /// Index of an interned stack; [`StackTable::ROOT`] is the empty stack.
 pub type StackId = u32;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Node {
     parent: StackId,
     frame: FrameKey,
@@ -69,10 +72,21 @@ impl Stacks {
 }
 
 /// Interned stacks.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct StackTable {
     stacks: Stacks,
-    index: FxHashMap<(StackId, FrameKey), StackId>,
+    /// The ids of `stacks`' nodes, hashed by node: 4 bytes an entry where a
+    /// map from (parent, frame) to id took 32 (a system-wide recording
+    /// interns hundreds of thousands of nodes).
+    index: HashTable<StackId>,
+}
+
+impl std::fmt::Debug for StackTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackTable")
+            .field("stacks", &self.stacks)
+            .finish()
+    }
 }
 
 impl StackTable {
@@ -81,12 +95,23 @@ impl StackTable {
 
     /// The stack `parent` + `frame` (frame is the new leaf).
     pub fn push(&mut self, parent: StackId, frame: FrameKey) -> StackId {
+        let node = Node { parent, frame };
         let nodes = &mut self.stacks.nodes;
-        let next = nodes.len() as StackId;
-        *self.index.entry((parent, frame)).or_insert_with(|| {
-            nodes.push(Node { parent, frame });
-            next
-        })
+        let hash_of = |node: &Node| FxBuildHasher.hash_one(node);
+        let entry = self.index.entry(
+            hash_of(&node),
+            |&id| nodes[id as usize] == node,
+            |&id| hash_of(&nodes[id as usize]),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(found) => *found.get(),
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                let next = nodes.len() as StackId;
+                vacant.insert(next);
+                nodes.push(node);
+                next
+            }
+        }
     }
 
     /// Interns a stack given leaf first.

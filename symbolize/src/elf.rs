@@ -168,7 +168,8 @@ pub(crate) struct Sym {
     pub(crate) global: bool,
     /// `STB_WEAK` (which is global too).
     pub(crate) weak: bool,
-    pub(crate) name: String,
+    /// Boxed: a large library has 100,000 symbols, kept for the whole run.
+    pub(crate) name: Box<str>,
     /// End svma of the symbol's section: an unsized code symbol covers up
     /// to the next code symbol, never past its section.
     pub(crate) section_end: u64,
@@ -214,7 +215,7 @@ pub(crate) fn symbols(file: &object::File<'_>, symtab: bool, dynsym: bool) -> Ve
             kind,
             global: sym.is_global(),
             weak: sym.is_weak(),
-            name: name.to_string(),
+            name: name.into(),
             section_end: section.address().saturating_add(section.size()),
         });
     };
@@ -278,6 +279,8 @@ impl SymbolTable {
             ))
         });
         syms.dedup_by(|b, a| a.svma == b.svma && a.size == b.size && a.name == b.name);
+        // Built by pushing and extending: up to half of it was spare.
+        syms.shrink_to_fit();
         let mut max_end = Vec::with_capacity(syms.len());
         let mut end = 0u64;
         for sym in &syms {
@@ -347,7 +350,7 @@ impl SymbolTable {
             names.iter().map(|&n| (n, n)).collect();
         // Sorted by svma, so the first of equals is the lowest address.
         for sym in self.syms.iter().filter(|s| s.kind == SymKind::Function) {
-            let Some(&name) = wanted.get(sym.name.as_str()) else {
+            let Some(&name) = wanted.get(&*sym.name) else {
                 continue;
             };
             let rank = |s: &Sym| (s.global, s.size != 0);
@@ -501,7 +504,7 @@ mod tests {
             kind,
             global: true,
             weak: false,
-            name: name.to_string(),
+            name: name.into(),
             section_end: u64::MAX,
         }
     }
@@ -596,7 +599,7 @@ mod tests {
             (u64::MAX, Data, None),
         ];
         for &(svma, kind, want) in cases {
-            let got = table.lookup(svma, kind).map(|s| s.name.as_str());
+            let got = table.lookup(svma, kind).map(|s| &*s.name);
             assert_eq!(got, want, "svma {svma:#x} {kind:?}");
         }
     }
@@ -684,7 +687,7 @@ mod tests {
         ];
         let kept: Vec<String> = without_weak_aliases(syms)
             .into_iter()
-            .map(|s| s.name)
+            .map(|s| s.name.into())
             .collect();
         assert_eq!(
             kept,

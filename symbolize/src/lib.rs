@@ -1194,7 +1194,7 @@ fn entry_symbol(
         kind: SymKind::Function,
         global: false,
         weak: false,
-        name: "_start".to_string(),
+        name: "_start".into(),
         section_end,
     })
 }

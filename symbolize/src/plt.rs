@@ -70,7 +70,7 @@ pub(crate) fn symbols(file: &object::File<'_>, symbols: &[Sym]) -> Vec<Sym> {
                 kind: SymKind::Function,
                 global: false,
                 weak: false,
-                name: function.clone(),
+                name: function.as_str().into(),
                 section_end,
             });
         }
@@ -170,7 +170,7 @@ fn function_aliases(symbols: &[Sym]) -> HashMap<u64, &str> {
         }
     }
     best.into_iter()
-        .map(|(svma, symbol)| (svma, symbol.name.as_str()))
+        .map(|(svma, symbol)| (svma, &*symbol.name))
         .collect()
 }
 
