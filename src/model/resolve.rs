@@ -379,9 +379,10 @@ fn name_code(
     let mut answers = symbolizer.code_batches(&batches, threads).into_iter();
     for (module, offsets) in &offsets {
         let m = modules.get(*module);
-        let results = match readable(*module) {
-            true => answers.next().unwrap_or_default(),
-            false => offsets.iter().map(|_| Err(Reason::MissingFile)).collect(),
+        let results = if readable(*module) {
+            answers.next().unwrap_or_default()
+        } else {
+            offsets.iter().map(|_| Err(Reason::MissingFile)).collect()
         };
         for (offset, result) in offsets.iter().zip(results) {
             let names = match result {
