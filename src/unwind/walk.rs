@@ -1,0 +1,445 @@
+//! One stack walk: stepping a sample's frames from its registers and stack
+//! copy by CFI rows, framehop, frame pointers or signal frames.
+
+use framehop::x86_64::UnwindRegsX86_64;
+use framehop::{FrameAddress, Unwinder as _};
+
+use super::rows;
+use super::{
+    AtSvma, Code, Outcome, Reads, Scratch, Space, Stop, UnwindStats, UserRegs, MAX_DWARF_FRAMES,
+    MAX_STACK_BYTES, TRUNCATED_FRAME,
+};
+
+/// A sample's registers and the copied stack (which starts at the sampled
+/// stack pointer).
+pub(super) struct Sampled<'a> {
+    pub(super) regs: UserRegs,
+    pub(super) stack: &'a [u8],
+}
+
+/// Walks the stack of one sample into `chain`; notes what it read in
+/// `reads`, when given.
+pub(super) fn walk(
+    space: &Space,
+    scratch: &mut Scratch,
+    Sampled { regs, stack }: Sampled<'_>,
+    chain: &mut Vec<u64>,
+    stats: &mut UnwindStats,
+    mut reads: Option<&mut Reads>,
+) -> Outcome {
+    let sp = regs.sp;
+    let mut needed = 0;
+    let mut only_words = true;
+    let read_stack = |avma: u64| -> Result<u64, ()> {
+        let offset = usize::try_from(avma.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+        let bytes = stack
+            .get(offset..offset.checked_add(8).ok_or(())?)
+            .ok_or(())?;
+        needed = needed.max(offset + 8);
+        let value = u64::from_le_bytes(bytes.try_into().map_err(|_| ())?);
+        if let Some(reads) = reads.as_deref_mut() {
+            reads.note(offset, value);
+        }
+        Ok(value)
+    };
+    let mut frame = Frame {
+        regs: UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+        callee: regs.callee,
+        address: FrameAddress::InstructionPointer(regs.ip),
+    };
+    let mut walker = Walker {
+        space,
+        scratch,
+        stats,
+        start: chain.len(),
+        chain,
+        read_stack,
+        only_words: &mut only_words,
+    };
+    let end = loop {
+        if let Err(end) = walker.step(&mut frame) {
+            break end;
+        }
+    };
+    if let Some(reads) = reads {
+        reads.only_words &= only_words;
+    }
+    match end {
+        None => {
+            stats.count_stack_needed(needed);
+            Outcome::Complete
+        }
+        Some(stop) => {
+            chain.push(TRUNCATED_FRAME);
+            Outcome::Truncated(stop)
+        }
+    }
+}
+
+/// How a walk ends: None when the chain is complete (the root frame),
+/// else where it stopped.
+pub(super) type End = Option<Stop>;
+
+/// The frame a walk is at: the registers framehop tracks, rbx and
+/// r12-r15 as far as known, and the frame's address.
+#[derive(Clone, Copy)]
+pub(super) struct Frame {
+    regs: UnwindRegsX86_64,
+    /// rbx, r12-r15 of the frame, as far as known.
+    callee: [Option<u64>; 5],
+    address: FrameAddress,
+}
+
+/// One stack walk: what it reads and writes while stepping frames (all
+/// borrowed: nothing is allocated per sample).
+pub(super) struct Walker<'a, R> {
+    space: &'a Space,
+    scratch: &'a mut Scratch,
+    stats: &'a mut UnwindStats,
+    chain: &'a mut Vec<u64>,
+    /// Where this walk's frames start in `chain`.
+    start: usize,
+    /// Reads a word of the copied stack at an avma.
+    read_stack: R,
+    /// Cleared when the chain depends on more than the registers and the
+    /// words read (see [`Reads`]).
+    only_words: &'a mut bool,
+}
+
+impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
+    /// Writes `frame`'s address to the chain and steps to its caller.
+    fn step(&mut self, frame: &mut Frame) -> Result<(), End> {
+        let depth = self.chain.len() - self.start;
+        if depth >= MAX_DWARF_FRAMES {
+            return Err(Some(Stop::TooDeep));
+        }
+        // The code a signal interrupted is at its saved IP, but readers of
+        // the chain (pfprof's replay, perf) look every frame after the
+        // first up at the address before it, as for return addresses:
+        // write IP + 1 so that they find the interrupted instruction.
+        let written = match frame.address {
+            FrameAddress::InstructionPointer(ip) if depth > 0 => ip + 1,
+            address => address.address(),
+        };
+        self.chain.push(written);
+        let lookup = match frame.address {
+            FrameAddress::InstructionPointer(ip) => ip,
+            address @ FrameAddress::ReturnAddress(_) => address.address_for_lookup(),
+        };
+        let first_frame = depth == 0;
+        let sp_before = frame.regs.sp();
+        let (code, cfi) = match self.space.locate(lookup) {
+            Some(found) => found,
+            None => return Err(Some(Stop::NoUnwindInfo)),
+        };
+        let row = match (code, cfi) {
+            (Code::Entry, _) => return Err(None),
+            (Code::Opaque, _) => return Err(Some(Stop::NoUnwindInfo)),
+            (Code::Jit | Code::NoFde, _) => {
+                return self.frame_pointer_frame(frame, code, first_frame)
+            }
+            (Code::Unwindable, Some((file, bias))) => {
+                match self.scratch.at(file, lookup.wrapping_sub(*bias)) {
+                    // Without an FDE, framehop would guess with frame pointers.
+                    AtSvma::NoFde => {
+                        return self.frame_pointer_frame(frame, Code::NoFde, first_frame)
+                    }
+                    AtSvma::Row(row) => row,
+                }
+            }
+            (Code::Unwindable, None) => None,
+        };
+        let return_avma = match row {
+            Some(
+                row @ rows::Row {
+                    cfa: rows::Cfa::Other(register, offset),
+                    ..
+                },
+            ) => self.register_cfa_step((register, offset), &row, frame, first_frame, sp_before)?,
+            Some(row) => match self.row_step(&row, frame, first_frame)? {
+                Some(return_avma) => return_avma,
+                None => self.framehop_step(Some(row), frame)?,
+            },
+            None => self.framehop_step(row, frame)?,
+        };
+        self.step_to_caller(frame, return_avma)
+    }
+
+    /// Steps a frame of code without CFI by frame pointers. JIT code keeps
+    /// frame pointers by convention, and code without an FDE in a file
+    /// with CFI is crtstuff's or `.init`'s, which set rbp up too. A leaf
+    /// that has not pushed anything returns from [rsp].
+    fn frame_pointer_frame(
+        &mut self,
+        frame: &mut Frame,
+        code: Code,
+        first_frame: bool,
+    ) -> Result<(), End> {
+        // Whether a guessed return address is code depends on the mappings
+        // known then, not on the stack alone.
+        *self.only_words = false;
+        let leaf = code == Code::NoFde && first_frame;
+        let caller = frame_pointer_step(self.space, &frame.regs, leaf, &mut self.read_stack)
+            .map_err(Some)?;
+        if code == Code::Jit {
+            self.stats.jit_frames += 1;
+        } else {
+            self.stats.frame_pointer_steps += 1;
+        }
+        *frame = Frame {
+            regs: caller,
+            callee: [None; 5],
+            address: FrameAddress::from_return_address(caller.ip())
+                .expect("frame_pointer_step checks the return address"),
+        };
+        Ok(())
+    }
+
+    /// Steps a frame whose CFA is a register framehop does not track
+    /// (`(register, offset)`), from the carried callee-saved registers;
+    /// the return address.
+    fn register_cfa_step(
+        &mut self,
+        (register, offset): (u16, i64),
+        row: &rows::Row,
+        frame: &mut Frame,
+        first_frame: bool,
+        sp_before: u64,
+    ) -> Result<u64, End> {
+        // The CFA is a register the collector's key does not hold.
+        *self.only_words = false;
+        let read_stack = &mut self.read_stack;
+        let base = rows::CALLEE_SAVED
+            .iter()
+            .position(|&r| r == register)
+            .and_then(|i| frame.callee[i]);
+        let Some(cfa) = base.and_then(|b| b.checked_add_signed(offset)) else {
+            return Err(Some(Stop::NoUnwindInfo));
+        };
+        if !first_frame && cfa <= sp_before {
+            return Err(Some(Stop::Corrupt));
+        }
+        let return_avma = match row.ra {
+            rows::Saved::At(o) => match read_stack(cfa.wrapping_add_signed(o)) {
+                Ok(avma) => avma,
+                Err(()) => return Err(Some(Stop::StackCopy)),
+            },
+            rows::Saved::Undefined => return Err(None),
+            _ => return Err(Some(Stop::NoUnwindInfo)),
+        };
+        let caller_bp = match row.bp {
+            rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
+            _ => None,
+        }
+        .unwrap_or(frame.regs.bp());
+        frame.callee = restore(frame.callee, &row.callee, cfa, read_stack);
+        frame.regs = UnwindRegsX86_64::new(return_avma, cfa, caller_bp);
+        self.stats.register_cfa_steps += 1;
+        if return_avma == 0 {
+            return Err(None);
+        }
+        Ok(return_avma)
+    }
+
+    /// Steps a frame by its row where framehop would turn the row into
+    /// one of its simple rules (the return address at CFA-8; CFA = rsp +
+    /// offset, or rbp + 16 with rbp saved at CFA-16), with framehop's
+    /// checks; None for other rows. The row is cached per address, where
+    /// framehop's rule cache holds 509: on a busy host most steps missed
+    /// it and went through gimli again.
+    fn row_step(
+        &mut self,
+        row: &rows::Row,
+        frame: &mut Frame,
+        first_frame: bool,
+    ) -> Result<Option<u64>, End> {
+        use rows::{Cfa, Saved};
+        let corrupt = Err(Some(Stop::Corrupt));
+        match row.ra {
+            Saved::At(-8) => {}
+            Saved::Same | Saved::Undefined => return Err(None),
+            _ => return Ok(None),
+        }
+        let read = &mut self.read_stack;
+        let (sp, bp, ip) = (frame.regs.sp(), frame.regs.bp(), frame.regs.ip());
+        let (new_sp, new_bp) = match (row.cfa, row.bp) {
+            (Cfa::Sp(offset), bp_rule) => {
+                let Ok(by_8) = u64::try_from(offset / 8) else {
+                    return Ok(None);
+                };
+                let Some(new_sp) = sp.checked_add(by_8 * 8) else {
+                    return corrupt;
+                };
+                let new_bp = match bp_rule {
+                    Saved::Same => bp,
+                    Saved::At(at) => {
+                        let Some(location) = sp.checked_add_signed((offset + at) / 8 * 8) else {
+                            return corrupt;
+                        };
+                        match read(location) {
+                            Ok(value) => value,
+                            // An epilogue's popped rbp below rsp: framehop
+                            // keeps rbp, since the copy starts at rsp.
+                            Err(()) if first_frame && location < sp => bp,
+                            Err(()) => return Err(Some(Stop::StackCopy)),
+                        }
+                    }
+                    _ => return Ok(None),
+                };
+                (new_sp, new_bp)
+            }
+            (Cfa::Bp(16), Saved::At(-16)) => {
+                if bp == 0 {
+                    return Err(None);
+                }
+                let Some(new_sp) = bp.checked_add(16).filter(|&new_sp| new_sp > sp) else {
+                    return corrupt;
+                };
+                let Ok(new_bp) = read(bp) else {
+                    return Err(Some(Stop::StackCopy));
+                };
+                (new_sp, new_bp)
+            }
+            _ => return Ok(None),
+        };
+        let Ok(return_avma) = read(new_sp - 8) else {
+            return Err(Some(Stop::StackCopy));
+        };
+        if return_avma == 0 {
+            return Err(None);
+        }
+        if new_sp == sp && return_avma == ip {
+            return corrupt;
+        }
+        frame.regs = UnwindRegsX86_64::new(return_avma, new_sp, new_bp);
+        frame.callee = restore(frame.callee, &row.callee, new_sp, read);
+        Ok(Some(return_avma))
+    }
+
+    /// Steps a frame with framehop (CFI, or frame pointers where a file
+    /// has none), carrying rbx and r12-r15 by the frame's row; the return
+    /// address.
+    fn framehop_step(&mut self, row: Option<rows::Row>, frame: &mut Frame) -> Result<u64, End> {
+        let return_avma = match self.space.unwinder.unwind_frame(
+            frame.address,
+            &mut frame.regs,
+            &mut self.scratch.cache,
+            &mut self.read_stack,
+        ) {
+            Ok(Some(avma)) => avma,
+            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => return Err(None),
+            Err(framehop::Error::CouldNotReadStack(_)) => return Err(Some(Stop::StackCopy)),
+            Err(_) => return Err(Some(Stop::Corrupt)),
+        };
+        frame.callee = match row {
+            // framehop's CFA is the caller's stack pointer.
+            Some(row) => restore(
+                frame.callee,
+                &row.callee,
+                frame.regs.sp(),
+                &mut self.read_stack,
+            ),
+            None => [None; 5],
+        };
+        Ok(return_avma)
+    }
+
+    /// Moves `frame` to the caller that `return_avma` returns into,
+    /// through a signal frame when it is the sigreturn trampoline.
+    fn step_to_caller(&mut self, frame: &mut Frame, return_avma: u64) -> Result<(), End> {
+        if self.space.sigreturn.contains(&return_avma) {
+            // A signal handler returns to the trampoline with the stack at
+            // the kernel's `ucontext`: its caller is the interrupted code.
+            // Written +1 like the interrupted IP: the trampoline starts at the
+            // return address, and readers look up the byte before it.
+            self.chain.push(return_avma + 1);
+            let (interrupted, saved) = interrupted_regs(frame.regs.sp(), &mut self.read_stack)
+                .map_err(|()| Some(Stop::StackCopy))?;
+            *frame = Frame {
+                regs: interrupted,
+                callee: saved,
+                address: FrameAddress::InstructionPointer(interrupted.ip()),
+            };
+            return Ok(());
+        }
+        frame.address = FrameAddress::from_return_address(return_avma).ok_or(None)?;
+        Ok(())
+    }
+}
+
+/// One step by frame pointers from a frame of code without CFI: `[rbp]`
+/// is the caller's rbp and `[rbp+8]` the return address; with `leaf`, a
+/// return address at `[rsp]` (nothing pushed yet) is tried first. Kept
+/// only if the frame lies at or above the stack pointer and the return
+/// address is in executable memory; the caller's registers.
+pub(super) fn frame_pointer_step(
+    space: &Space,
+    regs: &UnwindRegsX86_64,
+    leaf: bool,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Result<UnwindRegsX86_64, Stop> {
+    let (sp, bp) = (regs.sp(), regs.bp());
+    let returns_into_code = |avma: u64| avma > 0 && space.lookup(avma - 1).is_some();
+    if leaf {
+        if let Ok(avma) = read_stack(sp) {
+            if returns_into_code(avma) {
+                return Ok(UnwindRegsX86_64::new(avma, sp + 8, bp));
+            }
+        }
+    }
+    if bp < sp || bp % 8 != 0 {
+        return Err(Stop::NoUnwindInfo);
+    }
+    let (Ok(caller_bp), Ok(return_avma)) = (read_stack(bp), read_stack(bp + 8)) else {
+        // Within what a copy can hold, a larger one would reach it;
+        // farther, rbp is no frame pointer.
+        return Err(if bp - sp < u64::from(MAX_STACK_BYTES) {
+            Stop::StackCopy
+        } else {
+            Stop::NoUnwindInfo
+        });
+    };
+    if !returns_into_code(return_avma) {
+        return Err(Stop::NoUnwindInfo);
+    }
+    Ok(UnwindRegsX86_64::new(return_avma, bp + 16, caller_bp))
+}
+
+/// The caller's rbx, r12-r15 by a row's rules, its CFA at `cfa`.
+pub(super) fn restore(
+    callee: [Option<u64>; 5],
+    saved: &[rows::Saved; 5],
+    cfa: u64,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> [Option<u64>; 5] {
+    std::array::from_fn(|i| match saved[i] {
+        rows::Saved::Same => callee[i],
+        rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
+        rows::Saved::Undefined | rows::Saved::Unknown => None,
+    })
+}
+
+/// Offsets in the x86_64 signal frame's `ucontext` (where the stack
+/// pointer points once the handler has returned to the trampoline):
+/// `uc_flags`, `uc_link` and the 24-byte `uc_stack` precede the
+/// `sigcontext`, whose words are r8-r15, rdi, rsi, rbp, rbx, rdx, rax,
+/// rcx, rsp, rip.
+pub(super) const UCONTEXT_RBP: u64 = 40 + 10 * 8;
+pub(super) const UCONTEXT_RSP: u64 = 40 + 15 * 8;
+pub(super) const UCONTEXT_RIP: u64 = 40 + 16 * 8;
+/// rbx, r12, r13, r14, r15.
+pub(super) const UCONTEXT_CALLEE: [u64; 5] =
+    [40 + 11 * 8, 40 + 4 * 8, 40 + 5 * 8, 40 + 6 * 8, 40 + 7 * 8];
+
+/// The registers the kernel saved for the code a signal interrupted:
+/// rip/rsp/rbp, and rbx, r12-r15.
+pub(super) fn interrupted_regs(
+    ucontext_avma: u64,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Result<(UnwindRegsX86_64, [Option<u64>; 5]), ()> {
+    let ip = read_stack(ucontext_avma + UCONTEXT_RIP)?;
+    let sp = read_stack(ucontext_avma + UCONTEXT_RSP)?;
+    let bp = read_stack(ucontext_avma + UCONTEXT_RBP)?;
+    let callee = UCONTEXT_CALLEE.map(|offset| read_stack(ucontext_avma + offset).ok());
+    Ok((UnwindRegsX86_64::new(ip, sp, bp), callee))
+}
