@@ -16,6 +16,8 @@ pub const EXIT: u32 = b::PERF_RECORD_EXIT;
 pub const FORK: u32 = b::PERF_RECORD_FORK;
 /// `PERF_RECORD_SAMPLE`.
 pub const SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
+/// `PERF_RECORD_LOST`.
+pub const LOST: u32 = b::PERF_RECORD_LOST;
 /// `PERF_RECORD_MMAP2`.
 pub const MMAP2: u32 = b::PERF_RECORD_MMAP2;
 

@@ -31,7 +31,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::bpf::{Fault, FaultCollector, Unwound, UnwoundKey, CACHE_ENTRIES};
-use super::ring::Ring;
+use super::ring::{bpf_record_at, BpfRing, Ring};
 use crate::format::decode::{self, Chain, Event, EventKind, FaultSample, PairedEntry};
 use crate::format::events::own::{self, EntryRecord, FaultRecord, SampleId};
 use crate::format::events::stream::{record_at, BadSize, HEAD_BYTES};
@@ -208,6 +208,9 @@ pub struct StackRewriter {
     reads: Reads,
     /// Set when the collector pairs entries: their events.
     entry_events: Option<EntryEvents>,
+    /// The collector's count of records its rings turned away, as last
+    /// written down.
+    lost_seen: u64,
 }
 
 impl StackRewriter {
@@ -238,6 +241,7 @@ impl StackRewriter {
             remembered: Remembered::default(),
             reads: Reads::default(),
             entry_events: None,
+            lost_seen: 0,
         })
     }
 
@@ -360,14 +364,17 @@ impl StackRewriter {
     /// in 4 of 6 runs that way, none in 3 of 3 this way.
     pub fn merge_pass(
         &mut self,
-        rings: &mut [Ring],
+        (rings, bpf_rings): (&mut [Ring], &mut [BpfRing]),
         cutoff: u64,
         last: bool,
         output: &mut dyn Output,
     ) -> io::Result<usize> {
         let mut released = 0;
         loop {
-            let (handled, bytes) = self.merge_chunk(rings, cutoff, last, output);
+            for ring in bpf_rings.iter_mut() {
+                ring.scan();
+            }
+            let (handled, bytes) = self.merge_chunk((rings, bpf_rings), cutoff, last, output);
             released += bytes;
             if handled == 0 {
                 break;
@@ -385,26 +392,29 @@ impl StackRewriter {
     /// rings, then gives their space back; returns (records, bytes).
     fn merge_chunk(
         &mut self,
-        rings: &mut [Ring],
+        (rings, bpf_rings): (&mut [Ring], &mut [BpfRing]),
         cutoff: u64,
         last: bool,
         output: &mut dyn Output,
     ) -> (usize, usize) {
         let mut wrapped = std::mem::take(&mut self.wrapped);
-        let mut consumed = vec![0usize; rings.len()];
+        let sources = rings.len() + bpf_rings.len();
+        let mut consumed = vec![0usize; sources];
         let mut handled = 0;
         {
-            let pending: Vec<(&[u8], &[u8])> = rings.iter().map(Ring::pending).collect();
-            let mut heads: Vec<Option<Option<u64>>> = vec![None; rings.len()];
-            let mut until_touch = vec![0usize; rings.len()];
+            let pending: Vec<Pending<'_>> = (rings.iter())
+                .map(|ring| Pending::Perf(ring.pending()))
+                .chain(bpf_rings.iter().map(|ring| Pending::Bpf(ring.pending())))
+                .collect();
+            let mut heads: Vec<Option<Option<u64>>> = vec![None; sources];
+            let mut until_touch = vec![0usize; sources];
             while handled < MERGE_CHUNK {
                 let mut best: Option<(u64, usize)> = None;
                 for (ring, head) in heads.iter_mut().enumerate() {
                     if head.is_none() {
-                        let (first, second) = pending[ring];
                         *head = Some(
-                            match record_at(first, second, consumed[ring], &mut wrapped) {
-                                Ok(Some(record)) => {
+                            match pending[ring].record_at(consumed[ring], &mut wrapped) {
+                                Ok(Some((record, _))) => {
                                     let time = self.time_of(record);
                                     (last || time < cutoff).then_some(time)
                                 }
@@ -413,7 +423,7 @@ impl StackRewriter {
                                     // Not a kernel record (cannot happen): drop
                                     // the rest of this ring rather than loop.
                                     self.unwinder.stats.bad_records += 1;
-                                    consumed[ring] = first.len() + second.len();
+                                    consumed[ring] = pending[ring].len();
                                     None
                                 }
                             },
@@ -426,23 +436,28 @@ impl StackRewriter {
                     }
                 }
                 let Some((_, ring)) = best else { break };
-                let (first, second) = pending[ring];
                 if until_touch[ring] == 0 {
-                    if let Some(ahead) = first.get(consumed[ring]..) {
+                    if let Some(ahead) = pending[ring].contiguous_from(consumed[ring]) {
                         touch_ahead(ahead, TOUCH_AHEAD);
                     }
                     until_touch[ring] = TOUCH_AHEAD;
                 }
                 until_touch[ring] -= 1;
-                if let Ok(Some(record)) = record_at(first, second, consumed[ring], &mut wrapped) {
-                    consumed[ring] += record.len();
+                if let Ok(Some((record, step))) =
+                    pending[ring].record_at(consumed[ring], &mut wrapped)
+                {
+                    consumed[ring] += step;
                     self.first_look(record, output);
                     handled += 1;
                 }
                 heads[ring] = None;
             }
         }
-        for (ring, &len) in rings.iter_mut().zip(&consumed) {
+        let (perf_consumed, bpf_consumed) = consumed.split_at(rings.len());
+        for (ring, &len) in rings.iter_mut().zip(perf_consumed) {
+            ring.release(len);
+        }
+        for (ring, &len) in bpf_rings.iter_mut().zip(bpf_consumed) {
             ring.release(len);
         }
         self.wrapped = wrapped;
@@ -458,7 +473,40 @@ impl StackRewriter {
             self.record(&record, last || time < cutoff, output);
         }
         self.unwinder.forget_exited(cutoff);
+        self.count_lost(cutoff, output);
         self.flush(output)
+    }
+
+    /// Writes a `PERF_RECORD_LOST` for the records the collector's rings
+    /// turned away since the last pass (the kernel writes one for a perf
+    /// ring; for a BPF ring the program counts them).
+    fn count_lost(&mut self, time: u64, output: &mut dyn Output) {
+        let Some(lost) = self.collector.as_ref().and_then(|c| c.lost().ok()) else {
+            return;
+        };
+        let new = lost.saturating_sub(self.lost_seen);
+        if new == 0 {
+            return;
+        }
+        self.lost_seen = lost;
+        let mut record = Vec::with_capacity(HEAD_BYTES + 16 + own::TRAILER_BYTES);
+        let head = RecordHead {
+            record_type: rec::LOST,
+            misc: 0,
+            size: HEAD_BYTES + 16 + own::TRAILER_BYTES,
+        };
+        record.extend_from_slice(&head.encode());
+        record.extend_from_slice(&self.leader_id.to_le_bytes());
+        record.extend_from_slice(&new.to_le_bytes());
+        let sample_id = SampleId {
+            pid: 0,
+            tid: 0,
+            time,
+            cpu: 0,
+            id: self.leader_id,
+        };
+        sample_id.write_trailer(&mut record);
+        self.record(&record, true, output);
     }
 
     fn flush(&mut self, output: &mut dyn Output) -> io::Result<()> {
@@ -828,6 +876,52 @@ impl StackRewriter {
                 kernel_mode: e.kernel,
             }),
         }))
+    }
+}
+
+/// The records of one ring not yet handed back, as the merge reads them.
+enum Pending<'a> {
+    /// A perf ring's: (at most) two slices, the second after the wrap.
+    Perf((&'a [u8], &'a [u8])),
+    /// A BPF ring's: the same, each record after its 8-byte header.
+    Bpf((&'a [u8], &'a [u8])),
+}
+
+impl<'a> Pending<'a> {
+    /// The whole record at `offset` (a perf record: the BPF ring's hold
+    /// perf records too) and the bytes it takes in its ring; `Ok(None)` at
+    /// the end of what is there. `scratch` holds a perf record cut by the
+    /// wrap.
+    fn record_at<'s>(
+        &self,
+        offset: usize,
+        scratch: &'s mut Vec<u8>,
+    ) -> Result<Option<(&'s [u8], usize)>, BadSize>
+    where
+        'a: 's,
+    {
+        match *self {
+            Pending::Perf((first, second)) => {
+                Ok(record_at(first, second, offset, scratch)?.map(|record| (record, record.len())))
+            }
+            Pending::Bpf(slices) => Ok(bpf_record_at(slices, offset, scratch)),
+        }
+    }
+
+    /// Bytes in all.
+    fn len(&self) -> usize {
+        match self {
+            Pending::Perf((first, second)) | Pending::Bpf((first, second)) => {
+                first.len() + second.len()
+            }
+        }
+    }
+
+    /// The bytes from `offset` on that are in one piece (to prefetch).
+    fn contiguous_from(&self, offset: usize) -> Option<&'a [u8]> {
+        match *self {
+            Pending::Perf((first, _)) | Pending::Bpf((first, _)) => first.get(offset..),
+        }
     }
 }
 

@@ -57,6 +57,13 @@ pub fn default_mmap_pages(call_graph: CallGraph, collector: bool) -> usize {
 }
 
 pub(super) const PAGES_16_MIB: usize = 4096;
+
+/// The perf rings' pages beside the collector's rings of `collector_pages`:
+/// they carry the side-band records only (mappings, processes), a small
+/// part of a recording, so a sixteenth, at least 1 MiB.
+pub(super) fn side_band_pages(collector_pages: usize) -> usize {
+    (collector_pages / 16).max(256)
+}
 /// The collector's rings. Its records hold the stack there is (4 KiB for a
 /// small C program, where perf reserves 32 KiB), so chromium's start-up
 /// (70,000 faults in 2 s, 16 processes) lost nothing with 32 MiB per CPU in

@@ -13,9 +13,13 @@
 //! - `exceptions:page_fault_user` / `page_fault_kernel` (tracepoints at fault
 //!   entry) for the x86 error code: present / write / instruction fetch.
 //!
-//! All four share the CPU's ring buffer (`SET_OUTPUT`). One thread polls the
-//! rings and appends whole drained chunks to the file, then a
-//! `FINISHED_ROUND`, so the reader can merge the CPUs by time.
+//! All four share the CPU's ring buffer (`SET_OUTPUT`). With the BPF
+//! collector (the default, [`bpf`]) a program on the fault events writes
+//! each fault into the CPU's BPF ring buffer instead, and suppresses the
+//! events' own samples and the tracepoints': the perf rings carry the
+//! side-band records. One thread drains the rings, merged by time, and
+//! appends whole chunks to the file, then a `FINISHED_ROUND`, so the reader
+//! can merge the CPUs by time.
 
 pub mod bpf;
 pub(crate) mod dwarf;
@@ -50,9 +54,9 @@ pub use files::HeldFile;
 pub use limits::{default_mmap_pages, parse_mmap_pages, MAX_MMAP_PAGES};
 use limits::{
     ensure_open_files, memlock_figures, memlock_fix, min_ring_pages, open_files_error, ring_error,
-    SPARE_FDS,
+    side_band_pages, SPARE_FDS,
 };
-use ring::Ring;
+use ring::{BpfRing, Ring};
 use session::{raise_recorder_priority, Session};
 
 /// What to record and how.
@@ -443,8 +447,8 @@ struct OpenEvents {
     descs: Vec<EventDesc>,
     /// Unwinds stack copies into call chains (dwarf mode).
     rewriter: Option<StackRewriter>,
-    /// The BPF collector's output event per CPU, when it records.
-    collector_outputs: Vec<OwnedFd>,
+    /// The BPF collector's ring buffers, when it records.
+    bpf_rings: Vec<BpfRing>,
 }
 
 /// Why [`open_events`] failed.
@@ -511,10 +515,12 @@ fn open_events(
         }
         rings.push(ring);
     }
-    let collector_outputs = match collector {
-        Some(collector) => attach_collector(collector, &specs[0].attr, &fds, cpus, per_cpu)
-            .map_err(OpenFailure::Collector)?,
-        None => Vec::new(),
+    let (with_collector, bpf_rings) = match collector {
+        Some(collector) => (
+            true,
+            attach_collector(collector, &fds).map_err(OpenFailure::Collector)?,
+        ),
+        None => (false, Vec::new()),
     };
     // The collector's records, and samples that carry a stack copy, are
     // rewritten while recording.
@@ -532,13 +538,9 @@ fn open_events(
             })
             .collect();
         let collector_attr;
-        let collector_ids: Vec<u64>;
-        if !collector_outputs.is_empty() {
+        let collector_ids = [bpf::COLLECTOR_ID];
+        if with_collector {
             collector_attr = sys::attr_bytes(&FaultCollector::output_attr(&specs[0].attr)).to_vec();
-            collector_ids = collector_outputs
-                .iter()
-                .map(sys::event_id)
-                .collect::<io::Result<_>>()?;
             let how = Handling::Collector {
                 minor: descs[0].ids[0],
                 major: descs[1].ids[0],
@@ -558,42 +560,32 @@ fn open_events(
         rings,
         descs,
         rewriter,
-        collector_outputs,
+        bpf_rings,
     })
 }
 
-/// Points the BPF collector at the rings: per CPU, a bpf-output event
-/// whose output goes to that CPU's ring, in the collector's `events` map;
-/// then the collector runs on every `minor-faults` and `major-faults` event
-/// (`fds[0]`, `fds[1]`), whose own samples it suppresses. Returns the
-/// output events, which must live as long as the rings.
+/// Runs the BPF collector on every `minor-faults` and `major-faults` event
+/// (`fds[0]`, `fds[1]`), whose own samples it suppresses, and maps its
+/// ring buffers.
 fn attach_collector(
     collector: &mut FaultCollector,
-    leader_attr: &PerfEventAttr,
     fds: &[Vec<OwnedFd>],
-    cpus: &[i32],
-    per_cpu: usize,
-) -> io::Result<Vec<OwnedFd>> {
+) -> io::Result<Vec<BpfRing>> {
     collector.detach_all();
-    let attr = FaultCollector::output_attr(leader_attr);
-    let mut outputs = Vec::with_capacity(cpus.len());
-    for (cpu_index, &cpu) in cpus.iter().enumerate() {
-        let output = sys::perf_event_open(&attr, -1, cpu)?;
-        sys::set_output(&output, &fds[0][cpu_index * per_cpu])?;
-        collector.set_output(cpu, &output)?;
-        outputs.push(output);
-    }
     for (major, event_fds) in [(false, &fds[0]), (true, &fds[1])] {
         for fd in event_fds {
             collector.attach(fd, major)?;
         }
     }
-    Ok(outputs)
+    collector.map_rings()
 }
 
 /// The BPF collector for this recording, or why not: dwarf mode only, and
 /// only when the kernel lets pfprof load it.
-fn load_collector(cfg: &RecordConfig) -> (Option<FaultCollector>, Option<String>) {
+fn load_collector(
+    cfg: &RecordConfig,
+    ring_pages: usize,
+) -> (Option<FaultCollector>, Option<String>) {
     if !cfg.bpf {
         return (None, None);
     }
@@ -611,6 +603,7 @@ fn load_collector(cfg: &RecordConfig) -> (Option<FaultCollector>, Option<String>
         kernel_frames: cfg.kernel_callchains,
         own_pid: matches!(cfg.target, Target::System).then(|| std::process::id() as i32),
         every_fault: cfg.period == 1,
+        ring_bytes: u32::try_from(ring_pages * 4096).unwrap_or(1 << 31),
     };
     match FaultCollector::load(settings) {
         Ok(collector) => (Some(collector), None),
@@ -929,10 +922,24 @@ fn open_plan(
     let fds_for = format!("{events} events × {} CPUs × {tasks} task(s)", cpus.len());
     let fds_needed = (events * cpus.len() * tasks) as u64;
     ensure_open_files(fds_needed, &fds_for)?;
-    let (collector, collector_note) = load_collector(cfg);
-    let asked_pages = cfg
-        .mmap_pages
-        .unwrap_or_else(|| default_mmap_pages(cfg.call_graph, collector.is_some()));
+    // With the collector, `--mmap-pages` sizes its rings, and the perf
+    // rings carry the side-band records only.
+    // System-wide, each CPU's ring takes that CPU's share of the faults and
+    // a long run holds its rings all along, mapped whole (they count in
+    // pfprof's RSS): half the size.
+    let collector_pages = cfg.mmap_pages.unwrap_or_else(|| {
+        let pages = default_mmap_pages(cfg.call_graph, true);
+        match cfg.target {
+            Target::System => pages / 2,
+            _ => pages,
+        }
+    });
+    let (collector, collector_note) = load_collector(cfg, collector_pages);
+    let asked_pages = match (&collector, cfg.mmap_pages) {
+        (Some(_), _) => side_band_pages(collector_pages),
+        (None, Some(pages)) => pages,
+        (None, None) => default_mmap_pages(cfg.call_graph, false),
+    };
     // The default shrinks (halving) to what the locked-memory limits allow,
     // down to a useful minimum; an explicit size is mapped as asked or refused.
     let min_pages = match cfg.mmap_pages {
@@ -979,10 +986,11 @@ impl OpenPlan {
             OpenFailure::Collector(e) => {
                 self.collector_note = Some(format!("its events could not be attached: {e}"));
                 self.collector = None;
-                if cfg.mmap_pages.is_none() {
-                    // perf's stack copies need the larger rings.
-                    self.pages = default_mmap_pages(cfg.call_graph, false);
-                }
+                // The perf rings take every record now (and perf's stack
+                // copies need the larger rings).
+                self.pages =
+                    (cfg.mmap_pages).unwrap_or_else(|| default_mmap_pages(cfg.call_graph, false));
+                self.asked_pages = self.pages;
                 return Ok(());
             }
             OpenFailure::Ring(e) => {
@@ -1033,14 +1041,22 @@ impl OpenPlan {
     fn warn(&self, cfg: &RecordConfig, cpus: usize) {
         if self.pages < self.asked_pages {
             // A dwarf sample carries 32 KiB of stack, a frame-pointer one ~100 bytes.
-            let lighter = if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
-                ", or record with `--call-graph fp` (samples 100 times smaller)"
+            // The collector's rings are BPF maps, which the limits do
+            // not cover: only the side-band rings shrink.
+            let (rings, bursts, lighter) = if self.collector.is_some() {
+                ("side-band ring buffers", "bursts of process starts", "")
+            } else if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
+                (
+                    "ring buffers",
+                    "fault bursts",
+                    ", or record with `--call-graph fp` (samples 100 times smaller)",
+                )
             } else {
-                ""
+                ("ring buffers", "fault bursts", "")
             };
             eprintln!(
-                "pfprof: warning: ring buffers shrunk to {} per CPU (asked for {}) by the locked-memory \
-                 limits: {}; fault bursts may lose records (the report counts them). To record with the \
+                "pfprof: warning: {rings} shrunk to {} per CPU (asked for {}) by the locked-memory \
+                 limits: {}; {bursts} may lose records (the report counts them). To record with the \
                  full size, {}{lighter}",
                 crate::text::human_bytes(self.pages as u64 * 4096),
                 crate::text::human_bytes(self.asked_pages as u64 * 4096),

@@ -140,12 +140,23 @@ pub struct MapShape {
 
 /// Creates a map.
 pub fn map_create(shape: MapShape, name: &str) -> io::Result<OwnedFd> {
+    create(shape, None, name)
+}
+
+/// Creates a map of maps (`BPF_MAP_TYPE_ARRAY_OF_MAPS`) whose values are
+/// maps like `inner`.
+pub fn map_create_of_maps(shape: MapShape, inner: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+    create(shape, Some(inner), name)
+}
+
+fn create(shape: MapShape, inner: Option<&OwnedFd>, name: &str) -> io::Result<OwnedFd> {
     let mut attr = MapCreate {
         map_type: shape.map_type,
         key_size: shape.key_size,
         value_size: shape.value_size,
         max_entries: shape.max_entries,
         map_flags: shape.map_flags,
+        inner_map_fd: inner.map_or(0, |fd| fd.as_raw_fd() as u32),
         map_name: object_name(name),
         ..MapCreate::default()
     };

@@ -423,16 +423,22 @@ fn locked_memory_limit() {
     assert!(err.contains("kernel.perf_event_mlock_kb is"), "{err}");
     assert!(err.contains("ulimit -l"), "{err}");
     let ring = ring_bytes_per_cpu(&dir.join("out/pfprof.data"));
-    // As record prints sizes: whole MiB as MiB, the rest in KiB.
-    let shown = if ring >= 1 << 20 && ring % (1 << 20) == 0 {
-        format!("{} MiB", ring >> 20)
+    if err.contains("side-band ring buffers shrunk to") {
+        // The BPF collector's rings (where the faults go, as the recording
+        // says) are maps, which the limits do not cover: 64 MiB as asked.
+        assert_eq!(ring, 64 << 20, "{err}");
     } else {
-        format!("{} KiB", ring >> 10)
-    };
-    assert!(
-        err.contains(&format!("shrunk to {shown} per CPU")),
-        "{ring}: {err}"
-    );
+        // As record prints sizes: whole MiB as MiB, the rest in KiB.
+        let shown = if ring >= 1 << 20 && ring % (1 << 20) == 0 {
+            format!("{} MiB", ring >> 20)
+        } else {
+            format!("{} KiB", ring >> 10)
+        };
+        assert!(
+            err.contains(&format!("shrunk to {shown} per CPU")),
+            "{ring}: {err}"
+        );
+    }
 
     // A ring larger than a CPU's share of perf_event_mlock_kb, with no
     // RLIMIT_MEMLOCK at all.
@@ -468,4 +474,29 @@ fn mmap_pages_values() {
     let out = record_command(&dir, &[], &["--mmap-pages", "3"], &["true"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(ring_bytes_per_cpu(&dir.join("out/pfprof.data")), 4 * 4096);
+}
+
+/// pfprof in a pid namespace of its own (a container's): the BPF
+/// collector's records carry the pids of that namespace, as the kernel's
+/// records do, so every fault is attributed to its process and site.
+#[test]
+fn records_inside_a_pid_namespace() {
+    if !can_record() || !is_root() {
+        return;
+    }
+    let dir = temp_dir("processes_pidns");
+    let exe = compile_c(&dir, "touch.c", &[]);
+    let out = run(Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(env!("CARGO_BIN_EXE_pfprof"))
+        .args(["record", "-q", "-o"])
+        .arg(dir.join("out"))
+        .arg("--")
+        .arg(&exe)
+        .arg("16"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let report = crate::util::read_report(&dir.join("out/report.json"));
+    assert_complete(&report);
+    let rows = function_sites(&report, "touch_pages");
+    assert_eq!(total(&rows), 16 * 256);
 }

@@ -478,3 +478,41 @@ fn heap_faults_are_heap() {
         assert_eq!(r["target"]["region"], "heap", "{}", show(&rows));
     }
 }
+
+/// A full ring: 4 KiB per CPU (`--mmap-pages 1`) holds a few of the 65,536
+/// faults of a 256 MiB touch between two drains. What the ring turned away
+/// is counted as lost (the BPF collector counts it in the kernel and pfprof
+/// writes it down as `PERF_RECORD_LOST`), so that what was captured and
+/// what was lost add up to the kernel's count, and report.txt says so.
+#[test]
+fn full_ring_counts_lost_records() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("record_full_ring");
+    let exe = compile_c(&dir, "touch.c", &[]);
+    let (out, report) = crate::util::record_with(&dir, &["--mmap-pages", "1"], &exe, &["256"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let totals = &report["totals"];
+    let n = |key: &str| totals[key].as_u64().unwrap();
+    assert!(n("lost") > 1_000, "{totals}");
+    if totals["collector"] == "bpf" {
+        let captured = n("minor") + n("cow") + n("major");
+        let kernel = n("kernel_minor") + n("kernel_major");
+        assert_eq!(captured + n("lost"), kernel, "{totals}");
+    }
+    let text = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
+    let lost = n("lost").to_string().into_bytes();
+    // As report.txt writes numbers: 1,234,567.
+    let grouped: Vec<String> = lost
+        .rchunks(3)
+        .rev()
+        .map(|d| String::from_utf8_lossy(d).into_owned())
+        .collect();
+    let line = format!("lost records: {}", grouped.join(","));
+    assert!(text.contains(&line), "{line}: {text}");
+}

@@ -94,7 +94,7 @@ impl SampleId {
 }
 
 /// A sample of an event whose sample type is [`SAMPLE_ID`] and RAW (the
-/// collector's output event), read from its body in place: its
+/// collector's records), read from its body in place: its
 /// [`SampleId`] fields and raw data. The records of a fault storm come this
 /// way, so it reads them at their fixed offsets rather than through a
 /// general parser (which copies the whole parsed sample out, twice).
@@ -112,7 +112,7 @@ pub fn raw_sample(body: &[u8]) -> Option<(SampleId, &[u8])> {
 }
 
 /// The time of a sample of a [`SAMPLE_ID`]-first event without IP (the
-/// collector's output event, the tracepoints'), read in place.
+/// collector's records, the tracepoints'), read in place.
 pub fn sample_time(body: &[u8]) -> Option<u64> {
     le_u64(body, 16)
 }
@@ -293,7 +293,7 @@ mod tests {
         assert_eq!(out[out.len() - 8..], 0x2910_0142u64.to_le_bytes());
     }
 
-    /// A sample of the collector's output event (SAMPLE_ID and RAW) is read
+    /// A sample of the collector's (SAMPLE_ID and RAW) is read
     /// in place as the general parser reads it.
     #[test]
     fn raw_samples_read_in_place() {
