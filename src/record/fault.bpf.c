@@ -557,8 +557,11 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 	// The kernel pads raw data so that the record is whole u64s.
 	__u64 raw_size = ((fault_bytes + 4 + 7) & ~7ULL) - 4;
 	__u64 size = HEAD_OUT + raw_size;
-	if (size > sizeof(struct scratch) - 4 || size > 0xffff)
+	// (Cannot happen: the largest record is 62 KiB. Counted, not dropped.)
+	if (size > sizeof(struct scratch) - 4 || size > 0xffff) {
+		count(COUNT_LOST);
 		return;
+	}
 	write_head(s, cfg, pid_tgid, cpu, (__u32)size, (__u32)raw_size);
 	void *ring = bpf_map_lookup_elem(&rings, &cpu);
 	if (!ring) {
