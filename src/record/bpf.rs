@@ -479,8 +479,13 @@ impl FaultCollector {
 
     /// Records that found their ring full so far (summed over the CPUs).
     pub fn lost(&self) -> io::Result<u64> {
+        self.counter(COUNT_LOST)
+    }
+
+    /// Counter `which` (`COUNT_*`), summed over the CPUs.
+    fn counter(&self, which: u32) -> io::Result<u64> {
         let mut values = vec![0u8; self.cpus as usize * 8];
-        sysbpf::map_lookup(&self.counters, &COUNT_LOST.to_le_bytes(), &mut values)?;
+        sysbpf::map_lookup(&self.counters, &which.to_le_bytes(), &mut values)?;
         Ok(le_u64s(&values).sum())
     }
 
@@ -554,10 +559,8 @@ impl FaultCollector {
     /// The collector's counters so far, summed over the CPUs.
     pub fn counters(&self) -> io::Result<Counters> {
         let mut sums = [0u64; COUNTERS];
-        let mut values = vec![0u8; self.cpus as usize * 8];
         for (i, sum) in sums.iter_mut().enumerate() {
-            sysbpf::map_lookup(&self.counters, &(i as u32).to_le_bytes(), &mut values)?;
-            *sum = le_u64s(&values).sum();
+            *sum = self.counter(i as u32)?;
         }
         Ok(Counters {
             unfinished_entries: sums[0],
