@@ -167,17 +167,24 @@ impl<'p> Names<'p> {
         let mut module_status = stale_modules(profile);
         let stale: FxHashSet<ModuleId> = module_status.keys().copied().collect();
         let (by_module, kernel_needed) = code_offsets(profile);
-        let code = name_code(profile, symbolizer, &by_module, &stale, &mut module_status);
-        let data = name_data(profile, symbolizer, &stale, &mut module_status);
         // Another kernel's frames stay addresses (a warning says why).
         let kernel_mismatch = kernel_needed
             .then(|| crate::analysis::foreign::kernel_mismatch(profile))
             .flatten();
-        let kernel = if kernel_needed && kernel_mismatch.is_none() {
-            KernelSymbols::load()
-        } else {
-            None
-        };
+        let (code, data, kernel) = std::thread::scope(|scope| {
+            // kallsyms is read while the modules are (the kernel takes
+            // ~40 ms to format its 120,000 lines).
+            let kernel = (kernel_needed && kernel_mismatch.is_none())
+                .then(|| scope.spawn(KernelSymbols::load));
+            let code = name_code(profile, symbolizer, &by_module, &stale, &mut module_status);
+            let data = name_data(profile, symbolizer, &stale, &mut module_status);
+            let kernel = kernel.and_then(|reading| {
+                reading
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            });
+            (code, data, kernel)
+        });
         let mut names = Names {
             profile,
             frames: code,

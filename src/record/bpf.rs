@@ -91,6 +91,10 @@ const COUNT_LOST: u32 = 3;
 /// The sample id of the collector's records (`COLLECTOR_ID` in
 /// fault.bpf.c): no event of the kernel's, whose ids count up from 1.
 pub const COLLECTOR_ID: u64 = 0xffff_ffff_fffe_7066;
+/// The sample ids of the fault entries the collector pairs through raw
+/// tracepoint programs, whose perf events are then never opened.
+pub const ENTRY_USER_ID: u64 = COLLECTOR_ID + 1;
+pub const ENTRY_KERNEL_ID: u64 = COLLECTOR_ID + 2;
 
 /// `PROC_PID_INIT_INO`: the initial pid namespace's inode number.
 const INIT_PIDNS_INO: u64 = 0xefff_fffc;

@@ -244,6 +244,22 @@ struct EventSpec {
     attr: PerfEventAttr,
     /// What the recording says, when pfprof rewrites the samples.
     file_attr: Option<PerfEventAttr>,
+    /// Not opened: pfprof writes this event's records under this id (the
+    /// fault entries the collector pairs through raw tracepoints).
+    written_as: Option<u64>,
+}
+
+/// What the events of a recording are asked for beyond the configuration.
+#[derive(Clone, Copy)]
+struct SpecOptions {
+    /// Build-ids in mmap2 records (kernels before 5.12 have none).
+    build_id: bool,
+    /// The BPF collector writes the faults.
+    collector: bool,
+    /// The collector's raw tracepoint programs pair the fault entries: the
+    /// tracepoints' perf events are not opened. (Opened and closed, they
+    /// cost a synchronize_rcu each at close: 100 ms of every start.)
+    entries_paired: bool,
 }
 
 fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
@@ -305,21 +321,27 @@ fn event_specs(
     mmap_pages: usize,
     tracepoints: Option<(u64, u64)>,
     probe: Option<&MainProbe>,
-    (build_id, collector): (bool, bool),
+    options: SpecOptions,
 ) -> Vec<EventSpec> {
+    let collector = options.collector;
     let mut specs = vec![
         fault_event(
             cfg,
             b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
-            Some((mmap_pages, build_id)),
+            Some((mmap_pages, options.build_id)),
             collector,
         ),
         fault_event(cfg, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ, None, collector),
     ];
     if let Some((user_id, kernel_id)) = tracepoints {
-        for (name, id) in [
-            (rec::FAULT_ENTRY_USER.name, user_id),
-            (rec::FAULT_ENTRY_KERNEL.name, kernel_id),
+        let paired = options.entries_paired && collector;
+        for (name, id, written_as) in [
+            (rec::FAULT_ENTRY_USER.name, user_id, bpf::ENTRY_USER_ID),
+            (
+                rec::FAULT_ENTRY_KERNEL.name,
+                kernel_id,
+                bpf::ENTRY_KERNEL_ID,
+            ),
         ] {
             let mut attr = base_attr(cfg);
             attr.type_ = b::PERF_TYPE_TRACEPOINT;
@@ -329,6 +351,7 @@ fn event_specs(
                 name,
                 attr,
                 file_attr: None,
+                written_as: paired.then_some(written_as),
             });
         }
     }
@@ -408,6 +431,7 @@ fn fault_event(
         name,
         attr,
         file_attr,
+        written_as: None,
     }
 }
 
@@ -436,6 +460,7 @@ fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSpec {
         name: rec::MAIN_ENTRY.name,
         attr,
         file_attr: None,
+        written_as: None,
     }
 }
 
@@ -482,9 +507,9 @@ fn open_events(
     let mut kernel_attrs = Vec::new();
     for spec in specs {
         let mut per_cpu = Vec::new();
-        let mut ids = Vec::new();
+        let mut ids = Vec::from_iter(spec.written_as);
         for &cpu in cpus {
-            for &task in tasks {
+            for &task in tasks.iter().filter(|_| spec.written_as.is_none()) {
                 let fd = sys::perf_event_open(&spec.attr, task, cpu)?;
                 ids.push(sys::event_id(&fd)?);
                 per_cpu.push(fd);
@@ -504,10 +529,9 @@ fn open_events(
         let leader = &fds[0][cpu_index * per_cpu];
         let ring = Ring::new(leader, mmap_pages).map_err(OpenFailure::Ring)?;
         for (event, event_fds) in fds.iter().enumerate() {
-            for (task, fd) in event_fds[cpu_index * per_cpu..(cpu_index + 1) * per_cpu]
-                .iter()
-                .enumerate()
-            {
+            // (None of an event pfprof writes.)
+            let cpu_fds = event_fds.get(cpu_index * per_cpu..(cpu_index + 1) * per_cpu);
+            for (task, fd) in cpu_fds.unwrap_or_default().iter().enumerate() {
                 if event > 0 || task > 0 {
                     sys::set_output(fd, leader)?;
                 }
@@ -694,13 +718,24 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
     // From here on, a launched command is reaped on every way out (its
     // guard, `Launched`), whatever fails.
     let mut followed = follow(cfg)?;
+    // Only after the fork: glibc's first thread installs a handler for
+    // its signal 33, which the command would then not inherit ignored.
+    let kernel_text = std::thread::Builder::new()
+        .name("pfprof-kallsyms".into())
+        .spawn(session::read_kernel_text);
     let tracepoints = find_tracepoints(cfg);
     let cpus = procfs::online_cpus();
     let probe = followed.command.as_ref().and_then(|c| main_probe(&c.path));
     let mut plan = open_plan(cfg, &followed, &cpus, tracepoints, probe)?;
     let opened = plan.open(cfg, &followed.tasks, &cpus)?;
     plan.warn(cfg, cpus.len());
-    let mut session = Session::new(cfg, &followed, plan, opened, cpus.len(), tap)?;
+    let kernel_text = match kernel_text {
+        Ok(reading) => reading
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        Err(_) => session::read_kernel_text(),
+    };
+    let mut session = Session::new(cfg, &followed, plan, opened, cpus.len(), tap, kernel_text)?;
     session.begin(&mut followed)?;
     let priority = raise_recorder_priority();
     let ended = session.drain_until_done(&mut followed)?;
@@ -897,6 +932,9 @@ struct OpenPlan {
     build_id: bool,
     collector: Option<FaultCollector>,
     collector_note: Option<String>,
+    /// The collector's raw tracepoint programs pairing the fault entries,
+    /// when the kernel takes them (see [`SpecOptions::entries_paired`]).
+    entry_links: Option<Vec<OwnedFd>>,
     /// Data pages per ring: as asked, or the default, halved down to
     /// `min_pages` while the locked-memory limits refuse it.
     pages: usize,
@@ -917,7 +955,12 @@ fn open_plan(
     probe: Option<MainProbe>,
 ) -> Result<OpenPlan> {
     // Every event is one fd per CPU and task.
-    let events = event_specs(cfg, 1, tracepoints.ids, probe.as_ref(), (true, false)).len();
+    let options = SpecOptions {
+        build_id: true,
+        collector: false,
+        entries_paired: false,
+    };
+    let events = event_specs(cfg, 1, tracepoints.ids, probe.as_ref(), options).len();
     let tasks = followed.tasks.len();
     let fds_for = format!("{events} events × {} CPUs × {tasks} task(s)", cpus.len());
     let fds_needed = (events * cpus.len() * tasks) as u64;
@@ -949,6 +992,7 @@ fn open_plan(
         build_id: true,
         collector,
         collector_note,
+        entry_links: None,
         pages: asked_pages,
         asked_pages,
         min_pages,
@@ -962,17 +1006,43 @@ impl OpenPlan {
     /// kernel accepts it or refuses for good.
     fn open(&mut self, cfg: &RecordConfig, tasks: &[i32], cpus: &[i32]) -> Result<OpenEvents> {
         loop {
+            self.pair_entries_early();
+            let options = SpecOptions {
+                build_id: self.build_id,
+                collector: self.collector.is_some(),
+                entries_paired: self.entry_links.is_some(),
+            };
             let specs = event_specs(
                 cfg,
                 self.pages,
                 self.tracepoints.ids,
                 self.probe.as_ref(),
-                (self.build_id, self.collector.is_some()),
+                options,
             );
             match open_events(&specs, tasks, cpus, self.pages, self.collector.as_mut()) {
                 Ok(opened) => return Ok(opened),
                 Err(failure) => self.lower(failure, cfg, cpus.len())?,
             }
+        }
+    }
+
+    /// Attaches the collector's raw tracepoint programs that pair each
+    /// fault with its entry, before the events open (their records come
+    /// from the collector then, not from the tracepoints' events); detaches
+    /// them when the plan has lost the collector or the tracepoints.
+    fn pair_entries_early(&mut self) {
+        let collector = self
+            .collector
+            .as_ref()
+            .filter(|_| self.tracepoints.ids.is_some());
+        match collector {
+            None => self.entry_links = None,
+            Some(collector) if self.entry_links.is_none() => {
+                // Refused: the tracepoints' events are opened, and the
+                // collector is attached to them (the fallback).
+                self.entry_links = collector.pair_entries_raw().ok().map(Vec::from);
+            }
+            Some(_) => {}
         }
     }
 
@@ -1111,6 +1181,7 @@ mod tests {
             build_id: true,
             collector: None,
             collector_note: None,
+            entry_links: None,
             pages,
             asked_pages: pages,
             min_pages: 8,
@@ -1190,7 +1261,12 @@ mod tests {
             path: CString::new("/bin/true").unwrap(),
             file_offset: 0x1000,
         };
-        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), (true, false));
+        let options = SpecOptions {
+            build_id: true,
+            collector: false,
+            entries_paired: false,
+        };
+        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), options);
         let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
         assert_eq!(
             names,
@@ -1212,5 +1288,26 @@ mod tests {
             b::PERF_SAMPLE_CALLCHAIN as u64
         );
         assert_eq!(file.sample_stack_user, 0);
+        assert!(specs.iter().all(|s| s.written_as.is_none()));
+
+        // Entries paired by the collector: the tracepoints are not opened,
+        // and their records carry pfprof's ids.
+        let paired = SpecOptions {
+            collector: true,
+            entries_paired: true,
+            ..options
+        };
+        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), paired);
+        let written: Vec<Option<u64>> = specs.iter().map(|s| s.written_as).collect();
+        assert_eq!(
+            written,
+            [
+                None,
+                None,
+                Some(bpf::ENTRY_USER_ID),
+                Some(bpf::ENTRY_KERNEL_ID),
+                None
+            ]
+        );
     }
 }

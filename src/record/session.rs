@@ -200,9 +200,10 @@ impl<'a> Session<'a> {
         opened: OpenEvents,
         cpus: usize,
         live: Option<&'a mut (dyn Tap + 'static)>,
+        kernel_text: Option<(u64, u64)>,
     ) -> Result<Self> {
         let OpenEvents {
-            mut fds,
+            fds,
             rings,
             descs,
             mut rewriter,
@@ -213,18 +214,18 @@ impl<'a> Session<'a> {
             collector,
             probe,
             tracepoints,
+            entry_links: raw_links,
             ..
         } = plan;
         let mut entry_links = Vec::new();
         if let Some(rewriter) = rewriter.as_mut() {
             prepare_rewriter(rewriter, cfg, probe.as_ref());
             if let Some(collector) = collector {
-                let entries = pair_entries(&collector, &mut fds, &descs, tracepoints.ids).map(
-                    |(events, links)| {
+                let entries = pair_entries(&collector, &fds, &descs, tracepoints.ids, raw_links)
+                    .map(|(events, links)| {
                         entry_links = links;
                         events
-                    },
-                );
+                    });
                 let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
                 rewriter.set_collector(collector, dwarf, entries);
             }
@@ -255,7 +256,7 @@ impl<'a> Session<'a> {
         };
         let data_path = cfg.data_path.as_deref().unwrap_or(Path::new("/dev/null"));
         let leader_id = descs[0].ids[0];
-        let (writer, kernel_text) = create_writer(cfg, data_path, descs, leader_id)?;
+        let (writer, kernel_text) = create_writer(cfg, data_path, descs, (leader_id, kernel_text))?;
         let Tracepoints { ids, formats, .. } = tracepoints;
         Ok(Session {
             cfg,
@@ -633,26 +634,26 @@ pub(super) fn prepare_rewriter(
 /// ids `ids`): the recording then gets the entries from the rewriter. When
 /// the kernel refuses, the tracepoints' own records stay (noted).
 ///
-/// Raw tracepoint programs do it where the kernel allows them, and the
-/// tracepoints' perf events are then closed (their ids stay in the
-/// recording, for the entries the rewriter writes): returns the raw
+/// Raw tracepoint programs do it where the kernel allows them: then they
+/// were attached before the events opened (`raw_links`), and the
+/// tracepoints' perf events were never opened (their ids in the recording
+/// are pfprof's, for the entries the rewriter writes). Returns the raw
 /// programs' attachments too, which must be closed before the fault events
 /// stop ([`FaultCollector::pair_entries_raw`]).
 pub(super) fn pair_entries(
     collector: &FaultCollector,
-    fds: &mut [Vec<OwnedFd>],
+    fds: &[Vec<OwnedFd>],
     descs: &[EventDesc],
     ids: Option<(u64, u64)>,
+    raw_links: Option<Vec<OwnedFd>>,
 ) -> Option<(EntryEvents, Vec<OwnedFd>)> {
     let (user_tp, kernel_tp) = ids?;
     let events = EntryEvents {
         user: (*descs.get(2)?.ids.first()?, user_tp as u16),
         kernel: (*descs.get(3)?.ids.first()?, kernel_tp as u16),
     };
-    if let Ok(links) = collector.pair_entries_raw() {
-        fds[2].clear();
-        fds[3].clear();
-        return Some((events, links.into()));
+    if let Some(links) = raw_links {
+        return Some((events, links));
     }
     let (user, kernel) = (fds.get(2)?.first()?, fds.get(3)?.first()?);
     if let Err(e) = collector.pair_entries(user, kernel) {
@@ -702,20 +703,26 @@ pub(super) fn create_writer(
     cfg: &RecordConfig,
     data_path: &Path,
     descs: Vec<EventDesc>,
-    leader_id: u64,
+    (leader_id, kernel_text): (u64, Option<(u64, u64)>),
 ) -> Result<(PerfDataWriter, bool)> {
     let mut writer = match &cfg.data_path {
         Some(path) => PerfDataWriter::create(path, descs),
         None => PerfDataWriter::discarding(descs),
     }
     .with_context(|| format!("cannot create {}", data_path.display()))?;
-    let kernel_text = procfs::kallsyms().and_then(|k| pfprof_symbolize::kernel_text(&k));
     if let Some((start, end)) = kernel_text {
         writer
             .write_records(&synth::kernel_mmap(start, end, leader_id))
             .with_context(|| format!("cannot write {}", data_path.display()))?;
     }
     Ok((writer, kernel_text.is_some()))
+}
+
+/// The kernel's text (`_text` to `_etext`), for the recording's kernel
+/// mapping. Read on a thread of its own while the collector loads: the
+/// kernel takes ~40 ms to format kallsyms' 120,000 lines.
+pub(super) fn read_kernel_text() -> Option<(u64, u64)> {
+    procfs::kallsyms().and_then(|k| pfprof_symbolize::kernel_text(&k))
 }
 
 /// Raises the draining thread's priority as far as allowed, and says so
