@@ -10,10 +10,14 @@
 #    `pfprof flamegraph -i` and `pfprof report -i` against
 #    `perf script | inferno-collapse-perf | inferno-flamegraph` (wall,
 #    medians of RUNS, interleaved), and the ratios.
+# 3. The symbolizer's throughput on libc's DWARF (libc6-dbg, 4,126 units):
+#    20,000 addresses, half cold (the DWARF read on the way), half warm,
+#    against binutils `addr2line -f -i -C` on the same addresses (cold).
 #
 # perf records the fault events with data addresses (-d), as pfprof needs.
 #
-# Usage: bash bench/fastrun.sh [RUNS]   (as root; installs inferno, linux-perf)
+# Usage: bash bench/fastrun.sh [RUNS]   (as root; installs inferno, linux-perf,
+# libc6-dbg)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
@@ -67,3 +71,21 @@ for rec in fp dwarf; do
   printf '   %-22s %10s %10s %10s %7.1fx %7.1fx\n' "$rec ($(perf script -i "$data" 2>/dev/null | grep -c ': *[0-9]* *[a-z-]*faults:' || true) samples)" \
     "$p" "$f" "$r" "$(echo "$p / $f" | bc -l)" "$(echo "$p / $r" | bc -l)"
 done
+
+echo "3. the symbolizer on libc with its DWARF (libc6-dbg), against binutils addr2line"
+command -v addr2line >/dev/null || apt-get install -y -qq binutils >/dev/null
+dpkg -s libc6-dbg >/dev/null 2>&1 || apt-get install -y -qq libc6-dbg >/dev/null
+cargo build --release --quiet -p pfprof-symbolize --example symbolize_file
+libc=/usr/lib/x86_64-linux-gnu/libc.so.6
+# Every 67th byte of .text (about 20,000 addresses; file offset = address in libc).
+read -r text_addr text_size < <(readelf -SW "$libc" | awk '$2 == ".text" {print $4, $6}')
+seq $((16#$text_addr)) 67 $((16#$text_addr + 16#$text_size - 1)) | awk '{printf "%x\n", $1}' >"$work/addrs"
+target/release/examples/symbolize_file "$libc" bench $(cat "$work/addrs") | sed 's/^/   pfprof /'
+id=$(readelf -n "$libc" | awk '/Build ID/ {print $3}')
+debug=/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug
+s=$(date +%s.%N)
+addr2line -f -i -C -e "$debug" <"$work/addrs" >/dev/null
+e=$(date +%s.%N)
+n=$(wc -l <"$work/addrs")
+printf '   binutils addr2line -f -i -C: %d addresses in %.1f ms, %.0f per second\n' "$n" \
+  "$(echo "($e - $s) * 1000" | bc -l)" "$(echo "$n / ($e - $s)" | bc -l)"

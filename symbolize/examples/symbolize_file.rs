@@ -1,9 +1,11 @@
 //! Prints what the crate says about file offsets of one ELF file.
 //!
 //! ```text
-//! cargo run -p pfprof-symbolize --example symbolize_file -- FILE code|data OFFSET...
+//! cargo run -p pfprof-symbolize --example symbolize_file -- FILE code|data|bench OFFSET...
 //! ```
-//! Offsets are hexadecimal (with or without `0x`).
+//! Offsets are hexadecimal (with or without `0x`). `bench` times the code
+//! lookups: every other offset cold (the DWARF loaded on the way), then
+//! their neighbours warm, and prints addresses per second.
 
 use std::path::PathBuf;
 
@@ -39,6 +41,23 @@ fn main() {
                     }
                     Err(reason) => println!("{offset:#x}: {reason}"),
                 }
+            }
+        }
+        "bench" => {
+            // Warm: the neighbours of the cold ones, in the same units.
+            let cold: Vec<u64> = offsets.iter().step_by(2).copied().collect();
+            let warm: Vec<u64> = offsets.iter().skip(1).step_by(2).copied().collect();
+            for (name, part) in [("cold", &cold), ("warm", &warm)] {
+                let start = std::time::Instant::now();
+                let named = symbolizer.code(&path, None, part);
+                let took = start.elapsed().as_secs_f64();
+                let frames: usize = named.iter().flatten().map(|s| s.frames.len()).sum();
+                println!(
+                    "{name}: {} addresses in {:.1} ms, {:.0} per second ({frames} frames)",
+                    part.len(),
+                    took * 1e3,
+                    part.len() as f64 / took
+                );
             }
         }
         "data" => {
