@@ -188,15 +188,11 @@ fn dwarf_stacks(report: &Report, stack_bytes: u32) -> String {
         }
         None => {}
     }
+    // A line of its own: beside the depth it passed 100 columns.
     if let Some(u) = t.unwind.as_ref().filter(|u| u.remembered > 0) {
         let _ = write!(
             line,
-            "{}{} remembered by the collector (not unwound again)",
-            if needed.is_some() {
-                "; "
-            } else {
-                "\nstack depth: "
-            },
+            "\nremembered stacks: {} (the collector's, not unwound again)",
             thousands(u.remembered)
         );
     }

@@ -444,18 +444,23 @@ INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *
 	s->f.stack_len = copy_stack(s, at, key->sp, copied, want);
 }
 
-// The perf sample header of the record in `s` (`size` bytes from `type`).
-INLINE void write_head(struct scratch *s, struct config *cfg, __u64 pid_tgid, __u32 cpu,
-		       __u32 size, __u32 raw_size)
+// `pid_tgid` as pfprof's pid namespace sees it, when it is not the
+// initial one (the ids of tasks outside it stay the initial namespace's).
+INLINE __u64 seen_pid_tgid(struct config *cfg, __u64 pid_tgid)
 {
-	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid;
 	if (cfg->pidns_ino) {
 		struct { __u32 pid; __u32 tgid; } ns = {};
-		if (bpf_get_ns_current_pid_tgid(cfg->pidns_dev, cfg->pidns_ino, &ns, sizeof(ns)) == 0) {
-			pid = ns.tgid;
-			tid = ns.pid;
-		}
+		if (bpf_get_ns_current_pid_tgid(cfg->pidns_dev, cfg->pidns_ino, &ns, sizeof(ns)) == 0)
+			return ((__u64)ns.tgid << 32) | ns.pid;
 	}
+	return pid_tgid;
+}
+
+// The perf sample header of the record in `s` (`size` bytes from `type`);
+// `seen` is the task's pid_tgid in pfprof's pid namespace.
+INLINE void write_head(struct scratch *s, __u64 seen, __u32 cpu, __u32 size, __u32 raw_size)
+{
+	__u32 pid = seen >> 32, tid = (__u32)seen;
 	__u64 time = bpf_ktime_get_ns();
 	__u64 id = COLLECTOR_ID;
 	__u32 misc = (s->f.flags & FLAG_KERNEL_MODE) ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
@@ -485,7 +490,9 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	__u32 tgid = pid_tgid >> 32;
-	int own = cfg->own_tgid && tgid == cfg->own_tgid;
+	// own_tgid is pfprof's pid in its own namespace.
+	__u64 seen = seen_pid_tgid(cfg, pid_tgid);
+	int own = cfg->own_tgid && (__u32)(seen >> 32) == cfg->own_tgid;
 
 	// The user registers: the faulting ones for a fault in user mode,
 	// those saved at the kernel's entry for one taken in kernel mode
@@ -562,7 +569,7 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 		count(COUNT_LOST);
 		return;
 	}
-	write_head(s, cfg, pid_tgid, cpu, (__u32)size, (__u32)raw_size);
+	write_head(s, seen, cpu, (__u32)size, (__u32)raw_size);
 	void *ring = bpf_map_lookup_elem(&rings, &cpu);
 	if (!ring) {
 		count(COUNT_LOST);

@@ -23,6 +23,7 @@
 
 pub mod bpf;
 pub(crate) mod dwarf;
+mod events;
 pub(crate) mod files;
 mod limits;
 pub mod ring;
@@ -37,19 +38,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use perf_event_open_sys::bindings as b;
 
 use crate::error::CodedError;
 use crate::format::call_graph::CallGraph;
 use crate::format::decode::Event;
-use crate::format::events::own;
 use crate::format::perf_data::RecordClass;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
 use crate::format::records as rec;
 use crate::sys::procfs;
-use crate::sys::{self, ExitStatus, PerfEventAttr};
+use crate::sys::{self, ExitStatus};
 use bpf::FaultCollector;
 use dwarf::{Handling, StackRewriter};
+use events::{chains_recorded, event_specs, main_probe, EventSpec, MainProbe, SpecOptions};
 pub use files::HeldFile;
 pub use limits::{default_mmap_pages, parse_mmap_pages, MAX_MMAP_PAGES};
 use limits::{
@@ -237,232 +237,6 @@ fn permission_error(e: &io::Error) -> anyhow::Error {
 
 /// The tracepoints pfprof records (tracefs `events/` paths).
 const TRACEPOINTS: [&str; 2] = rec::TRACEPOINT_PATHS;
-
-struct EventSpec {
-    name: &'static str,
-    /// What the kernel is asked for.
-    attr: PerfEventAttr,
-    /// What the recording says, when pfprof rewrites the samples.
-    file_attr: Option<PerfEventAttr>,
-    /// Not opened: pfprof writes this event's records under this id (the
-    /// fault entries the collector pairs through raw tracepoints).
-    written_as: Option<u64>,
-}
-
-/// What the events of a recording are asked for beyond the configuration.
-#[derive(Clone, Copy)]
-struct SpecOptions {
-    /// Build-ids in mmap2 records (kernels before 5.12 have none).
-    build_id: bool,
-    /// The BPF collector writes the faults.
-    collector: bool,
-    /// The collector's raw tracepoint programs pair the fault entries: the
-    /// tracepoints' perf events are not opened. (Opened and closed, they
-    /// cost a synchronize_rcu each at close: 100 ms of every start.)
-    entries_paired: bool,
-}
-
-fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
-    let mut attr = sys::new_attr();
-    attr.__bindgen_anon_1.sample_period = 1;
-    // Every record says whose, when, where and of which event, in the
-    // layout the records pfprof writes itself share.
-    own::identified(&mut attr);
-    attr.set_disabled(1);
-    // A command's events start at its exec; attached and system-wide ones
-    // are enabled once the existing address spaces are written down.
-    let command = matches!(cfg.target, Target::Command(_));
-    attr.set_inherit(u64::from(!matches!(cfg.target, Target::System)));
-    attr.set_enable_on_exec(u64::from(command));
-    // CLOCK_MONOTONIC, so that records pfprof writes itself (the mappings of
-    // processes that already run) sort with the kernel's.
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
-    attr.set_exclude_hv(1);
-    // Faults taken in kernel mode on user memory (read() into a fresh buffer)
-    // are kernel-mode events: keep them, but leave kernel frames out.
-    attr.set_exclude_callchain_kernel(if cfg.kernel_callchains { 0 } else { 1 });
-    attr
-}
-
-/// A uprobe on the program's `main`: marks the end of start-up exactly.
-pub struct MainProbe {
-    /// Dynamic PMU type of `uprobe`.
-    pmu_type: u32,
-    /// The executable (kept alive: the attr points at it).
-    path: CString,
-    /// File offset of `main`.
-    file_offset: u64,
-}
-
-/// Finds `main` in the executable and the uprobe PMU; None when either is
-/// missing (stripped binary, no uprobes): start-up then ends at the first
-/// fault whose stack shows `main`.
-fn main_probe(program: &Path) -> Option<MainProbe> {
-    let pmu_type = procfs::pmu_type("uprobe")?;
-    let mut symbolizer = pfprof_symbolize::Symbolizer::new(pfprof_symbolize::Options::default());
-    let (_, range) = symbolizer
-        .function_ranges(program, None, &["main"])
-        .into_iter()
-        .next()?;
-    let path = CString::new(program.as_os_str().as_encoded_bytes()).ok()?;
-    Some(MainProbe {
-        pmu_type,
-        path,
-        file_offset: range.start,
-    })
-}
-
-/// The events of a recording: minor and major faults, the fault-entry
-/// tracepoints, and the main-entry probe, in this order (the first carries
-/// the side-band records).
-fn event_specs(
-    cfg: &RecordConfig,
-    mmap_pages: usize,
-    tracepoints: Option<(u64, u64)>,
-    probe: Option<&MainProbe>,
-    options: SpecOptions,
-) -> Vec<EventSpec> {
-    let collector = options.collector;
-    let mut specs = vec![
-        fault_event(
-            cfg,
-            b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
-            Some((mmap_pages, options.build_id)),
-            collector,
-        ),
-        fault_event(cfg, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ, None, collector),
-    ];
-    if let Some((user_id, kernel_id)) = tracepoints {
-        let paired = options.entries_paired && collector;
-        for (name, id, written_as) in [
-            (rec::FAULT_ENTRY_USER.name, user_id, bpf::ENTRY_USER_ID),
-            (
-                rec::FAULT_ENTRY_KERNEL.name,
-                kernel_id,
-                bpf::ENTRY_KERNEL_ID,
-            ),
-        ] {
-            let mut attr = base_attr(cfg);
-            attr.type_ = b::PERF_TYPE_TRACEPOINT;
-            attr.config = id;
-            attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
-            specs.push(EventSpec {
-                name,
-                attr,
-                file_attr: None,
-                written_as: paired.then_some(written_as),
-            });
-        }
-    }
-    specs.extend(probe.map(|probe| main_probe_event(cfg, probe)));
-    specs
-}
-
-/// A software page-fault event (`config`: minor or major) sampled with the
-/// data address and the call chain `cfg` asks for; `side_band` (the first
-/// event's ring size and build-ids) makes it carry the side-band records.
-fn fault_event(
-    cfg: &RecordConfig,
-    config: u32,
-    side_band: Option<(usize, bool)>,
-    collector: bool,
-) -> EventSpec {
-    let name = if config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN {
-        rec::MINOR_FAULTS.name
-    } else {
-        rec::MAJOR_FAULTS.name
-    };
-    let mut attr = base_attr(cfg);
-    attr.type_ = b::PERF_TYPE_SOFTWARE;
-    attr.config = config as u64;
-    // --class major: minor faults are only counted (the event stays, for
-    // its side-band records and its counter), and vice versa.
-    let sampled = match cfg.class {
-        RecordClass::All | RecordClass::Cow => true,
-        RecordClass::Minor => config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
-        RecordClass::Major => config == b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
-    };
-    attr.__bindgen_anon_1.sample_period = if sampled { cfg.period } else { 1 << 62 };
-    attr.sample_type |= own::FAULT_FIELDS;
-    // With the collector the kernel writes no sample of these events (the
-    // collector writes the fault), so it is asked for nothing more.
-    if !collector {
-        match cfg.call_graph {
-            CallGraph::Fp => attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64,
-            CallGraph::Dwarf { stack_bytes } => {
-                attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
-                attr.sample_regs_user = crate::unwind::SAMPLE_REGS_USER;
-                attr.sample_stack_user = stack_bytes;
-            }
-            CallGraph::None => {}
-        }
-        if cfg.call_graph != CallGraph::Fp && cfg.kernel_callchains {
-            // The kernel's part of the chain only; the user part is unwound.
-            attr.sample_type |= b::PERF_SAMPLE_CALLCHAIN as u64;
-            attr.set_exclude_callchain_user(1);
-        }
-    }
-    if let Some((mmap_pages, build_id)) = side_band {
-        // The side-band records come from the first event only.
-        own::side_band(&mut attr, true, build_id);
-        attr.set_watermark(1);
-        // Woken at 1/32 of a ring instead, the drain's fixed cost per
-        // pass (8 times as many) lost the fork storm's records in 1 of 3
-        // runs; at 1/4, none in 3.
-        attr.__bindgen_anon_2.wakeup_watermark = ((mmap_pages * 4096) / 4) as u32;
-    }
-    // The collector's records, and in dwarf mode the chains unwound in
-    // place of the register and stack copies, are written as samples of
-    // these events: the recording says what they hold.
-    let file_attr = (collector || matches!(cfg.call_graph, CallGraph::Dwarf { .. })).then(|| {
-        let mut file_attr = attr;
-        file_attr.sample_type = if chains_recorded(cfg) {
-            own::FAULT_SAMPLE
-        } else {
-            own::SAMPLE_ID | own::FAULT_FIELDS
-        };
-        file_attr.sample_regs_user = 0;
-        file_attr.sample_stack_user = 0;
-        file_attr.set_exclude_callchain_user(0);
-        file_attr
-    });
-    EventSpec {
-        name,
-        attr,
-        file_attr,
-        written_as: None,
-    }
-}
-
-/// Whether the recording's fault samples carry call chains: not with
-/// `--call-graph none` unless kernel frames are kept.
-fn chains_recorded(cfg: &RecordConfig) -> bool {
-    cfg.call_graph != CallGraph::None || cfg.kernel_callchains
-}
-
-/// The uprobe on the program's `main`.
-fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSpec {
-    let mut attr = base_attr(cfg);
-    attr.type_ = probe.pmu_type;
-    // uprobe PMU: config1 = path, config2 = file offset.
-    attr.__bindgen_anon_3.config1 = probe.path.as_ptr() as u64;
-    attr.__bindgen_anon_4.config2 = probe.file_offset;
-    // Not inherited: an inherited uprobe event re-reads its path through
-    // the config1 pointer in the *forking* process, where it is not
-    // mapped, and fork/clone then fail with EFAULT. Only the program's
-    // own process needs it.
-    attr.set_inherit(0);
-    // The IP (main's address) only for perf: `perf script` refuses an
-    // event whose samples have neither IP nor address.
-    attr.sample_type |= b::PERF_SAMPLE_IP as u64;
-    EventSpec {
-        name: rec::MAIN_ENTRY.name,
-        attr,
-        file_attr: None,
-        written_as: None,
-    }
-}
 
 struct OpenEvents {
     /// fds[event][cpu]
@@ -1153,7 +927,7 @@ impl OpenPlan {
 mod tests {
     use super::*;
 
-    fn test_config() -> RecordConfig {
+    pub(super) fn test_config() -> RecordConfig {
         RecordConfig {
             target: Target::Pids(vec![1]),
             duration: None,
@@ -1245,69 +1019,5 @@ mod tests {
         let pid = never.pid();
         drop(never);
         assert!(!procfs::alive(pid), "the paused command was left");
-    }
-
-    /// Minor faults, major faults, the tracepoints, then the probe; only
-    /// the first carries the side-band records, and the probe is not
-    /// inherited; dwarf mode's recording says call chains.
-    #[test]
-    fn event_order_and_side_band() {
-        let cfg = RecordConfig {
-            call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
-            ..test_config()
-        };
-        let probe = MainProbe {
-            pmu_type: 9,
-            path: CString::new("/bin/true").unwrap(),
-            file_offset: 0x1000,
-        };
-        let options = SpecOptions {
-            build_id: true,
-            collector: false,
-            entries_paired: false,
-        };
-        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), options);
-        let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
-        assert_eq!(
-            names,
-            [
-                "minor-faults",
-                "major-faults",
-                "exceptions:page_fault_user",
-                "exceptions:page_fault_kernel",
-                "pfprof:main_entry"
-            ]
-        );
-        let side_band: Vec<bool> = specs.iter().map(|s| s.attr.mmap2() == 1).collect();
-        assert_eq!(side_band, [true, false, false, false, false]);
-        assert_eq!(specs[0].attr.build_id(), 1);
-        assert_eq!(specs[4].attr.inherit(), 0);
-        let file = specs[0].file_attr.unwrap();
-        assert_eq!(
-            file.sample_type & b::PERF_SAMPLE_CALLCHAIN as u64,
-            b::PERF_SAMPLE_CALLCHAIN as u64
-        );
-        assert_eq!(file.sample_stack_user, 0);
-        assert!(specs.iter().all(|s| s.written_as.is_none()));
-
-        // Entries paired by the collector: the tracepoints are not opened,
-        // and their records carry pfprof's ids.
-        let paired = SpecOptions {
-            collector: true,
-            entries_paired: true,
-            ..options
-        };
-        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), paired);
-        let written: Vec<Option<u64>> = specs.iter().map(|s| s.written_as).collect();
-        assert_eq!(
-            written,
-            [
-                None,
-                None,
-                Some(bpf::ENTRY_USER_ID),
-                Some(bpf::ENTRY_KERNEL_ID),
-                None
-            ]
-        );
     }
 }
