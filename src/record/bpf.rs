@@ -84,9 +84,11 @@ const MAP_ARRAY_OF_MAPS: u32 = 12;
 const MAP_RINGBUF: u32 = 27;
 
 /// The counters of fault.bpf.c (`COUNT_*`), in the `counters` map.
-const COUNTERS: usize = 4;
-/// `COUNT_LOST`: records that found their ring full.
+const COUNTERS: usize = 5;
+/// `COUNT_LOST`, `COUNT_LOST_MAJOR`: records of minor (COW included) and
+/// of major faults that found their ring full.
 const COUNT_LOST: u32 = 3;
+const COUNT_LOST_MAJOR: u32 = 4;
 
 /// The sample id of the collector's records (`COLLECTOR_ID` in
 /// fault.bpf.c): no event of the kernel's, whose ids count up from 1.
@@ -481,9 +483,10 @@ impl FaultCollector {
             .collect()
     }
 
-    /// Records that found their ring full so far (summed over the CPUs).
-    pub fn lost(&self) -> io::Result<u64> {
-        self.counter(COUNT_LOST)
+    /// Records that found their ring full so far (summed over the CPUs):
+    /// minor faults' (COW included), major faults'.
+    pub fn lost(&self) -> io::Result<[u64; 2]> {
+        Ok([self.counter(COUNT_LOST)?, self.counter(COUNT_LOST_MAJOR)?])
     }
 
     /// Counter `which` (`COUNT_*`), summed over the CPUs.
@@ -943,6 +946,8 @@ mod tests {
             ("MAX_STACK", MAX_STACK_BYTES as usize),
             ("MAGIC", MAGIC as usize),
             ("COUNT_LOST", COUNT_LOST as usize),
+            ("COUNT_LOST_MAJOR", COUNT_LOST_MAJOR as usize),
+            ("COUNTERS", COUNTERS),
             ("COLLECTOR_ID", COLLECTOR_ID as usize),
         ] {
             let define = format!("#define {name} {value}");

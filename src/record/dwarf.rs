@@ -180,8 +180,8 @@ pub struct StackRewriter {
     handling: Vec<Handling>,
     kinds: Vec<EventKind>,
     /// The recording's first event's id: the collector's records that are
-    /// not samples (`PERF_RECORD_LOST` written for it) are given it, since
-    /// the recording does not describe the collector's own event.
+    /// not samples are given it, since the recording does not describe the
+    /// collector's own event.
     leader_id: u64,
     /// Records to hand on.
     out: Vec<u8>,
@@ -208,9 +208,9 @@ pub struct StackRewriter {
     reads: Reads,
     /// Set when the collector pairs entries: their events.
     entry_events: Option<EntryEvents>,
-    /// The collector's count of records its rings turned away, as last
-    /// written down.
-    lost_seen: u64,
+    /// The collector's counts of records its rings turned away (minor,
+    /// major), as last written down.
+    lost_seen: [u64; 2],
 }
 
 impl StackRewriter {
@@ -241,7 +241,7 @@ impl StackRewriter {
             remembered: Remembered::default(),
             reads: Reads::default(),
             entry_events: None,
-            lost_seen: 0,
+            lost_seen: [0; 2],
         })
     }
 
@@ -477,36 +477,46 @@ impl StackRewriter {
         self.flush(output)
     }
 
-    /// Writes a `PERF_RECORD_LOST` for the records the collector's rings
-    /// turned away since the last pass (the kernel writes one for a perf
-    /// ring; for a BPF ring the program counts them).
+    /// Writes a `PERF_RECORD_LOST_SAMPLES` of `minor-faults` and one of
+    /// `major-faults` for the records the collector's rings turned away
+    /// since the last pass (the kernel writes a `PERF_RECORD_LOST` for a
+    /// perf ring, whose event it cannot say; for a BPF ring the program
+    /// counts them by class).
     fn count_lost(&mut self, time: u64, output: &mut dyn Output) {
         let Some(lost) = self.collector.as_ref().and_then(|c| c.lost().ok()) else {
             return;
         };
-        let new = lost.saturating_sub(self.lost_seen);
-        if new == 0 {
+        let Some((minor, major)) = self.handling.iter().find_map(|how| match how {
+            Handling::Collector { minor, major } => Some((*minor, *major)),
+            _ => None,
+        }) else {
             return;
+        };
+        for (class, id) in [minor, major].into_iter().enumerate() {
+            let new = lost[class].saturating_sub(self.lost_seen[class]);
+            if new == 0 {
+                continue;
+            }
+            self.lost_seen[class] = lost[class];
+            let size = HEAD_BYTES + 8 + own::TRAILER_BYTES;
+            let mut record = Vec::with_capacity(size);
+            let head = RecordHead {
+                record_type: rec::LOST_SAMPLES,
+                misc: 0,
+                size,
+            };
+            record.extend_from_slice(&head.encode());
+            record.extend_from_slice(&new.to_le_bytes());
+            let sample_id = SampleId {
+                pid: 0,
+                tid: 0,
+                time,
+                cpu: 0,
+                id,
+            };
+            sample_id.write_trailer(&mut record);
+            self.record(&record, true, output);
         }
-        self.lost_seen = lost;
-        let mut record = Vec::with_capacity(HEAD_BYTES + 16 + own::TRAILER_BYTES);
-        let head = RecordHead {
-            record_type: rec::LOST,
-            misc: 0,
-            size: HEAD_BYTES + 16 + own::TRAILER_BYTES,
-        };
-        record.extend_from_slice(&head.encode());
-        record.extend_from_slice(&self.leader_id.to_le_bytes());
-        record.extend_from_slice(&new.to_le_bytes());
-        let sample_id = SampleId {
-            pid: 0,
-            tid: 0,
-            time,
-            cpu: 0,
-            id: self.leader_id,
-        };
-        sample_id.write_trailer(&mut record);
-        self.record(&record, true, output);
     }
 
     fn flush(&mut self, output: &mut dyn Output) -> io::Result<()> {

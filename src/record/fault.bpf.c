@@ -238,9 +238,11 @@ struct uvalue {
 #define COUNT_UNFINISHED 0
 #define COUNT_CACHE_HITS 1
 #define COUNT_CACHE_STALE 2
-// Records that found their ring full (or no ring for their CPU).
+// Records that found their ring full (or no ring for their CPU): minor
+// faults' (COW included), major faults'.
 #define COUNT_LOST 3
-#define COUNTERS 4
+#define COUNT_LOST_MAJOR 4
+#define COUNTERS 5
 
 // Per CPU, the BPF ring buffer its records go to (pfprof creates them):
 // cheaper than a bpf-output event by 0.5 µs a fault here (no perf sample
@@ -560,25 +562,26 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 		dwarf_user_part(s, cfg, &key, kernel_bytes);
 	}
 
+	__u32 lost = (flags & FLAG_MAJOR) ? COUNT_LOST_MAJOR : COUNT_LOST;
 	__u64 fault_bytes = sizeof(struct fault) + kernel_bytes + s->f.user_frames * 8 + s->f.stack_len;
 	// The kernel pads raw data so that the record is whole u64s.
 	__u64 raw_size = ((fault_bytes + 4 + 7) & ~7ULL) - 4;
 	__u64 size = HEAD_OUT + raw_size;
 	// (Cannot happen: the largest record is 62 KiB. Counted, not dropped.)
 	if (size > sizeof(struct scratch) - 4 || size > 0xffff) {
-		count(COUNT_LOST);
+		count(lost);
 		return;
 	}
 	write_head(s, seen, cpu, (__u32)size, (__u32)raw_size);
 	void *ring = bpf_map_lookup_elem(&rings, &cpu);
 	if (!ring) {
-		count(COUNT_LOST);
+		count(lost);
 		return;
 	}
 	// No wake-up (it would cost the faulting thread an interrupt): pfprof
 	// drains the rings every few milliseconds.
 	if (bpf_ringbuf_output(ring, (__u8 *)s + 4, size, BPF_RB_NO_WAKEUP))
-		count(COUNT_LOST);
+		count(lost);
 }
 
 INLINE int on_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, const __u32 kernel_frames)

@@ -481,9 +481,10 @@ fn heap_faults_are_heap() {
 
 /// A full ring: 4 KiB per CPU (`--mmap-pages 1`) holds a few of the 65,536
 /// faults of a 256 MiB touch between two drains. What the ring turned away
-/// is counted as lost (the BPF collector counts it in the kernel and pfprof
-/// writes it down as `PERF_RECORD_LOST`), so that what was captured and
-/// what was lost add up to the kernel's count, and report.txt says so.
+/// is counted as lost (the BPF collector counts it in the kernel by class
+/// and pfprof writes it down as `PERF_RECORD_LOST_SAMPLES` of that class's
+/// event), so that what was captured and what was lost add up to the
+/// kernel's count, and report.txt says so.
 #[test]
 fn full_ring_counts_lost_records() {
     if !can_record() {
@@ -504,6 +505,15 @@ fn full_ring_counts_lost_records() {
         let captured = n("minor") + n("cow") + n("major");
         let kernel = n("kernel_minor") + n("kernel_major");
         assert_eq!(captured + n("lost"), kernel, "{totals}");
+        // The collector counts its losses by class: these are minor faults'.
+        let by_class = &totals["lost_by_class"];
+        let minor = by_class["minor"].as_u64().unwrap();
+        assert!(minor > 1_000, "{totals}");
+        assert_eq!(
+            minor + by_class["unattributed"].as_u64().unwrap(),
+            n("lost"),
+            "{totals}"
+        );
     }
     let text = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
     let lost = n("lost").to_string().into_bytes();
