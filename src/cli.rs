@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::analysis::AnalyzeOptions;
-use crate::error::CodedError;
+use crate::error::{exit, CodedError};
 use crate::format::call_graph::CallGraph;
 use crate::format::perf_data::RecordClass;
 use crate::output::flamegraph::ClassSelection;
@@ -341,13 +341,13 @@ impl RecordArgs {
     pub fn check(&self) -> Result<(), CodedError> {
         if self.no_tracepoints && self.class == RecordClass::Cow {
             return Err(CodedError::new(
-                2,
+                exit::CONFIG,
                 "--class cow needs the fault-entry tracepoints (COW faults are told by them); drop --no-tracepoints",
             ));
         }
         if self.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
             return Err(CodedError::new(
-                2,
+                exit::CONFIG,
                 "--duration must be a positive number of seconds",
             ));
         }
@@ -356,16 +356,19 @@ impl RecordArgs {
         };
         if matches!(self.target(), Target::Command(_)) {
             return Err(CodedError::new(
-                2,
+                exit::CONFIG,
                 "--interval profiles running processes: use it with -a or -p PID (a command's one profile is `pfprof record -- COMMAND`)",
             ));
         }
         if !(secs >= 1.0 && secs.is_finite()) {
-            return Err(CodedError::new(2, "--interval must be at least 1 second"));
+            return Err(CodedError::new(
+                exit::CONFIG,
+                "--interval must be at least 1 second",
+            ));
         }
         if self.stream.is_some() {
             return Err(CodedError::new(
-                2,
+                exit::CONFIG,
                 "--interval and --stream cannot be combined",
             ));
         }
@@ -397,7 +400,10 @@ impl TopArgs {
     /// `--delay` is at least 0.1 seconds (exit 2).
     pub fn check(&self) -> Result<(), CodedError> {
         if !(self.delay >= 0.1 && self.delay.is_finite()) {
-            return Err(CodedError::new(2, "--delay must be at least 0.1 seconds"));
+            return Err(CodedError::new(
+                exit::CONFIG,
+                "--delay must be at least 0.1 seconds",
+            ));
         }
         Ok(())
     }
@@ -447,7 +453,7 @@ impl FlamegraphArgs {
     pub fn check(&self) -> Result<(), CodedError> {
         if self.analysis.until_ms.is_some() && self.class.is_some() {
             return Err(CodedError::new(
-                2,
+                exit::CONFIG,
                 "--until-ms shapes startup.svg, which flamegraph writes only without --class",
             ));
         }
@@ -460,7 +466,7 @@ impl DiffArgs {
     pub fn check(&self) -> Result<(), CodedError> {
         if self.analysis.until_ms.is_some() && !self.startup {
             return Err(CodedError::new(
-                2,
+                exit::CONFIG,
                 "--until-ms ends the start-up window: diff uses it with --startup",
             ));
         }
@@ -472,6 +478,23 @@ impl DiffArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// `--help` says each exit code as `error::exit` names it.
+    #[test]
+    fn help_says_the_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        for (code, meaning) in [
+            (exit::OTHER, "other errors"),
+            (exit::CONFIG, "permission or configuration error"),
+            (exit::TOO_MANY_LOST, "if the command succeeded but more faults were lost"),
+            (exit::PROFILE_NOT_WRITTEN, "if the command succeeded but the profile could not"),
+            (exit::CANNOT_EXECUTE, "command cannot be executed"),
+            (exit::NOT_FOUND, "command not found"),
+        ] {
+            let said = format!("{code} {meaning}");
+            assert!(help.contains(&said), "{said}: {help}");
+        }
+    }
 
     /// clap's own consistency checks.
     #[test]

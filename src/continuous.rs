@@ -517,7 +517,7 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", dir.display()))),
         Ok(meta) if !meta.is_dir() || meta.file_type().is_symlink() => {
             Err(crate::error::CodedError::new(
-                2,
+                crate::error::exit::CONFIG,
                 format!(
                     "{} exists and is not a directory; --interval writes a directory of intervals",
                     dir.display()
@@ -533,7 +533,7 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
                 .find(|name| !is_interval_name(name) && name != crate::format::outdir::DATA_FILE);
             match foreign {
                 Some(name) => Err(crate::error::CodedError::new(
-                    2,
+                    crate::error::exit::CONFIG,
                     format!(
                         "{} holds {} (not an interval of pfprof record --interval); choose another -o DIR",
                         dir.display(),

@@ -2,6 +2,26 @@
 
 use std::fmt;
 
+/// pfprof's own exit codes (otherwise it exits with the command's status,
+/// 128+N when the command died of signal N), as `--help` documents them.
+pub mod exit {
+    /// Any other error.
+    pub const OTHER: u8 = 1;
+    /// A permission or configuration error.
+    pub const CONFIG: u8 = 2;
+    /// `--max-lost`: more of the faults lost than allowed (every output
+    /// written).
+    pub const TOO_MANY_LOST: u8 = 3;
+    /// `record`'s when the command succeeded but its profile could not be
+    /// written, or only in part (disk full, I/O error): a script must not
+    /// believe a profile is there. A failing command's status comes first.
+    pub const PROFILE_NOT_WRITTEN: u8 = 4;
+    /// The command cannot be executed.
+    pub const CANNOT_EXECUTE: u8 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: u8 = 127;
+}
+
 /// An error with the exit code pfprof must end with.
 #[derive(Debug)]
 pub struct CodedError {
@@ -28,17 +48,12 @@ impl fmt::Display for CodedError {
 
 impl std::error::Error for CodedError {}
 
-/// `record`'s exit code when the command succeeded but its profile could
-/// not be written, or only in part (disk full, I/O error): a script must
-/// not believe a profile is there. A failing command's status comes first.
-pub const PROFILE_NOT_WRITTEN: u8 = 4;
-
 /// The exit code for an error chain.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
     error
         .chain()
         .find_map(|e| e.downcast_ref::<CodedError>())
-        .map_or(1, |e| e.code)
+        .map_or(exit::OTHER, |e| e.code)
 }
 
 /// The error and its causes on one line, each said once: a cause whose

@@ -104,7 +104,7 @@ fn record_intervals(
     }
     if let Some(why) = &recorded.write_error {
         eprintln!("pfprof: error: the recording is partial: {why}");
-        return Ok(error::PROFILE_NOT_WRITTEN);
+        return Ok(error::exit::PROFILE_NOT_WRITTEN);
     }
     if summary.stretched > 0 {
         eprintln!(
@@ -118,18 +118,18 @@ fn record_intervals(
             "pfprof: error: {} intervals could not be written",
             text::thousands(summary.failed)
         );
-        return Ok(error::PROFILE_NOT_WRITTEN);
+        return Ok(error::exit::PROFILE_NOT_WRITTEN);
     }
     Ok(0)
 }
 
 /// `record`'s exit code when the profile was not written (or only in part):
-/// the command's own failure, else [`error::PROFILE_NOT_WRITTEN`].
+/// the command's own failure, else [`error::exit::PROFILE_NOT_WRITTEN`].
 fn not_written(command_status: u8) -> u8 {
     if command_status != 0 {
         command_status
     } else {
-        error::PROFILE_NOT_WRITTEN
+        error::exit::PROFILE_NOT_WRITTEN
     }
 }
 
@@ -140,7 +140,7 @@ fn archive(args: &pfprof::cli::ArchiveArgs) -> Result<u8> {
     let dir = recording_dir(&args.input);
     if !pfprof::format::outdir::is_pfprof_recording(&data) {
         return Err(error::CodedError::new(
-            2,
+            error::exit::CONFIG,
             format!(
                 "{} is not a pfprof recording directory (archive writes into the directory `record -o` made)",
                 args.input.display()
@@ -252,10 +252,11 @@ fn run_record(args: &RecordArgs) -> Result<u8> {
         // A failing command's own status comes first.
         Some(max) if pct > max && status == 0 => {
             eprintln!(
-                "pfprof: error: {} faults ({pct:.1}%) were lost, more than --max-lost {max}%; exit status 3",
-                text::thousands(missing)
+                "pfprof: error: {} faults ({pct:.1}%) were lost, more than --max-lost {max}%; exit status {}",
+                text::thousands(missing),
+                error::exit::TOO_MANY_LOST
             );
-            Ok(3)
+            Ok(error::exit::TOO_MANY_LOST)
         }
         _ => Ok(status),
     }
@@ -279,7 +280,7 @@ fn record_staged(
     let tap = live.as_mut().map(|l| l as &mut dyn record::Tap);
     match record::record(&config, tap) {
         Ok(recorded) => Ok((staging, recorded)),
-        Err(e) if error::exit_code(&e) != 1 || !staging.holds_records() => {
+        Err(e) if error::exit_code(&e) != error::exit::OTHER || !staging.holds_records() => {
             if let Err(cleanup) = staging.discard() {
                 eprintln!("pfprof: warning: {}", error::one_line(&cleanup));
             }
@@ -548,7 +549,7 @@ mod tests {
     /// A failing command's status comes before the profile's 4.
     #[test]
     fn not_written_codes() {
-        assert_eq!(not_written(0), error::PROFILE_NOT_WRITTEN);
+        assert_eq!(not_written(0), error::exit::PROFILE_NOT_WRITTEN);
         assert_eq!(not_written(2), 2);
     }
 }

@@ -152,7 +152,7 @@ pub fn analyze_and_resolve(
     // carry no pfprof facts, hold kernel chains unless perf was told not to.)
     if analysis.kernel && profile.meta.as_ref().is_some_and(|m| !m.kernel_callchains) {
         return Err(error::CodedError::new(
-            2,
+            error::exit::CONFIG,
             format!(
                 "--kernel: {} holds no kernel frames (it was recorded without --kernel; \
                  `pfprof record --kernel` records them)",

@@ -21,7 +21,7 @@ use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::CodedError;
+use crate::error::{exit, CodedError};
 use crate::format::perf_data::{HeaderFacts, HEADER_SIZE, PFPROF_META_FEATURE};
 use crate::format::records::{OwnEvent, MAJOR_FAULTS, MINOR_FAULTS};
 use crate::user;
@@ -138,7 +138,7 @@ fn create_parents(path: &Path) -> io::Result<()> {
 }
 
 fn refuse(message: String) -> anyhow::Error {
-    CodedError::new(2, message).into()
+    CodedError::new(exit::CONFIG, message).into()
 }
 
 /// A directory pfprof writes files into: one it created, or one checked to

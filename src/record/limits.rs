@@ -6,7 +6,7 @@ use std::io;
 
 use anyhow::{Context, Result};
 
-use crate::error::CodedError;
+use crate::error::{exit, CodedError};
 use crate::format::call_graph::CallGraph;
 use crate::sys::{self, procfs};
 
@@ -131,7 +131,7 @@ pub(super) fn open_files_error(needed: u64, what: &str, soft: u64, hard: u64) ->
         }
     };
     CodedError::new(
-        2,
+        exit::CONFIG,
         format!(
             "pfprof needs about {needed} file descriptors ({what}, plus its own), but the open-file \
              limit is {} (hard limit {}); raise it with `ulimit -n {needed}` (above the hard limit: \
@@ -190,7 +190,7 @@ pub(super) fn ring_error(
     } else {
         format!("cannot map a {size} ring buffer per CPU ({e}); try a smaller --mmap-pages")
     };
-    CodedError::new(2, message).into()
+    CodedError::new(exit::CONFIG, message).into()
 }
 
 #[cfg(test)]

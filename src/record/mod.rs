@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::error::CodedError;
+use crate::error::{exit, CodedError};
 use crate::format::call_graph::CallGraph;
 use crate::format::decode::Event;
 use crate::format::perf_data::RecordClass;
@@ -157,7 +157,7 @@ pub fn resolve_program(program: &str) -> Result<PathBuf> {
         let meta = std::fs::metadata(p).ok()?;
         if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
             return Some(Err(CodedError::new(
-                126,
+                exit::CANNOT_EXECUTE,
                 format!("cannot execute {}: permission denied", p.display()),
             )
             .into()));
@@ -166,7 +166,11 @@ pub fn resolve_program(program: &str) -> Result<PathBuf> {
     };
     if program.contains('/') {
         return check(Path::new(program)).unwrap_or_else(|| {
-            Err(CodedError::new(127, format!("command not found: {program} (no such file)")).into())
+            Err(CodedError::new(
+                exit::NOT_FOUND,
+                format!("command not found: {program} (no such file)"),
+            )
+            .into())
         });
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -178,8 +182,9 @@ pub fn resolve_program(program: &str) -> Result<PathBuf> {
             None => {}
         }
     }
-    Err(denied
-        .unwrap_or_else(|| CodedError::new(127, format!("command not found: {program}")).into()))
+    Err(denied.unwrap_or_else(|| {
+        CodedError::new(exit::NOT_FOUND, format!("command not found: {program}")).into()
+    }))
 }
 
 /// The command could not be started: which step failed, and the exit code
@@ -196,12 +201,16 @@ fn spawn_error(
         })
     };
     let (code, message) = match failed.step {
-        sys::SpawnStep::Exec if failed.errno == libc::ENOENT => {
-            (127, format!("cannot execute {}: {e}", path.display()))
-        }
-        sys::SpawnStep::Exec => (126, format!("cannot execute {}: {e}", path.display())),
+        sys::SpawnStep::Exec if failed.errno == libc::ENOENT => (
+            exit::NOT_FOUND,
+            format!("cannot execute {}: {e}", path.display()),
+        ),
+        sys::SpawnStep::Exec => (
+            exit::CANNOT_EXECUTE,
+            format!("cannot execute {}: {e}", path.display()),
+        ),
         sys::SpawnStep::SetGroups | sys::SpawnStep::SetGid | sys::SpawnStep::SetUid => (
-            126,
+            exit::CANNOT_EXECUTE,
             format!(
                 "cannot run the command as the invoking user ({}): {} failed: {e}; \
                  --run-as-root keeps root",
@@ -214,7 +223,7 @@ fn spawn_error(
             ),
         ),
         sys::SpawnStep::ParentDeathSignal => (
-            126,
+            exit::CANNOT_EXECUTE,
             format!("cannot start the command: prctl(PR_SET_PDEATHSIG) failed: {e}"),
         ),
     };
@@ -225,7 +234,7 @@ fn permission_error(e: &io::Error) -> anyhow::Error {
     let paranoid =
         procfs::kernel_setting("perf_event_paranoid").unwrap_or_else(|| "unknown".into());
     CodedError::new(
-        2,
+        exit::CONFIG,
         format!(
             "perf_event_open: {e}; kernel.perf_event_paranoid is {paranoid}. Run pfprof as root, or allow \
              unprivileged profiling with `sudo sysctl kernel.perf_event_paranoid=1` (tracepoints need root \
@@ -623,8 +632,9 @@ fn follow(cfg: &RecordConfig) -> Result<Followed> {
         Target::Pids(pids) => {
             let mut existing = Vec::new();
             for &pid in pids {
-                let found = procfs::process(pid)
-                    .ok_or_else(|| CodedError::new(2, format!("no such process: {pid}")))?;
+                let found = procfs::process(pid).ok_or_else(|| {
+                    CodedError::new(exit::CONFIG, format!("no such process: {pid}"))
+                })?;
                 existing.push(found);
             }
             // Each present thread gets its events; future ones inherit them.
@@ -870,9 +880,11 @@ impl OpenPlan {
                 self.probe = None;
                 Ok(())
             }
-            e if e.raw_os_error() == Some(libc::ESRCH) => {
-                Err(CodedError::new(2, format!("a process to attach to has exited: {e}")).into())
-            }
+            e if e.raw_os_error() == Some(libc::ESRCH) => Err(CodedError::new(
+                exit::CONFIG,
+                format!("a process to attach to has exited: {e}"),
+            )
+            .into()),
             e => Err(anyhow::Error::new(e).context("perf_event_open failed")),
         }
     }
