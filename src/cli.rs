@@ -486,8 +486,14 @@ mod tests {
         for (code, meaning) in [
             (exit::OTHER, "other errors"),
             (exit::CONFIG, "permission or configuration error"),
-            (exit::TOO_MANY_LOST, "if the command succeeded but more faults were lost"),
-            (exit::PROFILE_NOT_WRITTEN, "if the command succeeded but the profile could not"),
+            (
+                exit::TOO_MANY_LOST,
+                "if the command succeeded but more faults were lost",
+            ),
+            (
+                exit::PROFILE_NOT_WRITTEN,
+                "if the command succeeded but the profile could not",
+            ),
             (exit::CANNOT_EXECUTE, "command cannot be executed"),
             (exit::NOT_FOUND, "command not found"),
         ] {
