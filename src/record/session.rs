@@ -256,7 +256,7 @@ impl<'a> Session<'a> {
         };
         let data_path = cfg.data_path.as_deref().unwrap_or(Path::new("/dev/null"));
         let leader_id = descs[0].ids[0];
-        let (writer, kernel_text) = create_writer(cfg, data_path, descs, (leader_id, kernel_text))?;
+        let (writer, kernel_text) = create_writer(cfg, data_path, descs, leader_id, kernel_text)?;
         let Tracepoints { ids, formats, .. } = tracepoints;
         Ok(Session {
             cfg,
@@ -697,13 +697,15 @@ pub(super) fn known_meta(
 }
 
 /// Creates the recording (or a writer that discards, without a data path)
-/// and writes the kernel's text mapping first, as perf does (pfprof's reader
-/// skips it); says whether it was written.
+/// and writes the kernel's text mapping (`kernel_text`, with the leader's
+/// id) first, as perf does (pfprof's reader skips it); says whether it was
+/// written.
 pub(super) fn create_writer(
     cfg: &RecordConfig,
     data_path: &Path,
     descs: Vec<EventDesc>,
-    (leader_id, kernel_text): (u64, Option<(u64, u64)>),
+    leader_id: u64,
+    kernel_text: Option<(u64, u64)>,
 ) -> Result<(PerfDataWriter, bool)> {
     let mut writer = match &cfg.data_path {
         Some(path) => PerfDataWriter::create(path, descs),
