@@ -131,8 +131,10 @@ impl Dwarf {
                 sections.insert(id, gimli::EndianSlice::new(bytes, endian));
             }
             // Units with an empty set of aranges have no code.
-            let (aranges, offsets) = unit_aranges(&sections, endian);
-            let aranges_complete = all_units_among(&sections, &offsets, endian);
+            let (aranges, offsets) =
+                unit_aranges(section(&sections, gimli::SectionId::DebugAranges, endian));
+            let info = section(&sections, gimli::SectionId::DebugInfo, endian);
+            let aranges_complete = all_units_among(info, &offsets);
             Ok(Units {
                 sections,
                 endian,
@@ -211,12 +213,12 @@ impl<'a> Units<'a> {
     /// when the unit refers into other units (its references would be read
     /// in the wrong place) or does not parse.
     fn unit_context(&self, offset: usize) -> Option<Ctx<'a>> {
-        let info = *self.sections.get(&gimli::SectionId::DebugInfo)?;
+        let info = section(&self.sections, gimli::SectionId::DebugInfo, self.endian);
         let header = gimli::DebugInfo::from(info)
             .header_from_offset(gimli::DebugInfoOffset(offset))
             .ok()?;
         let end = offset.checked_add(header.length_including_self())?;
-        let abbrev = *self.sections.get(&gimli::SectionId::DebugAbbrev)?;
+        let abbrev = section(&self.sections, gimli::SectionId::DebugAbbrev, self.endian);
         // (A corrupt offset must not slice out of bounds.)
         let at = header.debug_abbrev_offset().0;
         let table = abbrev.range_from(at.min(abbrev.len())..);
@@ -238,29 +240,31 @@ impl<'a> Units<'a> {
         &self,
         pick: impl Fn(gimli::SectionId, Reader<'a>) -> Reader<'a>,
     ) -> gimli::Dwarf<Reader<'a>> {
-        let empty = gimli::EndianSlice::new(&[][..], self.endian);
-        let section = |id: gimli::SectionId| -> Result<Reader<'a>, ()> {
-            Ok(pick(id, self.sections.get(&id).copied().unwrap_or(empty)))
+        let load = |id| -> Result<Reader<'a>, ()> {
+            Ok(pick(id, section(&self.sections, id, self.endian)))
         };
-        match gimli::Dwarf::load(section) {
+        match gimli::Dwarf::load(load) {
             Ok(dwarf) => dwarf,
             Err(()) => unreachable!("the section loader never fails"),
         }
     }
 }
 
+/// Section `id` of `sections`, empty when the file has none (or it is not
+/// one of [`SECTION_IDS`]).
+fn section<'a>(
+    sections: &Sections<'a>,
+    id: gimli::SectionId,
+    endian: gimli::RunTimeEndian,
+) -> Reader<'a> {
+    let empty = gimli::EndianSlice::new(&[][..], endian);
+    sections.get(&id).copied().unwrap_or(empty)
+}
+
 /// The address ranges of `.debug_aranges` by unit, and the offsets of the
 /// units it lists (sorted): both empty when the section is missing or does
 /// not parse (every lookup then goes to the whole file's context).
-fn unit_aranges(
-    sections: &Sections<'_>,
-    endian: gimli::RunTimeEndian,
-) -> (Vec<(u64, u64, usize)>, Vec<usize>) {
-    let empty = gimli::EndianSlice::new(&[][..], endian);
-    let section = sections
-        .get(&gimli::SectionId::DebugAranges)
-        .copied()
-        .unwrap_or(empty);
+fn unit_aranges(section: Reader<'_>) -> (Vec<(u64, u64, usize)>, Vec<usize>) {
     let (mut ranges, mut offsets) = (Vec::new(), Vec::new());
     let mut headers = gimli::DebugAranges::from(section).headers();
     loop {
@@ -292,16 +296,7 @@ fn unit_aranges(
 
 /// Whether every compilation unit of `.debug_info` is among `offsets`
 /// (sorted): only the units' headers are read.
-fn all_units_among(
-    sections: &Sections<'_>,
-    offsets: &[usize],
-    endian: gimli::RunTimeEndian,
-) -> bool {
-    let empty = gimli::EndianSlice::new(&[][..], endian);
-    let info = sections
-        .get(&gimli::SectionId::DebugInfo)
-        .copied()
-        .unwrap_or(empty);
+fn all_units_among(info: Reader<'_>, offsets: &[usize]) -> bool {
     let mut headers = gimli::DebugInfo::from(info).units();
     loop {
         match headers.next() {
