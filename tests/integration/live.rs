@@ -243,12 +243,17 @@ fn system_wide_major_faults() {
 }
 
 /// `--stream --fixed-ts` under `setarch -R`: two runs of a deterministic
-/// program print byte-identical streams, one line per recorded fault.
+/// program print byte-identical streams, one line per recorded fault. Run
+/// alone: another test's program starting at the same moment reads the
+/// same files (ld.so.cache), and a fault that waits for a page another
+/// process holds locked is counted major (one CI run saw MAJOR for one
+/// run's ld.so.cache fault, MINOR for the other's).
 #[test]
 fn fixed_ts_streams_are_identical() {
     if !can_record() {
         return;
     }
+    let _alone = crate::util::exclusive();
     let dir = temp_dir("live_stream_fixed");
     let exe = compile_c(&dir, "bss_read_write.c", &[]);
     // A first run warms the page cache, so that the compared runs match.
