@@ -81,6 +81,9 @@ pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> 
         let stem = selection.graph().file_stem();
         flamegraph::write_selection(dir, &stem, &folded.by_class, selection)?;
     }
+    // Each output's memory goes before the next is built: a long run's
+    // peak is the largest one, not their sum.
+    drop(folded);
     write_reports(dir, model, top)?;
     pprof::write(dir, model, time_ns)?;
     Ok(())

@@ -348,8 +348,14 @@ impl Builder<'_> {
     }
 }
 
-/// The profile of `input`.
-pub fn build(input: &Input<'_>) -> Profile {
+/// The profile of `input`, encoded: the bytes prost writes for the whole
+/// [`Profile`], with each sample encoded as it is built instead of all of
+/// them held first (an interval of a busy host has tens of thousands,
+/// each a few hundred bytes of vectors). A message's fields are written in
+/// field order and a repeated field's elements one after the other, so
+/// `sample_type` (1) is written, then the samples (2), then the rest with
+/// those two empty (prost skips empty repeated fields).
+pub fn build_encoded(input: &Input<'_>) -> io::Result<Vec<u8>> {
     let mut b = Builder {
         input,
         strings: Strings::new(),
@@ -366,7 +372,7 @@ pub fn build(input: &Input<'_>) -> Profile {
         r#type: b.strings.id(type_),
         unit: b.strings.id(unit),
     };
-    let sample_type = vec![
+    let sample_type = [
         value_type("faults", "count"),
         value_type("latency", "nanoseconds"),
     ];
@@ -378,19 +384,25 @@ pub fn build(input: &Input<'_>) -> Profile {
     if let Some(main) = main {
         b.mapping_id(Some(main as u32), 0);
     }
+    let mut bytes = Vec::new();
+    for value_type in &sample_type {
+        prost::encoding::message::encode(1, value_type, &mut bytes);
+    }
     // The rows come from a hash map: sorted, the file is the same every time.
     let mut rows: Vec<&SampleRow> = input.samples.iter().collect();
     rows.sort_by(|a, b| {
         (a.owner, a.class, a.access, a.stack, &a.target)
             .cmp(&(b.owner, b.class, b.access, b.stack, &b.target))
     });
-    let sample = rows.into_iter().map(|row| b.sample(row)).collect();
+    for row in rows {
+        prost::encoding::message::encode(2, &b.sample(row), &mut bytes);
+    }
     let comment = vec![b.strings.id(&input.comment)];
     let default_sample_type = b.strings.id("faults");
     let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    Profile {
-        sample_type,
-        sample,
+    let rest = Profile {
+        sample_type: Vec::new(),
+        sample: Vec::new(),
         mapping: b.mappings,
         location: b.locations,
         function: b.functions,
@@ -404,13 +416,16 @@ pub fn build(input: &Input<'_>) -> Profile {
         comment,
         default_sample_type,
         doc_url: 0,
-    }
+    };
+    rest.encode(&mut bytes).map_err(io::Error::other)?;
+    Ok(bytes)
 }
 
-/// The gzipped encoding of `profile` (pprof's on-disk form).
-pub fn encode(profile: &Profile) -> io::Result<Vec<u8>> {
+/// The gzipped encoding of `input`'s profile (pprof's on-disk form).
+pub fn encode(input: &Input<'_>) -> io::Result<Vec<u8>> {
+    let raw = build_encoded(input)?;
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(&profile.encode_to_vec())?;
+    gz.write_all(&raw)?;
     gz.finish()
 }
 
@@ -453,10 +468,7 @@ pub fn write_recording(dir: &OutDir, resolved: &Model, data_path: &Path) -> io::
 
 /// Writes `profile.pb.gz` into `dir`.
 pub fn write(dir: &OutDir, resolved: &Model, time_nanos: i64) -> io::Result<()> {
-    dir.write(
-        FILE_NAME,
-        &encode(&build(&Input::of(resolved, time_nanos)))?,
-    )
+    dir.write(FILE_NAME, &encode(&Input::of(resolved, time_nanos))?)
 }
 
 #[cfg(test)]
@@ -617,7 +629,8 @@ mod tests {
         (samples, stacks, frames, modules)
     }
 
-    fn profile() -> Profile {
+    /// The fixture's profile: what `encode` writes, and its bytes unzipped.
+    fn profile() -> (Profile, Vec<u8>, Vec<u8>) {
         let (samples, stacks, frames, modules) = fixture();
         let input = Input {
             samples: &samples,
@@ -630,7 +643,9 @@ mod tests {
             duration_ns: Some(5_000_000),
             time_ns: 1_700_000_000_000_000_000,
         };
-        build(&input)
+        let raw = build_encoded(&input).unwrap();
+        let gzipped = encode(&input).unwrap();
+        (Profile::decode(&raw[..]).unwrap(), raw, gzipped)
     }
 
     /// The gzip + proto round trip gives back the profile, and pprof's
@@ -638,8 +653,10 @@ mod tests {
     /// reference resolves.
     #[test]
     fn tables_are_consistent() {
-        let built = profile();
-        let bytes = encode(&built).unwrap();
+        let (built, raw, bytes) = profile();
+        // Samples encoded one by one make the bytes prost makes of the
+        // whole profile.
+        assert_eq!(built.encode_to_vec(), raw);
         assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzipped");
         let p = decode(&bytes).unwrap();
         assert_eq!(p, built);
@@ -705,7 +722,7 @@ mod tests {
     /// inlined function before the function it is inlined into).
     #[test]
     fn samples_labels_and_stacks() {
-        let p = profile();
+        let (p, _, _) = profile();
         let string = |i: i64| p.string_table[usize::try_from(i).unwrap()].as_str();
         let stack = |s: &Sample| -> Vec<String> {
             s.location_id

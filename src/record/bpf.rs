@@ -1,7 +1,8 @@
 //! The in-kernel collector (the default wherever BPF is permitted): a BPF
 //! program (`fault.bpf.c`, compiled into the committed `fault.bpf.o`) writes
-//! each fault as one compact record into a BPF ring buffer per CPU, which
-//! pfprof drains beside its perf rings, in every call-graph mode. Each
+//! each fault as one compact record into a BPF ring buffer, one for every
+//! [`CPUS_PER_RING`] CPUs, which pfprof drains beside its perf rings, in
+//! every call-graph mode. Each
 //! record is a perf sample record as the kernel would write one of a
 //! bpf-output event ([`FaultCollector::output_attr`], id [`COLLECTOR_ID`]),
 //! so the drain merges and reads it as one; writing it through a
@@ -21,11 +22,13 @@
 //!   its time in the kernel, and suppresses the event's own sample. One
 //!   record per fault where the kernel wrote two (three with the stack
 //!   copy), and the pairing is the kernel's.
-//! - The user call chain as the mode asks: the kernel's frame-pointer walk
-//!   (fp), or (dwarf) the stack from the stack pointer up, only the bytes
-//!   that are there to copy: a `--call-graph dwarf` sample of perf's would
-//!   reserve its whole stack copy (32 KiB by default) in the ring, so a 256
-//!   MiB ring held about 8,000 faults. A stack pfprof unwound once is
+//! - The user call chain as the mode asks: (fp) a frame-pointer walk, the
+//!   kernel's but for its last read at address 0, which cost a kernel page
+//!   fault per record (0.9 µs of the completion's 1.4), or (dwarf) the
+//!   stack from the stack pointer up, only the bytes that are there to
+//!   copy: a `--call-graph dwarf` sample of perf's would reserve its whole
+//!   stack copy (32 KiB by default) in the ring, so a 256 MiB ring held
+//!   about 8,000 faults. A stack pfprof unwound once is
 //!   remembered in the `unwound` map ([`FaultCollector::remember`]) with the
 //!   stack words the unwinding read: when the same thread faults again with
 //!   the same registers and those words unchanged, the record carries the
@@ -140,7 +143,7 @@ impl BpfError {
 pub enum ChainMode {
     /// None.
     None,
-    /// The kernel's frame-pointer walk.
+    /// A frame-pointer walk, as the kernel's for perf.
     Fp,
     /// The stack, at most this many bytes of it (≤ [`MAX_STACK_BYTES`]),
     /// to unwind with its CFI.
@@ -162,7 +165,8 @@ pub struct Settings {
     /// Every fault is sampled (`--period 1`): an entry its completion never
     /// followed is counted.
     pub every_fault: bool,
-    /// Bytes of each CPU's ring buffer: a power of two, whole pages.
+    /// Bytes of each ring buffer (one for every [`CPUS_PER_RING`] CPUs): a
+    /// power of two, whole pages.
     pub ring_bytes: u32,
 }
 
@@ -177,8 +181,9 @@ pub struct FaultCollector {
     /// The same entry programs as raw tracepoint programs, when the kernel
     /// loads them.
     raw_entries: Option<(OwnedFd, OwnedFd)>,
-    /// The ring buffers, with their CPUs (online ones when loaded).
-    rings: Vec<(i32, OwnedFd)>,
+    /// The ring buffers, each with the CPUs that write it (online ones
+    /// when loaded).
+    rings: Vec<(Vec<i32>, OwnedFd)>,
     /// The `rings` map: CPU → its ring buffer.
     _rings_map: OwnedFd,
     config: OwnedFd,
@@ -319,8 +324,20 @@ fn own_pid_namespace() -> (u64, u64) {
     }
 }
 
-/// A BPF ring buffer of `bytes` for each online CPU.
-fn create_rings(bytes: u32) -> Result<Vec<(i32, OwnedFd)>, BpfError> {
+/// CPUs that share a ring buffer. A ring per CPU held twice the memory for
+/// nothing: a burst comes from one CPU or another, and the shared ring
+/// gives it the whole buffer (its pages are locked and count in pfprof's
+/// RSS, 64 MiB a ring in dwarf mode). The kernel serializes the writers of
+/// a ring with a spin lock held for the reservation only (~50 ns), so a
+/// few CPUs share one without waiting on each other. Records of a shared
+/// ring are in the order they were reserved, which is their time order
+/// within the time between the time stamp and the reservation (the merge
+/// of the rings takes each ring in its own order).
+pub const CPUS_PER_RING: usize = 4;
+
+/// The online CPUs in groups of [`CPUS_PER_RING`], and a BPF ring buffer of
+/// `bytes` for each group.
+fn create_rings(bytes: u32) -> Result<Vec<(Vec<i32>, OwnedFd)>, BpfError> {
     let shape = sysbpf::MapShape {
         map_type: MAP_RINGBUF,
         key_size: 0,
@@ -329,13 +346,13 @@ fn create_rings(bytes: u32) -> Result<Vec<(i32, OwnedFd)>, BpfError> {
         map_flags: 0,
     };
     procfs::online_cpus()
-        .into_iter()
-        .map(|cpu| {
+        .chunks(CPUS_PER_RING)
+        .map(|cpus| {
             let fd = sysbpf::map_create(shape, "pfprof_ring").map_err(|source| BpfError::Map {
-                name: format!("ring of CPU {cpu}"),
+                name: format!("ring of CPUs {cpus:?}"),
                 source,
             })?;
-            Ok((cpu, fd))
+            Ok((cpus.to_vec(), fd))
         })
         .collect()
 }
@@ -393,13 +410,15 @@ impl FaultCollector {
                 .ok_or_else(|| BpfError::Object(format!("no map {name}")))
         };
         let rings_map = take("rings", Some(MAP_ARRAY_OF_MAPS))?;
-        for (cpu, ring) in &rings {
+        for (cpus, ring) in &rings {
             let fd = std::os::fd::AsRawFd::as_raw_fd(ring) as u32;
-            sysbpf::map_update(&rings_map, &(*cpu as u32).to_le_bytes(), &fd.to_le_bytes())
-                .map_err(|source| BpfError::Map {
-                    name: "rings".into(),
-                    source,
-                })?;
+            for &cpu in cpus {
+                sysbpf::map_update(&rings_map, &(cpu as u32).to_le_bytes(), &fd.to_le_bytes())
+                    .map_err(|source| BpfError::Map {
+                        name: "rings".into(),
+                        source,
+                    })?;
+            }
         }
         let scratch = take("scratch", Some(MAP_ARRAY))?;
         let config = take("config", Some(MAP_ARRAY))?;
@@ -476,7 +495,7 @@ impl FaultCollector {
         attr
     }
 
-    /// Maps each CPU's ring buffer, to be drained.
+    /// Maps the ring buffers, to be drained.
     pub fn map_rings(&self) -> io::Result<Vec<BpfRing>> {
         (self.rings.iter())
             .map(|(_, fd)| BpfRing::new(fd, self.settings.ring_bytes as usize))

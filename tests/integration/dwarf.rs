@@ -204,10 +204,11 @@ fn signal_handler_frames() {
 /// class it keeps pace. With 8 KiB stack copies: at the default 32 KiB the
 /// storm lost records in 2 of 9 runs of the whole suite (none in 10 of 10
 /// runs alone), a limit the README states; this test checks the drain.
-/// With rings of 128 MiB per CPU instead of the collector's 64: in the
-/// suite, right after CI's fresh build, the default rings overflowed in 1
-/// of 2 runs (1,753 records lost; 0 in 6 of 6 runs alone), a drain stalled
-/// for a fraction of a second that this test does not look for.
+/// With a 256 MiB ring for the two CPUs (128 MiB per CPU when each had
+/// its own) instead of the collector's 64: in the suite, right after CI's
+/// fresh build, the default rings overflowed in 1 of 2 runs (1,753 records
+/// lost; 0 in 6 of 6 runs alone), a drain stalled for a fraction of a
+/// second that this test does not look for.
 #[test]
 fn fork_storm_loses_nothing() {
     if !can_record() {
@@ -216,7 +217,7 @@ fn fork_storm_loses_nothing() {
     let _alone = crate::util::exclusive();
     let dir = temp_dir("dwarf_storm");
     let exe = compile_c(&dir, "fork_storm.c", &["-pthread"]);
-    let options = ["--call-graph", "dwarf,8192", "--mmap-pages", "32768"];
+    let options = ["--call-graph", "dwarf,8192", "--mmap-pages", "65536"];
     let (out, report) = record_with(&dir, &options, &exe, &[]);
     assert!(
         out.status.success(),
@@ -438,7 +439,7 @@ fn collector_and_perf_stack_copies_agree() {
 }
 
 /// In frame-pointer mode too the collector (one record per fault, the
-/// chain walked by `bpf_get_stack`) and perf's own samples (`--no-bpf`: the
+/// chain walked by its own loop, as the kernel walks it) and perf's own samples (`--no-bpf`: the
 /// software event's chain and the tracepoint) record the same profile: the
 /// same folded stacks of every class, 64 faults in `touch_deep` under the
 /// `descend` frames.
