@@ -363,10 +363,16 @@ impl Writer {
             profile.symbolizer = symbolizer;
         }
         let model = resolve::resolve(profile);
-        self.symbolizer = Some(std::mem::replace(
+        let mut symbolizer = std::mem::replace(
             &mut profile.symbolizer,
             Symbolizer::new(pfprof_symbolize::Options::default()),
-        ));
+        );
+        // The modules no interval of the last minute needed go: the run's
+        // memory follows what the host runs now.
+        let minute = Duration::from_secs(60).as_nanos();
+        let interval = self.settings.interval.as_nanos().max(1);
+        symbolizer.forget_unused(u64::try_from(minute.div_ceil(interval)).unwrap_or(1));
+        self.symbolizer = Some(symbolizer);
         model
     }
 

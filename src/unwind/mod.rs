@@ -40,7 +40,7 @@ use std::sync::Arc;
 use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::Unwinder as _;
 use linux_perf_data::linux_perf_event_reader::{RawData, Regs};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 /// `PERF_CONTEXT_USER`, the call-chain mark before the user frames (the
@@ -556,6 +556,12 @@ impl Scratch {
     }
 }
 
+/// How often, in recording time, the files no process maps are dropped
+/// ([`StackUnwinder::forget_exited`]): seldom enough that a program run
+/// again and again (a compiler in a build) has its file read again at most
+/// twice a minute.
+const FILE_SWEEP_NS: u64 = 30_000_000_000;
+
 /// Unwind data by (path, build-id, (device, inode) when there is no
 /// build-id); None: the file has none or cannot be read.
 type FileCache = FxHashMap<(Vec<u8>, Option<Vec<u8>>, Option<(u64, u64)>), Option<Arc<UnwindFile>>>;
@@ -573,6 +579,9 @@ pub struct StackUnwinder {
     scratch: Scratch,
     /// Processes that exited, to forget once no sample of theirs can come.
     exited: Vec<(u64, i32)>,
+    /// When [`StackUnwinder::forget_exited`] next drops the files no
+    /// process maps (recording time, ns).
+    next_file_sweep: u64,
     /// Set when unwinding a finished recording (`report` of perf's
     /// `--call-graph dwarf`): files are found by path, `--symfs` and
     /// build-id caches, never through `/proc/PID` (those pids are gone, or
@@ -764,6 +773,33 @@ impl StackUnwinder {
                 true
             }
         });
+        if time >= self.next_file_sweep {
+            self.forget_unmapped_files();
+            self.next_file_sweep = time.saturating_add(FILE_SWEEP_NS);
+        }
+    }
+
+    /// Drops the unwind data of the files no process maps any more, and
+    /// what the walks cached about them: a long run then holds the files of
+    /// the processes that live, not of every program it met (a host that
+    /// builds and runs new binaries meets new files all day). A file
+    /// mapped again is read again.
+    fn forget_unmapped_files(&mut self) {
+        let mut gone = FxHashSet::default();
+        self.files.retain(|_, file| match file {
+            Some(file) if Arc::strong_count(file) == 1 => {
+                gone.insert(Arc::as_ptr(file) as usize);
+                false
+            }
+            _ => true,
+        });
+        // The rows are keyed by the file's address, which a file read later
+        // may get.
+        if !gone.is_empty() {
+            self.scratch
+                .rows
+                .retain(|(file, _), _| !gone.contains(file));
+        }
     }
 
     /// Completes a sample's call chain as the kernel writes one when it
@@ -1054,6 +1090,35 @@ pub(crate) mod tests {
     /// stamped before the exec still see the old image; an IP outside
     /// every module is held back until the last attempt, then marked; a
     /// process never seen gets its IP alone.
+    /// A file's unwind data and the rows its walks cached stay while a
+    /// process maps it, and go at the first sweep after the last one that
+    /// did exits; mapped again, it unwinds as before.
+    #[test]
+    fn files_no_process_maps_are_forgotten() {
+        let snap = snapshot();
+        let mut u = unwinder_with_nofp(&snap);
+        let mut chain = Vec::new();
+        let unwind = |u: &mut StackUnwinder, chain: &mut Vec<u64>| {
+            chain.clear();
+            u.unwind(snap.sample(), false, chain)
+        };
+        let first = unwind(&mut u, &mut chain);
+        let first_chain = chain.clone();
+        assert_eq!(chain[..6], snap.expected[..]);
+        assert!(!u.scratch.rows.is_empty());
+        u.forget_exited(FILE_SWEEP_NS);
+        assert_eq!(u.files.len(), 1, "mapped: kept");
+        u.on_exit(PID, 10);
+        u.forget_exited(2 * FILE_SWEEP_NS);
+        assert!(u.files.is_empty(), "nobody maps it");
+        assert!(u.scratch.rows.is_empty(), "its rows went with it");
+        let path = format!("{DIR}/nofp");
+        let (start, offset) = (snap.text.clone(), snap.text_file_offset);
+        u.on_mmap(PID, start, offset, PROT_EXEC | 1, path.as_bytes(), None);
+        assert_eq!(unwind(&mut u, &mut chain), first);
+        assert_eq!(chain, first_chain);
+    }
+
     #[test]
     fn address_spaces_over_fork_and_exec() {
         let snap = snapshot();

@@ -719,6 +719,11 @@ pub struct Symbolizer {
     /// A build-id cache entry → the recorded path it stands for: its
     /// `.gnu_debuglink` is looked for beside that path, as the original's.
     stands_for: HashMap<PathBuf, PathBuf>,
+    /// The [`Symbolizer::forget_unused`] round each file's module was last
+    /// looked up in.
+    last_used: HashMap<PathKey, u64>,
+    /// Rounds of [`Symbolizer::forget_unused`] so far.
+    round: u64,
 }
 
 impl fmt::Debug for Symbolizer {
@@ -740,6 +745,8 @@ impl Symbolizer {
             infos: HashMap::new(),
             images: HashMap::new(),
             stands_for: HashMap::new(),
+            last_used: HashMap::new(),
+            round: 0,
         }
     }
 
@@ -857,6 +864,7 @@ impl Symbolizer {
     /// The module parsed from the file at `path`, cached.
     fn file_module(&mut self, path: &Path) -> Result<(PathKey, Shared), Reason> {
         let key = Self::path_key(path)?;
+        self.last_used.insert(key.clone(), self.round);
         if !self.by_path.contains_key(&key) {
             let loaded = self.load(path);
             self.by_path.insert(key.clone(), loaded);
@@ -997,6 +1005,24 @@ impl Symbolizer {
             }
         }
         (None, rejected)
+    }
+
+    /// Ends a round of lookups: forgets the files whose modules no lookup
+    /// of the last `rounds` rounds (this one included) asked for, with their
+    /// symbols and DWARF (an in-memory image stays). A long-lived
+    /// symbolizer (`record --interval`, `top`) then holds what the host
+    /// runs now, not every program it ever ran; a file asked for again is
+    /// parsed again.
+    pub fn forget_unused(&mut self, rounds: u64) {
+        let oldest = self.round.saturating_sub(rounds.saturating_sub(1));
+        self.last_used.retain(|_, &mut round| round >= oldest);
+        let used = &self.last_used;
+        self.by_path.retain(|key, _| used.contains_key(key));
+        self.infos.retain(|key, _| used.contains_key(key));
+        // A build-id's module lives while a path still has it.
+        self.by_build_id
+            .retain(|_, module| Arc::strong_count(module) > 1);
+        self.round += 1;
     }
 
     /// Facts about the module at `path`, parsed once and cached. Errors:
@@ -1453,6 +1479,23 @@ fn code_site(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A module stays while one of the last `rounds` rounds looked it up,
+    /// then goes with its facts; asked for again, it is parsed again.
+    #[test]
+    fn forget_unused_keeps_the_last_rounds() {
+        let exe = std::env::current_exe().unwrap();
+        let mut s = Symbolizer::new(Options::default());
+        s.module_info(&exe, None).unwrap();
+        s.forget_unused(2);
+        assert_eq!((s.by_path.len(), s.infos.len()), (1, 1), "used this round");
+        s.forget_unused(2);
+        assert_eq!(s.by_path.len(), 1, "used the round before");
+        s.forget_unused(2);
+        assert!(s.by_path.is_empty() && s.infos.is_empty() && s.by_build_id.is_empty());
+        s.module_info(&exe, None).unwrap();
+        assert_eq!(s.by_path.len(), 1);
+    }
 
     /// Where a recorded file is looked for: under --symfs, (with a build-id
     /// to check) perf's caches, at its path, then the debug dirs.
