@@ -91,7 +91,7 @@ pub struct TopArgs {
     /// the cheapest, are the default.
     #[arg(long, value_name = "MODE", default_value = "fp", value_parser = CallGraph::parse)]
     pub call_graph: CallGraph,
-    /// Data pages (4 KiB) per ring buffer (see `record --mmap-pages`).
+    /// Data pages (4 KiB) per CPU ring buffer (see `record --mmap-pages`).
     #[arg(long, value_name = "N", value_parser = crate::record::parse_mmap_pages)]
     pub mmap_pages: Option<usize>,
 }
@@ -148,9 +148,10 @@ pub struct RecordArgs {
     /// Record one fault in N (1 = every fault).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub period: u64,
-    /// Data pages (4 KiB) per ring buffer (the BPF collector's: one for every
-    /// four CPUs; perf's: one per CPU), 1..=262144, rounded up to a power of
-    /// two; mapped as asked or refused. Default: 4096 (16 MiB); with
+    /// Data pages (4 KiB) per CPU ring buffer (the BPF collector's rings
+    /// are shared by up to four CPUs and hold their shares), 1..=262144,
+    /// rounded up to a power of two; mapped as asked or refused. Default:
+    /// 4096 (16 MiB); with
     /// `--call-graph dwarf`, 64 MiB through the BPF collector, else 256 MiB
     /// per CPU within 2 GiB in all and 1/16 of the available memory, at least
     /// 16 MiB (every perf sample reserves its stack copy until pfprof unwinds

@@ -187,8 +187,8 @@ pub struct RecordingMeta {
     pub pids: Vec<i32>,
     /// Which faults were sampled (`--class`).
     pub class: RecordClass,
-    /// Bytes of each ring buffer as mapped (the collector's, shared by a few
-    /// CPUs, else each CPU's): less than asked when the
+    /// Bytes of each CPU's ring buffer (its share of the collector's ring
+    /// when shared) as mapped: less than asked when the
     /// locked-memory limits shrank it (None in recordings before it was kept).
     #[serde(default)]
     pub ring_bytes_per_cpu: Option<u64>,

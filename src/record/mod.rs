@@ -754,7 +754,8 @@ fn open_plan(
     // Not smaller system-wide (and a BPF ring's pages count in pfprof's
     // RSS): under the busy host's mix, 32 MiB rings per CPU in dwarf mode
     // lost 199 and 4,396 records in 2 of 5 rounds of 45 s, 64 MiB none in
-    // 6; one 64 MiB ring for both CPUs none in 3 of 3.
+    // 6; one 64 MiB ring for both CPUs lost records in 2 of 6 (rings now
+    // hold the shares of the CPUs that share them).
     let collector_pages = cfg
         .mmap_pages
         .unwrap_or_else(|| default_mmap_pages(cfg.call_graph, true));

@@ -204,9 +204,8 @@ fn signal_handler_frames() {
 /// class it keeps pace. With 8 KiB stack copies: at the default 32 KiB the
 /// storm lost records in 2 of 9 runs of the whole suite (none in 10 of 10
 /// runs alone), a limit the README states; this test checks the drain.
-/// With a 256 MiB ring for the two CPUs (128 MiB per CPU when each had
-/// its own) instead of the collector's 64: in the suite, right after CI's
-/// fresh build, the default rings overflowed in 1 of 2 runs (1,753 records
+/// With rings of 128 MiB per CPU instead of the collector's 64: in the
+/// suite, right after CI's fresh build, the default rings overflowed in 1 of 2 runs (1,753 records
 /// lost; 0 in 6 of 6 runs alone), a drain stalled for a fraction of a
 /// second that this test does not look for.
 #[test]
@@ -217,7 +216,7 @@ fn fork_storm_loses_nothing() {
     let _alone = crate::util::exclusive();
     let dir = temp_dir("dwarf_storm");
     let exe = compile_c(&dir, "fork_storm.c", &["-pthread"]);
-    let options = ["--call-graph", "dwarf,8192", "--mmap-pages", "65536"];
+    let options = ["--call-graph", "dwarf,8192", "--mmap-pages", "32768"];
     let (out, report) = record_with(&dir, &options, &exe, &[]);
     assert!(
         out.status.success(),
