@@ -1086,10 +1086,6 @@ pub(crate) mod tests {
         }
     }
 
-    /// Forks inherit the address space; exec replaces it, but samples
-    /// stamped before the exec still see the old image; an IP outside
-    /// every module is held back until the last attempt, then marked; a
-    /// process never seen gets its IP alone.
     /// A file's unwind data and the rows its walks cached stay while a
     /// process maps it, and go at the first sweep after the last one that
     /// did exits; mapped again, it unwinds as before.
@@ -1119,6 +1115,10 @@ pub(crate) mod tests {
         assert_eq!(chain, first_chain);
     }
 
+    /// Forks inherit the address space; exec replaces it, but samples
+    /// stamped before the exec still see the old image; an IP outside
+    /// every module is held back until the last attempt, then marked; a
+    /// process never seen gets its IP alone.
     #[test]
     fn address_spaces_over_fork_and_exec() {
         let snap = snapshot();

@@ -8,16 +8,16 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analysis::classify::{Access, FaultClass};
 use crate::analysis::process::ProgramId;
+use crate::analysis::relocation_pages;
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
 use crate::analysis::startup::Window;
 use crate::analysis::{Owner, Profile, TargetKey};
 use crate::model::report::{FrameRow, Region, TargetRow};
-use crate::model::startup::{self, StartupFault};
+use crate::model::startup::{self, StartupFault, StartupPlace};
 use crate::model::SampleRow;
 use crate::text::safe;
 
 use super::names::{expand, leaf_of, Names};
-use super::rows::startup_fault;
 use super::Named;
 
 /// The names of the frames of the model's stacks, each frame named once.
@@ -278,4 +278,40 @@ pub(super) fn target_sections(
             .or_default() += count;
     }
     sections
+}
+
+/// A fault of the start-up window shown in full, for `startup::build`.
+fn startup_fault(
+    names: &Names,
+    key: TargetKey,
+    target: &TargetRow,
+    class: FaultClass,
+    count: u64,
+    stack_names: &[&Named],
+) -> StartupFault {
+    let (page, section) = match key {
+        TargetKey::Module {
+            module,
+            file_offset,
+            ..
+        } => (
+            names.svma(module, file_offset).map(|a| a >> 12),
+            target
+                .section
+                .clone()
+                .map_or(StartupPlace::NoSection, StartupPlace::Section),
+        ),
+        _ => (None, StartupPlace::Region(target.region)),
+    };
+    StartupFault {
+        object: target.object.clone(),
+        section,
+        symbol: target.symbol.clone(),
+        class,
+        page,
+        count,
+        loader: relocation_pages::loader_write(
+            stack_names.iter().rev().map(|n| n.function.as_str()),
+        ),
+    }
 }

@@ -8,14 +8,13 @@ use pfprof_symbolize::Symbolizer;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::classify::FaultClass;
-use crate::analysis::relocation_pages;
 use crate::analysis::stacks::StackTable;
-use crate::analysis::{Owner, Profile, TargetKey};
+use crate::analysis::{Owner, Profile};
 use crate::model::report::{
     FileRow, FrameRow, ModuleRow, ProcessRow, Region, SiteRow, TargetRow, TargetSummaryRow, Totals,
     NO_STACK,
 };
-use crate::model::startup::{self, StartupFault, StartupPlace};
+use crate::model::startup::{self, StartupFault};
 use crate::model::warning::Warning;
 use crate::model::{SitePoint, TimePoint};
 use crate::text::safe;
@@ -23,42 +22,6 @@ use crate::text::safe;
 use super::count::{program_of, Counted, Interned, KeptStacks, SiteAcc, SiteKey, StartupChoice};
 use super::names::{expand, Names};
 use super::Named;
-
-/// A fault of the start-up window shown in full, for `startup::build`.
-pub(super) fn startup_fault(
-    names: &Names,
-    key: TargetKey,
-    target: &TargetRow,
-    class: FaultClass,
-    count: u64,
-    stack_names: &[&Named],
-) -> StartupFault {
-    let (page, section) = match key {
-        TargetKey::Module {
-            module,
-            file_offset,
-            ..
-        } => (
-            names.svma(module, file_offset).map(|a| a >> 12),
-            target
-                .section
-                .clone()
-                .map_or(StartupPlace::NoSection, StartupPlace::Section),
-        ),
-        _ => (None, StartupPlace::Region(target.region)),
-    };
-    StartupFault {
-        object: target.object.clone(),
-        section,
-        symbol: target.symbol.clone(),
-        class,
-        page,
-        count,
-        loader: relocation_pages::loader_write(
-            stack_names.iter().rev().map(|n| n.function.as_str()),
-        ),
-    }
-}
 
 /// The start-up analysis of the window shown in full.
 pub(super) fn startup_report(
