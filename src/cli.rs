@@ -152,7 +152,7 @@ pub struct RecordArgs {
     /// are shared by up to four CPUs and hold their shares), 1..=262144,
     /// rounded up to a power of two; mapped as asked or refused. Default:
     /// 4096 (16 MiB); with
-    /// `--call-graph dwarf`, 64 MiB through the BPF collector, else 256 MiB
+    /// `--call-graph dwarf`, 32 MiB through the BPF collector, else 256 MiB
     /// per CPU within 2 GiB in all and 1/16 of the available memory, at least
     /// 16 MiB (every perf sample reserves its stack copy until pfprof unwinds
     /// it); shrunk with a warning when the locked-memory limits do not allow it.

@@ -349,9 +349,9 @@ fn shared_ring_bytes(bytes_per_cpu: u32, cpus: usize) -> u32 {
         .unwrap_or(1 << 31)
 }
 
-/// The online CPUs in groups of [`CPUS_PER_RING`], and a BPF ring buffer of
-/// `bytes` for each group.
-fn create_rings(bytes: u32) -> Result<Vec<(Vec<i32>, OwnedFd)>, BpfError> {
+/// The `online` CPUs in groups of [`CPUS_PER_RING`], and a BPF ring buffer
+/// of `bytes` for each group.
+fn create_rings(online: &[i32], bytes: u32) -> Result<Vec<(Vec<i32>, OwnedFd)>, BpfError> {
     let shape = sysbpf::MapShape {
         map_type: MAP_RINGBUF,
         key_size: 0,
@@ -359,7 +359,7 @@ fn create_rings(bytes: u32) -> Result<Vec<(Vec<i32>, OwnedFd)>, BpfError> {
         max_entries: bytes,
         map_flags: 0,
     };
-    procfs::online_cpus()
+    online
         .chunks(CPUS_PER_RING)
         .map(|cpus| {
             let fd = sysbpf::map_create(shape, "pfprof_ring").map_err(|source| BpfError::Map {
@@ -394,8 +394,11 @@ impl FaultCollector {
         let file = object::File::parse(OBJECT).map_err(|e| BpfError::Object(e.to_string()))?;
         let (maps_section, defs) = map_defs(&file)?;
         let cpus = possible_cpus();
-        let ring_bytes = shared_ring_bytes(settings.ring_bytes, procfs::online_cpus().len());
-        let rings = create_rings(ring_bytes)?;
+        // One list for both: a CPU brought online in between would
+        // otherwise have a ring sized for one group fewer.
+        let online = procfs::online_cpus();
+        let ring_bytes = shared_ring_bytes(settings.ring_bytes, online.len());
+        let rings = create_rings(&online, ring_bytes)?;
         let mut fds = Vec::new();
         let mut by_name = std::collections::HashMap::new();
         for (offset, def) in &defs {

@@ -44,11 +44,11 @@ pub(super) fn min_ring_pages(call_graph: CallGraph) -> usize {
 }
 
 /// Data pages of each CPU's ring buffer when `--mmap-pages` is not given:
-/// 16 MiB; in dwarf mode 64 MiB through the BPF collector (`collector`),
+/// 16 MiB; in dwarf mode 32 MiB through the BPF collector (`collector`),
 /// else [`dwarf_ring_pages`].
 pub fn default_mmap_pages(call_graph: CallGraph, collector: bool) -> usize {
     match call_graph {
-        CallGraph::Dwarf { .. } if collector => PAGES_64_MIB,
+        CallGraph::Dwarf { .. } if collector => PAGES_32_MIB,
         CallGraph::Dwarf { .. } => {
             dwarf_ring_pages(procfs::online_cpus().len(), procfs::mem_available_bytes())
         }
@@ -64,13 +64,16 @@ pub(super) const PAGES_16_MIB: usize = 4096;
 pub(super) fn side_band_pages(collector_pages: usize) -> usize {
     (collector_pages / 16).max(256)
 }
-/// The collector's rings. Its records hold the stack there is (4 KiB for a
-/// small C program, where perf reserves 32 KiB), so chromium's start-up
-/// (70,000 faults in 2 s, 16 processes) lost nothing with 32 MiB per CPU in
-/// 3 of 3 runs, and the ring took at most 80 MB in all: 64 MiB leaves twice
-/// that. Mapping 256 MiB rings cost a short run 0.35 s of system time
-/// (the kernel zeroes them), 64 MiB 0.03 s.
-pub(super) const PAGES_64_MIB: usize = 16_384;
+/// Each CPU's share of the collector's rings. Its records hold the stack
+/// there is (4 KiB for a small C program, where perf reserves 32 KiB), so
+/// chromium's start-up (70,000 faults in 2 s, 16 processes) lost nothing
+/// in 10 of 10 runs with one 64 MiB ring for both CPUs, idle and beside a
+/// spinner. A BPF ring's pages count in pfprof's RSS, which a long
+/// system-wide run must keep under 256 MiB: under the busy host's mix the
+/// drain keeps a 64 MiB ring at most 25 MB full (7 runs of 45 s, 0 lost).
+/// Mapping 256 MiB rings cost a short run 0.35 s of system time (the
+/// kernel zeroes them), 64 MiB 0.03 s.
+pub(super) const PAGES_32_MIB: usize = 8192;
 
 /// Dwarf mode's rings: every sample reserves its whole stack copy (32 KiB)
 /// in the ring, whatever the kernel copies, so a ring holds few samples and

@@ -751,11 +751,10 @@ fn open_plan(
     ensure_open_files(fds_needed, &fds_for)?;
     // With the collector, `--mmap-pages` sizes its rings, and the perf
     // rings carry the side-band records only.
-    // Not smaller system-wide (and a BPF ring's pages count in pfprof's
-    // RSS): under the busy host's mix, 32 MiB rings per CPU in dwarf mode
-    // lost 199 and 4,396 records in 2 of 5 rounds of 45 s, 64 MiB none in
-    // 6; one 64 MiB ring for both CPUs lost records in 2 of 6 (rings now
-    // hold the shares of the CPUs that share them).
+    // Under the busy host's mix, one 64 MiB ring for both CPUs lost
+    // records in 2 of 6 rounds of 45 s while the drain stalled reading
+    // libraries' CFI (all of libLLVM's FDEs: 47 ms) and reading cc1's
+    // twice; now those reads are short and once (0 lost in 7 rounds).
     let collector_pages = cfg
         .mmap_pages
         .unwrap_or_else(|| default_mmap_pages(cfg.call_graph, true));

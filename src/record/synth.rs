@@ -52,23 +52,32 @@ impl BuildIds {
     /// `/proc/PID/map_files/START-END`: that reaches the mapped inode itself
     /// even when the path was since replaced or deleted, or names a file in
     /// another mount namespace. None: not a regular file, no build-id, or
-    /// the mapping is gone.
+    /// the mapping is gone and its path names another file.
     pub fn of(&mut self, pid: i32, m: &MapsLine) -> Option<Vec<u8>> {
+        use std::os::unix::fs::MetadataExt;
         if MappingPath::of(m.path.as_bytes()) != MappingPath::File || m.inode == 0 {
             return None;
         }
         self.by_inode
             .entry((m.dev, m.inode))
             .or_insert_with(|| {
-                let path = crate::sys::procfs::map_file(pid, m.start_avma, m.end_avma);
-                let path = path.as_path();
+                let mapped = crate::sys::procfs::map_file(pid, m.start_avma, m.end_avma);
                 // Only regular files: mapping a device to look for a note
                 // could have side effects. (The inode is not compared with
                 // the maps line's: on overlayfs they may differ.)
-                if !std::fs::metadata(path).ok()?.is_file() {
-                    return None;
+                if let Ok(meta) = std::fs::metadata(&mapped) {
+                    return meta
+                        .is_file()
+                        .then(|| pfprof_symbolize::read_build_id(&mapped))?;
                 }
-                pfprof_symbolize::read_build_id(path)
+                // The process is gone (a compiler of a build, between the
+                // scan and now): its path, when it still names that inode.
+                // Without the build-id the unwinder would read the file
+                // once for this key and again for the kernel's mmap records.
+                let path = std::path::Path::new(&m.path);
+                let meta = std::fs::metadata(path).ok()?;
+                (meta.is_file() && meta.ino() == m.inode)
+                    .then(|| pfprof_symbolize::read_build_id(path))?
             })
             .clone()
     }
@@ -240,5 +249,30 @@ mod tests {
             true,
         );
         assert_eq!(id, Some(9));
+    }
+
+    /// A process gone before its build-ids were read (a compiler of a
+    /// build): the path's, while it names the mapped inode; else none.
+    #[test]
+    fn build_ids_of_a_gone_process_come_from_its_path() {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::env::current_exe().unwrap();
+        let want = pfprof_symbolize::read_build_id(&exe);
+        assert!(want.is_some(), "the test binary has a build-id");
+        let meta = std::fs::metadata(&exe).unwrap();
+        let gone = i32::MAX; // no such pid
+        let line = |inode: u64| MapsLine {
+            start_avma: 0x1000,
+            end_avma: 0x2000,
+            prot: 5,
+            flags: 2,
+            file_offset: 0,
+            dev: (0, 0),
+            inode,
+            path: exe.to_str().unwrap().into(),
+        };
+        assert_eq!(BuildIds::default().of(gone, &line(meta.ino())), want);
+        // Another inode at that path now: not the file that was mapped.
+        assert_eq!(BuildIds::default().of(gone, &line(meta.ino() + 1)), None);
     }
 }

@@ -30,6 +30,7 @@ mod rows;
 mod walk;
 
 use files::{first_file, is_anonymous, is_file_path, load_file, locate, UnwindFile};
+use rows::AtSvma;
 use walk::{walk, Sampled};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -517,15 +518,6 @@ impl Space {
     }
 }
 
-/// What a file's CFI says at an address.
-#[derive(Clone, Copy)]
-enum AtSvma {
-    /// No FDE covers it (`.init`, crtstuff's code).
-    NoFde,
-    /// Its reduced row (None: the CFI does not parse).
-    Row(Option<rows::Row>),
-}
-
 /// The unwinder's caches, shared by every process.
 #[derive(Default)]
 struct Scratch {
@@ -546,13 +538,7 @@ impl Scratch {
         *self
             .rows
             .entry((Arc::as_ptr(file) as usize, svma))
-            .or_insert_with(|| {
-                if file.sections.has_fde(svma) {
-                    AtSvma::Row(rows::row_at(&file.row_sections(), svma, ctx))
-                } else {
-                    AtSvma::NoFde
-                }
-            })
+            .or_insert_with(|| rows::row_at(&file.row_sections(), svma, ctx))
     }
 }
 

@@ -44,22 +44,6 @@ pub struct UnwindSections {
     /// returns there, and its caller is the interrupted code, whose
     /// registers the kernel saved on the stack (no CFI describes that).
     pub sigreturn_svmas: Vec<u64>,
-    /// The code `.eh_frame`'s FDEs cover (svma ranges, sorted), so that a
-    /// frame in code without one (`.init`, hand-written trampolines) stops
-    /// the chain instead of being guessed through with frame pointers.
-    /// None when unknown (no `.eh_frame`, or it did not parse).
-    pub fde_svmas: Option<Vec<Range<u64>>>,
-}
-
-impl UnwindSections {
-    /// Whether an FDE covers `svma`; true when that is unknown.
-    pub fn has_fde(&self, svma: u64) -> bool {
-        let Some(ranges) = &self.fde_svmas else {
-            return true;
-        };
-        let i = ranges.partition_point(|r| r.start <= svma);
-        i > 0 && ranges[..i].iter().rev().take(8).any(|r| r.contains(&svma))
-    }
 }
 
 impl UnwindSections {
@@ -84,7 +68,9 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
     } else {
         None
     };
-    let fdes = eh_frame.as_ref().and_then(|e| fde_ranges(&file, e));
+    // Only the signal frames' FDEs: walking every FDE of a large library
+    // (libLLVM's 100,000) takes milliseconds the unwinder does not need.
+    let signal = eh_frame.as_ref().and_then(|e| signal_fde_ranges(&file, e));
     Ok(UnwindSections {
         build_id: elf::build_id(&file),
         segments: elf::program_headers(&file).loads,
@@ -93,8 +79,7 @@ pub fn unwind_sections(data: &[u8]) -> Result<UnwindSections, Reason> {
         got_svma: section_svma(&file, ".got"),
         eh_frame_hdr: section_bytes(&file, ".eh_frame_hdr").filter(|_| eh_frame.is_some()),
         debug_frame,
-        sigreturn_svmas: sigreturn_trampolines(&file, fdes.as_ref().map(|f| &f.signal[..])),
-        fde_svmas: fdes.map(|f| f.all),
+        sigreturn_svmas: sigreturn_trampolines(&file, signal.as_deref()),
         eh_frame,
     })
 }
@@ -119,57 +104,95 @@ fn section_bytes(file: &object::File<'_>, name: &str) -> Option<SectionBytes> {
 /// None when it has none or they do not parse.
 pub(crate) fn fde_svmas(file: &object::File<'_>) -> Option<Vec<Range<u64>>> {
     let eh_frame = section_bytes(file, ".eh_frame")?;
-    fde_ranges(file, &eh_frame).map(|f| f.all)
+    let mut ranges = Vec::new();
+    each_fde(file, &eh_frame, |_| true, |range| ranges.push(range))?;
+    ranges.sort_unstable_by_key(|r| (r.start, r.end));
+    Some(ranges)
 }
 
-/// The code `.eh_frame`'s FDEs cover.
-struct FdeRanges {
-    /// Every FDE's svma range, sorted by start.
-    all: Vec<Range<u64>>,
-    /// The FDEs whose CIE marks a signal frame (augmentation `S`, as
-    /// glibc's `__restore_rt` has).
-    signal: Vec<Range<u64>>,
-}
-
-/// The svma ranges of every FDE in `file`'s `.eh_frame` (`eh_frame`),
-/// sorted by start; pointers relative to `.text` and `.got` are read
-/// against `file`'s.
-fn fde_ranges(file: &object::File<'_>, eh_frame: &SectionBytes) -> Option<FdeRanges> {
-    use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
+/// The svma ranges of the FDEs whose CIE marks a signal frame
+/// (augmentation `S`, as glibc's `__restore_rt` has); None when they do
+/// not parse. A first pass reads the CIEs only: most files have no such
+/// CIE, and then no FDE is parsed.
+fn signal_fde_ranges(file: &object::File<'_>, eh_frame: &SectionBytes) -> Option<Vec<Range<u64>>> {
+    use gimli::{CieOrFde, EhFrame, LittleEndian, UnwindSection};
     let section = EhFrame::new(&eh_frame.data, LittleEndian);
-    let mut bases = BaseAddresses::default().set_eh_frame(eh_frame.svma.start);
+    let bases = eh_frame_bases(file, eh_frame);
+    let mut signal_cies = Vec::new();
+    let mut entries = section.entries(&bases);
+    loop {
+        match entries.next() {
+            Ok(Some(CieOrFde::Cie(cie))) if cie.is_signal_trampoline() => {
+                signal_cies.push(cie.offset())
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(_) => return None,
+        }
+    }
+    let mut ranges = Vec::new();
+    if !signal_cies.is_empty() {
+        each_fde(
+            file,
+            eh_frame,
+            |cie| signal_cies.contains(&cie),
+            |range| ranges.push(range),
+        )?;
+    }
+    Some(ranges)
+}
+
+/// The bases `.eh_frame`'s pointer encodings are relative to.
+fn eh_frame_bases(file: &object::File<'_>, eh_frame: &SectionBytes) -> gimli::BaseAddresses {
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(eh_frame.svma.start);
     if let Some(text) = section_svma(file, ".text") {
         bases = bases.set_text(text.start);
     }
     if let Some(got) = section_svma(file, ".got") {
         bases = bases.set_got(got.start);
     }
-    let mut ranges = Vec::new();
-    let mut signal = Vec::new();
+    bases
+}
+
+/// Calls `found` with the svma range of each FDE whose CIE (by its offset
+/// in `.eh_frame`) `wanted` accepts; None when an entry does not parse.
+fn each_fde(
+    file: &object::File<'_>,
+    eh_frame: &SectionBytes,
+    wanted: impl Fn(usize) -> bool,
+    mut found: impl FnMut(Range<u64>),
+) -> Option<()> {
+    use gimli::{CieOrFde, EhFrame, LittleEndian, UnwindSection};
+    let section = EhFrame::new(&eh_frame.data, LittleEndian);
+    let bases = eh_frame_bases(file, eh_frame);
     let mut entries = section.entries(&bases);
     loop {
         match entries.next() {
             Ok(Some(CieOrFde::Fde(partial))) => {
-                let fde = partial
-                    .parse(|section, bases, offset| section.cie_from_offset(bases, offset))
-                    .ok()?;
-                let start = fde.initial_address();
-                let range = start..start.saturating_add(fde.len());
-                if fde.cie().is_signal_trampoline() {
-                    signal.push(range.clone());
+                let mut skipped = false;
+                let parsed = partial.parse(|section, bases, offset| {
+                    skipped = !wanted(offset.0);
+                    if skipped {
+                        // Not parsed further: the FDE is not wanted.
+                        return Err(gimli::Error::NoEntryAtGivenOffset(offset.0 as u64));
+                    }
+                    section.cie_from_offset(bases, offset)
+                });
+                match parsed {
+                    Ok(fde) => {
+                        let start = fde.initial_address();
+                        found(start..start.saturating_add(fde.len()));
+                    }
+                    Err(_) if skipped => {}
+                    Err(_) => return None,
                 }
-                ranges.push(range);
             }
             Ok(Some(CieOrFde::Cie(_))) => {}
             Ok(None) => break,
             Err(_) => return None,
         }
     }
-    ranges.sort_unstable_by_key(|r| (r.start, r.end));
-    Some(FdeRanges {
-        all: ranges,
-        signal,
-    })
+    Some(())
 }
 
 /// `mov $15, %rax; syscall` (glibc's `__restore_rt`) and `mov $15, %eax;
