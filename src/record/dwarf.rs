@@ -31,6 +31,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::bpf::{Fault, FaultCollector, Unwound, UnwoundKey, CACHE_ENTRIES};
+use super::build_ids::BuildIds;
 use super::ring::{bpf_record_at, BpfRing, Ring};
 use crate::format::decode::{self, Chain, Event, EventKind, FaultSample, PairedEntry};
 use crate::format::events::own::{self, EntryRecord, FaultRecord, SampleId};
@@ -211,6 +212,9 @@ pub struct StackRewriter {
     /// The collector's counts of records its rings turned away (minor,
     /// major), as last written down.
     lost_seen: [u64; 2],
+    /// The build-ids the kernel's mmap records lack, and a record filled.
+    build_ids: BuildIds,
+    filled: Vec<u8>,
 }
 
 impl StackRewriter {
@@ -242,6 +246,8 @@ impl StackRewriter {
             reads: Reads::default(),
             entry_events: None,
             lost_seen: [0; 2],
+            build_ids: BuildIds::default(),
+            filled: Vec::new(),
         })
     }
 
@@ -553,6 +559,14 @@ impl StackRewriter {
         match head.record_type {
             rec::SAMPLE if how != Handling::Pass => {
                 return self.sample(record, (head.misc, attr), how, settle, output);
+            }
+            rec::MMAP2 if self.build_ids.fill(record, &mut self.filled) => {
+                // The same record with its file's build-id: handled as the
+                // kernel would have written it.
+                let filled = std::mem::take(&mut self.filled);
+                let done = self.record(&filled, settle, output);
+                self.filled = filled;
+                return done;
             }
             rec::MMAP2 | rec::COMM | rec::FORK | rec::EXIT => {
                 let time = self.table.time(head.record_type, body, attr).unwrap_or(0);

@@ -29,8 +29,6 @@ pub(super) struct EventSpec {
 /// What the events of a recording are asked for beyond the configuration.
 #[derive(Clone, Copy)]
 pub(super) struct SpecOptions {
-    /// Build-ids in mmap2 records (kernels before 5.12 have none).
-    pub(super) build_id: bool,
     /// The BPF collector writes the faults.
     pub(super) collector: bool,
     /// The collector's raw tracepoint programs pair the fault entries: the
@@ -105,7 +103,7 @@ pub(super) fn event_specs(
         fault_event(
             cfg,
             b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
-            Some((mmap_pages, options.build_id)),
+            Some(mmap_pages),
             collector,
         ),
         fault_event(cfg, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ, None, collector),
@@ -138,11 +136,11 @@ pub(super) fn event_specs(
 
 /// A software page-fault event (`config`: minor or major) sampled with the
 /// data address and the call chain `cfg` asks for; `side_band` (the first
-/// event's ring size and build-ids) makes it carry the side-band records.
+/// event's ring size) makes it carry the side-band records.
 pub(super) fn fault_event(
     cfg: &RecordConfig,
     config: u32,
-    side_band: Option<(usize, bool)>,
+    side_band: Option<usize>,
     collector: bool,
 ) -> EventSpec {
     let name = if config == b::PERF_COUNT_SW_PAGE_FAULTS_MIN {
@@ -180,9 +178,16 @@ pub(super) fn fault_event(
             attr.set_exclude_callchain_user(1);
         }
     }
-    if let Some((mmap_pages, build_id)) = side_band {
-        // The side-band records come from the first event only.
-        own::side_band(&mut attr, true, build_id);
+    if let Some(mmap_pages) = side_band {
+        // The side-band records come from the first event only. Without
+        // build-ids from the kernel (`attr.build_id`): its mmap output sets
+        // the build-id flag in the header it shares with every event it
+        // writes the mapping to next and does not clear it, so perf
+        // recording beside pfprof read maj/min/ino as a build-id of 254
+        // bytes and died ("assertion failed at util/build-id.c:1010",
+        // then a smashed stack). The drain fills the build-ids in
+        // ([`super::build_ids`]).
+        own::side_band(&mut attr, true, false);
         attr.set_watermark(1);
         // Woken at 1/32 of a ring instead, the drain's fixed cost per
         // pass (8 times as many) lost the fork storm's records in 1 of 3
@@ -261,7 +266,6 @@ mod tests {
             file_offset: 0x1000,
         };
         let options = SpecOptions {
-            build_id: true,
             collector: false,
             entries_paired: false,
         };
@@ -279,7 +283,7 @@ mod tests {
         );
         let side_band: Vec<bool> = specs.iter().map(|s| s.attr.mmap2() == 1).collect();
         assert_eq!(side_band, [true, false, false, false, false]);
-        assert_eq!(specs[0].attr.build_id(), 1);
+        assert_eq!(specs[0].attr.build_id(), 0);
         assert_eq!(specs[4].attr.inherit(), 0);
         let file = specs[0].file_attr.unwrap();
         assert_eq!(
@@ -294,7 +298,6 @@ mod tests {
         let paired = SpecOptions {
             collector: true,
             entries_paired: true,
-            ..options
         };
         let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), paired);
         let written: Vec<Option<u64>> = specs.iter().map(|s| s.written_as).collect();

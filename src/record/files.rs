@@ -51,7 +51,7 @@ pub struct MappedFiles {
 pub struct HeldFile {
     /// The path in the record (the process's own view).
     pub path: String,
-    /// The build-id the kernel gave, if it did (the file may have been
+    /// The build-id in the record, if it has one (the file may have been
     /// rewritten in place since: the cache reads the id from the file).
     pub build_id: Option<Vec<u8>>,
     /// The file itself.

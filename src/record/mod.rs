@@ -8,8 +8,9 @@
 //! - `minor-faults` and `major-faults` (software events, counted by the kernel
 //!   when a fault completes) with the faulting data address and the user call
 //!   chain (dwarf mode: user registers and stack); the first also carries the
-//!   side-band records (mmap2 with build-ids, comm/exec, fork/exit) that
-//!   rebuild the address spaces later;
+//!   side-band records (mmap2, comm/exec, fork/exit) that rebuild the
+//!   address spaces later, the drain giving each mapping its file's
+//!   build-id ([`build_ids`]);
 //! - `exceptions:page_fault_user` / `page_fault_kernel` (tracepoints at fault
 //!   entry) for the x86 error code: present / write / instruction fetch.
 //!
@@ -22,6 +23,7 @@
 //! can merge the CPUs by time.
 
 pub mod bpf;
+pub(crate) mod build_ids;
 pub(crate) mod dwarf;
 mod events;
 pub(crate) mod files;
@@ -712,8 +714,6 @@ struct OpenPlan {
     /// Dropped when not permitted.
     tracepoints: Tracepoints,
     probe: Option<MainProbe>,
-    /// Build-ids in mmap2 records (kernels before 5.12 have none).
-    build_id: bool,
     collector: Option<FaultCollector>,
     collector_note: Option<String>,
     /// The collector's raw tracepoint programs pairing the fault entries,
@@ -740,7 +740,6 @@ fn open_plan(
 ) -> Result<OpenPlan> {
     // Every event is one fd per CPU and task.
     let options = SpecOptions {
-        build_id: true,
         collector: false,
         entries_paired: false,
     };
@@ -773,7 +772,6 @@ fn open_plan(
     Ok(OpenPlan {
         tracepoints,
         probe,
-        build_id: true,
         collector,
         collector_note,
         entry_links: None,
@@ -792,7 +790,6 @@ impl OpenPlan {
         loop {
             self.pair_entries_early();
             let options = SpecOptions {
-                build_id: self.build_id,
                 collector: self.collector.is_some(),
                 entries_paired: self.entry_links.is_some(),
             };
@@ -868,11 +865,6 @@ impl OpenPlan {
                     self.tracepoints.note = Some(format!("tracepoints not permitted: {e}"));
                 }
                 (self.tracepoints.ids, self.probe) = (None, None);
-                Ok(())
-            }
-            e if e.raw_os_error() == Some(libc::EINVAL) && self.build_id => {
-                // Kernels before 5.12 have no build-ids in mmap2 records.
-                self.build_id = false;
                 Ok(())
             }
             // The main-entry probe is a refinement: never fail for it.
@@ -964,7 +956,6 @@ mod tests {
                 formats: None,
             },
             probe: None,
-            build_id: true,
             collector: None,
             collector_note: None,
             entry_links: None,
@@ -981,8 +972,7 @@ mod tests {
     }
 
     /// A refused event lowers the plan a step at a time: the tracepoints
-    /// (noted), then the build-ids; then the refusal is the error, with its
-    /// exit code.
+    /// (noted); then the refusal is the error, with its exit code.
     #[test]
     fn refusals_lower_the_plan() {
         let cfg = test_config();
@@ -993,8 +983,6 @@ mod tests {
         assert!(note.starts_with("tracepoints not permitted"), "{note}");
         let denied = plan.lower(event(libc::EACCES), &cfg, 2).unwrap_err();
         assert_eq!(crate::error::exit_code(&denied), 2);
-        plan.lower(event(libc::EINVAL), &cfg, 2).unwrap();
-        assert!(!plan.build_id);
         let invalid = plan.lower(event(libc::EINVAL), &cfg, 2).unwrap_err();
         assert_eq!(crate::error::exit_code(&invalid), 1);
         assert!(format!("{invalid:#}").starts_with("perf_event_open failed"));

@@ -1,6 +1,7 @@
 //! A recording under way: enabling the events, draining the rings into
 //! the recording, the unwinder and the tap, and finishing the file.
 
+use std::borrow::Cow;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::bpf::FaultCollector;
+use super::build_ids::BuildIds;
 use super::dwarf::{EntryEvents, Output, StackRewriter};
 use super::files::{self, MappedFiles};
 use super::ring::{BpfRing, Ring};
@@ -20,9 +22,10 @@ use super::{
 };
 use crate::format::call_graph::CallGraph;
 use crate::format::decode::{Event, LiveDecoder};
-use crate::format::events::Record;
+use crate::format::events::records;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordingMeta};
 use crate::format::recorder::{Collector, RecorderPriority};
+use crate::format::records as rec;
 use crate::sys::procfs;
 use crate::sys::vdso;
 use crate::sys::{self, ExitStatus};
@@ -101,11 +104,37 @@ impl Output for Sink<'_, '_> {
     }
 }
 
+/// `run` (whole records) with the build-ids of its mappings' files filled
+/// in ([`BuildIds::fill`]); borrowed when none changes.
+fn with_build_ids<'r>(
+    run: &'r [u8],
+    build_ids: &mut BuildIds,
+    filled: &mut Vec<u8>,
+) -> Cow<'r, [u8]> {
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    for record in records(run).map_while(Result::ok) {
+        if record.head.record_type == rec::MMAP2 && build_ids.fill(record.bytes, filled) {
+            let out = out.get_or_insert_with(|| Vec::with_capacity(run.len()));
+            out.extend_from_slice(&run[copied..record.offset]);
+            out.extend_from_slice(filled);
+            copied = record.offset + record.bytes.len();
+        }
+    }
+    match out {
+        None => Cow::Borrowed(run),
+        Some(mut out) => {
+            out.extend_from_slice(&run[copied..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
 /// One pass over every ring buffer; `last` settles every held-back sample.
 pub(super) fn drain_all(
     (rings, bpf_rings, fds): (&mut [Ring], &mut [BpfRing], &[Vec<OwnedFd>]),
     writer: &mut PerfDataWriter,
-    files: &mut MappedFiles,
+    (files, build_ids): (&mut MappedFiles, &mut BuildIds),
     rewriter: Option<&mut StackRewriter>,
     mut feed: Option<&mut Feed<'_>>,
     last: bool,
@@ -126,18 +155,24 @@ pub(super) fn drain_all(
             total += rewriter.merge_pass((rings, bpf_rings), cutoff, last, &mut sink)?;
             rewriter.end_pass(cutoff, last, &mut sink)?;
         }
-        // The stamps look at each record as the drain walks it (while it
-        // is in the cache), the rest takes them in runs.
+        // Runs of records, their mappings given their build-ids.
         None => {
             let mut bad = 0;
+            let mut filled = Vec::new();
             for ring in rings.iter_mut() {
-                let look = |record: &Record<'_>| files.look(record);
-                let drained = ring.drain(look, |run| {
-                    if let Some(feed) = feed.as_deref_mut() {
-                        feed.bytes(run);
-                    }
-                    writer.write_records(run)
-                })?;
+                let drained = ring.drain(
+                    |_| {},
+                    |run| {
+                        let run = with_build_ids(run, build_ids, &mut filled);
+                        for record in records(&run).map_while(Result::ok) {
+                            files.look(&record);
+                        }
+                        if let Some(feed) = feed.as_deref_mut() {
+                            feed.bytes(&run);
+                        }
+                        writer.write_records(&run)
+                    },
+                )?;
                 total += drained.bytes;
                 bad += drained.bad_records;
             }
@@ -174,6 +209,9 @@ pub(super) struct Session<'a> {
     entry_links: Vec<OwnedFd>,
     live: Option<Feed<'a>>,
     files: MappedFiles,
+    /// The build-ids the kernel's mmap records lack, without a rewriter
+    /// (which fills its own).
+    build_ids: BuildIds,
     writer: PerfDataWriter,
     /// What is known before the start; `finish` adds the outcome.
     known: RecordingMeta,
@@ -268,6 +306,7 @@ impl<'a> Session<'a> {
             entry_links,
             live,
             files,
+            build_ids: BuildIds::default(),
             writer,
             known,
             tracing_data: formats.filter(|_| ids.is_some()),
@@ -296,7 +335,7 @@ impl<'a> Session<'a> {
         // The files' build-ids and CFI are read before, though: on a busy
         // host the rings filled while the large libraries' `.eh_frame` was
         // read and the first interval lost thousands of records.
-        let mut build_ids = synth::BuildIds::default();
+        let mut build_ids = BuildIds::default();
         if let Some(rewriter) = self.rewriter.as_mut() {
             for p in &followed.existing {
                 for m in p
@@ -403,7 +442,7 @@ impl Session<'_> {
         drain_all(
             (&mut self.rings, &mut self.bpf_rings, &self.fds),
             &mut self.writer,
-            &mut self.files,
+            (&mut self.files, &mut self.build_ids),
             self.rewriter.as_mut(),
             self.live.as_mut(),
             last,
@@ -778,7 +817,7 @@ pub(super) fn hold_limit() -> files::HoldLimit {
 /// their parent, name and mappings, stamped `time`, just before the events
 /// started; `build_ids` holds those of their files read already.
 pub(super) fn synthesize(
-    (existing, build_ids): (&[procfs::Process], &mut synth::BuildIds),
+    (existing, build_ids): (&[procfs::Process], &mut BuildIds),
     writer: &mut PerfDataWriter,
     files: &mut MappedFiles,
     id: u64,

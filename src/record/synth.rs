@@ -3,13 +3,11 @@
 //! parent), COMM (the name) and MMAP2 (each mapping). Their `sample_id`
 //! trailer matches the first event's attr: pid/tid, time, cpu, identifier.
 
-use rustc_hash::FxHashMap;
-
 use crate::format::events::mapping::put_string;
 use crate::format::events::own::SampleId;
 use crate::format::events::{FileId, Mapping, RecordHead};
 use crate::format::records as rec;
-use crate::sys::maps::{MappingPath, MapsLine};
+use crate::sys::maps::MapsLine;
 
 /// A record of `record_type` and `misc` with `body`, then the `sample_id`
 /// trailer of pfprof's events (of `pid`/`tid` at `time`, event `id`).
@@ -35,52 +33,6 @@ fn record(
     .write_trailer(&mut r);
     RecordHead::end(&mut r, start);
     r
-}
-
-/// A file's device (major, minor) and inode.
-type Inode = ((u32, u32), u64);
-
-/// GNU build-ids of the files processes map, read once per (device, inode):
-/// system-wide, every process maps the same libc.
-#[derive(Default)]
-pub struct BuildIds {
-    by_inode: FxHashMap<Inode, Option<Vec<u8>>>,
-}
-
-impl BuildIds {
-    /// The build-id of the file mapped at `m` in `pid`, read through
-    /// `/proc/PID/map_files/START-END`: that reaches the mapped inode itself
-    /// even when the path was since replaced or deleted, or names a file in
-    /// another mount namespace. None: not a regular file, no build-id, or
-    /// the mapping is gone and its path names another file.
-    pub fn of(&mut self, pid: i32, m: &MapsLine) -> Option<Vec<u8>> {
-        use std::os::unix::fs::MetadataExt;
-        if MappingPath::of(m.path.as_bytes()) != MappingPath::File || m.inode == 0 {
-            return None;
-        }
-        self.by_inode
-            .entry((m.dev, m.inode))
-            .or_insert_with(|| {
-                let mapped = crate::sys::procfs::map_file(pid, m.start_avma, m.end_avma);
-                // Only regular files: mapping a device to look for a note
-                // could have side effects. (The inode is not compared with
-                // the maps line's: on overlayfs they may differ.)
-                if let Ok(meta) = std::fs::metadata(&mapped) {
-                    return meta
-                        .is_file()
-                        .then(|| pfprof_symbolize::read_build_id(&mapped))?;
-                }
-                // The process is gone (a compiler of a build, between the
-                // scan and now): its path, when it still names that inode.
-                // Without the build-id the unwinder would read the file
-                // once for this key and again for the kernel's mmap records.
-                let path = std::path::Path::new(&m.path);
-                let meta = std::fs::metadata(path).ok()?;
-                (meta.is_file() && meta.ino() == m.inode)
-                    .then(|| pfprof_symbolize::read_build_id(path))?
-            })
-            .clone()
-    }
 }
 
 /// `pid` is a process whose parent is `ppid`.
@@ -249,30 +201,5 @@ mod tests {
             true,
         );
         assert_eq!(id, Some(9));
-    }
-
-    /// A process gone before its build-ids were read (a compiler of a
-    /// build): the path's, while it names the mapped inode; else none.
-    #[test]
-    fn build_ids_of_a_gone_process_come_from_its_path() {
-        use std::os::unix::fs::MetadataExt;
-        let exe = std::env::current_exe().unwrap();
-        let want = pfprof_symbolize::read_build_id(&exe);
-        assert!(want.is_some(), "the test binary has a build-id");
-        let meta = std::fs::metadata(&exe).unwrap();
-        let gone = i32::MAX; // no such pid
-        let line = |inode: u64| MapsLine {
-            start_avma: 0x1000,
-            end_avma: 0x2000,
-            prot: 5,
-            flags: 2,
-            file_offset: 0,
-            dev: (0, 0),
-            inode,
-            path: exe.to_str().unwrap().into(),
-        };
-        assert_eq!(BuildIds::default().of(gone, &line(meta.ino())), want);
-        // Another inode at that path now: not the file that was mapped.
-        assert_eq!(BuildIds::default().of(gone, &line(meta.ino() + 1)), None);
     }
 }

@@ -304,17 +304,38 @@ fn test_modules_are_left_out() {
     assert_eq!(got, ["a", "b"]);
 }
 
-/// The README's Layout section names every file of `src/` and
-/// `symbolize/src/`, and every path it names exists.
+/// The README's Layout names every folder of `src/` and the symbolizer.
 #[test]
-fn readme_layout_names_every_source_file() {
+fn readme_layout_names_every_folder() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let section = &readme[readme.find("\n## Layout").expect("a Layout section")..];
-    let block = section
+    let block = section.split("```").nth(1).expect("the Layout's list");
+    let mut folders = vec!["symbolize/".to_string()];
+    for entry in std::fs::read_dir(root.join("src")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy();
+            folders.push(format!("src/{name}/"));
+        }
+    }
+    let missing: Vec<&String> = folders
+        .iter()
+        .filter(|f| !block.contains(f.as_str()) && !block.contains(&f[4..]))
+        .collect();
+    assert!(missing.is_empty(), "not in README's Layout: {missing:?}");
+}
+
+/// docs/layout.md names every file of `src/` and `symbolize/src/`, and
+/// every path it names exists.
+#[test]
+fn docs_layout_names_every_source_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let layout = std::fs::read_to_string(root.join("docs/layout.md")).unwrap();
+    let block = layout
         .split("```")
         .nth(1)
-        .expect("the Layout section's file list");
+        .expect("docs/layout.md's file list");
     let named: BTreeSet<&str> = block
         .split_whitespace()
         .filter(|w| w.starts_with("src/") || w.starts_with("symbolize/src/"))
@@ -328,14 +349,14 @@ fn readme_layout_names_every_source_file() {
         .map(|f| f.strip_prefix(root).unwrap().display().to_string())
         .filter(|f| !named.contains(f.as_str()))
         .collect();
-    assert!(missing.is_empty(), "not in README's Layout: {missing:?}");
+    assert!(missing.is_empty(), "not in docs/layout.md: {missing:?}");
     let stale: Vec<&&str> = named
         .iter()
         .filter(|p| !p.ends_with('/') && !root.join(p).exists())
         .collect();
     assert!(
         stale.is_empty(),
-        "in README's Layout but not in the tree: {stale:?}"
+        "in docs/layout.md but not in the tree: {stale:?}"
     );
 }
 

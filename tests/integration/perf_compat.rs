@@ -230,3 +230,39 @@ fn perf_reads_pfprofs_build_id_cache() {
     assert!(report.contains("touch_bss"), "{report}");
     assert!(!report.contains("decoy_function"), "{report}");
 }
+
+/// perf can profile pfprof: `perf record -- pfprof record -- true` exits 0
+/// and `perf report` reads what it wrote. When pfprof asked the kernel for
+/// build-ids in its mmap records, the kernel left the build-id flag set in
+/// the header of the next event's record (perf's), and perf 6.1 read
+/// device and inode as a build-id of 254 bytes and died ("assertion failed
+/// at util/build-id.c:1010", then a smashed stack).
+#[test]
+fn perf_records_pfprof_recording() {
+    if !can_record() || !perf_available() {
+        return;
+    }
+    let dir = temp_dir("perf_records_pfprof");
+    let data = dir.join("perf.data");
+    let out = run(Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_pfprof"))
+        .args(["record", "-q", "-o"])
+        .arg(dir.join("out"))
+        .args(["--", "true"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "perf record: {}: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("assertion failed"), "{stderr}");
+    let report = perf(&data, &["report", "--stdio", "--sort", "comm"]);
+    assert!(report.contains("pfprof"), "{report}");
+    // pfprof's own recording still names its files by build-id.
+    let recorded = perf(&dir.join("out/pfprof.data"), &["buildid-list"]);
+    let libc = build_id(Path::new("/lib/x86_64-linux-gnu/libc.so.6"));
+    assert!(recorded.contains(&libc), "{recorded}");
+}

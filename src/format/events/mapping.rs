@@ -3,14 +3,15 @@
 //! MMAP (perf's record of the kernel's text). Replay, the DWARF rewriter
 //! and the stamps of mapped files all read it through [`Mapping::parse`].
 
-use crate::format::events::stream::{le_u32, le_u64};
+use crate::format::events::stream::{le_u32, le_u64, HEAD_BYTES};
 use crate::format::records as rec;
 
 /// How a mapping names its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileId<'a> {
-    /// The GNU build-id the kernel read (`PERF_RECORD_MISC_MMAP_BUILD_ID`);
-    /// empty where it found none (the vDSO, a file without the note).
+    /// The GNU build-id (`PERF_RECORD_MISC_MMAP_BUILD_ID`), as the kernel or
+    /// pfprof's drain read it; empty where the kernel found none (the vDSO,
+    /// a file without the note).
     BuildId(&'a [u8]),
     /// Device and inode (MMAP2 without a build-id).
     Inode {
@@ -54,6 +55,25 @@ pub struct Mapping<'a> {
 /// Bytes of the file id of an MMAP2 record: maj, min, ino, ino_generation,
 /// or build-id size, 3 reserved, the build-id.
 const FILE_ID_BYTES: usize = 24;
+
+/// Writes `id` into the MMAP2 `record` (header first) in place of its
+/// device and inode, and sets the header's build-id flag: the record the
+/// kernel writes with `attr.build_id`. False, nothing written, when the
+/// record is too short or the id longer than a record holds.
+pub fn put_build_id(record: &mut [u8], id: &[u8]) -> bool {
+    let at = HEAD_BYTES + 32;
+    if id.len() > rec::BUILD_ID_SIZE_MAX || record.len() < at + FILE_ID_BYTES {
+        return false;
+    }
+    let field = &mut record[at..at + FILE_ID_BYTES];
+    field.fill(0);
+    field[0] = id.len() as u8;
+    field[4..4 + id.len()].copy_from_slice(id);
+    // The header: type (u32), misc (u16), size (u16).
+    let misc = u16::from_le_bytes([record[4], record[5]]) | rec::MISC_MMAP_BUILD_ID;
+    record[4..6].copy_from_slice(&misc.to_le_bytes());
+    true
+}
 
 impl<'a> Mapping<'a> {
     /// The mapping of an MMAP or MMAP2 record (its header's `misc`, its

@@ -19,7 +19,7 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use rustc_hash::FxHashMap;
 
-pub use mapping::{FileId, Mapping};
+pub use mapping::{put_build_id, FileId, Mapping};
 pub use order::{TimeOrdered, TimeQueue};
 pub use stream::{le_u16, le_u32, le_u64, le_u64s, records, Record, RecordHead};
 
