@@ -377,10 +377,6 @@ impl<'a> Session<'a> {
     }
 }
 
-/// A pass that released more than this from the collector's rings is
-/// followed by another at once.
-const BURST_BYTES: usize = 4 << 20;
-
 /// Why the drain loop ended.
 pub(super) struct Ended {
     /// How the command ended (None: attached or system-wide).
@@ -396,11 +392,8 @@ impl Session<'_> {
         let poll_fds: Vec<_> = self.rings.iter().map(Ring::raw_fd).collect();
         // The collector's rings wake nobody (a wake-up costs the faulting
         // thread an interrupt): they are drained every 10 ms, when 1 GB/s
-        // of stack copies fills 10 MB of a 64 MiB ring, and at once again
-        // after a pass that found more than a few MB (a burst, or a pass
-        // that took long: the busy host's mix brings 20 MB in 10 ms).
-        let idle_poll_ms = if self.bpf_rings.is_empty() { 50 } else { 10 };
-        let mut poll_ms = idle_poll_ms;
+        // of stack copies fills 10 MB of a 64 MiB ring.
+        let poll_ms = if self.bpf_rings.is_empty() { 50 } else { 10 };
         let mut last_checkpoint = Instant::now();
         let mut forwarded = 0;
         let afterwards = afterwards(followed);
@@ -409,8 +402,7 @@ impl Session<'_> {
                 std::thread::sleep(Duration::from_millis(50));
             } else {
                 sys::poll_readable(&poll_fds, poll_ms).context("poll failed")?;
-                let drained = self.drain(false).and_then(|bytes| {
-                    poll_ms = if bytes > BURST_BYTES { 0 } else { idle_poll_ms };
+                let drained = self.drain(false).and_then(|_| {
                     if last_checkpoint.elapsed() > Duration::from_secs(1) {
                         last_checkpoint = Instant::now();
                         self.writer.checkpoint()?;
