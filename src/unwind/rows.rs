@@ -86,21 +86,18 @@ pub(crate) enum AtSvma {
 
 /// What the CFI says at `svma`. The FDE is found as the unwinder finds it
 /// (`.eh_frame_hdr`'s table), so that loading a file never walks all of
-/// its FDEs: libLLVM's 100,000 took 16 ms, a stall of the drain.
+/// its FDEs: libLLVM's 100,000 took 16-47 ms, a stall of the drain.
 pub(crate) fn row_at(sections: &Sections<'_>, svma: u64, ctx: &mut UnwindContext<usize>) -> AtSvma {
-    match eh_frame_row(sections, svma, ctx) {
-        Some(Err(gimli::Error::NoUnwindInfoForAddress)) => AtSvma::NoFde,
-        Some(found) => AtSvma::Row(found.ok()),
-        None => AtSvma::Row(debug_frame_row(sections, svma, ctx)),
-    }
+    eh_frame_row(sections, svma, ctx)
+        .unwrap_or_else(|| AtSvma::Row(debug_frame_row(sections, svma, ctx)))
 }
 
-/// The row from `.eh_frame`; None when the file has none.
+/// What `.eh_frame` says at `svma`; None when the file has none.
 fn eh_frame_row(
     sections: &Sections<'_>,
     svma: u64,
     ctx: &mut UnwindContext<usize>,
-) -> Option<gimli::Result<Row>> {
+) -> Option<AtSvma> {
     let (data, eh_svma) = sections.eh_frame?;
     let mut bases = BaseAddresses::default().set_eh_frame(eh_svma);
     if let Some(text) = sections.text_svma {
@@ -116,19 +113,23 @@ fn eh_frame_row(
             bases = bases.set_eh_frame_hdr(hdr_svma);
             match EhFrameHdr::new(hdr_data, LittleEndian).parse(&bases, 8) {
                 Ok(hdr) => Some(hdr),
-                Err(e) => return Some(Err(e)),
+                Err(_) => return Some(AtSvma::Row(None)),
             }
         }
         None => None,
     };
-    let fde = match table.as_ref().and_then(|hdr| hdr.table()) {
+    let found = match table.as_ref().and_then(|hdr| hdr.table()) {
         Some(table) => table.fde_for_address(&eh_frame, &bases, svma, EhFrame::cie_from_offset),
         None => eh_frame.fde_for_address(&bases, svma, EhFrame::cie_from_offset),
     };
-    Some(fde.and_then(|fde| {
-        let row = fde.unwind_info_for_address(&eh_frame, &bases, ctx, svma)?;
-        Ok(reduce(row))
-    }))
+    let fde = match found {
+        Ok(fde) => fde,
+        // Only the lookup's miss says no FDE covers it.
+        Err(gimli::Error::NoUnwindInfoForAddress) => return Some(AtSvma::NoFde),
+        Err(_) => return Some(AtSvma::Row(None)),
+    };
+    let row = fde.unwind_info_for_address(&eh_frame, &bases, ctx, svma);
+    Some(AtSvma::Row(row.ok().map(reduce)))
 }
 
 /// The row from `.debug_frame`, used when there is no `.eh_frame`: None
