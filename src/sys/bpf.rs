@@ -218,7 +218,17 @@ pub fn prog_load(prog_type: u32, insns: &[u64], license: &str, name: &str) -> io
             prog_name: object_name(name),
             ..ProgLoad::default()
         };
-        bpf(BPF_PROG_LOAD, &mut attr)
+        // The verifier gives up with EAGAIN when a signal is pending for
+        // the loading thread (a child's SIGCHLD to the process), more
+        // likely the longer it verifies (the dwarf program: ~0.1 s); as
+        // libbpf does, try again a few times.
+        let mut attempts = 5;
+        loop {
+            match bpf(BPF_PROG_LOAD, &mut attr) {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && attempts > 1 => attempts -= 1,
+                done => break done,
+            }
+        }
     };
     match load(&mut [], 0) {
         Ok(fd) => owned(fd),
