@@ -155,18 +155,30 @@ pub(super) fn drain_all(
             total += rewriter.merge_pass((rings, bpf_rings), cutoff, last, &mut sink)?;
             rewriter.end_pass(cutoff, last, &mut sink)?;
         }
-        // Runs of records, their mappings given their build-ids.
+        // Runs of records as the drain walks them; a run that holds a
+        // mapping (rare) is walked again, its mappings given their
+        // build-ids and their files stamped.
         None => {
             let mut bad = 0;
             let mut filled = Vec::new();
+            let has_mapping = std::cell::Cell::new(false);
             for ring in rings.iter_mut() {
                 let drained = ring.drain(
-                    |_| {},
-                    |run| {
-                        let run = with_build_ids(run, build_ids, &mut filled);
-                        for record in records(&run).map_while(Result::ok) {
-                            files.look(&record);
+                    |record| {
+                        if record.head.record_type == rec::MMAP2 {
+                            has_mapping.set(true);
                         }
+                    },
+                    |run| {
+                        let run = if has_mapping.replace(false) {
+                            let run = with_build_ids(run, build_ids, &mut filled);
+                            for record in records(&run).map_while(Result::ok) {
+                                files.look(&record);
+                            }
+                            run
+                        } else {
+                            Cow::Borrowed(run)
+                        };
                         if let Some(feed) = feed.as_deref_mut() {
                             feed.bytes(&run);
                         }
