@@ -13,7 +13,7 @@ use std::path::Path;
 
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, PerfEventAttr, PerfEventType, RawData, RawDataU64, RawEventRecord,
-    SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
+    SampleFormat, SamplingPolicy, SoftwareCounterType,
 };
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -21,7 +21,8 @@ use thiserror::Error;
 
 use crate::format::events::stream::{Broken, HEAD_BYTES};
 use crate::format::events::{
-    parse_record, records, EventTable, Indexed, Mapping, RecordHead, TimeOrdered, TimeQueue,
+    parse_record, records, sample, EventTable, Indexed, Mapping, RecordHead, Sample, TimeOrdered,
+    TimeQueue,
 };
 use crate::format::perf_data::{
     read_layout, repair, HeaderFacts, Layout, LayoutError, RecordingMeta,
@@ -982,11 +983,17 @@ fn to_event<'a>(
         };
         return mapping_event(record_type, record.misc, body);
     }
+    if record_type == rec::SAMPLE {
+        if let RawData::Single(body) = record.data {
+            let sample = sample::read(&record.parse_info, record.misc, body).ok_or(BadRecord)?;
+            return sample_event(sample, kind, weight, time);
+        }
+    }
     let Some(parsed) = parse_record(record) else {
         return Err(BadRecord);
     };
     let event = match parsed {
-        EventRecord::Sample(s) => return sample_event(s, kind, weight, time),
+        EventRecord::Sample(s) => return sample_event(Sample::of(s), kind, weight, time),
         EventRecord::Comm(c) => Event::Comm {
             pid: c.pid,
             tid: c.tid,
@@ -1051,7 +1058,7 @@ fn mapping_event(record_type: u32, misc: u16, body: &[u8]) -> Result<Option<Even
 /// A sample as an [`Event`] by its event's kind: `Ok(None)` for events
 /// pfprof does not use.
 fn sample_event<'a>(
-    s: SampleRecord<'a>,
+    s: Sample<'a>,
     kind: EventKind,
     weight: Weight,
     time: u64,
@@ -1066,11 +1073,9 @@ fn sample_event<'a>(
                 Weight::Fixed(n) => n,
                 Weight::FromSample => s.period.unwrap_or(1).max(1),
             };
-            let user_stack = s
-                .user_regs
-                .as_ref()
+            let user_stack = (s.user_regs.as_ref())
                 .and_then(UserRegs::from_sample)
-                .map(|regs| (regs, crate::unwind::copied_stack(&s.user_stack)));
+                .map(|regs| (regs, s.user_stack));
             Event::Fault(FaultSample {
                 major: kind == EventKind::Major,
                 pid,

@@ -9,6 +9,7 @@
 pub mod mapping;
 pub mod order;
 pub mod own;
+pub mod sample;
 pub mod stream;
 
 use byteorder::LittleEndian;
@@ -21,6 +22,7 @@ use rustc_hash::FxHashMap;
 
 pub use mapping::{put_build_id, FileId, Mapping};
 pub use order::{TimeOrdered, TimeQueue};
+pub use sample::Sample;
 pub use stream::{le_u16, le_u32, le_u64, le_u64s, records, Record, RecordHead};
 
 use crate::format::records as rec;
