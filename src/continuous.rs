@@ -341,6 +341,15 @@ impl Writer {
         // An interval's names and outputs were freed: memory a long run
         // does not keep.
         crate::sys::give_back_freed_memory();
+        if std::env::var_os("PFPROF_TIMING").is_some() {
+            let heap = crate::sys::heap_figures();
+            eprintln!(
+                "pfprof: timing: after the interval, heap in use {} MB, free {} MB, mapped {} MB",
+                heap.in_use >> 20,
+                heap.held_free >> 20,
+                heap.mapped >> 20
+            );
+        }
         if let Some(keep) = self.settings.keep {
             while self.written.len() > keep {
                 let oldest = self.written.remove(0);
@@ -434,12 +443,16 @@ impl Writer {
             });
         }
         if timing {
+            let heap = crate::sys::heap_figures();
             eprintln!(
                 "pfprof: timing: interval of {keys} keys, {stack_nodes} stack nodes, {pids} processes, \
-                 {} rows: resolve {:.3} s, outputs {:.3} s",
+                 {} rows: resolve {:.3} s, outputs {:.3} s; heap in use {} MB, free {} MB, mapped {} MB",
                 model.samples.len(),
                 resolved.as_secs_f64(),
-                (started.elapsed() - resolved).as_secs_f64()
+                (started.elapsed() - resolved).as_secs_f64(),
+                heap.in_use >> 20,
+                heap.held_free >> 20,
+                heap.mapped >> 20,
             );
         }
         if self.settings.verbose {

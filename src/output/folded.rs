@@ -52,6 +52,16 @@ pub fn fold_classes(model: &Model) -> FoldedStacks {
     fold_with(model, false)
 }
 
+/// Adds `n` to `line`'s count, copying the line only when it is new.
+fn add(folded: &mut Folded, line: &str, n: u64) {
+    match folded.get_mut(line) {
+        Some(count) => *count += n,
+        None => {
+            folded.insert(line.to_string(), n);
+        }
+    }
+}
+
 fn fold_with(model: &Model, everything: bool) -> FoldedStacks {
     let mut out = FoldedStacks::default();
     let mut sums: FxHashMap<(usize, usize, StackId, usize), (&SampleRow, LineSum)> =
@@ -73,8 +83,12 @@ fn fold_with(model: &Model, everything: bool) -> FoldedStacks {
     // The maps below order the lines: the order they come in does not
     // matter. A stack's names are joined for each line (a stack makes
     // about one line once rows of a process or access are summed).
+    // One buffer for every line; each key is an exact-size copy (a deep
+    // stack's line is a kilobyte, and a grown String's spare capacity
+    // would double the memory of a busy interval's 25,000 lines).
+    let mut line = String::with_capacity(4096);
     for (row, sum) in sums.into_values() {
-        let mut line = String::with_capacity(256);
+        line.clear();
         push_frame_name(&mut line, &row.comm);
         for f in model.functions_root_first(row.stack) {
             line.push(';');
@@ -101,11 +115,9 @@ fn fold_with(model: &Model, everything: bool) -> FoldedStacks {
                 .or_default() += sum.startup;
         }
         if sum.latency_ns > 0 && everything {
-            *out.latency[row.class as usize]
-                .entry(line.clone())
-                .or_default() += sum.latency_ns;
+            add(&mut out.latency[row.class as usize], &line, sum.latency_ns);
         }
-        *out.by_class[row.class as usize].entry(line).or_default() += sum.faults;
+        add(&mut out.by_class[row.class as usize], &line, sum.faults);
     }
     out
 }

@@ -89,6 +89,30 @@ pub fn give_back_freed_memory() {
     unsafe { libc::malloc_trim(0) };
 }
 
+/// The allocator's figures, in bytes: in use, free but held (what a trim
+/// could give back, or fragmentation), and in mappings of their own.
+#[derive(Debug, Clone, Copy)]
+pub struct HeapFigures {
+    /// Bytes handed out and not freed.
+    pub in_use: usize,
+    /// Bytes freed but kept in the arenas.
+    pub held_free: usize,
+    /// Bytes of blocks mapped on their own (large ones).
+    pub mapped: usize,
+}
+
+/// What the allocator holds now (`PFPROF_TIMING`'s figures).
+pub fn heap_figures() -> HeapFigures {
+    // SAFETY: mallinfo2 only reads the allocator's counters under its
+    // locks and returns a plain struct by value.
+    let m = unsafe { libc::mallinfo2() };
+    HeapFigures {
+        in_use: m.uordblks,
+        held_free: m.fordblks,
+        mapped: m.hblkhd,
+    }
+}
+
 /// CLOCK_MONOTONIC in ns: the clock of the recorded events (`use_clockid`).
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

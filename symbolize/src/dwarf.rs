@@ -93,6 +93,14 @@ pub(crate) fn has_debug_info(file: &object::File<'_>) -> bool {
 impl Dwarf {
     /// Builds a context over `map`, which must hold an ELF file with DWARF.
     /// `None` when it cannot be parsed.
+    /// Lets the kernel take back the file pages lookups brought in (see
+    /// [`crate::sys::release_pages`]); what was parsed stays.
+    pub(crate) fn release_pages(&self) {
+        if let Bytes::Map(map) = &self.borrow_owner().map {
+            crate::sys::release_pages(map);
+        }
+    }
+
     pub(crate) fn load(map: Bytes) -> Option<Self> {
         let (inflated, little_endian) = {
             let file = crate::elf::parse_elf(&map)?;

@@ -20,6 +20,7 @@
 //!   lookup's rule applies.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 use object::elf;
@@ -168,11 +169,90 @@ pub(crate) struct Sym {
     pub(crate) global: bool,
     /// `STB_WEAK` (which is global too).
     pub(crate) weak: bool,
-    /// Boxed: a large library has 100,000 symbols, kept for the whole run.
-    pub(crate) name: Box<str>,
+    /// Read through the table's [`Names`].
+    pub(crate) name: Name,
     /// End svma of the symbol's section: an unsized code symbol covers up
     /// to the next code symbol, never past its section.
     pub(crate) section_end: u64,
+}
+
+/// Where a symbol's name is. Most names stay in their file's string
+/// table, read when asked for: a large library's names (librustc_driver's
+/// 20 MB, libLLVM's) copied into the heap would cost their size in memory
+/// and a read of the whole table from disk, for the few a profile needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Name {
+    /// Bytes `[offset, offset + len)` of the [`Names`] file `file`.
+    InFile { file: u8, offset: u32, len: u32 },
+    /// Made up (`_start`, a PLT entry's), or of an image in memory.
+    Owned(Box<str>),
+}
+
+impl From<&str> for Name {
+    fn from(name: &str) -> Name {
+        Name::Owned(name.into())
+    }
+}
+
+/// The files a module's symbol names are read from, mapped for as long as
+/// the module lives (the file itself, and its separate debug file).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Names {
+    files: Vec<Arc<Mmap>>,
+}
+
+impl Names {
+    /// Keeps `map` for names to be read from; None when no more fit.
+    pub(crate) fn add(&mut self, map: Arc<Mmap>) -> Option<u8> {
+        let index = u8::try_from(self.files.len()).ok()?;
+        self.files.push(map);
+        Some(index)
+    }
+
+    /// Lets the kernel take back the pages reading the names brought in
+    /// ([`crate::sys::release_pages`]).
+    pub(crate) fn release_pages(&self) {
+        self.files
+            .iter()
+            .for_each(|map| crate::sys::release_pages(map));
+    }
+
+    /// The text of `name` ("" when its bytes are not UTF-8 any more: the
+    /// names were checked when read, so only a file rewritten in place
+    /// changes them).
+    pub(crate) fn get<'a>(&'a self, name: &'a Name) -> &'a str {
+        match name {
+            Name::Owned(name) => name,
+            Name::InFile { file, offset, len } => {
+                let (start, len) = (*offset as usize, *len as usize);
+                (self.files.get(usize::from(*file)))
+                    .and_then(|map| map.get(start..start + len))
+                    .and_then(|bytes| std::str::from_utf8(bytes).ok())
+                    .unwrap_or("")
+            }
+        }
+    }
+}
+
+/// Where [`symbols`] reads names from: the bytes of the [`Names`] file
+/// `file`, which the parsed file borrows.
+#[derive(Clone, Copy)]
+pub(crate) struct NameSource<'d> {
+    pub(crate) file: u8,
+    pub(crate) data: &'d [u8],
+}
+
+impl NameSource<'_> {
+    /// `name`, a slice of this source's bytes, as where it lies in them.
+    fn locate(&self, name: &str) -> Option<Name> {
+        let offset = (name.as_ptr() as usize).checked_sub(self.data.as_ptr() as usize)?;
+        (offset + name.len() <= self.data.len()).then_some(())?;
+        Some(Name::InFile {
+            file: self.file,
+            offset: u32::try_from(offset).ok()?,
+            len: u32::try_from(name.len()).ok()?,
+        })
+    }
 }
 
 /// What a symbol of object's `kind` and `size` names, in an `executable`
@@ -188,8 +268,14 @@ fn sym_kind(kind: SymbolKind, size: u64, executable: bool) -> Option<SymKind> {
 }
 
 /// Symbols of `.symtab` (when `symtab`) and `.dynsym` (when `dynsym`) that
-/// name code or data (see [`SymKind`]).
-pub(crate) fn symbols(file: &object::File<'_>, symtab: bool, dynsym: bool) -> Vec<Sym> {
+/// name code or data (see [`SymKind`]), their names left in `source` (the
+/// bytes `file` was parsed from) when it is given, else copied.
+pub(crate) fn symbols(
+    file: &object::File<'_>,
+    symtab: bool,
+    dynsym: bool,
+    source: Option<NameSource<'_>>,
+) -> Vec<Sym> {
     let mut out = Vec::new();
     let mut add = |sym: object::Symbol<'_, '_>| {
         let SymbolSection::Section(index) = sym.section() else {
@@ -215,7 +301,9 @@ pub(crate) fn symbols(file: &object::File<'_>, symtab: bool, dynsym: bool) -> Ve
             kind,
             global: sym.is_global(),
             weak: sym.is_weak(),
-            name: name.into(),
+            name: source
+                .and_then(|source| source.locate(name))
+                .unwrap_or_else(|| name.into()),
             section_end: section.address().saturating_add(section.size()),
         });
     };
@@ -247,14 +335,15 @@ pub(crate) fn without_weak_aliases(mut syms: Vec<Sym>) -> Vec<Sym> {
 /// first: non-weak over weak, global over local, fewer leading
 /// underscores, the longer name; then the name itself, for a stable
 /// answer.
-pub(crate) fn perf_alias_rank(sym: &Sym) -> impl Ord + '_ {
-    let underscores = sym.name.bytes().take_while(|&b| b == b'_').count();
+pub(crate) fn perf_alias_rank<'a>(sym: &'a Sym, names: &'a Names) -> impl Ord + 'a {
+    let name = names.get(&sym.name);
+    let underscores = name.bytes().take_while(|&b| b == b'_').count();
     (
         sym.weak,
         !sym.global,
         underscores,
-        std::cmp::Reverse(sym.name.len()),
-        &sym.name,
+        std::cmp::Reverse(name.len()),
+        name,
     )
 }
 
@@ -266,19 +355,22 @@ pub(crate) struct SymbolTable {
     /// `max_end[i]` = max over `syms[..=i]` of `svma + size`, for early
     /// termination of the backwards scan.
     max_end: Vec<u64>,
+    /// Where the names are.
+    names: Names,
 }
 
 impl SymbolTable {
-    pub(crate) fn new(mut syms: Vec<Sym>) -> Self {
+    pub(crate) fn new(mut syms: Vec<Sym>, names: Names) -> Self {
+        // Names are compared only between symbols at one address and of
+        // one size: few of a string table's pages are read.
         syms.sort_by(|a, b| {
-            (a.svma, std::cmp::Reverse(a.size), !a.global, &a.name).cmp(&(
-                b.svma,
-                std::cmp::Reverse(b.size),
-                !b.global,
-                &b.name,
-            ))
+            (a.svma, std::cmp::Reverse(a.size), !a.global)
+                .cmp(&(b.svma, std::cmp::Reverse(b.size), !b.global))
+                .then_with(|| names.get(&a.name).cmp(names.get(&b.name)))
         });
-        syms.dedup_by(|b, a| a.svma == b.svma && a.size == b.size && a.name == b.name);
+        syms.dedup_by(|b, a| {
+            a.svma == b.svma && a.size == b.size && names.get(&a.name) == names.get(&b.name)
+        });
         // Built by pushing and extending: up to half of it was spare.
         syms.shrink_to_fit();
         let mut max_end = Vec::with_capacity(syms.len());
@@ -287,7 +379,21 @@ impl SymbolTable {
             end = end.max(sym.svma.saturating_add(sym.size));
             max_end.push(end);
         }
-        SymbolTable { syms, max_end }
+        SymbolTable {
+            syms,
+            max_end,
+            names,
+        }
+    }
+
+    /// Lets the kernel take back the file pages of the names read.
+    pub(crate) fn release_pages(&self) {
+        self.names.release_pages();
+    }
+
+    /// The name of `sym`, one of this table's.
+    pub(crate) fn name<'a>(&'a self, sym: &'a Sym) -> &'a str {
+        self.names.get(&sym.name)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -350,7 +456,7 @@ impl SymbolTable {
             names.iter().map(|&n| (n, n)).collect();
         // Sorted by svma, so the first of equals is the lowest address.
         for sym in self.syms.iter().filter(|s| s.kind == SymKind::Function) {
-            let Some(&name) = wanted.get(&*sym.name) else {
+            let Some(&name) = wanted.get(self.name(sym)) else {
                 continue;
             };
             let rank = |s: &Sym| (s.global, s.size != 0);
@@ -468,6 +574,11 @@ pub(crate) fn debug_file_candidates(
 mod tests {
     use super::*;
 
+    /// A table of symbols with names of their own.
+    fn table(syms: Vec<Sym>) -> SymbolTable {
+        SymbolTable::new(syms, Names::default())
+    }
+
     /// A FIFO (a path from a recording, a debuglink candidate) is refused
     /// without waiting for a writer; so are directories.
     #[test]
@@ -547,7 +658,7 @@ mod tests {
             section_end: 0x2800,
             ..s
         };
-        let table = SymbolTable::new(vec![
+        let table = table(vec![
             text_end(sym(0x1000, 0x100, Function, "outer")),
             text_end(sym(0x1010, 0x10, Function, "inner_alias")),
             text_end(sym(0x2000, 0, Function, "asm_label")),
@@ -599,7 +710,7 @@ mod tests {
             (u64::MAX, Data, None),
         ];
         for &(svma, kind, want) in cases {
-            let got = table.lookup(svma, kind).map(|s| &*s.name);
+            let got = table.lookup(svma, kind).map(|s| table.name(s));
             assert_eq!(got, want, "svma {svma:#x} {kind:?}");
         }
     }
@@ -612,7 +723,7 @@ mod tests {
             global: false,
             ..sym(svma, size, Function, name)
         };
-        let table = SymbolTable::new(vec![
+        let table = table(vec![
             sym(0x1000, 0x40, Function, "main"),
             local(0x0800, 0x10, "main"),
             local(0x2000, 0x20, "helper"),
@@ -653,10 +764,11 @@ mod tests {
             (s(true, true, "weak_global"), s(false, false, "local")),
             (s(false, true, "memcpy"), s(false, true, "memcpy_impl")),
         ];
+        let names = Names::default();
         for (worse, better) in &cases {
             assert!(
-                perf_alias_rank(better) < perf_alias_rank(worse),
-                "{} over {}",
+                perf_alias_rank(better, &names) < perf_alias_rank(worse, &names),
+                "{:?} over {:?}",
                 better.name,
                 worse.name
             );
@@ -687,7 +799,7 @@ mod tests {
         ];
         let kept: Vec<String> = without_weak_aliases(syms)
             .into_iter()
-            .map(|s| s.name.into())
+            .map(|s| Names::default().get(&s.name).to_string())
             .collect();
         assert_eq!(
             kept,

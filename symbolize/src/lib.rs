@@ -92,6 +92,7 @@ mod reloc;
 mod sys;
 mod unwind;
 
+use memmap2::Mmap;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
@@ -578,6 +579,8 @@ struct Contents {
     /// Code and data symbols (`.symtab` and `.dynsym`; the debug file's
     /// `.symtab` when the file has none).
     symbols: Vec<elf::Sym>,
+    /// The files their names are in.
+    names: elf::Names,
     /// SHF_ALLOC sections (the debug file's when the file has none).
     sections: Vec<SectionInfo>,
     /// The file holding DWARF, this one or the debug file.
@@ -587,15 +590,29 @@ struct Contents {
 }
 
 impl Contents {
-    /// What the file at `path` (`file`) has itself.
-    fn of(path: &Path, file: &object::File<'_>, origin: Origin) -> Contents {
+    /// What the file at `path` (`file`, parsed from `map` when a mapped
+    /// file: its names are left there) has itself.
+    fn of(
+        path: &Path,
+        file: &object::File<'_>,
+        map: Option<&Arc<Mmap>>,
+        origin: Origin,
+    ) -> Contents {
         use object::Object;
-        let mut symbols = elf::symbols(file, true, true);
+        let mut names = elf::Names::default();
+        let source = map.and_then(|map| {
+            Some(elf::NameSource {
+                file: names.add(map.clone())?,
+                data: &map[..],
+            })
+        });
+        let mut symbols = elf::symbols(file, true, true, source);
         if origin == Origin::Image {
             symbols = elf::without_weak_aliases(symbols);
         }
         Contents {
             symbols,
+            names,
             sections: elf::alloc_sections(file),
             dwarf_path: dwarf::has_debug_info(file).then(|| path.to_path_buf()),
             has_symtab: file.symbol_table().is_some(),
@@ -607,13 +624,19 @@ impl Contents {
         self.dwarf_path.is_none() || !self.has_symtab || self.sections.is_empty()
     }
 
-    /// Takes what is missing from `debug`, the debug file at `debug_path`.
-    fn complete_from(&mut self, debug: &object::File<'_>, debug_path: &Path) {
+    /// Takes what is missing from `debug`, the debug file at `debug_path`
+    /// (parsed from `map`).
+    fn complete_from(&mut self, debug: &object::File<'_>, map: &Arc<Mmap>, debug_path: &Path) {
         if self.dwarf_path.is_none() && dwarf::has_debug_info(debug) {
             self.dwarf_path = Some(debug_path.to_path_buf());
         }
         if !self.has_symtab {
-            self.symbols.extend(elf::symbols(debug, true, false));
+            let source = self.names.add(map.clone()).map(|file| elf::NameSource {
+                file,
+                data: &map[..],
+            });
+            self.symbols
+                .extend(elf::symbols(debug, true, false, source));
         }
         if self.sections.is_empty() {
             self.sections = elf::alloc_sections(debug);
@@ -659,6 +682,14 @@ fn check_debug_file<'d>(
 }
 
 impl Module {
+    /// Lets the kernel take back the file pages of its names and DWARF.
+    fn release_pages(&self) {
+        self.symbols.release_pages();
+        if let Some(Some(dwarf)) = &self.dwarf {
+            dwarf.release_pages();
+        }
+    }
+
     /// [`Symbolizer::function_ranges`] of this module.
     fn function_ranges(&self, names: &[&str]) -> Vec<(String, std::ops::Range<u64>)> {
         let found = self.symbols.functions_named(names);
@@ -760,7 +791,7 @@ impl Symbolizer {
     pub fn add_image(&mut self, name: &Path, data: &[u8]) -> Result<(), Reason> {
         let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
         let build_id = elf::build_id(&file);
-        let mut module = self.parse_with(name, &file, build_id, Origin::Image)?;
+        let mut module = self.parse_with(name, &file, None, build_id, Origin::Image)?;
         module.dwarf = Some(None);
         module.relocations = Some(Err(Reason::Unsupported));
         self.images
@@ -874,7 +905,7 @@ impl Symbolizer {
     }
 
     fn load(&mut self, path: &Path) -> Result<Shared, Reason> {
-        let map = elf::map_file(path).map_err(|_| Reason::MissingFile)?;
+        let map = Arc::new(elf::map_file(path).map_err(|_| Reason::MissingFile)?);
         let file = elf::parse_elf(&map).ok_or(Reason::NotElf)?;
         let build_id = elf::build_id(&file);
         if let Some(module) = build_id.as_ref().and_then(|id| self.by_build_id.get(id)) {
@@ -891,7 +922,13 @@ impl Symbolizer {
                 return Ok(module.clone());
             }
         }
-        let module = Arc::new(Mutex::new(self.parse(path, &file, build_id)?));
+        let module = Arc::new(Mutex::new(self.parse_with(
+            path,
+            &file,
+            Some(&map),
+            build_id,
+            Origin::File,
+        )?));
         if let Some(id) = module
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -904,26 +941,20 @@ impl Symbolizer {
         Ok(module)
     }
 
-    fn parse(
-        &self,
-        path: &Path,
-        file: &object::File<'_>,
-        build_id: Option<Vec<u8>>,
-    ) -> Result<Module, Reason> {
-        self.parse_with(path, file, build_id, Origin::File)
-    }
-
-    /// [`Self::parse`] of a file or of an image in memory (see [`Origin`]).
+    /// The module of a file (`file`, parsed from `map`) or of an image in
+    /// memory (see [`Origin`]).
     fn parse_with(
         &self,
         path: &Path,
         file: &object::File<'_>,
+        map: Option<&Arc<Mmap>>,
         build_id: Option<Vec<u8>>,
         origin: Origin,
     ) -> Result<Module, Reason> {
         let headers = elf::program_headers(file);
-        let mut contents = Contents::of(path, file, origin);
-        let plt = SymbolTable::new(plt::symbols(file, &contents.symbols));
+        let mut contents = Contents::of(path, file, map, origin);
+        let plt = plt::symbols(file, &contents.symbols, &contents.names);
+        let plt = SymbolTable::new(plt, elf::Names::default());
         // Separate debug file: only needed when something is missing.
         let (debug_file, rejected_debug_files) = if origin == Origin::File && contents.lacks_some()
         {
@@ -933,6 +964,7 @@ impl Symbolizer {
         };
         let Contents {
             mut symbols,
+            names,
             mut sections,
             dwarf_path,
             ..
@@ -942,7 +974,10 @@ impl Symbolizer {
             section.file_offset = svma_to_file_offset(&headers.loads, section.svma).unwrap_or(0);
         }
         symbols.extend(entry_symbol(file, &symbols, &sections, headers.entry));
-        let symbols = SymbolTable::new(symbols);
+        // The whole string tables were read: only the names looked up are
+        // read again.
+        names.release_pages();
+        let symbols = SymbolTable::new(symbols, names);
         let info = ModuleInfo {
             path: path.to_path_buf(),
             build_id,
@@ -992,10 +1027,11 @@ impl Symbolizer {
             let Ok(map) = elf::map_file(&candidate) else {
                 continue;
             };
+            let map = Arc::new(map);
             let crc = debuglink.filter(|_| via_debuglink).map(|(_, crc)| crc);
             match check_debug_file(&map, path, build_id, crc) {
                 Ok(debug) => {
-                    contents.complete_from(&debug, &candidate);
+                    contents.complete_from(&debug, &map, &candidate);
                     return (Some(candidate), rejected);
                 }
                 Err(reason) => rejected.push(RejectedDebugFile {
@@ -1022,6 +1058,14 @@ impl Symbolizer {
         // A build-id's module lives while a path still has it.
         self.by_build_id
             .retain(|_, module| Arc::strong_count(module) > 1);
+        // What stays is kept parsed; the file pages read for it go back to
+        // the page cache until read again.
+        for module in self.by_path.values().flatten() {
+            module
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .release_pages();
+        }
         self.round += 1;
     }
 
@@ -1174,7 +1218,7 @@ fn data_target(module: &Module, file_offset: u64, demangle: bool) -> Result<Data
     Ok(DataTarget {
         svma,
         section,
-        symbol: symbol.map(|s| maybe_demangle(&s.name, demangle)),
+        symbol: symbol.map(|s| maybe_demangle(module.symbols.name(s), demangle)),
         symbol_offset: symbol.map_or(0, |s| svma - s.svma),
     })
 }
@@ -1324,7 +1368,7 @@ pub fn inspect_image(data: &[u8], file_offsets: &[u64]) -> Result<Inspection, Re
     .map(|c| c.path)
     .collect();
     let symbolizer = Symbolizer::new(Options::default());
-    let module = symbolizer.parse_with(path, &file, build_id, Origin::Image)?;
+    let module = symbolizer.parse_with(path, &file, None, build_id, Origin::Image)?;
     let dwarf = module
         .info
         .has_dwarf
@@ -1427,10 +1471,10 @@ fn maybe_demangle(name: &str, demangle: bool) -> String {
 /// PLT entry of `plt` as `name@plt`.
 fn function_symbol([symbols, plt]: [&SymbolTable; 2], svma: u64, demangle: bool) -> Option<String> {
     if let Some(sym) = symbols.lookup(svma, SymKind::Function) {
-        return Some(maybe_demangle(&sym.name, demangle));
+        return Some(maybe_demangle(symbols.name(sym), demangle));
     }
     let entry = plt.lookup(svma, SymKind::Function)?;
-    Some(format!("{}@plt", maybe_demangle(&entry.name, demangle)))
+    Some(format!("{}@plt", maybe_demangle(plt.name(entry), demangle)))
 }
 
 /// Builds the frames of one code address from DWARF and the symbol tables

@@ -27,7 +27,7 @@ use object::{
     Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget,
 };
 
-use crate::elf::{perf_alias_rank, Sym, SymKind};
+use crate::elf::{perf_alias_rank, Names, Sym, SymKind};
 
 /// The PLT sections, with the entry size used when `sh_entsize` is not 8
 /// or 16.
@@ -40,11 +40,11 @@ const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 /// with a dynamic relocation, raw names without `@plt`, sized by entry;
 /// `symbols` are the file's own (`elf::symbols`), to name IFUNC resolvers.
 /// Anything but x86_64 ELF, or a file without PLT sections, has none.
-pub(crate) fn symbols(file: &object::File<'_>, symbols: &[Sym]) -> Vec<Sym> {
+pub(crate) fn symbols(file: &object::File<'_>, symbols: &[Sym], names: &Names) -> Vec<Sym> {
     if file.architecture() != object::Architecture::X86_64 {
         return Vec::new();
     }
-    let slots = got_slot_names(file, symbols);
+    let slots = got_slot_names(file, symbols, names);
     if slots.is_empty() {
         return Vec::new();
     }
@@ -120,7 +120,7 @@ pub(crate) fn jump_slot(entry: &[u8], svma: u64) -> Option<u64> {
 
 /// GOT slot svma → the raw name of the function its dynamic relocation
 /// binds (`JUMP_SLOT`, `GLOB_DAT`, `IRELATIVE`, named from `symbols`).
-fn got_slot_names(file: &object::File<'_>, symbols: &[Sym]) -> HashMap<u64, String> {
+fn got_slot_names(file: &object::File<'_>, symbols: &[Sym], names: &Names) -> HashMap<u64, String> {
     let Some(relocations) = file.dynamic_relocations() else {
         return HashMap::new();
     };
@@ -144,7 +144,7 @@ fn got_slot_names(file: &object::File<'_>, symbols: &[Sym]) -> HashMap<u64, Stri
             }
             (elf::R_X86_64_IRELATIVE, _) => {
                 let resolver = relocation.addend() as u64;
-                let names = resolvers.get_or_insert_with(|| function_aliases(symbols));
+                let names = resolvers.get_or_insert_with(|| function_aliases(symbols, names));
                 match names.get(&resolver) {
                     Some(name) => name.to_string(),
                     None => format!("*ABS*+{resolver:#x}"),
@@ -159,18 +159,18 @@ fn got_slot_names(file: &object::File<'_>, symbols: &[Sym]) -> HashMap<u64, Stri
 
 /// svma → the name of the best-ranked function symbol (perf's rank)
 /// starting there. (IFUNCs included.)
-fn function_aliases(symbols: &[Sym]) -> HashMap<u64, &str> {
+fn function_aliases<'a>(symbols: &'a [Sym], names: &'a Names) -> HashMap<u64, &'a str> {
     let mut best: HashMap<u64, &Sym> = HashMap::new();
     for symbol in symbols.iter().filter(|s| s.kind == SymKind::Function) {
         match best.get(&symbol.svma) {
-            Some(old) if perf_alias_rank(old) <= perf_alias_rank(symbol) => {}
+            Some(old) if perf_alias_rank(old, names) <= perf_alias_rank(symbol, names) => {}
             _ => {
                 best.insert(symbol.svma, symbol);
             }
         }
     }
     best.into_iter()
-        .map(|(svma, symbol)| (svma, &*symbol.name))
+        .map(|(svma, symbol)| (svma, names.get(&symbol.name)))
         .collect()
 }
 

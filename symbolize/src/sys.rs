@@ -16,6 +16,20 @@ pub(crate) fn map(file: &File) -> std::io::Result<Mmap> {
     unsafe { Mmap::map(file) }
 }
 
+/// Lets the kernel take back the pages of `map` that reads brought in:
+/// they stay in the page cache, but leave this process's RSS until read
+/// again (a minor fault each). A long run keeps its files mapped; after a
+/// whole symbol table was read once, only the names asked for are read
+/// again.
+pub(crate) fn release_pages(map: &Mmap) {
+    // SAFETY: the mapping is private, read-only and never written, so
+    // MADV_DONTNEED only drops its page-table entries: the next read of a
+    // page maps the file's page again, with the same bytes (the caveat of
+    // `map` about truncation stays as it was). No reference into the
+    // mapping is invalidated.
+    let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+}
+
 /// `abi::__cxa_demangle`'s signature (the Itanium C++ ABI).
 type CxaDemangle = unsafe extern "C" fn(
     mangled: *const c_char,
