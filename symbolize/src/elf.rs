@@ -748,6 +748,42 @@ mod tests {
         }
     }
 
+    /// A name that lies in its source's bytes is kept as where it lies
+    /// and read back from them; one outside them is not located (and is
+    /// copied by `symbols`); an owned name reads as itself.
+    #[test]
+    fn names_stay_in_their_file() {
+        let mut map = memmap2::MmapMut::map_anon(64).unwrap();
+        map[10..17].copy_from_slice(b"strtab!");
+        let map = Arc::new(map.make_read_only().unwrap());
+        let mut names = Names::default();
+        let file = names.add(map.clone()).unwrap();
+        let source = NameSource {
+            file,
+            data: &map[..],
+        };
+        let inside = std::str::from_utf8(&map[10..16]).unwrap();
+        let name = source.locate(inside).unwrap();
+        assert_eq!(
+            name,
+            Name::InFile {
+                file,
+                offset: 10,
+                len: 6
+            }
+        );
+        assert_eq!(names.get(&name), "strtab");
+        assert_eq!(source.locate("elsewhere"), None);
+        assert_eq!(names.get(&Name::from("_start")), "_start");
+        // A name of a file the table does not hold reads as empty.
+        let stray = Name::InFile {
+            file: 7,
+            offset: 0,
+            len: 1,
+        };
+        assert_eq!(names.get(&stray), "");
+    }
+
     /// perf's order between aliases: `__vdso_time` (global) over `time`
     /// (weak); any non-weak over weak; `strnlen` over `__strnlen`; the
     /// longer name at a tie.
