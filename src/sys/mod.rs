@@ -89,13 +89,14 @@ pub fn give_back_freed_memory() {
     unsafe { libc::malloc_trim(0) };
 }
 
-/// The allocator's figures, in bytes: in use, free but held (what a trim
-/// could give back, or fragmentation), and in mappings of their own.
+/// The allocator's figures, in bytes: in use, in free chunks, and in
+/// mappings of their own.
 #[derive(Debug, Clone, Copy)]
 pub struct HeapFigures {
     /// Bytes handed out and not freed.
     pub in_use: usize,
-    /// Bytes freed but kept in the arenas.
+    /// Bytes of the arenas' free chunks, whose pages a trim may already
+    /// have given back: not resident memory.
     pub held_free: usize,
     /// Bytes of blocks mapped on their own (large ones).
     pub mapped: usize,
