@@ -146,17 +146,7 @@ mod tests {
     use crate::record::synth;
 
     fn exe_line(inode: u64) -> MapsLine {
-        let exe = std::env::current_exe().unwrap();
-        MapsLine {
-            start_avma: 0x1000,
-            end_avma: 0x2000,
-            prot: 5,
-            flags: 2,
-            file_offset: 0,
-            dev: (0, 0),
-            inode,
-            path: exe.to_str().unwrap().into(),
-        }
+        MapsLine::of_file(&std::env::current_exe().unwrap(), inode)
     }
 
     /// A process gone before its build-ids were read (a compiler of a

@@ -243,16 +243,7 @@ mod tests {
         let file = dir.join("lib.so");
         std::fs::write(&file, b"0123456789").unwrap();
         let meta = std::fs::metadata(&file).unwrap();
-        let m = MapsLine {
-            start_avma: 0x1000,
-            end_avma: 0x2000,
-            prot: 5,
-            flags: 2,
-            file_offset: 0,
-            dev: (0, 0),
-            inode: meta.ino(),
-            path: file.to_str().unwrap().into(),
-        };
+        let m = MapsLine::of_file(&file, meta.ino());
         // A pid that cannot exist: only the path reaches the file.
         let pid = i32::MAX;
         let mut stream = synth::comm(pid, pid, "app", 1, 1);

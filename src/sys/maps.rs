@@ -69,6 +69,24 @@ pub struct MapsLine {
     pub path: String,
 }
 
+#[cfg(test)]
+impl MapsLine {
+    /// A private read-execute mapping of `path` (inode `inode`) at
+    /// 0x1000-0x2000, from the file's start: the tests' usual mapping.
+    pub fn of_file(path: &std::path::Path, inode: u64) -> MapsLine {
+        MapsLine {
+            start_avma: 0x1000,
+            end_avma: 0x2000,
+            prot: 5,
+            flags: 2,
+            file_offset: 0,
+            dev: (0, 0),
+            inode,
+            path: path.to_str().unwrap().into(),
+        }
+    }
+}
+
 /// Parses the text of a maps file; lines that do not parse are skipped.
 pub fn parse(text: &str) -> Vec<MapsLine> {
     text.lines().filter_map(parse_line).collect()
