@@ -6,6 +6,7 @@
 //! allocation: frames are looked up in the process's mappings, interned into
 //! the [`StackTable`], and the sample is counted under a [`SampleKey`].
 
+mod chain_memo;
 pub mod classify;
 pub mod foreign;
 pub mod latency;
@@ -20,6 +21,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use crate::analysis::chain_memo::{ChainMemo, MemoKey};
 use crate::analysis::classify::{classify, Access, FaultClass, TargetMapping};
 use crate::analysis::process::{MapKind, ModuleId, Modules, Place, Process, Processes, USER_TOP};
 use crate::analysis::stacks::{FrameKey, StackId, StackTable};
@@ -58,12 +60,8 @@ struct Analyzer {
     options: AnalyzeOptions,
     pending: FxHashMap<i32, FaultEntry>,
     scratch: Vec<FrameKey>,
-    /// Bumped by every record that changes an address space: a cached stack
-    /// is only reused under the mappings it was computed with.
-    generation: u64,
-    last_key: (i32, bool, u64),
-    last_chain: Vec<u64>,
-    last_stack: StackId,
+    /// The stacks of recent call chains.
+    memo: ChainMemo,
     /// pfprof's own process, in a system-wide recording.
     ignore_pid: Option<i32>,
     /// Frame-pointer chains are cut by the kernel at this many frames.
@@ -203,9 +201,8 @@ impl Aggregator {
             jit_maps: FxHashMap::default(),
             jit_warnings: Vec::new(),
         };
-        // The last stack reused belongs to the table given away.
-        analyzer.last_key = (0, false, u64::MAX);
-        analyzer.last_stack = StackTable::ROOT;
+        // The stacks remembered belong to the table given away.
+        analyzer.memo.clear();
         for pid in analyzer.exited.drain(..) {
             analyzer.profile.processes.by_pid.remove(&pid);
             analyzer.pending.remove(&pid);
@@ -268,10 +265,7 @@ impl Analyzer {
             options,
             pending: FxHashMap::default(),
             scratch: Vec::with_capacity(128),
-            generation: 0,
-            last_key: (0, false, u64::MAX),
-            last_chain: Vec::with_capacity(128),
-            last_stack: StackTable::ROOT,
+            memo: ChainMemo::default(),
             ignore_pid: None,
             fp_max_stack: None,
             live: false,
@@ -328,13 +322,6 @@ impl Analyzer {
     /// change the address spaces (both the analysis's and the unwinder's),
     /// faults are counted.
     fn on_event(&mut self, event: Event<'_>) {
-        if matches!(
-            event,
-            Event::Mmap { .. } | Event::Comm { .. } | Event::Fork { .. }
-        ) {
-            // An address space changes: the last stack is not reused.
-            self.generation += 1;
-        }
         match event {
             Event::Begin(header) => self.on_begin(header),
             Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {
@@ -578,60 +565,54 @@ impl Analyzer {
         (class, access, target)
     }
 
-    /// The fault's stack, and whether it is the last one reused (then
-    /// `self.scratch` does not hold its frames). Consecutive faults often
-    /// share their raw call chain (a loop touching pages): the last stack
-    /// is reused then. Otherwise the frames, leaf first, go to
-    /// `self.scratch` and are interned.
+    /// The fault's stack, and whether it was remembered (then
+    /// `self.scratch` does not hold its frames: they were seen before).
+    /// Faults often repeat a raw call chain of their process (a loop
+    /// touching pages): [`ChainMemo`] has its stack then. Otherwise the
+    /// frames, leaf first, go to `self.scratch` and are interned.
     fn stack_of(
         &mut self,
         sample: &FaultSample<'_>,
         kernel_mode: bool,
         in_exec: bool,
     ) -> (StackId, bool) {
-        let cache_key = (sample.pid, kernel_mode, self.generation);
-        let cached = match &sample.callchain {
-            _ if in_exec => false,
-            Some(chain) => {
-                cache_key == self.last_key
-                    && chain.len() == self.last_chain.len()
-                    && chain.iter().eq(self.last_chain.iter().copied())
-            }
-            None => false,
-        };
         let chain = sample.callchain.as_ref().filter(|_| !in_exec);
         let fp_cut = chain.is_some_and(|chain| {
             count_truncated(chain, self.fp_max_stack, &mut self.profile.totals)
         });
         self.scratch.clear();
-        match &sample.callchain {
-            _ if cached => {}
-            _ if in_exec => self.scratch.push(FrameKey::Exec),
-            Some(chain) => {
-                self.last_chain.clear();
-                self.last_chain.extend(chain.iter());
-                let processes = &self.profile.processes;
-                let user = UserFrames {
-                    process: processes.by_pid.get(&sample.pid),
-                    modules: &processes.modules,
-                    pid: sample.pid,
-                    kernel_mode,
-                    kernel: self.options.kernel,
-                };
-                user.push_frames(chain, &mut self.scratch);
+        let Some(chain) = chain else {
+            if in_exec {
+                self.scratch.push(FrameKey::Exec);
+            } else {
+                self.profile.totals.no_callchain += 1;
             }
-            None => self.profile.totals.no_callchain += 1,
-        }
-        if fp_cut && !cached {
+            return (self.profile.stacks.intern_leaf_first(&self.scratch), false);
+        };
+        let processes = &self.profile.processes;
+        let process = processes.by_pid.get(&sample.pid);
+        let key = MemoKey {
+            pid: sample.pid,
+            stamp: process.map_or(u64::MAX, |p| p.stamp),
+            kernel_mode,
+        };
+        let vacancy = match self.memo.get(key, chain) {
+            Ok(stack) => return (stack, true),
+            Err(vacancy) => vacancy,
+        };
+        let user = UserFrames {
+            process,
+            modules: &processes.modules,
+            pid: sample.pid,
+            kernel_mode,
+            kernel: self.options.kernel,
+        };
+        user.push_frames(chain, &mut self.scratch);
+        if fp_cut {
             self.scratch.push(FrameKey::Unknown);
         }
-        if cached {
-            return (self.last_stack, true);
-        }
         let stack = self.profile.stacks.intern_leaf_first(&self.scratch);
-        if sample.callchain.is_some() && !in_exec {
-            (self.last_key, self.last_stack) = (cache_key, stack);
-        }
+        self.memo.put(vacancy, key, chain, stack);
         (stack, false)
     }
 }
@@ -950,6 +931,65 @@ mod tests {
         assert_eq!(module(true).module(), Some(3));
         assert_eq!(TargetKey::Pseudo(4).module(), Some(4));
         assert_eq!(TargetKey::Heap.module(), None);
+    }
+
+    /// A chain seen again has the stack it had, from the memo; once its
+    /// process maps another file over its code, the same chain is placed
+    /// again (and in another process it is placed in that one).
+    #[test]
+    fn a_repeated_chain_is_placed_again_after_its_mappings_change() {
+        use linux_perf_data::linux_perf_event_reader::RawData;
+        let mut analyzer = Analyzer::new(AnalyzeOptions::default());
+        let map = |pid, path: &'static [u8]| Event::Mmap {
+            mapping: MmapRecord {
+                pid,
+                avma: 0x1000,
+                len: 0x1000,
+                file_offset: 0,
+                prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
+                flags: 2,
+            },
+            path: RawData::Single(path),
+            build_id: None,
+        };
+        let words = [rec::CONTEXT_USER, 0x1010, 0x1020];
+        let fault = |analyzer: &mut Analyzer, pid| {
+            with_chain(&words, |chain| {
+                analyzer.on_event(Event::Fault(FaultSample {
+                    major: false,
+                    pid,
+                    tid: pid,
+                    time: 1,
+                    addr_avma: 0x9000,
+                    kernel_mode: false,
+                    callchain: Some(*chain),
+                    weight: 1,
+                    user_stack: None,
+                    entry: None,
+                }))
+            });
+            let p = &analyzer.profile;
+            let key = p.counts.keys().max_by_key(|k| k.stack).expect("a fault");
+            let paths: Vec<String> = (p.stacks.frames(key.stack))
+                .map(|frame| match frame {
+                    FrameKey::Code { module, .. } => p.processes.modules.get(module).path.clone(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            (key.stack, paths)
+        };
+        analyzer.on_event(map(7, b"/usr/bin/old"));
+        analyzer.on_event(map(8, b"/usr/bin/other"));
+        let (first, paths) = fault(&mut analyzer, 7);
+        assert_eq!(paths, ["/usr/bin/old", "/usr/bin/old"]);
+        assert_eq!(fault(&mut analyzer, 7).0, first);
+        assert_eq!(analyzer.memo.hits, 1);
+        analyzer.on_event(map(7, b"/usr/bin/new"));
+        let (_, paths) = fault(&mut analyzer, 7);
+        assert_eq!(paths, ["/usr/bin/new", "/usr/bin/new"]);
+        let (_, paths) = fault(&mut analyzer, 8);
+        assert_eq!(paths, ["/usr/bin/other", "/usr/bin/other"]);
+        assert_eq!(analyzer.memo.hits, 1);
     }
 
     #[test]

@@ -252,6 +252,10 @@ pub struct Process {
     /// Its program (`comm`) in [`Programs`]; None until asked for, and
     /// again after its name changed.
     program: Option<ProgramId>,
+    /// Renewed at every change of the process's mappings (or exe), and
+    /// never given twice: what was worked out from its mappings holds while
+    /// the stamp is the same.
+    pub stamp: u64,
 }
 
 /// Where an address points, as attribution needs it.
@@ -331,6 +335,8 @@ pub struct Processes {
     pub modules: Modules,
     /// Interned programs.
     pub programs: Programs,
+    /// Stamps given out (see [`Process::stamp`]).
+    stamps: u64,
 }
 
 fn lossy(bytes: &[u8]) -> String {
@@ -350,7 +356,7 @@ impl Processes {
                     space: AddressSpace::default(),
                     execs: p.execs.clone(),
                     comm: p.comm.clone(),
-                    ..Process::new(pid)
+                    ..Process::new(pid, 0)
                 };
                 Some((
                     pid,
@@ -367,12 +373,16 @@ impl Processes {
             by_pid,
             modules: self.modules.clone(),
             programs: self.programs.clone(),
+            stamps: 0,
         }
     }
 
     /// The program process `pid` runs now (by its command name).
     pub fn program_of(&mut self, pid: i32) -> ProgramId {
-        let process = self.by_pid.entry(pid).or_insert_with(|| Process::new(pid));
+        let process = self
+            .by_pid
+            .entry(pid)
+            .or_insert_with(|| Process::new(pid, 0));
         match process.program {
             Some(id) => id,
             None => {
@@ -386,14 +396,22 @@ impl Processes {
     /// Process `pid` exited: its mappings are forgotten (nothing of it can
     /// fault again), its names and counts stay for the report.
     pub fn on_exit(&mut self, pid: i32) {
-        if let Some(process) = self.by_pid.get_mut(&pid) {
-            process.space = AddressSpace::default();
+        if self.by_pid.contains_key(&pid) {
+            self.get_or_create(pid).space = AddressSpace::default();
         }
     }
 
-    /// The process, created on first sight.
+    /// The process, created on first sight, with a new stamp: the caller
+    /// changes it.
     pub fn get_or_create(&mut self, pid: i32) -> &mut Process {
-        self.by_pid.entry(pid).or_insert_with(|| Process::new(pid))
+        self.stamps += 1;
+        let stamp = self.stamps;
+        let process = self
+            .by_pid
+            .entry(pid)
+            .or_insert_with(|| Process::new(pid, stamp));
+        process.stamp = stamp;
+        process
     }
 
     /// An mmap/mmap2 record: the kind of mapping it made, as placed.
@@ -421,8 +439,9 @@ impl Processes {
                 MapKind::Pseudo(self.modules.intern(&lossy(path), build_id))
             }
         };
+        self.get_or_create(pid);
         let modules = &self.modules;
-        let process = self.by_pid.entry(pid).or_insert_with(|| Process::new(pid));
+        let process = self.by_pid.get_mut(&pid).expect("created above");
         let (kind, file_offset) = match kind {
             MapKind::Anon => match process.space.ending_at(avma) {
                 // ld.so (and the kernel's ELF loader) maps the .bss pages past
@@ -495,7 +514,7 @@ impl Processes {
 
 impl Process {
     /// A process first seen now: nothing known yet.
-    fn new(pid: i32) -> Process {
+    fn new(pid: i32, stamp: u64) -> Process {
         Process {
             pid,
             ppid: 0,
@@ -506,6 +525,7 @@ impl Process {
             threads: 1,
             exec_pending: false,
             program: None,
+            stamp,
         }
     }
 
@@ -668,6 +688,34 @@ mod tests {
 
     /// An anonymous mapping right after a writable file mapping is that
     /// object's .bss tail, with file offsets continuing the file's.
+    /// A process's stamp changes with every change of its mappings and
+    /// is never given twice, not even to a pid used again.
+    #[test]
+    fn stamps_change_with_the_mappings() {
+        let mut p = Processes::default();
+        let mut seen = std::collections::HashSet::new();
+        let mut stamp = |p: &Processes, pid: i32| {
+            let stamp = p.by_pid[&pid].stamp;
+            assert!(seen.insert(stamp), "stamp {stamp} given twice");
+        };
+        p.on_mmap(rec(10, 0x1000, 0x1000, 0, 5, 2), b"/bin/app", None);
+        stamp(&p, 10);
+        p.on_mmap(rec(10, 0x3000, 0x1000, 0, 5, 2), b"/bin/lib", None);
+        stamp(&p, 10);
+        p.on_fork(11, 10, 11);
+        stamp(&p, 11);
+        p.on_comm(11, 11, b"other", true);
+        stamp(&p, 11);
+        p.on_exit(10);
+        stamp(&p, 10);
+        p.by_pid.remove(&10);
+        p.on_fork(10, 1, 10);
+        stamp(&p, 10);
+        let before = p.by_pid[&11].stamp;
+        p.program_of(11);
+        assert_eq!(p.by_pid[&11].stamp, before, "naming changes no mapping");
+    }
+
     #[test]
     fn bss_tail_and_fork_and_exec() {
         let mut p = Processes::default();
