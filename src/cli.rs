@@ -240,7 +240,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "MIB", default_value_t = 4096)]
     pub buildid_cache_limit: u64,
     /// The command to profile, after `--`.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND", required_unless_present_any = ["pids", "all_cpus"])]
+    #[arg(trailing_var_arg = true, value_name = "COMMAND", required_unless_present_any = ["pids", "all_cpus"])]
     pub command: Vec<String>,
 }
 
@@ -520,6 +520,17 @@ mod tests {
         };
         assert_eq!(args.command, ["ls", "-l", "--color"]);
         assert_eq!(args.output, PathBuf::from("d"));
+        // Without `--`, the command's own options follow its name.
+        let cli = Cli::try_parse_from(["pfprof", "record", "ls", "-l"]).unwrap();
+        let Action::Record(args) = cli.action else {
+            panic!("not record")
+        };
+        assert_eq!(args.command, ["ls", "-l"]);
+        // A mistyped option is one, not a command (`-a --intervl 60` was
+        // "--all-cpus cannot be used with [COMMAND]").
+        let mistyped = Cli::try_parse_from(["pfprof", "record", "-a", "--intervl", "60"]);
+        let error = mistyped.err().expect("refused");
+        assert_eq!(error.kind(), clap::error::ErrorKind::UnknownArgument);
     }
 
     fn record_args(args: &[&str]) -> RecordArgs {
