@@ -340,11 +340,15 @@ impl Writer {
         }
         // An interval's names and outputs were freed: memory a long run
         // does not keep.
+        let trim = std::time::Instant::now();
         crate::sys::give_back_freed_memory();
         if std::env::var_os("PFPROF_TIMING").is_some() {
             let heap = crate::sys::heap_figures();
             eprintln!(
-                "pfprof: timing: after the interval, heap in use {} MB, free {} MB, mapped {} MB",
+                "pfprof: timing: after the interval (at {:.3} s), trimmed in {} ms, heap in use {} MB, \
+                 free {} MB, mapped {} MB",
+                crate::sys::monotonic_ns() as f64 / 1e9,
+                trim.elapsed().as_millis(),
                 heap.in_use >> 20,
                 heap.held_free >> 20,
                 heap.mapped >> 20

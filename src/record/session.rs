@@ -409,12 +409,24 @@ impl Session<'_> {
         let mut last_checkpoint = Instant::now();
         let mut forwarded = 0;
         let afterwards = afterwards(followed);
+        // PFPROF_TIMING=1 says which passes were long (a stalled drain
+        // loses records once the rings fill).
+        let timing = std::env::var_os("PFPROF_TIMING").is_some();
         loop {
             if self.write_error.is_some() {
                 std::thread::sleep(Duration::from_millis(50));
             } else {
                 sys::poll_readable(&poll_fds, poll_ms).context("poll failed")?;
-                let drained = self.drain(false).and_then(|_| {
+                let pass = Instant::now();
+                let drained = self.drain(false);
+                if timing && pass.elapsed() > Duration::from_millis(50) {
+                    eprintln!(
+                        "pfprof: timing: a drain pass took {} ms (at {:.3} s)",
+                        pass.elapsed().as_millis(),
+                        sys::monotonic_ns() as f64 / 1e9
+                    );
+                }
+                let drained = drained.and_then(|_| {
                     if last_checkpoint.elapsed() > Duration::from_secs(1) {
                         last_checkpoint = Instant::now();
                         self.writer.checkpoint()?;
