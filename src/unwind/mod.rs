@@ -1072,6 +1072,22 @@ pub(crate) mod tests {
         }
     }
 
+    /// The words a walk notes for the collector are those its chain
+    /// depends on: through code without frame pointers, the return
+    /// addresses alone, not the callee-saved registers and rbp its frames
+    /// saved (their values change with the data, and a stack whose noted
+    /// words changed is unwound again).
+    #[test]
+    fn a_walk_notes_the_return_addresses_alone() {
+        let snap = snapshot();
+        let mut u = unwinder_with_nofp(&snap);
+        let (mut chain, mut reads) = (Vec::new(), Reads::default());
+        u.unwind_reading(snap.sample(), false, &mut chain, Some(&mut reads));
+        let noted: Vec<u64> = reads.words.iter().map(|&(_, value)| value).collect();
+        assert_eq!(noted, chain[1..7], "{chain:x?}");
+        assert!(reads.only_words);
+    }
+
     /// A file's unwind data and the rows its walks cached stay while a
     /// process maps it, and go at the first sweep after the last one that
     /// did exits; mapped again, it unwinds as before.

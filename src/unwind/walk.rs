@@ -30,14 +30,20 @@ pub(super) fn walk(
     let sp = regs.sp;
     let mut needed = 0;
     let mut only_words = true;
-    let read_stack = |avma: u64| -> Result<u64, ()> {
+    // Reads a stack word; `note`: the chain depends on its value (see
+    // [`Reads`]). Callee-saved registers are read without noting: their
+    // values only matter to a CFA in a register, and such a step is never
+    // remembered; rbp is noted where a step uses it (`Frame::bp_from`).
+    // So a walk depends on its return addresses and few other words, and
+    // a deep one fits the collector's map.
+    let read_stack = |avma: u64, note: bool| -> Result<u64, ()> {
         let offset = usize::try_from(avma.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
         let bytes = stack
             .get(offset..offset.checked_add(8).ok_or(())?)
             .ok_or(())?;
         needed = needed.max(offset + 8);
         let value = u64::from_le_bytes(bytes.try_into().map_err(|_| ())?);
-        if let Some(reads) = reads.as_deref_mut() {
+        if let Some(reads) = reads.as_deref_mut().filter(|_| note) {
             reads.note(offset, value);
         }
         Ok(value)
@@ -45,6 +51,7 @@ pub(super) fn walk(
     let mut frame = Frame {
         regs: UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
         callee: regs.callee,
+        bp_from: None,
         address: FrameAddress::InstructionPointer(regs.ip),
     };
     let mut walker = Walker {
@@ -87,6 +94,9 @@ pub(super) struct Frame {
     regs: UnwindRegsX86_64,
     /// rbx, r12-r15 of the frame, as far as known.
     callee: [Option<u64>; 5],
+    /// Where rbp was read from, not noted yet (None: from the sample's
+    /// registers, which the collector's key holds, or noted).
+    bp_from: Option<u64>,
     address: FrameAddress,
 }
 
@@ -99,14 +109,22 @@ pub(super) struct Walker<'a, R> {
     chain: &'a mut Vec<u64>,
     /// Where this walk's frames start in `chain`.
     start: usize,
-    /// Reads a word of the copied stack at an avma.
+    /// Reads a word of the copied stack at an avma, noting it or not.
     read_stack: R,
     /// Cleared when the chain depends on more than the registers and the
     /// words read (see [`Reads`]).
     only_words: &'a mut bool,
 }
 
-impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
+impl<R: FnMut(u64, bool) -> Result<u64, ()>> Walker<'_, R> {
+    /// The chain depends on `frame`'s rbp from here: the word it was read
+    /// from is noted.
+    fn note_bp(&mut self, frame: &mut Frame) {
+        if let Some(avma) = frame.bp_from.take() {
+            let _ = (self.read_stack)(avma, true);
+        }
+    }
+
     /// Writes `frame`'s address to the chain and steps to its caller.
     fn step(&mut self, frame: &mut Frame) -> Result<(), End> {
         let depth = self.chain.len() - self.start;
@@ -179,8 +197,11 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
         // known then, not on the stack alone.
         *self.only_words = false;
         let leaf = code == Code::NoFde && first_frame;
-        let caller = frame_pointer_step(self.space, &frame.regs, leaf, &mut self.read_stack)
-            .map_err(Some)?;
+        let read_stack = &mut self.read_stack;
+        let caller = frame_pointer_step(self.space, &frame.regs, leaf, &mut |avma| {
+            read_stack(avma, true)
+        })
+        .map_err(Some)?;
         if code == Code::Jit {
             self.stats.jit_frames += 1;
         } else {
@@ -189,6 +210,7 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
         *frame = Frame {
             regs: caller,
             callee: [None; 5],
+            bp_from: None,
             address: FrameAddress::from_return_address(caller.ip())
                 .expect("frame_pointer_step checks the return address"),
         };
@@ -208,7 +230,7 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
     ) -> Result<u64, End> {
         // The CFA is a register the collector's key does not hold.
         *self.only_words = false;
-        let read_stack = &mut self.read_stack;
+        let read_stack = &mut |avma| (self.read_stack)(avma, true);
         let base = rows::CALLEE_SAVED
             .iter()
             .position(|&r| r == register)
@@ -234,6 +256,7 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
         .unwrap_or(frame.regs.bp());
         frame.callee = restore(frame.callee, &row.callee, cfa, read_stack);
         frame.regs = UnwindRegsX86_64::new(return_avma, cfa, caller_bp);
+        frame.bp_from = None;
         self.stats.register_cfa_steps += 1;
         if return_avma == 0 {
             return Err(None);
@@ -260,9 +283,8 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
             Saved::Same | Saved::Undefined => return Err(None),
             _ => return Ok(None),
         }
-        let read = &mut self.read_stack;
-        let (sp, bp, ip) = (frame.regs.sp(), frame.regs.bp(), frame.regs.ip());
-        let (new_sp, new_bp) = match (row.cfa, row.bp) {
+        let (sp, ip) = (frame.regs.sp(), frame.regs.ip());
+        let (new_sp, new_bp, new_bp_from) = match (row.cfa, row.bp) {
             (Cfa::Sp(offset), bp_rule) => {
                 let Ok(by_8) = u64::try_from(offset / 8) else {
                     return Ok(None);
@@ -270,39 +292,43 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
                 let Some(new_sp) = sp.checked_add(by_8 * 8) else {
                     return corrupt;
                 };
-                let new_bp = match bp_rule {
-                    Saved::Same => bp,
+                let bp = frame.regs.bp();
+                let (new_bp, new_bp_from) = match bp_rule {
+                    Saved::Same => (bp, frame.bp_from),
                     Saved::At(at) => {
                         let Some(location) = sp.checked_add_signed((offset + at) / 8 * 8) else {
                             return corrupt;
                         };
-                        match read(location) {
-                            Ok(value) => value,
+                        match (self.read_stack)(location, false) {
+                            Ok(value) => (value, Some(location)),
                             // An epilogue's popped rbp below rsp: framehop
                             // keeps rbp, since the copy starts at rsp.
-                            Err(()) if first_frame && location < sp => bp,
+                            Err(()) if first_frame && location < sp => (bp, frame.bp_from),
                             Err(()) => return Err(Some(Stop::StackCopy)),
                         }
                     }
                     _ => return Ok(None),
                 };
-                (new_sp, new_bp)
+                (new_sp, new_bp, new_bp_from)
             }
             (Cfa::Bp(16), Saved::At(-16)) => {
+                // The CFA is rbp's value: the chain depends on it.
+                self.note_bp(frame);
+                let bp = frame.regs.bp();
                 if bp == 0 {
                     return Err(None);
                 }
                 let Some(new_sp) = bp.checked_add(16).filter(|&new_sp| new_sp > sp) else {
                     return corrupt;
                 };
-                let Ok(new_bp) = read(bp) else {
+                let Ok(new_bp) = (self.read_stack)(bp, false) else {
                     return Err(Some(Stop::StackCopy));
                 };
-                (new_sp, new_bp)
+                (new_sp, new_bp, Some(bp))
             }
             _ => return Ok(None),
         };
-        let Ok(return_avma) = read(new_sp - 8) else {
+        let Ok(return_avma) = (self.read_stack)(new_sp - 8, true) else {
             return Err(Some(Stop::StackCopy));
         };
         if return_avma == 0 {
@@ -312,7 +338,9 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
             return corrupt;
         }
         frame.regs = UnwindRegsX86_64::new(return_avma, new_sp, new_bp);
-        frame.callee = restore(frame.callee, &row.callee, new_sp, read);
+        frame.bp_from = new_bp_from;
+        let peek = &mut |avma| (self.read_stack)(avma, false);
+        frame.callee = restore(frame.callee, &row.callee, new_sp, peek);
         Ok(Some(return_avma))
     }
 
@@ -320,11 +348,14 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
     /// has none), carrying rbx and r12-r15 by the frame's row; the return
     /// address.
     fn framehop_step(&mut self, row: Option<rows::Row>, frame: &mut Frame) -> Result<u64, End> {
+        // framehop's rules may use rbp, and what it reads is noted.
+        self.note_bp(frame);
+        let read_stack = &mut self.read_stack;
         let return_avma = match self.space.unwinder.unwind_frame(
             frame.address,
             &mut frame.regs,
             &mut self.scratch.cache,
-            &mut self.read_stack,
+            &mut |avma| read_stack(avma, true),
         ) {
             Ok(Some(avma)) => avma,
             Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => return Err(None),
@@ -333,12 +364,9 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
         };
         frame.callee = match row {
             // framehop's CFA is the caller's stack pointer.
-            Some(row) => restore(
-                frame.callee,
-                &row.callee,
-                frame.regs.sp(),
-                &mut self.read_stack,
-            ),
+            Some(row) => restore(frame.callee, &row.callee, frame.regs.sp(), &mut |avma| {
+                (self.read_stack)(avma, false)
+            }),
             None => [None; 5],
         };
         Ok(return_avma)
@@ -353,11 +381,13 @@ impl<R: FnMut(u64) -> Result<u64, ()>> Walker<'_, R> {
             // Written +1 like the interrupted IP: the trampoline starts at the
             // return address, and readers look up the byte before it.
             self.chain.push(return_avma + 1);
-            let (interrupted, saved) = interrupted_regs(frame.regs.sp(), &mut self.read_stack)
+            let ucontext_avma = frame.regs.sp();
+            let (interrupted, saved) = interrupted_regs(ucontext_avma, &mut self.read_stack)
                 .map_err(|()| Some(Stop::StackCopy))?;
             *frame = Frame {
                 regs: interrupted,
                 callee: saved,
+                bp_from: Some(ucontext_avma + UCONTEXT_RBP),
                 address: FrameAddress::InstructionPointer(interrupted.ip()),
             };
             return Ok(());
@@ -432,14 +462,15 @@ pub(super) const UCONTEXT_CALLEE: [u64; 5] =
     [40 + 11 * 8, 40 + 4 * 8, 40 + 5 * 8, 40 + 6 * 8, 40 + 7 * 8];
 
 /// The registers the kernel saved for the code a signal interrupted:
-/// rip/rsp/rbp, and rbx, r12-r15.
+/// rip/rsp/rbp, and rbx, r12-r15. `read_stack(avma, note)` notes rip and
+/// rsp, on which the chain depends, and not the others (see [`walk`]).
 pub(super) fn interrupted_regs(
     ucontext_avma: u64,
-    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+    read_stack: &mut impl FnMut(u64, bool) -> Result<u64, ()>,
 ) -> Result<(UnwindRegsX86_64, [Option<u64>; 5]), ()> {
-    let ip = read_stack(ucontext_avma + UCONTEXT_RIP)?;
-    let sp = read_stack(ucontext_avma + UCONTEXT_RSP)?;
-    let bp = read_stack(ucontext_avma + UCONTEXT_RBP)?;
-    let callee = UCONTEXT_CALLEE.map(|offset| read_stack(ucontext_avma + offset).ok());
+    let ip = read_stack(ucontext_avma + UCONTEXT_RIP, true)?;
+    let sp = read_stack(ucontext_avma + UCONTEXT_RSP, true)?;
+    let bp = read_stack(ucontext_avma + UCONTEXT_RBP, false)?;
+    let callee = UCONTEXT_CALLEE.map(|offset| read_stack(ucontext_avma + offset, false).ok());
     Ok((UnwindRegsX86_64::new(ip, sp, bp), callee))
 }
