@@ -412,6 +412,7 @@ impl Session<'_> {
         // PFPROF_TIMING=1 says which passes were long (a stalled drain
         // loses records once the rings fill).
         let timing = std::env::var_os("PFPROF_TIMING").is_some();
+        let mut checkpoints = 0u64;
         loop {
             if self.write_error.is_some() {
                 std::thread::sleep(Duration::from_millis(50));
@@ -430,6 +431,10 @@ impl Session<'_> {
                     if last_checkpoint.elapsed() > Duration::from_secs(1) {
                         last_checkpoint = Instant::now();
                         self.writer.checkpoint()?;
+                        checkpoints += 1;
+                        if timing && checkpoints % 10 == 0 {
+                            self.print_collector_counters();
+                        }
                     }
                     Ok(())
                 });
@@ -450,6 +455,24 @@ impl Session<'_> {
             if let Some(ended) = ended {
                 return Ok(ended);
             }
+        }
+    }
+
+    /// PFPROF_TIMING's line on the collector's remembered stacks: how
+    /// often the kernel sent a chain, and how often the words it compared
+    /// had changed.
+    fn print_collector_counters(&self) {
+        let collector = self.rewriter.as_ref().and_then(StackRewriter::collector);
+        if let Some(Ok(counters)) = collector.map(|c| c.counters()) {
+            let stats = self.rewriter.as_ref().map(|r| r.stats());
+            let (samples, remembered) = stats.map_or((0, 0), |s| (s.samples, s.remembered));
+            eprintln!(
+                "pfprof: timing: the collector sent {} remembered chains and found {} changed; \
+                 {samples} user stacks, {} unwound",
+                counters.cache_hits,
+                counters.cache_stale,
+                samples - remembered,
+            );
         }
     }
 
