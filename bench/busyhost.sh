@@ -29,7 +29,8 @@
 # perf-dwarf (perf record -a --call-graph dwarf -c 1); perf on the fault
 # events with data addresses, as pfprof records them.
 #
-# Usage: bash bench/busyhost.sh [SECS] [ROUNDS]   (as root; default 60 1)
+# Usage: bash bench/busyhost.sh [SECS] [ROUNDS]   (as root; default 60 1;
+#        LOGS=DIR keeps each run's messages there)
 #        BUSY=1 TOOLS="bare interval perf-g" bash bench/busyhost.sh 600
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -206,6 +207,9 @@ for ((r = 1; r <= rounds; r++)); do
         c=$(perf_sample_counts "$work/perf.data" -); disk=$(stat -c %s "$work/perf.data") ;;
       *) echo "unknown tool $t" >&2; exit 2 ;;
     esac
+    # LOGS=DIR keeps each run's messages (pfprof's interval lines, with
+    # PFPROF_TIMING=1 its drain and trim times): when did a ring overflow.
+    [ -n "${LOGS:-}" ] && mkdir -p "$LOGS" && cp "$work/err" "$LOGS/$t.$r.err"
     row[$t]="${row[$t]:-}|$m $c $disk"
     echo "round $r $t: $m $c $disk" >&2
   done
