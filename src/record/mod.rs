@@ -28,6 +28,7 @@ pub(crate) mod dwarf;
 mod events;
 pub(crate) mod files;
 mod limits;
+mod remembered;
 pub mod ring;
 mod session;
 pub(crate) mod synth;
