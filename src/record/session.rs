@@ -487,7 +487,7 @@ impl Session<'_> {
                  {samples} user stacks, {} unwound",
                 counters.cache_hits,
                 counters.cache_stale,
-                samples - remembered,
+                samples.saturating_sub(remembered),
             );
         }
     }
