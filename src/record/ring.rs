@@ -244,11 +244,6 @@ impl BpfRing {
         unsafe { AtomicU64::from_ptr(self.producer.cast()) }
     }
 
-    /// Bytes of records it holds at most.
-    pub fn data_size(&self) -> usize {
-        self.data_size
-    }
-
     /// Finds how far the records written so far are whole (not busy).
     pub fn scan(&mut self) {
         let producer = self.producer_pos().load(Ordering::Acquire);

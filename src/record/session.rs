@@ -404,12 +404,11 @@ impl Session<'_> {
         let poll_fds: Vec<_> = self.rings.iter().map(Ring::raw_fd).collect();
         // The collector's rings wake nobody (a wake-up costs the faulting
         // thread an interrupt): they are drained every 10 ms, when 1 GB/s
-        // of stack copies fills 10 MB of a 64 MiB ring; at once again after
-        // a pass that found a quarter of it full (a burst, or a pass
-        // slowed by new files to read: waiting then is what fills it).
-        let quiet_ms = if self.bpf_rings.is_empty() { 50 } else { 10 };
-        let ring_bytes: usize = self.bpf_rings.iter().map(BpfRing::data_size).sum();
-        let mut poll_ms = quiet_ms;
+        // of stack copies fills 10 MB of a 64 MiB ring. (Polling again at
+        // once after a heavy pass was tried: it keeps the real-time drain
+        // on its CPU, which the kernel's real-time throttling may then
+        // stop, and the fork storm lost records in one test run of four.)
+        let poll_ms = if self.bpf_rings.is_empty() { 50 } else { 10 };
         let mut largest_pass = 0;
         let mut last_checkpoint = Instant::now();
         let mut forwarded = 0;
@@ -425,13 +424,7 @@ impl Session<'_> {
                 sys::poll_readable(&poll_fds, poll_ms).context("poll failed")?;
                 let pass = Instant::now();
                 let drained = self.drain(false);
-                let bytes = *drained.as_ref().unwrap_or(&0);
-                largest_pass = largest_pass.max(bytes);
-                poll_ms = if ring_bytes > 0 && bytes >= ring_bytes / 4 {
-                    0
-                } else {
-                    quiet_ms
-                };
+                largest_pass = largest_pass.max(*drained.as_ref().unwrap_or(&0));
                 if timing && pass.elapsed() > Duration::from_millis(50) {
                     eprintln!(
                         "pfprof: timing: a drain pass took {} ms (at {:.3} s)",
