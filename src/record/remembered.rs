@@ -10,6 +10,7 @@ use std::hash::BuildHasher;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use super::bpf::{FaultCollector, Unwound, UnwoundKey, CACHE_ENTRIES};
+use crate::format::events::le_u64;
 
 /// Which unwindings the collector's `unwound` map holds, by process, so
 /// that they are forgotten when they may no longer hold: the process
@@ -109,8 +110,7 @@ impl Remembered {
         let mut span = 0;
         for &(offset, value) in &held.words {
             let at = offset as usize;
-            let word = stack.get(at..at + 8)?;
-            if u64::from_le_bytes(word.try_into().ok()?) != value {
+            if le_u64(stack, at)? != value {
                 return None;
             }
             span = span.max(at + 8);
