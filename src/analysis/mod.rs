@@ -84,6 +84,11 @@ struct Analyzer {
     by_program: bool,
     /// Processes that exited since the last [`Aggregator::reset`].
     exited: Vec<i32>,
+    /// One replay whose profile is then symbolized (not the intervals',
+    /// whose profiles go to a symbolizer of the run's): the modules met in
+    /// the stacks so far, whose DWARF the profile's symbolizer reads
+    /// beside the replay ([`Symbolizer::prepare`]).
+    prepared: Option<Vec<bool>>,
 }
 
 /// One classified fault, as the live stream shows it.
@@ -202,6 +207,13 @@ impl Aggregator {
             jit_warnings: Vec::new(),
         };
         // The stacks remembered belong to the table given away.
+        if std::env::var_os("PFPROF_TIMING").is_some() {
+            let memo = &analyzer.memo;
+            eprintln!(
+                "pfprof: timing: call chains so far: {} found in the memo, {} placed",
+                memo.hits, memo.misses
+            );
+        }
         analyzer.memo.clear();
         for pid in analyzer.exited.drain(..) {
             analyzer.profile.processes.by_pid.remove(&pid);
@@ -276,6 +288,7 @@ impl Analyzer {
             timeline: true,
             by_program: false,
             exited: Vec::new(),
+            prepared: None,
         }
     }
 
@@ -608,12 +621,40 @@ impl Analyzer {
             kernel: self.options.kernel,
         };
         user.push_frames(chain, &mut self.scratch);
+        self.prepare_modules();
         if fp_cut {
             self.scratch.push(FrameKey::Unknown);
         }
         let stack = self.profile.stacks.intern_leaf_first(&self.scratch);
         self.memo.put(vacancy, key, chain, stack);
         (stack, false)
+    }
+}
+
+impl Analyzer {
+    /// Has the symbolizer read the DWARF of the modules of the frames in
+    /// `self.scratch` it has not met yet, beside the replay.
+    fn prepare_modules(&mut self) {
+        let Some(prepared) = self.prepared.as_mut() else {
+            return;
+        };
+        for frame in &self.scratch {
+            let FrameKey::Code { module, .. } = *frame else {
+                continue;
+            };
+            let index = module as usize;
+            if prepared.len() <= index {
+                prepared.resize(index + 1, false);
+            }
+            if std::mem::replace(&mut prepared[index], true) {
+                continue;
+            }
+            let m = self.profile.processes.modules.get(module);
+            if m.is_file() {
+                let path = std::path::Path::new(&m.path);
+                (self.profile.symbolizer).prepare(path, m.build_id.as_deref());
+            }
+        }
     }
 }
 
@@ -731,6 +772,7 @@ fn symbolizer_options(options: &AnalyzeOptions) -> SymbolizerOptions {
 pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeError> {
     let partial = options.partial;
     let mut analyzer = Analyzer::new(options);
+    analyzer.prepared = Some(Vec::new());
     let replayed = decode::replay(path, partial, |event| analyzer.on_event(event));
     finish(analyzer, replayed)
 }
@@ -743,6 +785,7 @@ pub fn analyze_image(
 ) -> Result<Profile, DecodeError> {
     let partial = options.partial;
     let mut analyzer = Analyzer::new(options);
+    analyzer.prepared = Some(Vec::new());
     let replayed = decode::replay_image(bytes, name, partial, |event| analyzer.on_event(event));
     finish(analyzer, replayed)
 }

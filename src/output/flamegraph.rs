@@ -233,52 +233,81 @@ fn write_folded_and_svg_counting(
     subtitle: &str,
     look: Look<'_>,
 ) -> io::Result<(Svg, PaletteMap)> {
-    let Look {
-        colors,
-        count_name,
-        by_class,
-        special,
-        class_maps,
-    } = look;
-    let base = graph.file_stem();
-    write_folded(dir, &base, lines)?;
-    let svg_name = format!("{base}.svg");
-    let svg = |text: String| Svg {
-        graph,
-        text,
-        empty: lines.is_empty(),
-    };
+    let class_maps = look.class_maps;
+    let drawn = draw(dir, graph, lines, title, subtitle, &look)?;
+    finish(dir, drawn, lines, &look, class_maps)
+}
+
+/// A graph drawn and not yet written: a graph by class has its frames
+/// still grey (each class's colours come after, see [`finish`]).
+struct Drawn {
+    graph: Graph,
+    text: String,
+    /// The colours it gave each name (not by class).
+    map: PaletteMap,
+}
+
+/// Writes `<graph>.folded` and draws its graph (`look.class_maps` aside).
+fn draw(
+    dir: &OutDir,
+    graph: Graph,
+    lines: &[String],
+    title: String,
+    subtitle: &str,
+    look: &Look<'_>,
+) -> io::Result<Drawn> {
+    write_folded(dir, &graph.file_stem(), lines)?;
+    let mut map = picture::palette_map(look.special);
     if lines.is_empty() {
         let text = picture::empty_svg(&title, subtitle);
-        dir.write(&svg_name, text.as_bytes())?;
-        return Ok((svg(text), picture::palette_map(special)));
+        return Ok(Drawn { graph, text, map });
     }
-    let mut map = picture::palette_map(special);
-    let mut options = options(&title, subtitle, colors, count_name);
+    let mut options = options(&title, subtitle, look.colors, look.count_name);
+    if look.by_class {
+        options.bgcolors = Some(BackgroundColor::Grey);
+    } else {
+        options.palette_map = Some(&mut map);
+    }
     let mut text = Vec::new();
-    let text = if by_class {
-        // The colours each class's own graph gives its names: those graphs'
-        // maps when they were drawn, else learnt by drawing them unseen.
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
+    // inferno writes UTF-8 (names came in as &str).
+    let text = String::from_utf8(text).map_err(io::Error::other)?;
+    Ok(Drawn { graph, text, map })
+}
+
+/// Colours a graph by class (with `class_maps`, the colours each class's
+/// own graph gave its names: else learnt by drawing those graphs unseen)
+/// and writes `<graph>.svg`.
+fn finish(
+    dir: &OutDir,
+    drawn: Drawn,
+    lines: &[String],
+    look: &Look<'_>,
+    class_maps: Option<&[PaletteMap; 3]>,
+) -> io::Result<(Svg, PaletteMap)> {
+    let Drawn {
+        graph,
+        mut text,
+        map,
+    } = drawn;
+    if look.by_class && !lines.is_empty() {
         let learnt;
         let maps = match class_maps {
             Some(maps) => maps,
             None => {
-                learnt = learn_class_maps(lines, count_name, special)?;
+                learnt = learn_class_maps(lines, look.count_name, look.special)?;
                 &learnt
             }
         };
-        options.bgcolors = Some(BackgroundColor::Grey);
-        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
-        let text = String::from_utf8(text).map_err(io::Error::other)?;
-        picture::recolor_by_class(&text, maps)
-    } else {
-        options.palette_map = Some(&mut map);
-        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut text)?;
-        // inferno writes UTF-8 (names came in as &str).
-        String::from_utf8(text).map_err(io::Error::other)?
+        text = picture::recolor_by_class(&text, maps);
+    }
+    dir.write(&format!("{}.svg", graph.file_stem()), text.as_bytes())?;
+    let svg = Svg {
+        graph,
+        text,
+        empty: lines.is_empty(),
     };
-    dir.write(&svg_name, text.as_bytes())?;
-    Ok((svg(text), map))
+    Ok((svg, map))
 }
 
 /// Writes `<name>.folded` and `<name>.svg` for one selection.
@@ -288,56 +317,91 @@ pub fn write_flamegraph(
     selection: ClassSelection,
     subtitle: &str,
 ) -> io::Result<Svg> {
-    draw_selection(dir, folded, selection, subtitle, None).map(|(svg, _)| svg)
+    let selected = Selected::new(folded, selection, subtitle);
+    let drawn = selected.draw(dir)?;
+    finish(dir, drawn, &selected.lines, &selected.look(), None).map(|(svg, _)| svg)
 }
 
 /// Writes the graph of each class, then `all` coloured by class with the
-/// colours the class graphs gave (each graph drawn once).
+/// colours the class graphs gave (each graph drawn once, `all` on a thread
+/// of its own beside the classes').
 pub fn write_class_graphs(
     dir: &OutDir,
     folded: &FoldedStacks,
     subtitle: &str,
 ) -> io::Result<Vec<Svg>> {
-    let mut maps: [PaletteMap; 3] = Default::default();
-    let mut svgs = Vec::new();
-    for selection in ClassSelection::ALL {
-        let class_maps = (selection == ClassSelection::All).then_some(&maps);
-        let (svg, map) = draw_selection(dir, folded, selection, subtitle, class_maps)?;
-        if let Graph::Class(class) = selection.graph() {
+    let all = Selected::new(folded, ClassSelection::All, subtitle);
+    std::thread::scope(|scope| {
+        let drawing_all = scope.spawn(|| all.draw(dir));
+        let mut maps: [PaletteMap; 3] = Default::default();
+        let mut svgs = Vec::new();
+        for selection in ClassSelection::ALL {
+            let Graph::Class(class) = selection.graph() else {
+                continue;
+            };
+            let selected = Selected::new(folded, selection, subtitle);
+            let drawn = selected.draw(dir)?;
+            let (svg, map) = finish(dir, drawn, &selected.lines, &selected.look(), None)?;
             maps[class as usize] = map;
+            svgs.push(svg);
         }
+        let drawn = drawing_all
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        let (svg, _) = finish(dir, drawn, &all.lines, &all.look(), Some(&maps))?;
+        // In the order of ClassSelection::ALL, `all` last.
         svgs.push(svg);
-    }
-    Ok(svgs)
+        Ok(svgs)
+    })
 }
 
-/// Writes `<name>.folded` and `<name>.svg` for one selection; `all` takes
-/// the class graphs' colours when given.
-fn draw_selection(
-    dir: &OutDir,
-    folded: &FoldedStacks,
+/// One selection's folded lines and how its graph looks.
+struct Selected<'a> {
+    folded: &'a FoldedStacks,
     selection: ClassSelection,
-    subtitle: &str,
-    class_maps: Option<&[PaletteMap; 3]>,
-) -> io::Result<(Svg, PaletteMap)> {
-    let title = match selection.graph() {
-        Graph::Class(class) => format!("{} page faults", class.name().to_uppercase()),
-        _ => "Page faults by class: minor, major, cow".to_string(),
-    };
-    write_folded_and_svg_counting(
-        dir,
-        selection.graph(),
-        &folded_lines(&folded.by_class, selection),
-        title,
-        subtitle,
+    subtitle: &'a str,
+    lines: Vec<String>,
+}
+
+impl<'a> Selected<'a> {
+    fn new(folded: &'a FoldedStacks, selection: ClassSelection, subtitle: &'a str) -> Self {
+        let lines = folded_lines(&folded.by_class, selection);
+        Selected {
+            folded,
+            selection,
+            subtitle,
+            lines,
+        }
+    }
+
+    fn title(&self) -> String {
+        match self.selection.graph() {
+            Graph::Class(class) => format!("{} page faults", class.name().to_uppercase()),
+            _ => "Page faults by class: minor, major, cow".to_string(),
+        }
+    }
+
+    fn look(&self) -> Look<'a> {
         Look {
-            colors: palette(selection),
+            colors: palette(self.selection),
             count_name: "faults",
-            by_class: selection == ClassSelection::All,
-            special: &folded.special,
-            class_maps,
-        },
-    )
+            by_class: self.selection == ClassSelection::All,
+            special: &self.folded.special,
+            class_maps: None,
+        }
+    }
+
+    fn draw(&self, dir: &OutDir) -> io::Result<Drawn> {
+        let graph = self.selection.graph();
+        draw(
+            dir,
+            graph,
+            &self.lines,
+            self.title(),
+            self.subtitle,
+            &self.look(),
+        )
+    }
 }
 
 /// Whose start-up `startup.svg` shows: `the program`, `every program, 3

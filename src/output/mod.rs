@@ -23,8 +23,8 @@ pub mod warning;
 /// Writes every picture of a recording (`record` and `flamegraph` both
 /// call this, so they write the same set): the flame graphs of each class
 /// and of all, start-up, latency, the timeline, and `index.html` that shows
-/// them with the report. The class graphs are drawn on this thread, the
-/// rest on another (each graph is independent; the page needs them all).
+/// them with the report. The class graphs are drawn on this thread (`all`
+/// beside them), the rest on another (the page needs them all).
 pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     let subtitle = picture::subtitle(&model.report);
     let folded = fold(model);

@@ -363,6 +363,7 @@ impl<'a> Session<'a> {
         for fd in self.fds.iter().flatten() {
             sys::enable(fd).context("cannot enable the events")?;
         }
+        let enabled = Instant::now();
         let now_running = rescan(&self.cfg.target, &followed.existing);
         synthesize(
             (&now_running, &mut build_ids),
@@ -374,6 +375,12 @@ impl<'a> Session<'a> {
             self.live.as_mut(),
         )
         .context("cannot write the recording")?;
+        if std::env::var_os("PFPROF_TIMING").is_some() {
+            eprintln!(
+                "pfprof: timing: the processes running were written {} ms after the events started",
+                enabled.elapsed().as_millis()
+            );
+        }
         let existing = &followed.existing;
         let threads: usize = existing.iter().map(|p| p.tids.len()).sum();
         let what = match self.cfg.target {
@@ -417,12 +424,20 @@ impl Session<'_> {
         // loses records once the rings fill).
         let timing = std::env::var_os("PFPROF_TIMING").is_some();
         let mut checkpoints = 0u64;
+        let mut last_pass_end = Instant::now();
         loop {
             if self.write_error.is_some() {
                 std::thread::sleep(Duration::from_millis(50));
             } else {
                 sys::poll_readable(&poll_fds, poll_ms).context("poll failed")?;
                 let pass = Instant::now();
+                if timing && pass.duration_since(last_pass_end) > Duration::from_millis(50) {
+                    eprintln!(
+                        "pfprof: timing: {} ms between two drain passes (at {:.3} s)",
+                        pass.duration_since(last_pass_end).as_millis(),
+                        sys::monotonic_ns() as f64 / 1e9
+                    );
+                }
                 let drained = self.drain(false);
                 largest_pass = largest_pass.max(*drained.as_ref().unwrap_or(&0));
                 if timing && pass.elapsed() > Duration::from_millis(50) {
@@ -447,6 +462,7 @@ impl Session<'_> {
                     }
                     Ok(())
                 });
+                last_pass_end = Instant::now();
                 if let Err(e) = drained {
                     self.stop(&e, afterwards);
                     if followed.command.is_none() {

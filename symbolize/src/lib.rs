@@ -114,7 +114,7 @@ pub use reloc::RelocType;
 
 pub use answers::{hex, CodeSite, DataTarget, Frame, Reason};
 pub use inspect::{inspect_image, Inspection};
-use lookup::{code_in, data_target, entry_symbol};
+use lookup::{code_in, data_target, entry_symbol, load_dwarf};
 use module_info::svma_to_file_offset;
 pub use module_info::{
     file_offset_to_svma, ModuleInfo, PageRelocations, RejectedDebugFile, Rejection, RelocationInfo,
@@ -367,6 +367,9 @@ pub struct Symbolizer {
     last_used: HashMap<PathKey, u64>,
     /// Rounds of [`Symbolizer::forget_unused`] so far.
     round: u64,
+    /// The thread that reads the DWARF of the modules
+    /// [`Symbolizer::prepare`] was given, started by its first call.
+    preparing: Option<std::sync::mpsc::Sender<Shared>>,
 }
 
 impl fmt::Debug for Symbolizer {
@@ -390,7 +393,34 @@ impl Symbolizer {
             stands_for: HashMap::new(),
             last_used: HashMap::new(),
             round: 0,
+            preparing: None,
         }
+    }
+
+    /// Opens the module at `path` (as a lookup would) and has a thread of
+    /// its own read its DWARF, while the caller goes on: for a caller that
+    /// knows which modules it will ask about before it knows every address
+    /// (a replay, as it meets a module in its stacks). A lookup in the
+    /// module waits for that reading if it has not ended. What cannot be
+    /// opened is left for the lookup to report.
+    pub fn prepare(&mut self, path: &Path, expected_build_id: Option<&[u8]>) {
+        let Ok((_, module)) = self.module(path, expected_build_id) else {
+            return;
+        };
+        let sender = self.preparing.get_or_insert_with(|| {
+            let (sender, modules) = std::sync::mpsc::channel::<Shared>();
+            // The thread ends when the symbolizer (its sender) goes.
+            let _ = std::thread::Builder::new()
+                .name("pfprof-dwarf".into())
+                .spawn(move || {
+                    for module in modules {
+                        load_dwarf(&mut module.lock().unwrap_or_else(|e| e.into_inner()));
+                    }
+                });
+            sender
+        });
+        // No thread (it could not start): the lookup reads the DWARF.
+        let _ = sender.send(module);
     }
 
     /// Makes the ELF image `data` answer for `name` (e.g. `[vdso]`, read
@@ -858,6 +888,28 @@ mod tests {
         assert!(s.by_path.is_empty() && s.infos.is_empty() && s.by_build_id.is_empty());
         s.module_info(&exe, None).unwrap();
         assert_eq!(s.by_path.len(), 1);
+    }
+
+    /// A module given to `prepare` has its DWARF read by the preparing
+    /// thread, with no lookup asking; lookups then answer as a fresh
+    /// symbolizer's.
+    #[test]
+    fn prepared_modules_read_their_dwarf_beside() {
+        let exe = std::env::current_exe().unwrap();
+        let mut s = Symbolizer::new(Options::default());
+        s.prepare(&exe, None);
+        let (_, module) = s.module(&exe, None).unwrap();
+        let started = std::time::Instant::now();
+        while module.lock().unwrap().dwarf.is_none() {
+            assert!(started.elapsed().as_secs() < 60, "DWARF not read");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(matches!(module.lock().unwrap().dwarf, Some(Some(_))));
+        let ranges = s.function_ranges(&exe, None, &["main"]);
+        let offsets: Vec<u64> = ranges.iter().map(|(_, r)| r.start).collect();
+        assert_eq!(offsets.len(), 1);
+        let fresh = Symbolizer::new(Options::default()).code(&exe, None, &offsets);
+        assert_eq!(s.code(&exe, None, &offsets), fresh);
     }
 
     /// Where a recorded file is looked for: under --symfs, (with a build-id

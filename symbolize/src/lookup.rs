@@ -16,14 +16,7 @@ pub(crate) fn code_in(
 ) -> Vec<Result<CodeSite, Reason>> {
     let mut module = module.lock().unwrap_or_else(|e| e.into_inner());
     let module = &mut *module;
-    if module.dwarf.is_none() {
-        let loaded = module
-            .dwarf_path
-            .as_deref()
-            .and_then(|p| elf::map_file(p).ok())
-            .and_then(|map| dwarf::Dwarf::load(dwarf::Bytes::Map(map)));
-        module.dwarf = Some(loaded);
-    }
+    load_dwarf(module);
     file_offsets
         .iter()
         .map(|&file_offset| {
@@ -45,6 +38,18 @@ pub(crate) fn code_in(
             result
         })
         .collect()
+}
+
+/// Reads the module's DWARF sections (inflated), once.
+pub(crate) fn load_dwarf(module: &mut Module) {
+    if module.dwarf.is_none() {
+        let loaded = module
+            .dwarf_path
+            .as_deref()
+            .and_then(|p| elf::map_file(p).ok())
+            .and_then(|map| dwarf::Dwarf::load(dwarf::Bytes::Map(map)));
+        module.dwarf = Some(loaded);
+    }
 }
 
 pub(crate) fn data_target(
