@@ -309,6 +309,7 @@ impl Analyzer {
             kernel_mode: sample.kernel_mode,
             regs,
             stack,
+            bounded: false,
         };
         unwinder.unwind_user_part(user, true, &mut self.unwound);
         let unwound = std::mem::take(&mut self.unwound);
@@ -554,15 +555,15 @@ impl Analyzer {
         let profile = &mut self.profile;
         let weight = sample.weight;
         let process = profile.processes.by_pid.get(&sample.pid);
-        let mapping = process
-            .and_then(|p| p.space.find(sample.addr_avma))
-            .map(|m| TargetMapping {
-                file_backed: m.is_file_backed(),
-                private: m.is_private(),
-                writable: m.is_writable(),
-            });
+        // One search of the address space serves both.
+        let found = process.and_then(|p| p.space.find(sample.addr_avma));
+        let mapping = found.map(|m| TargetMapping {
+            file_backed: m.is_file_backed(),
+            private: m.is_private(),
+            writable: m.is_writable(),
+        });
         let (class, access) = classify(sample.major, entry.map(|e| e.error_code), mapping);
-        let place = process.map_or(Place::Unknown, |p| p.place(sample.addr_avma));
+        let place = process.map_or(Place::Unknown, |p| p.place_in(found, sample.addr_avma));
         let target = target_key(place);
         if class == FaultClass::Major {
             match target {

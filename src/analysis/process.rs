@@ -531,8 +531,13 @@ impl Process {
 
     /// Where `avma` points in this process right now.
     pub fn place(&self, avma: u64) -> Place {
+        self.place_in(self.space.find(avma), avma)
+    }
+
+    /// [`Process::place`], given the mapping `avma` is in (`self.space.find`).
+    pub fn place_in(&self, found: Option<&Mapping>, avma: u64) -> Place {
         let process = self;
-        match process.space.find(avma) {
+        match found {
             Some(m) => match m.kind {
                 MapKind::File(module) | MapKind::BssTail(module) | MapKind::Pseudo(module) => {
                     Place::Module {

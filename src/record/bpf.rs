@@ -33,7 +33,9 @@
 //!   stack words the unwinding read: when the same thread faults again with
 //!   the same registers and those words unchanged, the record carries the
 //!   chain found then and no stack (a loop touching pages, a `memset` over
-//!   a new buffer: most of a fault storm).
+//!   a new buffer: most of a fault storm). A copy ends at its thread's top
+//!   in the `stack_tops` map ([`FaultCollector::set_stack_top`]), where the
+//!   thread's chains stop reading.
 //!
 //! The loader is small on purpose: the object has one program per event,
 //! legacy map definitions (the `maps` section), no BTF, no global data and
@@ -75,6 +77,7 @@ const FLAG_ENTRY: u32 = 4;
 const FLAG_ENTRY_KERNEL: u32 = 8;
 const FLAG_CHAIN: u32 = 16;
 const FLAG_CACHED: u32 = 32;
+const FLAG_BOUNDED: u32 = 64;
 /// Bytes of the record's fixed part (`struct fault`).
 const FAULT_HEADER: usize = 120;
 /// Bytes of a key and a value of `unwound` (`struct ukey`, `struct uvalue`).
@@ -192,6 +195,8 @@ pub struct FaultCollector {
     config: OwnedFd,
     settings: Settings,
     unwound: OwnedFd,
+    /// Per thread, where its stack copies end (see record/stack_tops.rs).
+    stack_tops: OwnedFd,
     counters: OwnedFd,
     _scratch: OwnedFd,
     _entries: OwnedFd,
@@ -442,6 +447,7 @@ impl FaultCollector {
         let config = take("config", Some(MAP_ARRAY))?;
         let entries = take("entries", None)?;
         let unwound = take("unwound", None)?;
+        let stack_tops = take("stack_tops", None)?;
         let counters = take("counters", None)?;
         sysbpf::map_update(
             &config,
@@ -479,6 +485,7 @@ impl FaultCollector {
             config,
             settings,
             unwound,
+            stack_tops,
             counters,
             _scratch: scratch,
             _entries: entries,
@@ -599,6 +606,21 @@ impl FaultCollector {
     /// Forgets a remembered unwinding (ENOENT when it is not there).
     pub fn forget(&self, key: &UnwoundKey) -> io::Result<()> {
         sysbpf::map_delete(&self.unwound, &key.encode())
+    }
+
+    /// Has the stack copies of thread `tid` end at `top_avma`.
+    pub fn set_stack_top(&self, tid: i32, top_avma: u64) -> io::Result<()> {
+        sysbpf::map_update(
+            &self.stack_tops,
+            &tid.to_le_bytes(),
+            &top_avma.to_le_bytes(),
+        )
+    }
+
+    /// Has the stack copies of thread `tid` go as far as asked (ENOENT
+    /// when they did).
+    pub fn forget_stack_top(&self, tid: i32) -> io::Result<()> {
+        sysbpf::map_delete(&self.stack_tops, &tid.to_le_bytes())
     }
 
     /// The collector's counters so far, summed over the CPUs.
@@ -744,6 +766,8 @@ pub struct Fault<'a> {
     pub cached_span: Option<u32>,
     /// The user stack from the stack pointer up (dwarf).
     pub stack: &'a [u8],
+    /// The stack copy ended at its thread's top (see record/stack_tops.rs).
+    pub bounded: bool,
 }
 
 impl<'a> Fault<'a> {
@@ -789,6 +813,7 @@ impl<'a> Fault<'a> {
             kernel_ips,
             user_ips: (flags & FLAG_CHAIN != 0).then_some(user_ips),
             cached_span: (flags & FLAG_CACHED != 0).then_some(span),
+            bounded: flags & FLAG_BOUNDED != 0,
             stack,
         })
     }

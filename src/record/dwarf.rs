@@ -33,6 +33,7 @@ use super::bpf::{Fault, FaultCollector, Unwound, UnwoundKey};
 use super::build_ids::BuildIds;
 use super::remembered::Remembered;
 use super::ring::{bpf_record_at, BpfRing, Ring};
+use super::stack_tops::StackTops;
 use crate::format::decode::{self, Chain, Event, EventKind, FaultSample, PairedEntry};
 use crate::format::events::own::{self, EntryRecord, FaultRecord, SampleId};
 use crate::format::events::stream::{record_at, BadSize, HEAD_BYTES};
@@ -42,7 +43,7 @@ use crate::format::events::{
 use crate::format::records as rec;
 use crate::sys::maps::MapsLine;
 use crate::unwind::{
-    copied_stack, Outcome, Reads, StackUnwinder, UnwindStats, UserRegs, UserSample,
+    copied_stack, Outcome, Reads, StackUnwinder, Stop, UnwindStats, UserRegs, UserSample,
 };
 
 /// Records read ahead at a time by [`touch_ahead`].
@@ -142,6 +143,8 @@ pub struct StackRewriter {
     /// The collector, whose `unwound` map learns the stacks unwound.
     collector: Option<FaultCollector>,
     remembered: Remembered,
+    /// Where each thread's stack copies end, given to the collector.
+    stack_tops: StackTops,
     /// What the last unwinding read of the stack.
     reads: Reads,
     /// Set when the collector pairs entries: their events.
@@ -180,6 +183,7 @@ impl StackRewriter {
             unwind_collected: true,
             collector: None,
             remembered: Remembered::default(),
+            stack_tops: StackTops::default(),
             reads: Reads::default(),
             entry_events: None,
             lost_seen: [0; 2],
@@ -652,8 +656,9 @@ impl StackRewriter {
                     kernel_mode: s.cpu_mode == CpuMode::Kernel,
                     regs,
                     stack: copied_stack(&s.user_stack),
+                    bounded: false,
                 };
-                if !self.unwind_or_defer(sample, settle, record) {
+                if !self.unwind_or_defer(sample, tid, settle, record) {
                     return None;
                 }
             }
@@ -702,15 +707,19 @@ impl StackRewriter {
             match parse_record(&self.table.raw(record, attr)) {
                 Some(EventRecord::Comm(c)) if c.is_execve => {
                     self.unwinder.on_exec(c.pid, time);
+                    self.forget_stack_top(c.tid);
                     Some(c.pid)
                 }
                 Some(EventRecord::Fork(f)) => {
                     self.unwinder.on_fork(f.pid, f.ppid);
                     None
                 }
-                Some(EventRecord::Exit(e)) if e.pid == e.tid => {
-                    self.unwinder.on_exit(e.pid, time);
-                    Some(e.pid)
+                Some(EventRecord::Exit(e)) => {
+                    self.forget_stack_top(e.tid);
+                    (e.pid == e.tid).then(|| {
+                        self.unwinder.on_exit(e.pid, time);
+                        e.pid
+                    })
                 }
                 Some(_) => None,
                 None => {
@@ -724,6 +733,13 @@ impl StackRewriter {
             self.remembered.forget_pid(collector, pid);
         }
         true
+    }
+
+    /// Thread `tid` exited or exec'd: its stack is another or none.
+    fn forget_stack_top(&mut self, tid: i32) {
+        if let Some(collector) = &self.collector {
+            self.stack_tops.forget(collector, tid);
+        }
     }
 
     /// A record handed on unchanged, except that the collector's event,
@@ -742,7 +758,13 @@ impl StackRewriter {
     /// held back, the chain as it was) while the process's mappings are not
     /// known yet and this is not the last attempt. A whole chain found from
     /// the stack words alone is remembered by the collector.
-    fn unwind_or_defer(&mut self, sample: UserSample<'_>, settle: bool, record: &[u8]) -> bool {
+    fn unwind_or_defer(
+        &mut self,
+        sample: UserSample<'_>,
+        tid: i32,
+        settle: bool,
+        record: &[u8],
+    ) -> bool {
         let key = UnwoundKey {
             pid: sample.pid,
             ip: sample.regs.ip,
@@ -768,6 +790,17 @@ impl StackRewriter {
             return false;
         }
         if let Some(collector) = &self.collector {
+            match outcome {
+                Outcome::Complete => {
+                    let needed = self.reads.needed;
+                    self.stack_tops
+                        .learn(collector, tid, sample.regs.sp, needed);
+                }
+                Outcome::Truncated(Stop::StackCopy) if sample.bounded => {
+                    self.stack_tops.too_short(collector, tid);
+                }
+                _ => {}
+            }
             if outcome == Outcome::Complete && self.reads.only_words {
                 let user = self.chain.iter().position(|&a| a == rec::CONTEXT_USER);
                 let unwound = Unwound {
@@ -822,9 +855,13 @@ impl StackRewriter {
                     kernel_mode: fault.kernel_mode,
                     regs: fault.regs,
                     stack: fault.stack,
+                    bounded: fault.bounded,
                 };
-                if !self.unwind_or_defer(sample, settle, record) {
+                if !self.unwind_or_defer(sample, tid, settle, record) {
                     return None;
+                }
+                if fault.bounded {
+                    self.unwinder.stats.copies_to_top += 1;
                 }
             }
         }

@@ -17,7 +17,8 @@
 // call chain when asked, and the user call chain as the mode asks:
 // - fp: a walk of the frame pointers, as the kernel's (`fp_chain`);
 // - dwarf: a copy of the user stack from the stack pointer up, page by
-//   page, only as far as it is readable, which pfprof unwinds. Unless the
+//   page, only as far as it is readable (and no farther than the thread's
+//   top in `stack_tops`), which pfprof unwinds. Unless the
 //   `unwound` map holds this thread's registers (process, ip, sp, bp):
 //   pfprof put there, for a stack it unwound, every stack word the unwinding
 //   read and the chain it found. When those words are the same now, the
@@ -112,6 +113,9 @@ struct raw_entry_ctx {
 #define FLAG_CHAIN 16
 // The chain came from `unwound` (`span` is the stack its words cover).
 #define FLAG_CACHED 32
+// The stack copy ended at the thread's `stack_tops` entry (before the
+// size asked for, and before any page it could not read).
+#define FLAG_BOUNDED 64
 
 // The user code segment of a 64-bit task (__USER_CS), the end of user
 // space (TASK_SIZE_MAX with 4-level page tables, as the kernel's frame walk
@@ -299,6 +303,17 @@ struct map_def SEC("maps") unwound = {
 	.map_flags = BPF_F_NO_PREALLOC,
 };
 
+// Filled by pfprof, per thread: how far up its stack an unwinding reads
+// (the outermost frame's words: every chain of a thread ends at the same
+// root). The stack above it (the environment, the thread's control block)
+// is not copied: about half of what the copies held on a busy host.
+struct map_def SEC("maps") stack_tops = {
+	.type = BPF_MAP_TYPE_LRU_HASH,
+	.key_size = sizeof(__u32),
+	.value_size = sizeof(__u64),
+	.max_entries = 65536,
+};
+
 struct map_def SEC("maps") counters = {
 	.type = BPF_MAP_TYPE_PERCPU_ARRAY,
 	.key_size = sizeof(__u32),
@@ -446,8 +461,10 @@ INLINE int same_words(struct scratch *s, __u32 at, __u32 copied, struct uvalue *
 }
 
 // The user part of a dwarf record at `at`: the chain from `unwound` when
-// the words it depends on are unchanged, else the stack copy.
-INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *key, __u32 at)
+// the words it depends on are unchanged, else the stack copy (up to the
+// thread's `stack_tops` entry, when it has one below the size asked for).
+INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *key, __u32 at,
+			    __u32 tid)
 {
 	__u64 want = cfg->stack_bytes;
 	if (want > MAX_STACK)
@@ -476,7 +493,23 @@ INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *
 		}
 		count(COUNT_CACHE_STALE);
 	}
-	s->f.stack_len = copy_stack(s, at, key->sp, copied, want);
+	// The limit goes through memory, the flag too: the verifier then walks
+	// the copy once, not once with the thread's top and once without.
+	__u64 *top = bpf_map_lookup_elem(&stack_tops, &tid);
+	if (top && *top > key->sp && *top - key->sp < want) {
+		s->f.stack_len = (*top - key->sp + 7) & ~7ULL;
+		s->f.flags |= FLAG_BOUNDED;
+	} else {
+		s->f.stack_len = want;
+	}
+	__u32 limit = *(volatile __u32 *)&s->f.stack_len;
+	if (limit > MAX_STACK)
+		limit = MAX_STACK;
+	s->f.stack_len = copy_stack(s, at, key->sp, copied, limit);
+	// Only a copy that reached the top ended there (not at a page that
+	// could not be read).
+	if (s->f.stack_len < limit)
+		s->f.flags &= ~FLAG_BOUNDED;
 }
 
 // `pid_tgid` as pfprof's pid namespace sees it, when it is not the
@@ -600,7 +633,7 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 		}
 	} else if (mode == MODE_DWARF && !own) {
 		struct ukey key = { .tgid = tgid, .ip = user.ip, .sp = user.sp, .bp = user.bp };
-		dwarf_user_part(s, cfg, &key, kernel_bytes);
+		dwarf_user_part(s, cfg, &key, kernel_bytes, tid);
 	}
 
 	__u32 lost = (flags & FLAG_MAJOR) ? COUNT_LOST_MAJOR : COUNT_LOST;

@@ -31,6 +31,7 @@ mod limits;
 mod remembered;
 pub mod ring;
 mod session;
+mod stack_tops;
 pub(crate) mod synth;
 
 use std::ffi::CString;

@@ -115,6 +115,10 @@ pub struct UserSample<'a> {
     pub regs: UserRegs,
     /// The copied stack, from the sampled stack pointer up.
     pub stack: &'a [u8],
+    /// The copy ended where an earlier chain of the thread stopped reading
+    /// (the collector's `stack_tops`), not where the stack did: a walk that
+    /// reads past it was cut by the copy's size.
+    pub bounded: bool,
 }
 
 /// User registers of a sample.
@@ -167,6 +171,9 @@ pub struct Reads {
     pub only_words: bool,
     /// A bit per 8-byte word of a stack copy (64 KiB): noted already.
     noted: Vec<u64>,
+    /// A complete chain: the bytes of stack above the stack pointer its
+    /// walk read (every read, noted or not); else 0.
+    pub needed: usize,
 }
 
 impl Reads {
@@ -181,6 +188,7 @@ impl Reads {
         }
         self.words.clear();
         self.only_words = true;
+        self.needed = 0;
         if self.noted.is_empty() {
             self.noted = vec![0; (MAX_STACK_BYTES as usize).div_ceil(8 * 64)];
         }
@@ -292,6 +300,11 @@ pub struct UnwindStats {
     /// unchanged (they were not unwound again; counted in `complete`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub remembered: u64,
+    /// Stack copies the collector ended at their thread's top (the
+    /// farthest its chains read, see record/stack_tops.rs), short of the
+    /// size asked for.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub copies_to_top: u64,
     /// Complete chains by the stack bytes their unwinding read, in powers
     /// of two: `[i]` counts chains that needed at most `64 << i` bytes
     /// (the last bucket, more). Tells which `--call-graph dwarf,SIZE` fits.
@@ -855,6 +868,7 @@ impl StackUnwinder {
             kernel_mode,
             regs,
             stack,
+            bounded,
         } = sample;
         let space = self.spaces.get_mut(&pid).map(|space| {
             if space.exec_pending && time >= space.before_exec.as_ref().map_or(0, |b| b.0) {
@@ -889,7 +903,7 @@ impl StackUnwinder {
         }
         let outcome = match space {
             Some(space) if code.is_some_and(|c| c != Code::Opaque) => {
-                let short_copy = stack.len() < self.stack_requested;
+                let short_copy = stack.len() < self.stack_requested && !bounded;
                 let outcome = walk(
                     space,
                     &mut self.scratch,
@@ -987,6 +1001,7 @@ pub(crate) mod tests {
                 kernel_mode: false,
                 regs: self.regs,
                 stack: &self.stack,
+                bounded: false,
             }
         }
     }

@@ -70,6 +70,9 @@ pub(super) fn walk(
     };
     if let Some(reads) = reads {
         reads.only_words &= only_words;
+        if end.is_none() {
+            reads.needed = needed;
+        }
     }
     match end {
         None => {

@@ -491,3 +491,41 @@ fn collector_and_perf_samples_agree_on_frame_pointers() {
         "the collectors' stacks below main differ"
     );
 }
+
+/// The collector's stack copies end at their thread's top, where its
+/// chains stop reading: `deep_recursion` faults once at each of 200
+/// depths, in three rounds 100 ms apart, each round's stack lower (each
+/// fault's registers new to the collector, so each stack copied); once the
+/// recorder has unwound the thread's first chains, its copies end at that
+/// top, well short of the 32 KiB asked for, and every chain is still whole
+/// (each level's fault has its 200 - level frames of `dive`).
+#[test]
+fn stack_copies_end_at_the_threads_top() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_stack_tops");
+    let exe = compile_c(&dir, "deep_recursion.c", &["-O1", "-fomit-frame-pointer"]);
+    let (_, report) = record_with(&dir, &[], &exe, &["200", "3"]);
+    assert_complete_stacks(&report);
+    let unwind = &report["totals"]["unwind"];
+    assert!(
+        unwind["copies_to_top"].as_u64() >= Some(200),
+        "at least the last round's copies end at the top: {unwind}"
+    );
+    let folded = std::fs::read_to_string(dir.join("out/minor.folded")).unwrap();
+    let mut depths = Vec::new();
+    for line in folded.lines() {
+        if !line.contains("[deep_recursion .bss pages]") {
+            continue;
+        }
+        let (stack, count) = line.rsplit_once(' ').unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert!(frames.contains(&"_start"), "{line}");
+        let dives = frames.iter().filter(|f| **f == "dive").count();
+        depths.extend(std::iter::repeat_n(dives, count.parse().unwrap()));
+    }
+    depths.sort_unstable();
+    let expected: Vec<usize> = (1..=200).flat_map(|d| [d; 3]).collect();
+    assert_eq!(depths, expected, "three faults per level, whole");
+}
