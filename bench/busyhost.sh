@@ -209,7 +209,7 @@ for ((r = 1; r <= rounds; r++)); do
     esac
     # LOGS=DIR keeps each run's messages (pfprof's interval lines, with
     # PFPROF_TIMING=1 its drain and trim times): when did a ring overflow.
-    [ -n "${LOGS:-}" ] && mkdir -p "$LOGS" && cp "$work/err" "$LOGS/$t.$r.err"
+    if [ -n "${LOGS:-}" ] && [ -f "$work/err" ]; then mkdir -p "$LOGS" && cp "$work/err" "$LOGS/$t.$r.err"; fi
     row[$t]="${row[$t]:-}|$m $c $disk"
     echo "round $r $t: $m $c $disk" >&2
   done

@@ -462,7 +462,8 @@ INLINE int same_words(struct scratch *s, __u32 at, __u32 copied, struct uvalue *
 
 // The user part of a dwarf record at `at`: the chain from `unwound` when
 // the words it depends on are unchanged, else the stack copy (up to the
-// thread's `stack_tops` entry, when it has one below the size asked for).
+// thread's `stack_tops` entry, when it has one below the size asked for;
+// `tid` as pfprof's pid namespace sees it, as pfprof keys the map).
 INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *key, __u32 at,
 			    __u32 tid)
 {
@@ -557,7 +558,6 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 		return;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
-	__u32 tgid = pid_tgid >> 32;
 	// own_tgid is pfprof's pid in its own namespace.
 	__u64 seen = seen_pid_tgid(cfg, pid_tgid);
 	int own = cfg->own_tgid && (__u32)(seen >> 32) == cfg->own_tgid;
@@ -632,8 +632,9 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 			s->f.user_frames = n;
 		}
 	} else if (mode == MODE_DWARF && !own) {
-		struct ukey key = { .tgid = tgid, .ip = user.ip, .sp = user.sp, .bp = user.bp };
-		dwarf_user_part(s, cfg, &key, kernel_bytes, tid);
+		// pfprof keys `unwound` by the pids its records carry (`seen`).
+		struct ukey key = { .tgid = seen >> 32, .ip = user.ip, .sp = user.sp, .bp = user.bp };
+		dwarf_user_part(s, cfg, &key, kernel_bytes, (__u32)seen);
 	}
 
 	__u32 lost = (flags & FLAG_MAJOR) ? COUNT_LOST_MAJOR : COUNT_LOST;
