@@ -604,6 +604,11 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 		}
 	}
 	s->f.flags = flags;
+	// From here the flags are read back from the record: a register that
+	// holds them keeps each combination (major, kernel mode, entry) a
+	// state of its own through the stack copy, which the verifier then
+	// walks once per combination.
+	flags = *(volatile __u32 *)&s->f.flags;
 
 	__u32 kernel_bytes = 0;
 	if (kernel_frames && (flags & FLAG_KERNEL_MODE) && !own) {
