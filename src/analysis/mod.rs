@@ -633,6 +633,15 @@ impl Analyzer {
 }
 
 impl Analyzer {
+    /// An analyzer for one replay whose profile is then symbolized: the
+    /// modules its stacks meet are read beside it.
+    fn for_one_replay(options: AnalyzeOptions) -> Analyzer {
+        Analyzer {
+            prepared: Some(Vec::new()),
+            ..Analyzer::new(options)
+        }
+    }
+
     /// Has the symbolizer read the DWARF of the modules of the frames in
     /// `self.scratch` it has not met yet, beside the replay.
     fn prepare_modules(&mut self) {
@@ -772,8 +781,7 @@ fn symbolizer_options(options: &AnalyzeOptions) -> SymbolizerOptions {
 /// Replays a recording into a [`Profile`].
 pub fn analyze(path: &Path, options: AnalyzeOptions) -> Result<Profile, DecodeError> {
     let partial = options.partial;
-    let mut analyzer = Analyzer::new(options);
-    analyzer.prepared = Some(Vec::new());
+    let mut analyzer = Analyzer::for_one_replay(options);
     let replayed = decode::replay(path, partial, |event| analyzer.on_event(event));
     finish(analyzer, replayed)
 }
@@ -785,8 +793,7 @@ pub fn analyze_image(
     options: AnalyzeOptions,
 ) -> Result<Profile, DecodeError> {
     let partial = options.partial;
-    let mut analyzer = Analyzer::new(options);
-    analyzer.prepared = Some(Vec::new());
+    let mut analyzer = Analyzer::for_one_replay(options);
     let replayed = decode::replay_image(bytes, name, partial, |event| analyzer.on_event(event));
     finish(analyzer, replayed)
 }

@@ -233,9 +233,8 @@ fn write_folded_and_svg_counting(
     subtitle: &str,
     look: Look<'_>,
 ) -> io::Result<(Svg, PaletteMap)> {
-    let class_maps = look.class_maps;
     let drawn = draw(dir, graph, lines, title, subtitle, &look)?;
-    finish(dir, drawn, lines, &look, class_maps)
+    finish(dir, drawn, lines, &look)
 }
 
 /// A graph drawn and not yet written: a graph by class has its frames
@@ -275,15 +274,14 @@ fn draw(
     Ok(Drawn { graph, text, map })
 }
 
-/// Colours a graph by class (with `class_maps`, the colours each class's
-/// own graph gave its names: else learnt by drawing those graphs unseen)
-/// and writes `<graph>.svg`.
+/// Colours a graph by class (with `look.class_maps`, the colours each
+/// class's own graph gave its names: else learnt by drawing those graphs
+/// unseen) and writes `<graph>.svg`.
 fn finish(
     dir: &OutDir,
     drawn: Drawn,
     lines: &[String],
     look: &Look<'_>,
-    class_maps: Option<&[PaletteMap; 3]>,
 ) -> io::Result<(Svg, PaletteMap)> {
     let Drawn {
         graph,
@@ -292,7 +290,7 @@ fn finish(
     } = drawn;
     if look.by_class && !lines.is_empty() {
         let learnt;
-        let maps = match class_maps {
+        let maps = match look.class_maps {
             Some(maps) => maps,
             None => {
                 learnt = learn_class_maps(lines, look.count_name, look.special)?;
@@ -319,7 +317,7 @@ pub fn write_flamegraph(
 ) -> io::Result<Svg> {
     let selected = Selected::new(folded, selection, subtitle);
     let drawn = selected.draw(dir)?;
-    finish(dir, drawn, &selected.lines, &selected.look(), None).map(|(svg, _)| svg)
+    finish(dir, drawn, &selected.lines, &selected.look()).map(|(svg, _)| svg)
 }
 
 /// Writes the graph of each class, then `all` coloured by class with the
@@ -341,14 +339,18 @@ pub fn write_class_graphs(
             };
             let selected = Selected::new(folded, selection, subtitle);
             let drawn = selected.draw(dir)?;
-            let (svg, map) = finish(dir, drawn, &selected.lines, &selected.look(), None)?;
+            let (svg, map) = finish(dir, drawn, &selected.lines, &selected.look())?;
             maps[class as usize] = map;
             svgs.push(svg);
         }
         let drawn = drawing_all
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        let (svg, _) = finish(dir, drawn, &all.lines, &all.look(), Some(&maps))?;
+        let look = Look {
+            class_maps: Some(&maps),
+            ..all.look()
+        };
+        let (svg, _) = finish(dir, drawn, &all.lines, &look)?;
         // In the order of ClassSelection::ALL, `all` last.
         svgs.push(svg);
         Ok(svgs)
