@@ -13,6 +13,10 @@
 #   short  short-lived programs that read big binaries: `nm -C -D` over
 #          clang's 59 MB libclang-cpp, python importing json/sqlite3/asyncio, and
 #          `gcc -O2 -g -c` of a small file (counted in rounds of the three).
+# RUST=1 adds a fourth, a Rust build (rustc's stacks are deep, its names
+# long, and its distinct stacks four times the mix's):
+#   rust   `cargo build -j2` of this repository (debug), its two crates
+#          cleaned and built again (counted in builds).
 # For each tool in turn (TOOLS picks some; ROUNDS interleaves them) it
 # records system-wide for SECS and prints what it captured against the
 # kernel's count of the same faults over its own window (pfprof reads the
@@ -30,7 +34,7 @@
 # events with data addresses, as pfprof records them.
 #
 # Usage: bash bench/busyhost.sh [SECS] [ROUNDS]   (as root; default 60 1;
-#        LOGS=DIR keeps each run's messages there)
+#        LOGS=DIR keeps each run's messages there; RUST=1 with BUSY=1)
 #        BUSY=1 TOOLS="bare interval perf-g" bash bench/busyhost.sh 600
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,10 +101,17 @@ start_load() {
     make -j2 CC='$work/cc-count' CFLAGS='-g -O2' libzstd.a >/dev/null 2>&1; done" &
   setsid bash -c "while :; do nm -C -D '$big' >/dev/null; /usr/bin/python3 -c 'import json, sqlite3, asyncio';
     gcc -O2 -g -c '$work/small.c' -o '$work/small.o'; echo 1 >>'$work/n.short'; done" &
+  [ "${RUST:-0}" = 1 ] || return 0
+  setsid bash -c "cd '$PWD'; while :; do cargo build -q -j2 --target-dir '$work/rust' >/dev/null 2>&1 && echo 1 >>'$work/n.rust';
+    cargo clean -q --target-dir '$work/rust' -p pfprof -p pfprof-symbolize >/dev/null 2>&1; done" &
 }
 stop_load() { pkill -s "$(ps -o sid= -p "$1" | tr -d ' ')" 2>/dev/null || true; }
 
 if [ "${BUSY:-0}" = 1 ]; then setup_build; parts=(touch build short); fi
+if [ "${BUSY:-0}" = 1 ] && [ "${RUST:-0}" = 1 ]; then
+  cargo build -q -j2 --target-dir "$work/rust" >/dev/null 2>&1 # the dependencies, once
+  parts+=(rust)
+fi
 for p in "${parts[@]}"; do : >"$work/n.$p"; done
 loads=()
 start_load

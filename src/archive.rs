@@ -53,8 +53,9 @@ pub fn needed(profile: &Profile) -> Vec<Needed> {
 /// What [`keep`] did.
 #[derive(Debug, Default)]
 pub struct Kept {
-    /// Files copied in, and their bytes.
+    /// Files copied in.
     pub added: usize,
+    /// Their bytes.
     pub added_bytes: u64,
     /// Files the cache had already.
     pub present: usize,

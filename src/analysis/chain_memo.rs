@@ -24,7 +24,7 @@ const SLOTS: usize = 1 << 13;
 
 /// What a chain's stack depends on besides the chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoKey {
+pub(super) struct MemoKey {
     /// The process.
     pub pid: i32,
     /// Its address space's stamp (see the module docs).
@@ -42,7 +42,7 @@ struct Slot {
 }
 
 /// Recent chains and their stacks, direct-mapped by hash.
-pub struct ChainMemo {
+pub(super) struct ChainMemo {
     slots: Vec<Slot>,
     /// Lookups answered, and not.
     pub hits: u64,
@@ -51,7 +51,7 @@ pub struct ChainMemo {
 
 /// Where a chain that was not found goes (see [`ChainMemo::put`]).
 #[derive(Debug, Clone, Copy)]
-pub struct Vacancy(usize);
+pub(super) struct Vacancy(usize);
 
 impl Default for ChainMemo {
     fn default() -> ChainMemo {
@@ -71,7 +71,7 @@ impl Default for ChainMemo {
 
 impl ChainMemo {
     /// The stack of `chain` under `key`, or where to put it once known.
-    pub fn get(&mut self, key: MemoKey, chain: &Chain<'_>) -> Result<StackId, Vacancy> {
+    pub(super) fn get(&mut self, key: MemoKey, chain: &Chain<'_>) -> Result<StackId, Vacancy> {
         let mut hasher = FxBuildHasher.build_hasher();
         hasher.write_i32(key.pid);
         hasher.write_u64(key.stamp);
@@ -95,7 +95,13 @@ impl ChainMemo {
 
     /// Remembers the stack of `chain` under `key` where [`ChainMemo::get`]
     /// found no entry.
-    pub fn put(&mut self, Vacancy(at): Vacancy, key: MemoKey, chain: &Chain<'_>, stack: StackId) {
+    pub(super) fn put(
+        &mut self,
+        Vacancy(at): Vacancy,
+        key: MemoKey,
+        chain: &Chain<'_>,
+        stack: StackId,
+    ) {
         let slot = &mut self.slots[at];
         slot.key = Some(key);
         slot.chain.clear();
@@ -104,7 +110,7 @@ impl ChainMemo {
     }
 
     /// Forgets every chain (their stacks' table was given away).
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         for slot in &mut self.slots {
             slot.key = None;
         }

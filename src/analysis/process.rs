@@ -151,6 +151,10 @@ pub struct AddressSpace {
     maps: Vec<Mapping>,
     /// Highest end of any user mapping ever inserted.
     top: u64,
+    /// Where [`AddressSpace::find`] last found a mapping: faults come in
+    /// runs in one mapping, so it is tried before the search. (Any mapping
+    /// holding the address is the one: they do not overlap.)
+    last_found: std::cell::Cell<usize>,
 }
 
 impl AddressSpace {
@@ -187,8 +191,14 @@ impl AddressSpace {
 
     /// The mapping containing `avma`.
     pub fn find(&self, avma: u64) -> Option<&Mapping> {
+        if let Some(m) = self.maps.get(self.last_found.get()) {
+            if (m.start_avma..m.end_avma).contains(&avma) {
+                return Some(m);
+            }
+        }
         let i = self.maps.partition_point(|m| m.start_avma <= avma);
         let m = self.maps.get(i.checked_sub(1)?)?;
+        self.last_found.set(i - 1);
         (avma < m.end_avma).then_some(m)
     }
 
@@ -652,6 +662,17 @@ mod tests {
         ] {
             assert_eq!(space.find(avma).map(|m| m.start_avma), want, "{avma:#x}");
         }
+        // The mapping found last is tried first: one split or shifted since
+        // must not answer for addresses it no longer holds.
+        assert_eq!(space.find(0x5fff).map(|m| m.start_avma), Some(0x4000));
+        space.insert(map(0x5000, 0x5800, 0x9000));
+        let found =
+            |space: &AddressSpace, avma| space.find(avma).map(|m| (m.start_avma, m.file_offset));
+        assert_eq!(found(&space, 0x5fff), Some((0x5800, 0x2800)));
+        assert_eq!(found(&space, 0x5400), Some((0x5000, 0x9000)));
+        space.insert(map(0x0, 0x800, 0));
+        assert_eq!(found(&space, 0x5400), Some((0x5000, 0x9000)));
+        assert_eq!(found(&space, 0x4000), Some((0x4000, 0x1000)));
     }
 
     /// A module knows what its path named: a file to open, the vDSO, or

@@ -231,9 +231,13 @@ pub struct ModuleRow {
 /// JSON has always listed them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct AccessCounts {
+    /// Instruction fetches.
     pub exec: u64,
+    /// Reads.
     pub read: u64,
+    /// Faults whose access is not known (no error code recorded).
     pub unknown: u64,
+    /// Writes.
     pub write: u64,
 }
 
@@ -262,8 +266,11 @@ impl AccessCounts {
 /// order, as report.json has always listed `by_access` and `latency`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ByClass<T> {
+    /// Copy-on-write faults'.
     pub cow: T,
+    /// Major faults'.
     pub major: T,
+    /// Minor faults'.
     pub minor: T,
 }
 

@@ -10,7 +10,7 @@ use inferno::flamegraph::{self, Options};
 use crate::analysis::classify::FaultClass;
 use crate::format::outdir::OutDir;
 use crate::model::Model;
-use crate::output::folded::{Folded, FoldedStacks, Special};
+use crate::output::folded::{ClassLines, Folded, FoldedStacks, Special};
 use crate::output::picture;
 use crate::text::{display_safe, thousands};
 
@@ -191,7 +191,7 @@ fn learn_class_maps(
 pub fn write_selection(
     dir: &OutDir,
     base: &str,
-    folded: &[Folded; 3],
+    lines: &ClassLines<'_>,
     selection: ClassSelection,
 ) -> io::Result<()> {
     let mut classes: Vec<(FaultClass, &str)> = match selection {
@@ -203,10 +203,7 @@ pub fn write_selection(
     classes.sort_by_key(|(class, _)| class.name());
     dir.write_with(&format!("{base}.folded"), |out| {
         for (class, prefix) in &classes {
-            let separator = if prefix.is_empty() { "" } else { ";" };
-            for (stack, n) in &folded[*class as usize] {
-                writeln!(out, "{prefix}{separator}{stack} {n}")?;
-            }
+            lines.write(*class, prefix, out)?;
         }
         Ok(())
     })

@@ -2,10 +2,14 @@
 //! stack), per class, per class weighted by latency, and for the start-up:
 //! what the flame graphs and `diff` draw.
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
+use crate::analysis::classify::FaultClass;
 use crate::analysis::stacks::StackId;
 use crate::model::report::{FrameKind, Region, TargetRow};
 use crate::model::{Model, SampleRow};
@@ -39,17 +43,147 @@ struct LineSum {
     startup: u64,
 }
 
-/// Folds every counted row of the model: per class, by latency, start-up.
-/// Rows that make the same line (they differ in process or access) are
-/// summed first, on the names they share, so that each line is written and
-/// placed once.
-pub fn fold(model: &Model) -> FoldedStacks {
-    fold_with(model, true)
+/// What makes a row's line: its class, comm, stack and target (the names
+/// are shared, so their addresses stand for them).
+type LineKey = (usize, usize, StackId, usize);
+
+fn line_key(row: &SampleRow) -> LineKey {
+    (
+        row.class as usize,
+        std::sync::Arc::as_ptr(&row.comm) as *const u8 as usize,
+        row.stack,
+        std::sync::Arc::as_ptr(&row.target) as usize,
+    )
 }
 
-/// Folds the faults per class only (what an interval writes).
-pub fn fold_classes(model: &Model) -> FoldedStacks {
-    fold_with(model, false)
+/// Faults per class as lines of interned parts (comm, frames root first,
+/// target), each class's in the order the lines' text sorts: what an
+/// interval writes, line by line, without holding the text. A deep
+/// stack's line is kilobytes (rustc's averaged 2.8 KB): one interval of a
+/// Rust build beside the mix held 260 MB of lines as text, here 4 bytes a
+/// part.
+pub struct ClassLines<'m> {
+    /// Each part's text, `;` written `:`.
+    parts: Vec<Cow<'m, str>>,
+    /// Per class: the parts of each line, and its faults; sorted.
+    by_class: [Vec<(Box<[u32]>, u64)>; 3],
+}
+
+/// Gives each distinct text a number, looking up the frames' own strings by
+/// address first (a function's name is one string however many of its
+/// addresses are on stacks).
+#[derive(Default)]
+struct Parts<'m> {
+    texts: Vec<Cow<'m, str>>,
+    by_text: FxHashMap<Cow<'m, str>, u32>,
+    by_address: FxHashMap<usize, u32>,
+}
+
+impl<'m> Parts<'m> {
+    fn of_text(&mut self, text: Cow<'m, str>) -> u32 {
+        let text = match text.contains(';') {
+            true => Cow::Owned(text.replace(';', ":")),
+            false => text,
+        };
+        if let Some(&id) = self.by_text.get(&text) {
+            return id;
+        }
+        let id = u32::try_from(self.texts.len()).unwrap_or(u32::MAX);
+        self.texts.push(text.clone());
+        self.by_text.insert(text, id);
+        id
+    }
+
+    fn of_str(&mut self, text: &'m str) -> u32 {
+        let address = text.as_ptr() as usize;
+        if let Some(&id) = self.by_address.get(&address) {
+            return id;
+        }
+        let id = self.of_text(Cow::Borrowed(text));
+        self.by_address.insert(address, id);
+        id
+    }
+}
+
+impl<'m> ClassLines<'m> {
+    /// The model's rows as lines; rows that make the same line (they differ
+    /// in process, access or address within a function) are summed.
+    pub fn of(model: &'m Model) -> ClassLines<'m> {
+        let mut parts = Parts::default();
+        let mut rows: FxHashMap<LineKey, (&SampleRow, u64)> = FxHashMap::default();
+        for row in &model.samples {
+            rows.entry(line_key(row)).or_insert((row, 0)).1 += row.faults;
+        }
+        let mut targets: FxHashMap<usize, u32> = FxHashMap::default();
+        let mut lines: [FxHashMap<Box<[u32]>, u64>; 3] = Default::default();
+        let mut line = Vec::with_capacity(64);
+        for (row, faults) in rows.into_values() {
+            line.clear();
+            line.push(parts.of_str(&row.comm));
+            for frame in model.functions_root_first(row.stack) {
+                line.push(parts.of_str(&frame.function));
+            }
+            let target = std::sync::Arc::as_ptr(&row.target) as usize;
+            let target = *targets
+                .entry(target)
+                .or_insert_with(|| parts.of_text(Cow::Owned(target_frame(&row.target))));
+            line.push(target);
+            let class = &mut lines[row.class as usize];
+            match class.get_mut(&line[..]) {
+                Some(n) => *n += faults,
+                None => {
+                    class.insert(line.as_slice().into(), faults);
+                }
+            }
+        }
+        let texts = parts.texts;
+        let by_class = lines.map(|lines| {
+            let mut lines: Vec<(Box<[u32]>, u64)> = lines.into_iter().collect();
+            lines.sort_unstable_by(|(a, _), (b, _)| order(&texts, a, b));
+            lines
+        });
+        ClassLines {
+            parts: texts,
+            by_class,
+        }
+    }
+
+    /// Writes `class`'s lines, `PREFIX;line count` each (no `;` for an
+    /// empty prefix).
+    pub fn write(&self, class: FaultClass, prefix: &str, out: &mut dyn Write) -> io::Result<()> {
+        for (line, n) in &self.by_class[class as usize] {
+            out.write_all(prefix.as_bytes())?;
+            for (i, &part) in line.iter().enumerate() {
+                if i > 0 || !prefix.is_empty() {
+                    out.write_all(b";")?;
+                }
+                out.write_all(self.parts[part as usize].as_bytes())?;
+            }
+            writeln!(out, " {n}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Two lines of parts in the order of their text (`a;b;c`), as a map of
+/// the text would hold them: a part followed by another compares with its
+/// `;`, which no part holds.
+fn order(texts: &[Cow<'_, str>], a: &[u32], b: &[u32]) -> Ordering {
+    for i in 0..a.len().min(b.len()) {
+        let (a_more, b_more) = (i + 1 < a.len(), i + 1 < b.len());
+        if a[i] == b[i] && a_more == b_more {
+            continue;
+        }
+        let text = |id: u32, more: bool| {
+            let sep: &[u8] = if more { b";" } else { b"" };
+            texts[id as usize].as_bytes().iter().chain(sep)
+        };
+        let ordering = text(a[i], a_more).cmp(text(b[i], b_more));
+        if ordering != Ordering::Equal {
+            return ordering;
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 /// Adds `n` to `line`'s count, copying the line only when it is new.
@@ -62,18 +196,17 @@ fn add(folded: &mut Folded, line: &str, n: u64) {
     }
 }
 
-fn fold_with(model: &Model, everything: bool) -> FoldedStacks {
+/// Folds every counted row of the model: per class, by latency, start-up.
+/// Rows that make the same line (they differ in process or access) are
+/// summed first, on the names they share, so that each line is written and
+/// placed once.
+pub fn fold(model: &Model) -> FoldedStacks {
     let mut out = FoldedStacks::default();
-    let mut sums: FxHashMap<(usize, usize, StackId, usize), (&SampleRow, LineSum)> =
-        FxHashMap::default();
+    let mut sums: FxHashMap<LineKey, (&SampleRow, LineSum)> = FxHashMap::default();
     for row in &model.samples {
-        let key = (
-            row.class as usize,
-            std::sync::Arc::as_ptr(&row.comm) as *const u8 as usize,
-            row.stack,
-            std::sync::Arc::as_ptr(&row.target) as usize,
-        );
-        let (_, sum) = sums.entry(key).or_insert((row, LineSum::default()));
+        let (_, sum) = sums
+            .entry(line_key(row))
+            .or_insert((row, LineSum::default()));
         sum.faults += row.faults;
         sum.latency_ns += row.latency_ns;
         if row.startup {
@@ -109,12 +242,12 @@ fn fold_with(model: &Model, everything: bool) -> FoldedStacks {
         }
         line.push(';');
         line.push_str(&target);
-        if sum.startup > 0 && everything {
+        if sum.startup > 0 {
             *out.startup
                 .entry(format!("{};{line}", row.class.name()))
                 .or_default() += sum.startup;
         }
-        if sum.latency_ns > 0 && everything {
+        if sum.latency_ns > 0 {
             add(&mut out.latency[row.class as usize], &line, sum.latency_ns);
         }
         add(&mut out.by_class[row.class as usize], &line, sum.faults);
@@ -154,6 +287,26 @@ mod tests {
     use super::*;
     use crate::model::report::Region;
 
+    /// A model of `samples` over `table`'s stacks, their frames named by
+    /// `frames`.
+    fn model_of(
+        samples: Vec<SampleRow>,
+        table: &crate::analysis::stacks::StackTable,
+        frames: FxHashMap<crate::analysis::stacks::FrameKey, Vec<crate::model::report::FrameRow>>,
+    ) -> Model {
+        Model {
+            report: crate::model::report::tests::sample_report(),
+            samples,
+            stacks: table.stacks().clone(),
+            frames,
+            timeline: Vec::new(),
+            timeline_sites: Vec::new(),
+            timeline_origin: 0,
+            startup_of_one: false,
+            programs: Vec::new(),
+        }
+    }
+
     /// Frames nothing named, the exec and unnamed JIT code are marked
     /// special by their kind, as is memory nothing names; named frames are
     /// not, whatever their names.
@@ -192,9 +345,8 @@ mod tests {
         };
         let mut table = crate::analysis::stacks::StackTable::default();
         let stack = table.intern_leaf_first(&keys);
-        let model = Model {
-            report: crate::model::report::tests::sample_report(),
-            samples: vec![SampleRow {
+        let model = model_of(
+            vec![SampleRow {
                 owner: crate::analysis::Owner::Process(1),
                 comm: "app".into(),
                 class: FaultClass::Minor,
@@ -205,14 +357,9 @@ mod tests {
                 latency_ns: 0,
                 startup: false,
             }],
-            stacks: table.stacks().clone(),
-            frames: keys.into_iter().zip(rows.map(|r| vec![r])).collect(),
-            timeline: Vec::new(),
-            timeline_sites: Vec::new(),
-            timeline_origin: 0,
-            startup_of_one: false,
-            programs: Vec::new(),
-        };
+            &table,
+            keys.into_iter().zip(rows.map(|r| vec![r])).collect(),
+        );
         let folded = fold(&model);
         let special: Vec<(&str, FrameKind)> = folded
             .special
@@ -250,5 +397,89 @@ mod tests {
             symbol: None,
         };
         assert_eq!(target_frame(&t), "[heap]");
+    }
+
+    /// An interval's lines come out as the text lines of [`fold`] would,
+    /// in the same order: names that are prefixes of others, with
+    /// characters before and after `;`, a `;` inside a name, the same name
+    /// at two addresses, lines that end where others go on.
+    #[test]
+    fn class_lines_are_the_folded_text_in_order() {
+        use crate::analysis::classify::{Access, FaultClass};
+        use crate::analysis::stacks::FrameKey;
+        use crate::model::report::FrameRow;
+        let names = ["f", "f g", "f:g", "f;g", "f", "fa", "f<T>", "", "[unknown]"];
+        let frame = |function: &str| FrameRow {
+            function: function.into(),
+            kind: FrameKind::Code,
+            file: None,
+            line: None,
+            inlined: false,
+            object: None,
+        };
+        let keys: Vec<FrameKey> = (0..names.len() as u64)
+            .map(|i| FrameKey::Code {
+                module: 0,
+                lookup_file_offset: 0x1000 + i,
+            })
+            .collect();
+        let target = |object: &str| {
+            std::sync::Arc::new(TargetRow {
+                object: object.into(),
+                region: Region::Heap,
+                section: None,
+                symbol: None,
+            })
+        };
+        let targets = [target("[heap]"), target("f"), target("f g")];
+        let mut table = crate::analysis::stacks::StackTable::default();
+        let mut samples = Vec::new();
+        let comm: std::sync::Arc<str> = "app".into();
+        // Every stack of up to three of the names, leaf first, onto each
+        // target, in two classes.
+        let n = names.len();
+        let mut stacks = vec![vec![]];
+        for a in 0..n {
+            stacks.push(vec![keys[a]]);
+            for b in (0..n).step_by(2) {
+                stacks.push(vec![keys[a], keys[b]]);
+                stacks.push(vec![keys[b], keys[a], keys[(a + b) % n]]);
+            }
+        }
+        for (i, stack) in stacks.iter().enumerate() {
+            for (t, target) in targets.iter().enumerate() {
+                samples.push(SampleRow {
+                    owner: crate::analysis::Owner::Process(1),
+                    comm: comm.clone(),
+                    class: [FaultClass::Minor, FaultClass::Cow][(i + t) % 2],
+                    access: Access::Read,
+                    stack: table.intern_leaf_first(stack),
+                    target: target.clone(),
+                    faults: 1 + (i * t) as u64,
+                    latency_ns: 0,
+                    startup: false,
+                });
+            }
+        }
+        let model = model_of(
+            samples,
+            &table,
+            keys.iter()
+                .zip(names)
+                .map(|(key, name)| (*key, vec![frame(name)]))
+                .collect(),
+        );
+        let folded = fold(&model);
+        let lines = ClassLines::of(&model);
+        for class in FaultClass::ALL {
+            let want: String = folded.by_class[class as usize]
+                .iter()
+                .map(|(line, n)| format!("x;{line} {n}\n"))
+                .collect();
+            let mut got = Vec::new();
+            lines.write(class, "x", &mut got).unwrap();
+            assert_eq!(String::from_utf8(got).unwrap(), want, "{class:?}");
+        }
+        assert!(folded.by_class[FaultClass::Minor as usize].len() > 100);
     }
 }

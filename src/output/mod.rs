@@ -76,14 +76,14 @@ pub fn write_all(dir: &OutDir, model: &Model, data_path: &Path, top: usize) -> i
 /// epoch, and its length), without the pictures, which a fleet profiler
 /// draws from the pprof.
 pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> io::Result<()> {
-    let folded = folded::fold_classes(model);
+    let lines = folded::ClassLines::of(model);
     for selection in flamegraph::ClassSelection::ALL {
         let stem = selection.graph().file_stem();
-        flamegraph::write_selection(dir, &stem, &folded.by_class, selection)?;
+        flamegraph::write_selection(dir, &stem, &lines, selection)?;
     }
     // Each output's memory goes before the next is built: a long run's
     // peak is the largest one, not their sum.
-    drop(folded);
+    drop(lines);
     write_reports(dir, model, top)?;
     pprof::write(dir, model, time_ns)?;
     Ok(())

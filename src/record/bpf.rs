@@ -102,6 +102,7 @@ pub const COLLECTOR_ID: u64 = 0xffff_ffff_fffe_7066;
 /// The sample ids of the fault entries the collector pairs through raw
 /// tracepoint programs, whose perf events are then never opened.
 pub const ENTRY_USER_ID: u64 = COLLECTOR_ID + 1;
+/// The sample id of kernel-mode fault entries (see [`ENTRY_USER_ID`]).
 pub const ENTRY_KERNEL_ID: u64 = COLLECTOR_ID + 2;
 
 /// `PROC_PID_INIT_INO`: the initial pid namespace's inode number.

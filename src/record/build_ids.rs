@@ -30,13 +30,13 @@ type Inode = ((u32, u32), u64);
 /// GNU build-ids by (device, inode), each read once: system-wide, every
 /// process maps the same libc.
 #[derive(Default)]
-pub struct BuildIds {
+pub(crate) struct BuildIds {
     by_inode: FxHashMap<Inode, Option<Vec<u8>>>,
 }
 
 impl BuildIds {
     /// The build-id of the file mapped at `m` in `pid` (see [`Self::read`]).
-    pub fn of(&mut self, pid: i32, m: &MapsLine) -> Option<Vec<u8>> {
+    pub(crate) fn of(&mut self, pid: i32, m: &MapsLine) -> Option<Vec<u8>> {
         let at = (pid, m.start_avma, m.end_avma);
         self.read(at, m.path.as_bytes(), (m.dev, m.inode))
             .map(<[u8]>::to_vec)
@@ -66,7 +66,7 @@ impl BuildIds {
     /// inode, written into `out` (cleared first); false, `out` untouched,
     /// when it is not an MMAP2 record of a file, already has a build-id,
     /// or its file's cannot be read.
-    pub fn fill(&mut self, record: &[u8], out: &mut Vec<u8>) -> bool {
+    pub(crate) fn fill(&mut self, record: &[u8], out: &mut Vec<u8>) -> bool {
         let Some(head) = RecordHead::parse(record) else {
             return false;
         };

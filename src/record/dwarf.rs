@@ -72,7 +72,7 @@ const DATA_SRC_NA: u64 = 0x1 | (0x1 << 5) | (0x1 << 19) | (0x1 << 24) | (0x1 << 
 
 /// What the rewriter does with an event's samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handling {
+pub(crate) enum Handling {
     /// Passes them on as they are (tracepoints, the uprobe).
     Pass,
     /// Unwinds their registers and stack copy into a call chain.
@@ -92,7 +92,7 @@ pub enum Handling {
 /// kernel: the recording gets an entry record for each paired fault, with
 /// the event's id and the tracepoint's id (its records' `common_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntryEvents {
+pub(crate) struct EntryEvents {
     /// `page_fault_user`: (event id, tracepoint id).
     pub user: (u64, u16),
     /// `page_fault_kernel`: (event id, tracepoint id).
@@ -100,7 +100,7 @@ pub struct EntryEvents {
 }
 
 /// Where the rewriter's output goes.
-pub trait Output {
+pub(crate) trait Output {
     /// Whole records, rewritten: the recording's, in runs.
     fn records(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// Whether [`Output::event`] is wanted (else records are not decoded).
@@ -111,7 +111,7 @@ pub trait Output {
 }
 
 /// Rewrites drained records, unwinding fault samples.
-pub struct StackRewriter {
+pub(crate) struct StackRewriter {
     unwinder: StackUnwinder,
     /// The events' layouts and the event of each id.
     table: EventTable,
@@ -162,7 +162,10 @@ impl StackRewriter {
     /// what to do with each one's samples, and the events' names (`names[i]`
     /// the `i`th's; the collector's own has none); the first is the
     /// recording's leader.
-    pub fn new(attrs: &[(&[u8], &[u64], Handling)], names: &[&str]) -> Option<StackRewriter> {
+    pub(crate) fn new(
+        attrs: &[(&[u8], &[u64], Handling)],
+        names: &[&str],
+    ) -> Option<StackRewriter> {
         let table = EventTable::new(attrs.iter().map(|&(bytes, ids, _)| (bytes, ids))).ok()?;
         let kinds = decode::kinds_of(&table, names);
         let handling = attrs.iter().map(|&(_, _, how)| how).collect();
@@ -194,7 +197,7 @@ impl StackRewriter {
 
     /// The uprobe on `main` (the executable's path and the probe's file
     /// offset): see [`StackUnwinder::set_main_probe`].
-    pub fn set_main_probe(&mut self, path: &[u8], file_offset: u64) {
+    pub(crate) fn set_main_probe(&mut self, path: &[u8], file_offset: u64) {
         self.unwinder.set_main_probe(path, file_offset);
     }
 
@@ -202,26 +205,26 @@ impl StackRewriter {
     /// (a system-wide recording leaves them out but counts them): unwinding
     /// them took pfprof's own faults, which made more of them, and held
     /// back those whose mappings pfprof made after it started, copying each.
-    pub fn set_own_pid(&mut self, pid: i32) {
+    pub(crate) fn set_own_pid(&mut self, pid: i32) {
         self.own_pid = Some(pid);
     }
 
     /// Loads the CFI of the files `pid` maps (see
     /// [`StackUnwinder::preload`]).
-    pub fn preload(&mut self, pid: i32, m: &MapsLine, build_id: Option<&[u8]>) {
+    pub(crate) fn preload(&mut self, pid: i32, m: &MapsLine, build_id: Option<&[u8]>) {
         let avma = m.start_avma..m.end_avma;
         let path = m.path.as_bytes();
         self.unwinder.preload(pid, &avma, m.prot, path, build_id);
     }
 
     /// The bytes of user stack each sample asks for.
-    pub fn set_stack_requested(&mut self, bytes: usize) {
+    pub(crate) fn set_stack_requested(&mut self, bytes: usize) {
         self.unwinder.set_stack_requested(bytes);
     }
 
     /// Whether the faults' samples are written (a recording), and whether
     /// they carry a chain (`--call-graph none` without kernel frames: not).
-    pub fn set_samples(&mut self, write: bool, chains: bool) {
+    pub(crate) fn set_samples(&mut self, write: bool, chains: bool) {
         self.write_samples = write;
         self.chains = chains;
     }
@@ -230,7 +233,7 @@ impl StackRewriter {
     /// unwound when its records carry stacks (`unwind`, dwarf mode); with
     /// `entries` it pairs faults with their entries, whose records the
     /// recording then gets from here.
-    pub fn set_collector(
+    pub(crate) fn set_collector(
         &mut self,
         collector: FaultCollector,
         unwind: bool,
@@ -242,27 +245,27 @@ impl StackRewriter {
     }
 
     /// The collector whose records this rewrites.
-    pub fn collector(&self) -> Option<&FaultCollector> {
+    pub(crate) fn collector(&self) -> Option<&FaultCollector> {
         self.collector.as_ref()
     }
 
     /// The collector, when it pairs faults with their entries in the
     /// kernel (its counters count the entries left unpaired).
-    pub fn collector_pairs(&self) -> Option<&FaultCollector> {
+    pub(crate) fn collector_pairs(&self) -> Option<&FaultCollector> {
         self.collector
             .as_ref()
             .filter(|_| self.entry_events.is_some())
     }
 
     /// Unwinding counters so far.
-    pub fn stats(&self) -> &UnwindStats {
+    pub(crate) fn stats(&self) -> &UnwindStats {
         &self.unwinder.stats
     }
 
     /// Takes a run of whole records (pfprof's own, for processes that
     /// already run) and hands them on, rewritten, to `output`. Bytes that
     /// are not whole records count as one bad record and are dropped.
-    pub fn feed(&mut self, bytes: &[u8], output: &mut dyn Output) -> io::Result<()> {
+    pub(crate) fn feed(&mut self, bytes: &[u8], output: &mut dyn Output) -> io::Result<()> {
         let mut until_touch = 0;
         for record in records(bytes) {
             let Ok(record) = record else {
@@ -314,7 +317,7 @@ impl StackRewriter {
     /// queues of pfprof's own (stack copies cut to what the kernel copied):
     /// the copying cost more than it saved, and the fork storm lost records
     /// in 4 of 6 runs that way, none in 3 of 3 this way.
-    pub fn merge_pass(
+    pub(crate) fn merge_pass(
         &mut self,
         (rings, bpf_rings): (&mut [Ring], &mut [BpfRing]),
         cutoff: u64,
@@ -419,7 +422,12 @@ impl StackRewriter {
     /// Ends a pass over all buffers: retries held-back samples, settles
     /// those older than `cutoff` (all of them when `last`), and forgets
     /// processes that exited before it.
-    pub fn end_pass(&mut self, cutoff: u64, last: bool, output: &mut dyn Output) -> io::Result<()> {
+    pub(crate) fn end_pass(
+        &mut self,
+        cutoff: u64,
+        last: bool,
+        output: &mut dyn Output,
+    ) -> io::Result<()> {
         // A sample still unknown goes back into `deferred` by itself.
         for (time, record) in std::mem::take(&mut self.deferred) {
             self.record(&record, last || time < cutoff, output);

@@ -32,7 +32,7 @@ use crate::sys::procfs;
 
 /// Files seen in MMAP2 records, and their stamps.
 #[derive(Default)]
-pub struct MappedFiles {
+pub(crate) struct MappedFiles {
     /// (path, device, inode) already stamped.
     seen: FxHashSet<(Vec<u8>, u32, u32, u64)>,
     /// Path → the distinct stamps seen under it.
@@ -60,7 +60,7 @@ pub struct HeldFile {
 
 /// How many files [`MappedFiles`] may hold open.
 #[derive(Debug, Clone, Copy)]
-pub struct HoldLimit(pub usize);
+pub(crate) struct HoldLimit(pub usize);
 
 #[derive(Debug, Default)]
 struct Held {
@@ -99,7 +99,7 @@ impl Held {
 impl MappedFiles {
     /// A scan that also holds the files of executable mappings (at most
     /// `limit` of them).
-    pub fn holding(limit: HoldLimit) -> Self {
+    pub(crate) fn holding(limit: HoldLimit) -> Self {
         MappedFiles {
             held: Some(Held {
                 limit: limit.0,
@@ -111,7 +111,7 @@ impl MappedFiles {
 
     /// The files held, and how many executable mappings were not held for
     /// the limit.
-    pub fn take_held(&mut self) -> (Vec<HeldFile>, usize) {
+    pub(crate) fn take_held(&mut self) -> (Vec<HeldFile>, usize) {
         self.held
             .take()
             .map_or((Vec::new(), 0), |h| (h.files, h.over_limit))
@@ -119,14 +119,14 @@ impl MappedFiles {
 
     /// Looks at a run of whole records (the drain counts what is not
     /// whole; it never reaches here).
-    pub fn scan(&mut self, bytes: &[u8]) {
+    pub(crate) fn scan(&mut self, bytes: &[u8]) {
         for record in records(bytes).map_while(Result::ok) {
             self.look(&record);
         }
     }
 
     /// Looks at one record, as the drain hands them out.
-    pub fn look(&mut self, record: &Record<'_>) {
+    pub(crate) fn look(&mut self, record: &Record<'_>) {
         if record.head.record_type == rec::MMAP2 {
             if let Some(mapping) = Mapping::parse(rec::MMAP2, record.head.misc, record.body()) {
                 self.mapping(&mapping);
@@ -197,12 +197,12 @@ impl MappedFiles {
     }
 
     /// Path → stamps, for the recording's metadata.
-    pub fn into_stamps(self) -> BTreeMap<String, Vec<FileStamp>> {
+    pub(crate) fn into_stamps(self) -> BTreeMap<String, Vec<FileStamp>> {
         self.stamps
     }
 
     /// (path, build-id) of every file mapped with one, in path order.
-    pub fn build_ids(&self) -> impl Iterator<Item = (String, &[u8])> {
+    pub(crate) fn build_ids(&self) -> impl Iterator<Item = (String, &[u8])> {
         self.build_ids.iter().flat_map(|(path, ids)| {
             ids.iter()
                 .map(|id| (String::from_utf8_lossy(path).into_owned(), &id[..]))

@@ -36,7 +36,7 @@ fn record(
 }
 
 /// `pid` is a process whose parent is `ppid`.
-pub fn fork(pid: i32, ppid: i32, time: u64, id: u64) -> Vec<u8> {
+pub(crate) fn fork(pid: i32, ppid: i32, time: u64, id: u64) -> Vec<u8> {
     let mut body = Vec::new();
     for v in [pid, ppid, pid, ppid] {
         body.extend_from_slice(&v.to_le_bytes());
@@ -46,7 +46,7 @@ pub fn fork(pid: i32, ppid: i32, time: u64, id: u64) -> Vec<u8> {
 }
 
 /// Thread `tid` of `pid` is called `comm`.
-pub fn comm(pid: i32, tid: i32, comm: &str, time: u64, id: u64) -> Vec<u8> {
+pub(crate) fn comm(pid: i32, tid: i32, comm: &str, time: u64, id: u64) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&pid.to_le_bytes());
     body.extend_from_slice(&tid.to_le_bytes());
@@ -55,13 +55,13 @@ pub fn comm(pid: i32, tid: i32, comm: &str, time: u64, id: u64) -> Vec<u8> {
 }
 
 /// Name perf gives the kernel's text mapping.
-pub const KERNEL_MMAP_NAME: &str = "[kernel.kallsyms]_text";
+pub(crate) const KERNEL_MMAP_NAME: &str = "[kernel.kallsyms]_text";
 
 /// The kernel's text (`start..end`) as perf writes it first in its own
 /// recordings: an MMAP of pid -1 at time 0, its page offset the address of
 /// `_text`. perf takes the kernel map from it, and warns that the kernel
 /// maps were restricted when it is missing.
-pub fn kernel_mmap(start: u64, end: u64, id: u64) -> Vec<u8> {
+pub(crate) fn kernel_mmap(start: u64, end: u64, id: u64) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&(-1i32).to_le_bytes());
     body.extend_from_slice(&0i32.to_le_bytes());
@@ -74,7 +74,7 @@ pub fn kernel_mmap(start: u64, end: u64, id: u64) -> Vec<u8> {
 
 /// A mapping of `pid`, from its maps file, identified by device and inode.
 #[cfg(test)]
-pub fn mmap2(pid: i32, m: &MapsLine, time: u64, id: u64) -> Vec<u8> {
+pub(crate) fn mmap2(pid: i32, m: &MapsLine, time: u64, id: u64) -> Vec<u8> {
     mmap2_with(pid, m, None, time, id)
 }
 
@@ -83,7 +83,13 @@ pub fn mmap2(pid: i32, m: &MapsLine, time: u64, id: u64) -> Vec<u8> {
 /// `rec::MISC_MMAP_BUILD_ID` set, and `u8 size, u8[3] reserved,
 /// u8[20] build-id` in place of maj/min/ino/ino_generation). A build-id longer
 /// than 20 bytes does not fit: the mapping is then identified by inode.
-pub fn mmap2_with(pid: i32, m: &MapsLine, build_id: Option<&[u8]>, time: u64, id: u64) -> Vec<u8> {
+pub(crate) fn mmap2_with(
+    pid: i32,
+    m: &MapsLine,
+    build_id: Option<&[u8]>,
+    time: u64,
+    id: u64,
+) -> Vec<u8> {
     let file = match build_id.filter(|b| !b.is_empty() && b.len() <= rec::BUILD_ID_SIZE_MAX) {
         Some(build_id) => FileId::BuildId(build_id),
         None => FileId::Inode {

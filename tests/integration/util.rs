@@ -11,7 +11,7 @@ use serde_json::Value;
 /// (`~/.debug`) is the test run's, not the machine's. A test that needs
 /// names never to come from a cached copy passes `--no-buildid-cache` and
 /// an empty `--buildid-dir`.
-pub fn pfprof() -> Command {
+pub(crate) fn pfprof() -> Command {
     let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("home");
     std::fs::create_dir_all(&home).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_pfprof"));
@@ -20,12 +20,12 @@ pub fn pfprof() -> Command {
 }
 
 /// The repository's fixtures directory.
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
 /// A fresh directory under the target dir, unique per test.
-pub fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -33,7 +33,7 @@ pub fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// Runs a command, panicking with its output if it cannot start.
-pub fn run(cmd: &mut Command) -> Output {
+pub(crate) fn run(cmd: &mut Command) -> Output {
     // Compilers and recordings of other tests wait while an exclusive test
     // runs (see `exclusive`).
     let _shared = (!HOLDS_LOCK.get()).then(|| {
@@ -46,7 +46,7 @@ pub fn run(cmd: &mut Command) -> Output {
 }
 
 /// Compiles a C fixture with the documented flags into `dir`.
-pub fn compile_c(dir: &Path, source: &str, extra: &[&str]) -> PathBuf {
+pub(crate) fn compile_c(dir: &Path, source: &str, extra: &[&str]) -> PathBuf {
     let src = fixtures().join(source);
     let out = dir.join(Path::new(source).file_stem().unwrap());
     let output = run(Command::new("cc")
@@ -70,7 +70,7 @@ pub fn compile_c(dir: &Path, source: &str, extra: &[&str]) -> PathBuf {
 
 /// Compiles the `rust_pages` fixture into `dir`, with or without frame
 /// pointers (std has none either way).
-pub fn compile_rust_pages(dir: &Path, frame_pointers: bool) -> PathBuf {
+pub(crate) fn compile_rust_pages(dir: &Path, frame_pointers: bool) -> PathBuf {
     let exe = dir.join("rust_pages");
     let fp: &[&str] = if frame_pointers {
         &["-C", "force-frame-pointers=yes"]
@@ -99,7 +99,7 @@ pub fn compile_rust_pages(dir: &Path, frame_pointers: bool) -> PathBuf {
 }
 
 /// The 1-based line of the `/* FAULT: tag */` marker in a fixture source.
-pub fn fault_line(source: &str, tag: &str) -> u64 {
+pub(crate) fn fault_line(source: &str, tag: &str) -> u64 {
     let text = std::fs::read_to_string(fixtures().join(source)).unwrap();
     let marker = format!("FAULT: {tag} */");
     text.lines()
@@ -110,7 +110,7 @@ pub fn fault_line(source: &str, tag: &str) -> u64 {
 
 /// Whether perf events can be opened here. Without them, recording tests
 /// skip with a message, except under CI, where they must run.
-pub fn can_record() -> bool {
+pub(crate) fn can_record() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         let dir = temp_dir("probe");
@@ -136,12 +136,17 @@ pub fn can_record() -> bool {
 }
 
 /// Records `program args` into `dir/out`, returning the process output and the parsed report.
-pub fn record(dir: &Path, program: &Path, args: &[&str]) -> (Output, Value) {
+pub(crate) fn record(dir: &Path, program: &Path, args: &[&str]) -> (Output, Value) {
     record_with(dir, &[], program, args)
 }
 
 /// [`record`] with pfprof options.
-pub fn record_with(dir: &Path, options: &[&str], program: &Path, args: &[&str]) -> (Output, Value) {
+pub(crate) fn record_with(
+    dir: &Path,
+    options: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> (Output, Value) {
     let out_dir = dir.join("out");
     let output = run(pfprof()
         .arg("record")
@@ -162,14 +167,14 @@ pub fn record_with(dir: &Path, options: &[&str], program: &Path, args: &[&str]) 
 }
 
 /// Reads a report.json; see [`parse_report`].
-pub fn read_report(path: &Path) -> Value {
+pub(crate) fn read_report(path: &Path) -> Value {
     parse_report(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 
 /// Parses report.json and gives each site the `stack` (function names) and
 /// `frames` its `stack_id` stands for in the shared `stacks` and `frames`
 /// tables, checking that every index is in range.
-pub fn parse_report(json: &[u8]) -> Value {
+pub(crate) fn parse_report(json: &[u8]) -> Value {
     let mut report: Value = serde_json::from_slice(json).unwrap();
     let frames = report["frames"].as_array().cloned().unwrap_or_default();
     let stacks = report["stacks"].as_array().cloned().unwrap_or_default();
@@ -188,7 +193,7 @@ pub fn parse_report(json: &[u8]) -> Value {
 }
 
 /// The completeness line's numbers agree: nothing lost, captured = kernel.
-pub fn assert_complete(report: &Value) {
+pub(crate) fn assert_complete(report: &Value) {
     let t = &report["totals"];
     assert_eq!(t["lost"], 0, "{t}");
     let captured =
@@ -199,7 +204,7 @@ pub fn assert_complete(report: &Value) {
 }
 
 /// A site's stack as function names, root first.
-pub fn stack_names(row: &Value) -> Vec<&str> {
+pub(crate) fn stack_names(row: &Value) -> Vec<&str> {
     row["stack"]
         .as_array()
         .unwrap()
@@ -209,7 +214,7 @@ pub fn stack_names(row: &Value) -> Vec<&str> {
 }
 
 /// Sites of a report matching a predicate.
-pub fn sites<'a>(report: &'a Value, pred: impl Fn(&Value) -> bool + 'a) -> Vec<&'a Value> {
+pub(crate) fn sites<'a>(report: &'a Value, pred: impl Fn(&Value) -> bool + 'a) -> Vec<&'a Value> {
     report["sites"]
         .as_array()
         .unwrap()
@@ -219,18 +224,18 @@ pub fn sites<'a>(report: &'a Value, pred: impl Fn(&Value) -> bool + 'a) -> Vec<&
 }
 
 /// Sum of `count` over sites.
-pub fn total(rows: &[&Value]) -> u64 {
+pub(crate) fn total(rows: &[&Value]) -> u64 {
     rows.iter().map(|r| r["count"].as_u64().unwrap()).sum()
 }
 
 /// The site rows of one function.
-pub fn function_sites<'a>(report: &'a Value, function: &str) -> Vec<&'a Value> {
+pub(crate) fn function_sites<'a>(report: &'a Value, function: &str) -> Vec<&'a Value> {
     let function = function.to_string();
     sites(report, move |s| s["function"] == function.as_str())
 }
 
 /// Pretty-prints the site rows for assertion messages.
-pub fn show(rows: &[&Value]) -> String {
+pub(crate) fn show(rows: &[&Value]) -> String {
     rows.iter()
         .map(|r| {
             format!(
@@ -261,7 +266,7 @@ thread_local! {
 }
 
 /// Held by a test that must run alone.
-pub struct Exclusive {
+pub(crate) struct Exclusive {
     _guard: RwLockWriteGuard<'static, ()>,
 }
 
@@ -275,7 +280,7 @@ impl Drop for Exclusive {
 /// that must keep pace on a 2-CPU machine) and the system-wide recording (it
 /// records everything). Every command other tests start through [`run`]
 /// (compilers, recordings) waits meanwhile.
-pub fn exclusive() -> Exclusive {
+pub(crate) fn exclusive() -> Exclusive {
     let guard = TEST_LOCK
         .write()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -286,7 +291,7 @@ pub fn exclusive() -> Exclusive {
 /// Held for its whole run by a test that starts processes outside [`run`]
 /// (a recorder or a target left running while it works): an exclusive
 /// test then waits for it, as for any command started through [`run`].
-pub struct Shared {
+pub(crate) struct Shared {
     _guard: RwLockReadGuard<'static, ()>,
 }
 
@@ -297,7 +302,7 @@ impl Drop for Shared {
 }
 
 /// See [`Shared`].
-pub fn shared() -> Shared {
+pub(crate) fn shared() -> Shared {
     let guard = TEST_LOCK
         .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -307,7 +312,7 @@ pub fn shared() -> Shared {
 
 /// Sends signal `sig` (`TERM`, `INT`, `KILL`, `USR1`...) to `pid` with the
 /// shell's built-in kill (no procps needed). Returns whether it was delivered.
-pub fn signal(pid: u32, sig: &str) -> bool {
+pub(crate) fn signal(pid: u32, sig: &str) -> bool {
     run(Command::new("sh")
         .arg("-c")
         .arg(format!("kill -{sig} {pid}")))
@@ -317,7 +322,7 @@ pub fn signal(pid: u32, sig: &str) -> bool {
 
 /// Writes `built` to `exe` (mode 755) with each placeholder replaced by its
 /// same-length substitute everywhere it occurs (each must occur).
-pub fn write_patched(built: &Path, replacements: &[(&[u8], &[u8])], exe: &Path) {
+pub(crate) fn write_patched(built: &Path, replacements: &[(&[u8], &[u8])], exe: &Path) {
     let mut binary = std::fs::read(built).unwrap();
     for (placeholder, substitute) in replacements {
         assert_eq!(placeholder.len(), substitute.len());

@@ -4,6 +4,8 @@
 
 use super::*;
 
+/// A record that does not parse as its event says it should (counted by
+/// the caller, never fatal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadRecord;
 
