@@ -369,17 +369,13 @@ impl Writer {
     }
 
     /// Names the interval with the run's symbolizer.
-    fn resolve(&mut self, profile: &mut Profile) -> crate::model::Model {
-        name_jit_frames(profile);
+    fn resolve(&mut self, mut profile: Profile) -> crate::model::Model {
+        name_jit_frames(&mut profile);
         let kept = self.symbolizer.take();
         if let Some(symbolizer) = kept {
             profile.symbolizer = symbolizer;
         }
-        let model = resolve::resolve(profile);
-        let mut symbolizer = std::mem::replace(
-            &mut profile.symbolizer,
-            Symbolizer::new(pfprof_symbolize::Options::default()),
-        );
+        let (model, mut symbolizer) = resolve::resolve(profile);
         // The modules no interval of the last minute needed go: the run's
         // memory follows what the host runs now.
         let minute = Duration::from_secs(60).as_nanos();
@@ -408,8 +404,7 @@ impl Writer {
             profile.stacks.len(),
             profile.process_counts.len(),
         );
-        let model = self.resolve(&mut profile);
-        drop(profile);
+        let model = self.resolve(profile);
         let resolved = started.elapsed();
         let totals = &model.report.totals;
         let faults = totals.faults.total();

@@ -177,7 +177,7 @@ pub fn analyze_and_resolve(
         keep_binaries(&profile, held, root, *limit, analysis.symfs.as_deref());
     }
     let analyzed = start.elapsed();
-    let resolved = resolve::resolve(&mut profile);
+    let (resolved, _) = resolve::resolve(profile);
     if timing {
         eprintln!(
             "pfprof: timing: replay+count {analyzed:.2?}, symbolize+model {:.2?}",

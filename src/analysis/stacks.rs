@@ -132,6 +132,11 @@ impl StackTable {
         &self.stacks
     }
 
+    /// The stacks, without the index that interns new ones.
+    pub fn into_stacks(self) -> Stacks {
+        self.stacks
+    }
+
     /// Every distinct frame of every stack.
     pub fn unique_frames(&self) -> impl Iterator<Item = FrameKey> + '_ {
         self.stacks.nodes.iter().map(|n| n.frame)
