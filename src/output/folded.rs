@@ -76,7 +76,9 @@ pub struct ClassLines<'m> {
 struct Parts<'m> {
     texts: Vec<Cow<'m, str>>,
     by_text: FxHashMap<Cow<'m, str>, u32>,
-    by_address: FxHashMap<usize, u32>,
+    /// By address and length: a slice of another string would share its
+    /// address.
+    by_address: FxHashMap<(usize, usize), u32>,
 }
 
 impl<'m> Parts<'m> {
@@ -95,7 +97,7 @@ impl<'m> Parts<'m> {
     }
 
     fn of_str(&mut self, text: &'m str) -> u32 {
-        let address = text.as_ptr() as usize;
+        let address = (text.as_ptr() as usize, text.len());
         if let Some(&id) = self.by_address.get(&address) {
             return id;
         }
