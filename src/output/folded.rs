@@ -82,11 +82,8 @@ struct Parts<'m> {
 }
 
 impl<'m> Parts<'m> {
+    /// The number of `text`, a part as the line spells it.
     fn of_text(&mut self, text: Cow<'m, str>) -> u32 {
-        let text = match text.contains(';') {
-            true => Cow::Owned(text.replace(';', ":")),
-            false => text,
-        };
         if let Some(&id) = self.by_text.get(&text) {
             return id;
         }
@@ -101,7 +98,7 @@ impl<'m> Parts<'m> {
         if let Some(&id) = self.by_address.get(&address) {
             return id;
         }
-        let id = self.of_text(Cow::Borrowed(text));
+        let id = self.of_text(frame_name(text));
         self.by_address.insert(address, id);
         id
     }
@@ -257,12 +254,17 @@ pub fn fold(model: &Model) -> FoldedStacks {
     out
 }
 
-/// Appends a frame's name, `;` (which separates frames) written `:`.
+/// Appends a frame's name as a line spells it (see [`frame_name`]).
 fn push_frame_name(line: &mut String, name: &str) {
-    if name.contains(';') {
-        line.push_str(&name.replace(';', ":"));
-    } else {
-        line.push_str(name);
+    line.push_str(&frame_name(name));
+}
+
+/// A frame's name as a line spells it: `;` (which separates frames)
+/// written `:`.
+fn frame_name(name: &str) -> Cow<'_, str> {
+    match name.contains(';') {
+        true => Cow::Owned(name.replace(';', ":")),
+        false => Cow::Borrowed(name),
     }
 }
 
