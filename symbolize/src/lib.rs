@@ -336,6 +336,12 @@ const CODE_CACHE_MAX: usize = 1 << 16;
 /// lock so that a symbolizer can move to another thread.
 type Shared = Arc<Mutex<Module>>;
 
+/// The module behind `shared`; a lookup that panicked left nothing half
+/// written that the next one would trust.
+pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Module> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One module's code addresses, for [`Symbolizer::code_batches`].
 #[derive(Debug, Clone, Copy)]
 pub struct CodeBatch<'a> {
@@ -414,7 +420,7 @@ impl Symbolizer {
                 .name("pfprof-dwarf".into())
                 .spawn(move || {
                     for module in modules {
-                        load_dwarf(&mut module.lock().unwrap_or_else(|e| e.into_inner()));
+                        load_dwarf(&mut lock(&module));
                     }
                 });
             sender
@@ -702,13 +708,17 @@ impl Symbolizer {
             .retain(|_, module| Arc::strong_count(module) > 1);
         // What stays is kept parsed; the file pages read for it go back to
         // the page cache until read again.
-        for module in self.by_path.values().flatten() {
-            module
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .release_pages();
-        }
+        self.release_pages();
         self.round += 1;
+    }
+
+    /// Lets the kernel take back the file pages that lookups read: they
+    /// stay in the page cache, but leave this process's RSS until read
+    /// again. What was parsed stays.
+    pub fn release_pages(&self) {
+        for module in self.by_path.values().flatten() {
+            lock(module).release_pages();
+        }
     }
 
     /// Facts about the module at `path`, parsed once and cached. Errors:
@@ -772,7 +782,14 @@ impl Symbolizer {
             let Some(&i) = order.get(taken) else { break };
             let offsets = batches[i].file_offsets;
             let answer = match &modules[i] {
-                Ok(module) => code_in(module, demangle, offsets),
+                Ok(module) => {
+                    let answer = code_in(module, demangle, offsets);
+                    // A batch reads names and DWARF all over a big file
+                    // (20 MB of rustc's string table): given back now, the
+                    // files of a round are not resident all at once.
+                    lock(module).release_pages();
+                    answer
+                }
                 Err(reason) => vec![Err(reason.clone()); offsets.len()],
             };
             *answers[i].lock().unwrap_or_else(|e| e.into_inner()) = answer;
@@ -802,7 +819,7 @@ impl Symbolizer {
             Err(reason) => return vec![Err(reason); file_offsets.len()],
         };
         let demangle = self.options.demangle;
-        let module = module.lock().unwrap_or_else(|e| e.into_inner());
+        let module = lock(&module);
         file_offsets
             .iter()
             .map(|&file_offset| data_target(&module, file_offset, demangle))
@@ -850,7 +867,7 @@ impl Symbolizer {
         expected_build_id: Option<&[u8]>,
     ) -> Result<RelocationInfo, Reason> {
         let (_, module) = self.module(path, expected_build_id)?;
-        let mut module = module.lock().unwrap_or_else(|e| e.into_inner());
+        let mut module = lock(&module);
         if let Some(cached) = &module.relocations {
             return cached.clone();
         }
@@ -888,6 +905,88 @@ mod tests {
         assert!(s.by_path.is_empty() && s.infos.is_empty() && s.by_build_id.is_empty());
         s.module_info(&exe, None).unwrap();
         assert_eq!(s.by_path.len(), 1);
+    }
+
+    /// KiB of this process's RSS in mappings of `paths` (`/proc/self/smaps`).
+    fn resident_kib(paths: &[PathBuf]) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        let mut kib = 0;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if first.contains('-') && !first.ends_with(':') {
+                inside = paths.iter().any(|p| line.ends_with(p.to_str().unwrap()));
+            } else if inside && first == "Rss:" {
+                kib += line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap();
+            }
+        }
+        kib
+    }
+
+    /// A batch of lookups gives back the file pages it read (a busy host's
+    /// round reads tens of MB of string tables), and the names read again
+    /// afterwards are the same.
+    #[test]
+    fn batches_give_back_the_file_pages_they_read() {
+        let dir = std::env::temp_dir().join(format!("pfprof-release-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A file of its own (DWARF inside, read from the mapping), which
+        // no other test maps.
+        let copy = dir.join("exe-copy");
+        std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+        let mut s = Symbolizer::new(Options::default());
+        let info = s.module_info(&copy, None).unwrap();
+        let text = info
+            .sections
+            .iter()
+            .find(|s| s.name == ".text")
+            .cloned()
+            .unwrap();
+        // Names and DWARF may come from a debug file.
+        let files: Vec<PathBuf> = std::iter::once(copy.clone())
+            .chain(info.debug_file.clone())
+            .collect();
+        let offsets: Vec<u64> = (0..64).map(|i| text.file_offset + i * 4096 + 64).collect();
+        let one_by_one: Vec<_> = offsets
+            .iter()
+            .map(|&o| s.code(&copy, None, &[o]).remove(0))
+            .collect();
+        assert!(one_by_one.iter().filter(|site| site.is_ok()).count() > 32);
+        let read = resident_kib(&files);
+        s.release_pages();
+        let released = resident_kib(&files);
+        let moved: Vec<u64> = offsets.iter().map(|o| o + 1).collect();
+        let batch = CodeBatch {
+            path: &copy,
+            expected_build_id: None,
+            file_offsets: &moved,
+        };
+        let batched = s.code_batches(&[batch], 2).remove(0);
+        let after_batch = resident_kib(&files);
+        let mut fresh = Symbolizer::new(Options::default());
+        let expected = fresh.code(&copy, None, &moved);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            read > 0 && released == 0,
+            "read {read} KiB, {released} KiB after release"
+        );
+        assert_eq!(after_batch, 0, "a batch keeps the pages it read");
+        let names = |sites: &[Result<CodeSite, Reason>]| -> Vec<Option<String>> {
+            sites
+                .iter()
+                .map(|s| {
+                    s.as_ref()
+                        .ok()
+                        .and_then(|s| s.frames.last().map(|f| f.function.clone()))
+                })
+                .collect()
+        };
+        assert_eq!(names(&batched), names(&expected));
     }
 
     /// A module given to `prepare` has its DWARF read by the preparing

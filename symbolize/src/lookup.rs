@@ -14,7 +14,7 @@ pub(crate) fn code_in(
     demangle: bool,
     file_offsets: &[u64],
 ) -> Vec<Result<CodeSite, Reason>> {
-    let mut module = module.lock().unwrap_or_else(|e| e.into_inner());
+    let mut module = crate::lock(module);
     let module = &mut *module;
     load_dwarf(module);
     file_offsets

@@ -357,6 +357,8 @@ pub(super) fn name_data(
             data_names.insert((*module, *offset), names);
         }
     }
+    // The symbol tables read for data leave this process's RSS.
+    symbolizer.release_pages();
     data_names
 }
 
