@@ -132,8 +132,6 @@ struct Builder<'a> {
     location_ids: FxHashMap<LocationKey, u64>,
     functions: Vec<Function>,
     function_ids: FxHashMap<(String, Option<String>), u64>,
-    /// Location ids of each stack: rows share stacks (one per target).
-    stack_locations: FxHashMap<StackId, Vec<u64>>,
     /// The labels but the pid of each class, access, target and command
     /// (the last two by their shared names).
     labels: FxHashMap<(FaultClass, Access, usize, usize), Vec<Label>>,
@@ -270,21 +268,19 @@ impl Builder<'_> {
         id
     }
 
+    /// The location ids of a stack, leaf first. Looked up again for each
+    /// row (a frame's id is one lookup): kept per stack, a busy host's
+    /// interval held 44 MB of them while it was written.
     fn stack(&mut self, stack: StackId) -> Vec<u64> {
-        if let Some(ids) = self.stack_locations.get(&stack) {
-            return ids.clone();
-        }
         let input = self.input;
-        let frames: Vec<FrameKey> = input.stacks.frames(stack).collect();
-        let location_id: Vec<u64> = if frames.is_empty() {
-            vec![self.location_id(LocationKey::NoStack)]
-        } else {
-            frames
-                .into_iter()
-                .map(|f| self.location_id(LocationKey::Frame(f)))
-                .collect()
-        };
-        self.stack_locations.insert(stack, location_id.clone());
+        let mut location_id: Vec<u64> = input
+            .stacks
+            .frames(stack)
+            .map(|f| self.location_id(LocationKey::Frame(f)))
+            .collect();
+        if location_id.is_empty() {
+            location_id.push(self.location_id(LocationKey::NoStack));
+        }
         location_id
     }
 
@@ -348,14 +344,15 @@ impl Builder<'_> {
     }
 }
 
-/// The profile of `input`, encoded: the bytes prost writes for the whole
-/// [`Profile`], with each sample encoded as it is built instead of all of
-/// them held first (an interval of a busy host has tens of thousands,
-/// each a few hundred bytes of vectors). A message's fields are written in
-/// field order and a repeated field's elements one after the other, so
+/// Writes the profile of `input`, encoded, to `out`: the bytes prost
+/// writes for the whole [`Profile`], with each sample encoded and written
+/// as it is built instead of all of them held first (an interval of a busy
+/// host has tens of thousands, each a few hundred bytes of vectors, and
+/// their encoding was 17 MB). A message's fields are written in field
+/// order and a repeated field's elements one after the other, so
 /// `sample_type` (1) is written, then the samples (2), then the rest with
 /// those two empty (prost skips empty repeated fields).
-pub fn build_encoded(input: &Input<'_>) -> io::Result<Vec<u8>> {
+pub fn write_encoded(input: &Input<'_>, out: &mut impl Write) -> io::Result<()> {
     let mut b = Builder {
         input,
         strings: Strings::new(),
@@ -365,7 +362,6 @@ pub fn build_encoded(input: &Input<'_>) -> io::Result<Vec<u8>> {
         location_ids: FxHashMap::default(),
         functions: Vec::new(),
         function_ids: FxHashMap::default(),
-        stack_locations: FxHashMap::default(),
         labels: FxHashMap::default(),
     };
     let mut value_type = |type_: &str, unit: &str| ValueType {
@@ -388,6 +384,7 @@ pub fn build_encoded(input: &Input<'_>) -> io::Result<Vec<u8>> {
     for value_type in &sample_type {
         prost::encoding::message::encode(1, value_type, &mut bytes);
     }
+    out.write_all(&bytes)?;
     // The rows come from a hash map: sorted, the file is the same every time.
     let mut rows: Vec<&SampleRow> = input.samples.iter().collect();
     rows.sort_by(|a, b| {
@@ -395,7 +392,9 @@ pub fn build_encoded(input: &Input<'_>) -> io::Result<Vec<u8>> {
             .cmp(&(b.owner, b.class, b.access, b.stack, &b.target))
     });
     for row in rows {
+        bytes.clear();
         prost::encoding::message::encode(2, &b.sample(row), &mut bytes);
+        out.write_all(&bytes)?;
     }
     let comment = vec![b.strings.id(&input.comment)];
     let default_sample_type = b.strings.id("faults");
@@ -417,16 +416,28 @@ pub fn build_encoded(input: &Input<'_>) -> io::Result<Vec<u8>> {
         default_sample_type,
         doc_url: 0,
     };
+    bytes.clear();
     rest.encode(&mut bytes).map_err(io::Error::other)?;
-    Ok(bytes)
+    out.write_all(&bytes)
 }
 
-/// The gzipped encoding of `input`'s profile (pprof's on-disk form).
+/// Writes the gzipped encoding of `input`'s profile (pprof's on-disk form)
+/// to `out`.
+pub fn write_gzipped(input: &Input<'_>, out: &mut impl Write) -> io::Result<()> {
+    let mut gz = GzEncoder::new(out, Compression::default());
+    // Fed a few hundred bytes a sample, the compressor writes 1% more.
+    let mut buffered = io::BufWriter::with_capacity(1 << 16, &mut gz);
+    write_encoded(input, &mut buffered)?;
+    buffered.flush()?;
+    drop(buffered);
+    gz.finish().map(drop)
+}
+
+/// The gzipped encoding of `input`'s profile.
 pub fn encode(input: &Input<'_>) -> io::Result<Vec<u8>> {
-    let raw = build_encoded(input)?;
-    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(&raw)?;
-    gz.finish()
+    let mut gz = Vec::new();
+    write_gzipped(input, &mut gz)?;
+    Ok(gz)
 }
 
 /// Reads a gzipped (or plain) profile.
@@ -468,7 +479,8 @@ pub fn write_recording(dir: &OutDir, resolved: &Model, data_path: &Path) -> io::
 
 /// Writes `profile.pb.gz` into `dir`.
 pub fn write(dir: &OutDir, resolved: &Model, time_nanos: i64) -> io::Result<()> {
-    dir.write(FILE_NAME, &encode(&Input::of(resolved, time_nanos))?)
+    let input = Input::of(resolved, time_nanos);
+    dir.write_with(FILE_NAME, |out| write_gzipped(&input, out))
 }
 
 #[cfg(test)]
@@ -643,7 +655,8 @@ mod tests {
             duration_ns: Some(5_000_000),
             time_ns: 1_700_000_000_000_000_000,
         };
-        let raw = build_encoded(&input).unwrap();
+        let mut raw = Vec::new();
+        write_encoded(&input, &mut raw).unwrap();
         let gzipped = encode(&input).unwrap();
         (Profile::decode(&raw[..]).unwrap(), raw, gzipped)
     }
