@@ -255,8 +255,6 @@ fn add_site(
 mod tests {
     use super::*;
 
-    /// Buckets stay few however long the recording, and a bucket's slowest
-    /// fault and counts survive the merges.
     /// Runs of one cell and faults that alternate between cells count
     /// alike, across the merges of buckets too: the cell of the last fault
     /// is remembered, not assumed.
@@ -296,6 +294,8 @@ mod tests {
         assert_eq!(distinct.len(), t.len(), "a cell counted in two places");
     }
 
+    /// Buckets stay few however long the recording, and a bucket's slowest
+    /// fault and counts survive the merges.
     #[test]
     fn buckets_merge_as_the_span_grows() {
         let mut t = Timeline::default();
