@@ -96,9 +96,17 @@ fn bss_first_touch() {
         );
         assert_eq!(r["stack"].as_array().unwrap().last().unwrap(), "touch_bss");
     }
-    // No major faults: the class still gets its files, and the SVG says so.
+    // A class without faults still gets its files, and the SVG says so.
+    // The program itself takes none, but a page of libc or of the fresh
+    // binary under writeback can cost a major fault by chance (once in CI):
+    // the SVG must then draw it.
     let svg = std::fs::read_to_string(dir.join("out/major.svg")).unwrap();
-    assert!(svg.contains("no faults"));
+    let majors = report["totals"]["major"].as_u64().unwrap();
+    assert_eq!(
+        svg.contains("no faults"),
+        majors == 0,
+        "{majors} major faults"
+    );
     let all = std::fs::read_to_string(dir.join("out/all.folded")).unwrap();
     assert!(
         all.lines().any(|l| l.starts_with("minor;bss_write;")
