@@ -98,8 +98,8 @@ fn bss_first_touch() {
     }
     // A class without faults still gets its files, and the SVG says so.
     // The program itself takes none, but a page of libc or of the fresh
-    // binary under writeback can cost a major fault by chance (once in CI):
-    // the SVG must then draw it.
+    // binary missing from the page cache costs one by chance (once in
+    // CI): the SVG must then draw it.
     let svg = std::fs::read_to_string(dir.join("out/major.svg")).unwrap();
     let majors = report["totals"]["major"].as_u64().unwrap();
     assert_eq!(
