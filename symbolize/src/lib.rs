@@ -484,16 +484,7 @@ impl Symbolizer {
                     .or_insert_with(|| path.to_path_buf());
             }
             match self.module_at(&candidate, expected_build_id) {
-                Ok(found)
-                    if found
-                        .1
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .info
-                        .has_dwarf =>
-                {
-                    return Ok(found)
-                }
+                Ok(found) if lock(&found.1).info.has_dwarf => return Ok(found),
                 Ok(found) => {
                     without_dwarf.get_or_insert(found);
                 }
@@ -524,12 +515,7 @@ impl Symbolizer {
             None => self.file_module(path)?,
         };
         if let Some(expected) = expected_build_id {
-            let found = module
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .info
-                .build_id
-                .clone();
+            let found = lock(&module).info.build_id.clone();
             if found.as_deref() != Some(expected) {
                 return Err(Reason::BuildIdMismatch {
                     expected: expected.to_vec(),
@@ -560,13 +546,7 @@ impl Symbolizer {
             // Same build-id, same code: share the parse, unless this file
             // brings DWARF that the cached one (a stripped copy without its
             // debug file) lacks.
-            if module
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .info
-                .has_dwarf
-                || !dwarf::has_debug_info(&file)
-            {
+            if lock(module).info.has_dwarf || !dwarf::has_debug_info(&file) {
                 return Ok(module.clone());
             }
         }
@@ -577,13 +557,7 @@ impl Symbolizer {
             build_id,
             Origin::File,
         )?));
-        if let Some(id) = module
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .info
-            .build_id
-            .clone()
-        {
+        if let Some(id) = lock(&module).info.build_id.clone() {
             self.by_build_id.insert(id, module.clone());
         }
         Ok(module)
@@ -730,15 +704,10 @@ impl Symbolizer {
         expected_build_id: Option<&[u8]>,
     ) -> Result<&ModuleInfo, Reason> {
         let (key, module) = self.module(path, expected_build_id)?;
-        let info = self.infos.entry(key).or_insert_with(|| {
-            Box::new(
-                module
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .info
-                    .clone(),
-            )
-        });
+        let info = self
+            .infos
+            .entry(key)
+            .or_insert_with(|| Box::new(lock(&module).info.clone()));
         Ok(info)
     }
 
@@ -848,10 +817,7 @@ impl Symbolizer {
         let Ok((_, module)) = self.module(path, expected_build_id) else {
             return Vec::new();
         };
-        let ranges = module
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .function_ranges(names);
+        let ranges = lock(&module).function_ranges(names);
         ranges
     }
 
