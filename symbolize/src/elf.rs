@@ -217,6 +217,25 @@ impl Names {
             .for_each(|map| crate::sys::release_pages(map));
     }
 
+    /// Whether the name `[offset, offset + len)` of file `file` ends at a
+    /// NUL there, so that [`Names::up_to_nul`] reads it back.
+    fn ends_at(&self, file: u8, offset: u32, len: u32) -> bool {
+        let end = offset as usize + len as usize;
+        (self.files.get(usize::from(file))).is_some_and(|map| map.get(end) == Some(&0))
+    }
+
+    /// The NUL-terminated name at `offset` of file `file` ("" as for
+    /// [`Names::get`]).
+    fn up_to_nul(&self, file: u8, offset: u32) -> &str {
+        let Some(bytes) =
+            (self.files.get(usize::from(file))).and_then(|map| map.get(offset as usize..))
+        else {
+            return "";
+        };
+        let len = memchr::memchr(0, bytes).unwrap_or(bytes.len());
+        std::str::from_utf8(&bytes[..len]).unwrap_or("")
+    }
+
     /// The text of `name` ("" when its bytes are not UTF-8 any more: the
     /// names were checked when read, so only a file rewritten in place
     /// changes them).
@@ -351,12 +370,65 @@ pub(crate) fn perf_alias_rank<'a>(sym: &'a Sym, names: &'a Names) -> impl Ord + 
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable {
     /// Sorted by svma, then larger size first, then global first.
-    syms: Vec<Sym>,
-    /// `max_end[i]` = max over `syms[..=i]` of `svma + size`, for early
-    /// termination of the backwards scan.
-    max_end: Vec<u64>,
+    entries: Vec<Entry>,
     /// Where the names are.
     names: Names,
+    /// The names of entries not in a file (made up, or of an image), by
+    /// [`Entry::name_at`] when [`Entry::file`] is [`OWNED`].
+    owned: Vec<Box<str>>,
+    /// The end svma of each section symbols are in, by [`Entry::section`].
+    section_ends: Vec<u64>,
+}
+
+/// A symbol as a [`SymbolTable`] keeps it: 32 bytes where a [`Sym`] with
+/// its reach took 64 (a Rust build's interval end held 700,000 of them,
+/// librustc_driver's and libLLVM's above all).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub(crate) svma: u64,
+    pub(crate) size: u64,
+    /// Where the name starts in the [`Names`] file [`Entry::file`] (it
+    /// ends at the next NUL, as in any ELF string table), or its index in
+    /// the table's owned names.
+    name_at: u32,
+    /// The symbol's section: its end in the table's `section_ends`.
+    section: u32,
+    /// From `svma` to the farthest end of this and every earlier entry
+    /// (`svma + size`), for the backwards scan to stop early; `u32::MAX`:
+    /// at least that far.
+    reach: u32,
+    /// [`Names`] file of the name, or [`OWNED`].
+    file: u8,
+    /// [`FUNCTION`], [`GLOBAL`], [`WEAK`].
+    flags: u8,
+}
+
+/// [`Entry::file`] of a name the table owns.
+const OWNED: u8 = u8::MAX;
+const FUNCTION: u8 = 1;
+const GLOBAL: u8 = 2;
+const WEAK: u8 = 4;
+
+impl Entry {
+    pub(crate) fn kind(&self) -> SymKind {
+        if self.flags & FUNCTION != 0 {
+            SymKind::Function
+        } else {
+            SymKind::Data
+        }
+    }
+
+    pub(crate) fn global(&self) -> bool {
+        self.flags & GLOBAL != 0
+    }
+
+    /// The farthest end of this and every earlier entry, at least.
+    fn reach(&self) -> u64 {
+        match self.reach {
+            u32::MAX => u64::MAX,
+            reach => self.svma + u64::from(reach),
+        }
+    }
 }
 
 impl SymbolTable {
@@ -371,18 +443,49 @@ impl SymbolTable {
         syms.dedup_by(|b, a| {
             a.svma == b.svma && a.size == b.size && names.get(&a.name) == names.get(&b.name)
         });
-        // Built by pushing and extending: up to half of it was spare.
-        syms.shrink_to_fit();
-        let mut max_end = Vec::with_capacity(syms.len());
+        let mut owned = Vec::new();
+        let mut section_ends = Vec::new();
+        let mut section_of = std::collections::HashMap::new();
+        let mut entries = Vec::with_capacity(syms.len());
         let mut end = 0u64;
-        for sym in &syms {
+        for sym in syms {
             end = end.max(sym.svma.saturating_add(sym.size));
-            max_end.push(end);
+            let (file, name_at) = match sym.name {
+                Name::InFile { file, offset, len } if names.ends_at(file, offset, len) => {
+                    (file, offset)
+                }
+                name => {
+                    owned.push(Box::from(names.get(&name)));
+                    (OWNED, owned.len() as u32 - 1)
+                }
+            };
+            // Symbols in address order come a section at a time.
+            let last = entries.last().map(|e: &Entry| e.section);
+            let section = match last {
+                Some(last) if section_ends[last as usize] == sym.section_end => last,
+                _ => *section_of.entry(sym.section_end).or_insert_with(|| {
+                    section_ends.push(sym.section_end);
+                    section_ends.len() as u32 - 1
+                }),
+            };
+            let flag = |on: bool, flag: u8| if on { flag } else { 0 };
+            entries.push(Entry {
+                svma: sym.svma,
+                size: sym.size,
+                name_at,
+                section,
+                reach: u32::try_from(end - sym.svma).unwrap_or(u32::MAX),
+                file,
+                flags: flag(sym.kind == SymKind::Function, FUNCTION)
+                    | flag(sym.global, GLOBAL)
+                    | flag(sym.weak, WEAK),
+            });
         }
         SymbolTable {
-            syms,
-            max_end,
+            entries,
             names,
+            owned,
+            section_ends,
         }
     }
 
@@ -391,33 +494,38 @@ impl SymbolTable {
         self.names.release_pages();
     }
 
-    /// The name of `sym`, one of this table's.
-    pub(crate) fn name<'a>(&'a self, sym: &'a Sym) -> &'a str {
-        self.names.get(&sym.name)
+    /// The name of `entry`, one of this table's.
+    pub(crate) fn name<'a>(&'a self, entry: &Entry) -> &'a str {
+        match entry.file {
+            OWNED => self
+                .owned
+                .get(entry.name_at as usize)
+                .map_or("", |name| name),
+            file => self.names.up_to_nul(file, entry.name_at),
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.entries.is_empty()
     }
 
     /// The best symbol of `kind` covering `svma`: the smallest sized symbol
     /// whose `[svma, svma + size)` contains it; failing that, a zero-sized
     /// symbol exactly at `svma`. Nothing is guessed for addresses after a
     /// zero-sized symbol.
-    pub(crate) fn lookup(&self, svma: u64, kind: SymKind) -> Option<&Sym> {
-        let end = self.syms.partition_point(|s| s.svma <= svma);
-        let mut best: Option<&Sym> = None;
-        let mut exact_zero: Option<&Sym> = None;
-        for i in (0..end).rev() {
-            if self.max_end[i] <= svma {
-                // Nothing at or before i reaches svma, except zero-sized
-                // symbols exactly at svma (max_end is then == svma).
-                if self.max_end[i] < svma || self.syms[i].svma != svma {
+    pub(crate) fn lookup(&self, svma: u64, kind: SymKind) -> Option<&Entry> {
+        let end = self.entries.partition_point(|s| s.svma <= svma);
+        let mut best: Option<&Entry> = None;
+        let mut exact_zero: Option<&Entry> = None;
+        for sym in self.entries[..end].iter().rev() {
+            if sym.reach() <= svma {
+                // Nothing at or before it reaches svma, except zero-sized
+                // symbols exactly at svma (the reach is then == svma).
+                if sym.reach() < svma || sym.svma != svma {
                     break;
                 }
             }
-            let sym = &self.syms[i];
-            if sym.kind != kind {
+            if sym.kind() != kind {
                 continue;
             }
             // The scan goes backwards, so among equals the one seen last
@@ -449,17 +557,21 @@ impl SymbolTable {
     pub(crate) fn functions_named<'a>(
         &self,
         names: &[&'a str],
-    ) -> std::collections::HashMap<&'a str, &Sym> {
-        let mut best: std::collections::HashMap<&'a str, &Sym> =
+    ) -> std::collections::HashMap<&'a str, &Entry> {
+        let mut best: std::collections::HashMap<&'a str, &Entry> =
             std::collections::HashMap::with_capacity(names.len());
         let wanted: std::collections::HashMap<&str, &'a str> =
             names.iter().map(|&n| (n, n)).collect();
         // Sorted by svma, so the first of equals is the lowest address.
-        for sym in self.syms.iter().filter(|s| s.kind == SymKind::Function) {
+        let functions = self
+            .entries
+            .iter()
+            .filter(|s| s.kind() == SymKind::Function);
+        for sym in functions {
             let Some(&name) = wanted.get(self.name(sym)) else {
                 continue;
             };
-            let rank = |s: &Sym| (s.global, s.size != 0);
+            let rank = |s: &Entry| (s.global(), s.size != 0);
             match best.get(name) {
                 Some(old) if rank(old) >= rank(sym) => {}
                 _ => {
@@ -476,15 +588,15 @@ impl SymbolTable {
     /// unsized and the address is in its section; a preceding *sized*
     /// symbol that ends before the address means the address is in a gap,
     /// and nothing is guessed.
-    fn preceding_unsized_function(&self, kind: SymKind, svma: u64, end: usize) -> Option<&Sym> {
+    fn preceding_unsized_function(&self, kind: SymKind, svma: u64, end: usize) -> Option<&Entry> {
         if kind != SymKind::Function {
             return None;
         }
         let functions = || {
-            self.syms[..end]
+            self.entries[..end]
                 .iter()
                 .rev()
-                .filter(|s| s.kind == SymKind::Function)
+                .filter(|s| s.kind() == SymKind::Function)
         };
         let last = functions().next()?;
         // Of several labels at that address, the first in the table's
@@ -492,7 +604,8 @@ impl SymbolTable {
         let first_there = functions()
             .take_while(|s| s.svma == last.svma && s.size == 0)
             .last()?;
-        (last.size == 0 && svma < last.section_end).then_some(first_there)
+        let section_end = self.section_ends.get(last.section as usize);
+        (last.size == 0 && section_end.is_some_and(|&end| svma < end)).then_some(first_there)
     }
 }
 
@@ -782,6 +895,68 @@ mod tests {
             len: 1,
         };
         assert_eq!(names.get(&stray), "");
+    }
+
+    /// The table keeps a name that ends at a NUL in its file as an offset
+    /// and reads it back to that NUL; a name that does not (a slice of a
+    /// longer string) and a made-up one are copied; both read as given.
+    /// Each entry takes 32 bytes.
+    #[test]
+    fn table_names_by_offset_or_copied() {
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+        let mut map = memmap2::MmapMut::map_anon(64).unwrap();
+        map[10..21].copy_from_slice(b"free\0freeze");
+        let map = Arc::new(map.make_read_only().unwrap());
+        let mut names = Names::default();
+        let file = names.add(map).unwrap();
+        let in_file = |offset, len| Name::InFile { file, offset, len };
+        let named = |svma, name| Sym {
+            name,
+            ..sym(svma, 8, SymKind::Data, "")
+        };
+        let table = SymbolTable::new(
+            vec![
+                named(0x100, in_file(10, 4)),
+                // "free" of "freeze": no NUL after it.
+                named(0x200, in_file(15, 4)),
+                named(0x300, in_file(15, 6)),
+                named(0x400, Name::from("made_up")),
+            ],
+            names,
+        );
+        let name_at = |svma| table.lookup(svma, SymKind::Data).map(|s| table.name(s));
+        assert_eq!(name_at(0x100), Some("free"));
+        assert_eq!(name_at(0x200), Some("free"));
+        assert_eq!(name_at(0x300), Some("freeze"));
+        assert_eq!(name_at(0x400), Some("made_up"));
+        let files = |svma| table.lookup(svma, SymKind::Data).map(|s| s.file);
+        assert_eq!(files(0x100), Some(file));
+        assert_eq!(files(0x200), Some(OWNED));
+        assert_eq!(files(0x300), Some(file));
+    }
+
+    /// Spans past 4 GiB (an entry's reach is kept in 32 bits): a huge
+    /// object still covers its far end behind small ones (the scan does not
+    /// stop early there), and an unsized label in a huge section reaches to
+    /// its end, no further.
+    #[test]
+    fn table_spans_past_4_gib() {
+        use SymKind::{Data, Function};
+        const GIB: u64 = 1 << 30;
+        let table = table(vec![
+            sym(0x1000, 8 * GIB, Data, "huge"),
+            sym(0x2000, 8, Data, "small"),
+            Sym {
+                section_end: 0x9000 + 6 * GIB,
+                ..sym(0x9000, 0, Function, "label")
+            },
+        ]);
+        let name_at = |svma, kind| table.lookup(svma, kind).map(|s| table.name(s));
+        assert_eq!(name_at(0x2004, Data), Some("small"));
+        assert_eq!(name_at(0x1000 + 5 * GIB, Data), Some("huge"));
+        assert_eq!(name_at(0x1000 + 8 * GIB, Data), None);
+        assert_eq!(name_at(0x9000 + 5 * GIB, Function), Some("label"));
+        assert_eq!(name_at(0x9000 + 6 * GIB, Function), None);
     }
 
     /// perf's order between aliases: `__vdso_time` (global) over `time`
