@@ -105,9 +105,45 @@ pub(super) type SiteKey = (FaultClass, Access, Option<u32>, u32);
 #[derive(Default)]
 pub(super) struct SiteAcc {
     pub(super) count: u64,
-    pub(super) pids: FxHashMap<i32, u64>,
-    pub(super) programs: FxHashMap<ProgramId, u64>,
-    pub(super) stacks: FxHashMap<StackId, u64>,
+    pub(super) pids: PerKey<i32>,
+    pub(super) programs: PerKey<ProgramId>,
+    pub(super) stacks: PerKey<StackId>,
+}
+
+/// Faults per key under one site. Most sites have one process and one
+/// stack, kept inline: a map per site and key kind cost about 100 bytes
+/// each when it held one entry, and a Rust build's interval names
+/// hundreds of thousands of sites.
+#[derive(Debug, Default)]
+pub(super) enum PerKey<K> {
+    #[default]
+    Empty,
+    One(K, u64),
+    Many(FxHashMap<K, u64>),
+}
+
+impl<K: Copy + Eq + std::hash::Hash> PerKey<K> {
+    pub(super) fn add(&mut self, key: K, count: u64) {
+        match self {
+            PerKey::Empty => *self = PerKey::One(key, count),
+            PerKey::One(one, n) if *one == key => *n += count,
+            PerKey::One(one, n) => {
+                let map = FxHashMap::from_iter([(*one, *n), (key, count)]);
+                *self = PerKey::Many(map);
+            }
+            PerKey::Many(map) => *map.entry(key).or_default() += count,
+        }
+    }
+
+    /// Each key with its faults, in no particular order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (K, u64)> + '_ {
+        let (one, many) = match self {
+            PerKey::Empty => (None, None),
+            PerKey::One(key, n) => (Some((*key, *n)), None),
+            PerKey::Many(map) => (None, Some(map.iter().map(|(&k, &n)| (k, n)))),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
 }
 
 /// Faults per class and target (its [`Interned`] id).
@@ -248,12 +284,12 @@ pub(super) fn count(
             .or_default();
         acc.count += count;
         if let Some(pid) = key.owner.pid() {
-            *acc.pids.entry(pid).or_default() += count;
+            acc.pids.add(pid, count);
         }
         if let Owner::Program(program) = key.owner {
-            *acc.programs.entry(program).or_default() += count;
+            acc.programs.add(program, count);
         }
-        *acc.stacks.entry(key.stack).or_default() += count;
+        acc.stacks.add(key.stack, count);
         *counted.targets.entry((key.class, target_id)).or_default() += count;
         if key.startup.is_some() && key.startup == chosen {
             let target = &interned.targets[target_id as usize];
@@ -313,5 +349,37 @@ fn startup_fault(
         loader: relocation_pages::loader_write(
             stack_names.iter().rev().map(|n| n.function.as_str()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys added in any order and any repetition count as a map would,
+    /// whether the first is held inline or all went to a map.
+    #[test]
+    fn per_key_counts_as_a_map() {
+        let adds: [&[(i32, u64)]; 4] = [
+            &[],
+            &[(7, 2), (7, 3)],
+            &[(7, 2), (9, 1), (7, 3), (9, 4), (1, 1)],
+            &[(5, 1), (6, 1), (5, 1)],
+        ];
+        for adds in adds {
+            let mut tally = PerKey::default();
+            let mut map: FxHashMap<i32, u64> = FxHashMap::default();
+            for &(key, n) in adds {
+                tally.add(key, n);
+                *map.entry(key).or_default() += n;
+            }
+            let mut got: Vec<_> = tally.iter().collect();
+            got.sort_unstable();
+            let mut want: Vec<_> = map.into_iter().collect();
+            want.sort_unstable();
+            assert_eq!(got, want, "{adds:?}");
+            let inline = matches!(tally, PerKey::Empty | PerKey::One(..));
+            assert_eq!(inline, want.len() <= 1, "{adds:?}");
+        }
     }
 }

@@ -183,21 +183,21 @@ pub(super) fn site_row<'e>(
     let top_pid = acc
         .pids
         .iter()
-        .max_by_key(|(pid, n)| (**n, -**pid))
-        .map(|(pid, _)| *pid);
+        .max_by_key(|&(pid, n)| (n, -pid))
+        .map(|(pid, _)| pid);
     let top_program = acc
         .programs
         .iter()
-        .max_by_key(|(id, n)| (**n, std::cmp::Reverse(**id)))
-        .map(|(id, _)| *id);
+        .max_by_key(|&(id, n)| (n, std::cmp::Reverse(id)))
+        .map(|(id, _)| id);
     let comm = match (top_pid, top_program) {
         (Some(pid), _) => names.comm_of(pid),
         (None, Some(program)) => names.owner_name(Owner::Program(program)),
         (None, None) => names.comm_of(0),
     };
     let mut by_names: FxHashMap<Vec<&Named>, u64> = FxHashMap::default();
-    for (stack, count) in &acc.stacks {
-        *by_names.entry(expand(names, stacks, *stack)).or_default() += count;
+    for (stack, count) in acc.stacks.iter() {
+        *by_names.entry(expand(names, stacks, stack)).or_default() += count;
     }
     let stack = by_names
         .into_iter()
@@ -214,7 +214,7 @@ pub(super) fn site_row<'e>(
         ),
         None => (NO_STACK.to_string(), None, None, None),
     };
-    let mut pids: Vec<i32> = acc.pids.keys().copied().collect();
+    let mut pids: Vec<i32> = acc.pids.iter().map(|(pid, _)| pid).collect();
     pids.sort_unstable();
     let row = SiteRow {
         class,
