@@ -523,6 +523,7 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 fn main() -> ExitCode {
+    pfprof::sys::map_large_blocks_apart();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
