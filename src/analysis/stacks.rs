@@ -47,7 +47,7 @@ pub enum FrameKey {
 pub type StackId = u32;
 
 /// A node of the prefix tree: 16 bytes where `(StackId, FrameKey)` took
-/// 24 (an interval of a Rust build interns 600,000 of them, and the next
+/// 24 (an interval of a Rust build interns 500,000 of them, and the next
 /// interval's table grows while the last one's is resolved).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Node {

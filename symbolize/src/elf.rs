@@ -399,7 +399,8 @@ pub(crate) struct Entry {
     reach: u32,
     /// [`Names`] file of the name, or [`OWNED`].
     file: u8,
-    /// [`FUNCTION`], [`GLOBAL`], [`WEAK`].
+    /// [`FUNCTION`], [`GLOBAL`] (lookups need no more: weak aliases were
+    /// ranked before the table was built).
     flags: u8,
 }
 
@@ -407,7 +408,6 @@ pub(crate) struct Entry {
 const OWNED: u8 = u8::MAX;
 const FUNCTION: u8 = 1;
 const GLOBAL: u8 = 2;
-const WEAK: u8 = 4;
 
 impl Entry {
     pub(crate) fn kind(&self) -> SymKind {
@@ -476,9 +476,7 @@ impl SymbolTable {
                 section,
                 reach: u32::try_from(end - sym.svma).unwrap_or(u32::MAX),
                 file,
-                flags: flag(sym.kind == SymKind::Function, FUNCTION)
-                    | flag(sym.global, GLOBAL)
-                    | flag(sym.weak, WEAK),
+                flags: flag(sym.kind == SymKind::Function, FUNCTION) | flag(sym.global, GLOBAL),
             });
         }
         SymbolTable {
