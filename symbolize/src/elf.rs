@@ -376,7 +376,8 @@ pub(crate) struct SymbolTable {
     /// The names of entries not in a file (made up, or of an image), by
     /// [`Entry::name_at`] when [`Entry::file`] is [`OWNED`].
     owned: Vec<Box<str>>,
-    /// The end svma of each section symbols are in, by [`Entry::section`].
+    /// The end svma of the section of each run of symbols, by
+    /// [`Entry::section`].
     section_ends: Vec<u64>,
 }
 
@@ -444,8 +445,7 @@ impl SymbolTable {
             a.svma == b.svma && a.size == b.size && names.get(&a.name) == names.get(&b.name)
         });
         let mut owned = Vec::new();
-        let mut section_ends = Vec::new();
-        let mut section_of = std::collections::HashMap::new();
+        let mut section_ends: Vec<u64> = Vec::new();
         let mut entries = Vec::with_capacity(syms.len());
         let mut end = 0u64;
         for sym in syms {
@@ -459,15 +459,12 @@ impl SymbolTable {
                     (OWNED, owned.len() as u32 - 1)
                 }
             };
-            // Symbols in address order come a section at a time.
-            let last = entries.last().map(|e: &Entry| e.section);
-            let section = match last {
-                Some(last) if section_ends[last as usize] == sym.section_end => last,
-                _ => *section_of.entry(sym.section_end).or_insert_with(|| {
-                    section_ends.push(sym.section_end);
-                    section_ends.len() as u32 - 1
-                }),
-            };
+            // Symbols in address order come a section at a time: an end
+            // is kept once per run of them.
+            if section_ends.last() != Some(&sym.section_end) {
+                section_ends.push(sym.section_end);
+            }
+            let section = section_ends.len() as u32 - 1;
             let flag = |on: bool, flag: u8| if on { flag } else { 0 };
             entries.push(Entry {
                 svma: sym.svma,
