@@ -626,7 +626,7 @@ impl Analyzer {
         if fp_cut {
             self.scratch.push(FrameKey::Unknown);
         }
-        let stack = self.profile.stacks.intern_leaf_first(&self.scratch);
+        let stack = (self.profile.stacks).intern_for_thread(sample.tid, &self.scratch);
         self.memo.put(vacancy, key, chain, stack);
         (stack, false)
     }

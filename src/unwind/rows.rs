@@ -28,8 +28,10 @@ pub(crate) const CALLEE_SAVED: [u16; 5] = [3, 12, 13, 14, 15];
 pub(crate) enum Saved {
     /// Unchanged (no rule, or `SameValue`).
     Same,
-    /// In the stack at CFA + offset.
-    At(i64),
+    /// In the stack at CFA + offset (16 bits: a rule further from the
+    /// CFA is [`Saved::Unknown`]; the cache holds a row per address met,
+    /// 36 bytes where 64-bit offsets made it 128).
+    At(i16),
     /// Not recoverable (`Undefined`; for the return address: the root).
     Undefined,
     /// A rule this unwinder does not evaluate (expressions, other
@@ -41,12 +43,12 @@ pub(crate) enum Saved {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cfa {
     /// rsp + offset.
-    Sp(i64),
+    Sp(i32),
     /// rbp + offset.
-    Bp(i64),
+    Bp(i32),
     /// Another register + offset: framehop cannot step this frame and the
     /// unwinder steps it itself.
-    Other(u16, i64),
+    Other(u16, i32),
     /// A DWARF expression (in practice the PLT's, which reads rsp and rip
     /// only): framehop evaluates it.
     Expression,
@@ -156,7 +158,9 @@ fn debug_frame_row(
 fn saved<T: gimli::ReaderOffset>(rule: Option<RegisterRule<T>>) -> Saved {
     match rule {
         None | Some(RegisterRule::SameValue) => Saved::Same,
-        Some(RegisterRule::Offset(offset)) => Saved::At(offset),
+        Some(RegisterRule::Offset(offset)) => {
+            i16::try_from(offset).map_or(Saved::Unknown, Saved::At)
+        }
         Some(RegisterRule::Undefined) => Saved::Undefined,
         Some(_) => Saved::Unknown,
     }
@@ -166,11 +170,15 @@ fn reduce<T: gimli::ReaderOffset, S: gimli::UnwindContextStorage<T>>(
     row: &UnwindTableRow<T, S>,
 ) -> Row {
     let cfa = match *row.cfa() {
-        CfaRule::RegisterAndOffset { register, offset } => match register.0 {
-            RSP => Cfa::Sp(offset),
-            RBP => Cfa::Bp(offset),
-            other => Cfa::Other(other, offset),
-        },
+        CfaRule::RegisterAndOffset { register, offset } => {
+            match (register.0, i32::try_from(offset)) {
+                (RSP, Ok(offset)) => Cfa::Sp(offset),
+                (RBP, Ok(offset)) => Cfa::Bp(offset),
+                (other, Ok(offset)) => Cfa::Other(other, offset),
+                // A frame of 2 GiB: no rule this unwinder takes.
+                (_, Err(_)) => Cfa::Expression,
+            }
+        }
         CfaRule::Expression(_) => Cfa::Expression,
     };
     Row {
@@ -217,6 +225,25 @@ mod tests {
         out.extend_from_slice(&(fde.len() as u32).to_le_bytes());
         out.extend_from_slice(&fde);
         out
+    }
+
+    /// A cached row is small: the cache holds one per address met (a
+    /// busy host's drain looks one up per frame).
+    #[test]
+    fn a_row_takes_36_bytes() {
+        assert_eq!(std::mem::size_of::<AtSvma>(), 36);
+    }
+
+    /// A register saved further from the CFA than 16 bits reach is a rule
+    /// the unwinder does not evaluate (framehop steps the frame), never a
+    /// truncated offset.
+    #[test]
+    fn far_rules_are_unknown() {
+        let rule = |offset: i64| saved::<usize>(Some(RegisterRule::Offset(offset)));
+        assert_eq!(rule(-16), Saved::At(-16));
+        assert_eq!(rule(i64::from(i16::MIN)), Saved::At(i16::MIN));
+        assert_eq!(rule(40_000), Saved::Unknown);
+        assert_eq!(rule(-(1 << 33)), Saved::Unknown);
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(super) fn walk(
     mut reads: Option<&mut Reads>,
 ) -> Outcome {
     let sp = regs.sp;
+    touch_copy(stack);
     let mut needed = 0;
     let mut only_words = true;
     // Reads a stack word; `note`: the chain depends on its value (see
@@ -84,6 +85,19 @@ pub(super) fn walk(
             Outcome::Truncated(stop)
         }
     }
+}
+
+/// Loads one byte of each cache line of a stack copy before the walk:
+/// independent loads, whose misses overlap, where the walk's own reads
+/// (each return address found from the last) would miss one at a time.
+/// The copy was written by the kernel on another CPU; reading a return
+/// address was half of the walk's time.
+fn touch_copy(stack: &[u8]) {
+    let mut sum = 0u8;
+    for offset in (0..stack.len()).step_by(64) {
+        sum = sum.wrapping_add(stack[offset]);
+    }
+    std::hint::black_box(sum);
 }
 
 /// How a walk ends: None when the chain is complete (the root frame),
@@ -176,7 +190,13 @@ impl<R: FnMut(u64, bool) -> Result<u64, ()>> Walker<'_, R> {
                     cfa: rows::Cfa::Other(register, offset),
                     ..
                 },
-            ) => self.register_cfa_step((register, offset), &row, frame, first_frame, sp_before)?,
+            ) => self.register_cfa_step(
+                (register, i64::from(offset)),
+                &row,
+                frame,
+                first_frame,
+                sp_before,
+            )?,
             Some(row) => match self.row_step(&row, frame, first_frame)? {
                 Some(return_avma) => return_avma,
                 None => self.framehop_step(Some(row), frame)?,
@@ -245,7 +265,7 @@ impl<R: FnMut(u64, bool) -> Result<u64, ()>> Walker<'_, R> {
             return Err(Some(Stop::Corrupt));
         }
         let return_avma = match row.ra {
-            rows::Saved::At(o) => match read_stack(cfa.wrapping_add_signed(o)) {
+            rows::Saved::At(o) => match read_stack(cfa.wrapping_add_signed(i64::from(o))) {
                 Ok(avma) => avma,
                 Err(()) => return Err(Some(Stop::StackCopy)),
             },
@@ -253,7 +273,7 @@ impl<R: FnMut(u64, bool) -> Result<u64, ()>> Walker<'_, R> {
             _ => return Err(Some(Stop::NoUnwindInfo)),
         };
         let caller_bp = match row.bp {
-            rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
+            rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(i64::from(o))).ok(),
             _ => None,
         }
         .unwrap_or(frame.regs.bp());
@@ -289,6 +309,7 @@ impl<R: FnMut(u64, bool) -> Result<u64, ()>> Walker<'_, R> {
         let (sp, ip) = (frame.regs.sp(), frame.regs.ip());
         let (new_sp, new_bp, new_bp_from) = match (row.cfa, row.bp) {
             (Cfa::Sp(offset), bp_rule) => {
+                let offset = i64::from(offset);
                 let Ok(by_8) = u64::try_from(offset / 8) else {
                     return Ok(None);
                 };
@@ -299,7 +320,9 @@ impl<R: FnMut(u64, bool) -> Result<u64, ()>> Walker<'_, R> {
                 let (new_bp, new_bp_from) = match bp_rule {
                     Saved::Same => (bp, frame.bp_from),
                     Saved::At(at) => {
-                        let Some(location) = sp.checked_add_signed((offset + at) / 8 * 8) else {
+                        let Some(location) =
+                            sp.checked_add_signed((offset + i64::from(at)) / 8 * 8)
+                        else {
                             return corrupt;
                         };
                         match (self.read_stack)(location, false) {
@@ -447,7 +470,7 @@ pub(super) fn restore(
 ) -> [Option<u64>; 5] {
     std::array::from_fn(|i| match saved[i] {
         rows::Saved::Same => callee[i],
-        rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(o)).ok(),
+        rows::Saved::At(o) => read_stack(cfa.wrapping_add_signed(i64::from(o))).ok(),
         rows::Saved::Undefined | rows::Saved::Unknown => None,
     })
 }
