@@ -75,6 +75,9 @@ const HEADER_OSRELEASE: u32 = 4;
 pub const HEADER_ARCH: u32 = 6;
 const HEADER_NRCPUS: u32 = 7;
 const HEADER_CMDLINE: u32 = 11;
+/// Feature bit of perf record -z's compression settings: set when the
+/// data section holds compressed records.
+pub const HEADER_COMPRESSED: u32 = 27;
 const HEADER_EVENT_DESC: u32 = 12;
 /// `PERF_RECORD_FINISHED_ROUND`: all records before it may be sorted with
 /// those of the next round only.

@@ -480,6 +480,23 @@ fn perf_compressed_records() {
     let ours = own(&dir, &["--call-graph", "fp", "--no-tracepoints"], &exe, &[]);
     assert_eq!(rows_of(&theirs, "touch_bss"), rows_of(&ours, "touch_bss"));
     assert_eq!(total(&function_sites(&theirs, "touch_bss")), 256);
+    // Only a header that announces compression (feature bit 27) has its
+    // records searched for it; a compressed record met without it is one
+    // clear line, not records silently skipped.
+    let mut unannounced = bytes.clone();
+    assert_ne!(
+        unannounced[72 + 3] & (1 << 3),
+        0,
+        "perf set no compression bit"
+    );
+    unannounced[72 + 3] &= !(1 << 3);
+    let hidden = dir.join("unannounced.data");
+    std::fs::write(&hidden, &unannounced).unwrap();
+    let output = pfprof_in(&dir, &["report", "-i"], &hidden, &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("compressed records"), "{stderr}");
 }
 
 /// Kernel frames (`--kernel`) of perf's recording are named from this

@@ -2,6 +2,7 @@
 //! merged across CPUs by time, each handed on as an [`Event`].
 
 use super::*;
+use crate::format::compressed::{RECORD_COMPRESSED, RECORD_COMPRESSED2};
 
 pub(super) fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind {
     match (type_, name) {
@@ -177,11 +178,12 @@ pub(super) fn replay_layout(
     let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = layout.build_ids.iter().cloned().collect();
     let facts = layout.facts;
     let header = header(bytes, layout, &table.attrs, &kinds, &build_ids);
+    let repaired_image = repaired.is_some();
     let mut stats = DecodeStats {
         truncated: repaired,
         ..DecodeStats::default()
     };
-    let data = data_section(bytes, facts, display)?;
+    let data = data_section(bytes, facts, repaired_image, display)?;
     on_event(Event::Begin(&header));
     let (decoded, counts) = decode_beside(
         Emitter {
@@ -388,10 +390,16 @@ pub(super) fn header(
 
 /// The data section's records: in place, or for perf record -z
 /// decompressed (up to 64 times the compressed size, at least 256 MiB;
-/// zstd rarely does better on records).
+/// zstd rarely does better on records). Only a recording whose header
+/// announces compression, or has no whole header (`repaired`), is searched
+/// for compressed records: the search read every record once more (4% of
+/// a fast replay, a second pass over a system-wide recording of gigabytes).
+/// A compressed record the header did not announce is an error when it is
+/// met ([`index_records`]).
 pub(super) fn data_section<'a>(
     bytes: &'a [u8],
     facts: HeaderFacts,
+    repaired: bool,
     display: &str,
 ) -> Result<Cow<'a, [u8]>, DecodeError> {
     let data_start = facts.data.0 as usize;
@@ -403,7 +411,10 @@ pub(super) fn data_section<'a>(
                     .min(bytes.len()),
         )
         .unwrap_or_default();
-    if !crate::format::compressed::has_compressed(data) {
+    let announced = facts
+        .features
+        .has(crate::format::perf_data::HEADER_COMPRESSED);
+    if !(announced || repaired) || !crate::format::compressed::has_compressed(data) {
         return Ok(Cow::Borrowed(data));
     }
     let limit = data.len().saturating_mul(64).max(1 << 28);
@@ -449,9 +460,20 @@ pub(super) fn index_records<'a>(
                 });
             }
         };
-        if record.head.record_type == PERF_RECORD_FINISHED_ROUND {
-            rounds.end_round(|ready| out.emit(ready, on_event));
-            continue;
+        match record.head.record_type {
+            PERF_RECORD_FINISHED_ROUND => {
+                rounds.end_round(|ready| out.emit(ready, on_event));
+                continue;
+            }
+            // Not decompressed: the header did not announce them.
+            RECORD_COMPRESSED | RECORD_COMPRESSED2 => {
+                return Err(DecodeError::NoRecords {
+                    path: display.to_string(),
+                    what: "compressed records (perf record -z) that its header does not announce"
+                        .to_string(),
+                })
+            }
+            _ => {}
         }
         match out.table.index(&record, record.offset) {
             Indexed::NotKernel => {}
