@@ -1,7 +1,8 @@
 //! Call stacks as raw, unsymbolized frames, interned into a prefix tree:
 //! `(parent stack, frame) → StackId`. A sample costs one hash lookup per frame
-//! and no allocation once its stack has been seen; names come at the end,
-//! once per unique frame.
+//! (none for the frames it shares from the root with its thread's last
+//! stack) and no allocation once its stack has been seen; names come at the
+//! end, once per unique frame.
 
 use std::hash::BuildHasher;
 

@@ -392,8 +392,9 @@ pub(super) fn header(
 /// decompressed (up to 64 times the compressed size, at least 256 MiB;
 /// zstd rarely does better on records). Only a recording whose header
 /// announces compression, or has no whole header (`repaired`), is searched
-/// for compressed records: the search read every record once more (4% of
-/// a fast replay, a second pass over a system-wide recording of gigabytes).
+/// for compressed records: the search read every record once more (3% of
+/// a fast replay's CPU; `report` of a 1.4 GB recording took 0.66 s with
+/// it, 0.58 s without).
 /// A compressed record the header did not announce is an error when it is
 /// met ([`index_records`]).
 pub(super) fn data_section<'a>(
