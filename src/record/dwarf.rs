@@ -43,7 +43,8 @@ use crate::format::events::{
 use crate::format::records as rec;
 use crate::sys::maps::MapsLine;
 use crate::unwind::{
-    copied_stack, Outcome, Reads, StackUnwinder, Stop, UnwindStats, UserRegs, UserSample,
+    copied_stack, touch_lines, Outcome, Reads, StackUnwinder, Stop, UnwindStats, UserRegs,
+    UserSample,
 };
 
 /// Records read ahead at a time by [`touch_ahead`].
@@ -54,13 +55,11 @@ const TOUCH_AHEAD: usize = 32;
 /// their cache misses overlap instead of stalling one record at a time: the
 /// kernel wrote them from another CPU, kilobytes apart.
 fn touch_ahead(bytes: &[u8], count: usize) {
-    let mut sum = 0u8;
     for record in records(bytes).take(count).map_while(Result::ok) {
-        for offset in (64..record.bytes.len().min(512)).step_by(64) {
-            sum = sum.wrapping_add(record.bytes[offset]);
+        if let Some(head) = record.bytes.get(64..record.bytes.len().min(512)) {
+            touch_lines(head);
         }
     }
-    std::hint::black_box(sum);
 }
 
 /// Records handled between two releases of ring space.

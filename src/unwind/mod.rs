@@ -147,6 +147,17 @@ impl UserRegs {
     }
 }
 
+/// Loads one byte of each cache line of `bytes`: independent loads, whose
+/// cache misses overlap, ahead of reads that would miss one at a time (a
+/// stack walk, the drain's records).
+pub(crate) fn touch_lines(bytes: &[u8]) {
+    let mut sum = 0u8;
+    for offset in (0..bytes.len()).step_by(64) {
+        sum = sum.wrapping_add(bytes[offset]);
+    }
+    std::hint::black_box(sum);
+}
+
 /// The bytes of a sample's user stack copy that the kernel filled (its
 /// `dyn_size`); empty without a copy.
 pub fn copied_stack<'a>(user_stack: &Option<(RawData<'a>, u64)>) -> &'a [u8] {

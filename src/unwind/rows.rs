@@ -50,7 +50,7 @@ pub(crate) enum Cfa {
     /// unwinder steps it itself.
     Other(u16, i32),
     /// A DWARF expression (in practice the PLT's, which reads rsp and rip
-    /// only): framehop evaluates it.
+    /// only), or an offset past 32 bits: framehop evaluates it.
     Expression,
 }
 

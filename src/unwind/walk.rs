@@ -28,7 +28,10 @@ pub(super) fn walk(
     mut reads: Option<&mut Reads>,
 ) -> Outcome {
     let sp = regs.sp;
-    touch_copy(stack);
+    // The copy was written by the kernel on another CPU, and each return
+    // address, found from the last, would miss on its own: half of the
+    // walk's time was that one load.
+    super::touch_lines(stack);
     let mut needed = 0;
     let mut only_words = true;
     // Reads a stack word; `note`: the chain depends on its value (see
@@ -85,19 +88,6 @@ pub(super) fn walk(
             Outcome::Truncated(stop)
         }
     }
-}
-
-/// Loads one byte of each cache line of a stack copy before the walk:
-/// independent loads, whose misses overlap, where the walk's own reads
-/// (each return address found from the last) would miss one at a time.
-/// The copy was written by the kernel on another CPU; reading a return
-/// address was half of the walk's time.
-fn touch_copy(stack: &[u8]) {
-    let mut sum = 0u8;
-    for offset in (0..stack.len()).step_by(64) {
-        sum = sum.wrapping_add(stack[offset]);
-    }
-    std::hint::black_box(sum);
 }
 
 /// How a walk ends: None when the chain is complete (the root frame),
