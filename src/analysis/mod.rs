@@ -310,6 +310,7 @@ impl Analyzer {
             regs,
             stack,
             bounded: false,
+            pressed: false,
         };
         unwinder.unwind_user_part(user, true, &mut self.unwound);
         let unwound = std::mem::take(&mut self.unwound);

@@ -180,6 +180,15 @@ fn dwarf_stacks(report: &Report, stack_bytes: u32) -> String {
                 "\nstack depth: 99% of stacks fit in their first {n} bytes"
             );
         }
+        Some(StackNeed::MoreThanCopied)
+            if t.unwind.as_ref().is_some_and(|u| u.pressed_copies > 0) =>
+        {
+            let _ = write!(
+                line,
+                "\nstack depth: over 1% of stacks are deeper than the copies held ({stack_bytes} \
+                 bytes, 1 KiB while the ring was filling)"
+            );
+        }
         Some(StackNeed::MoreThanCopied) => {
             let _ = write!(
                 line,
@@ -258,7 +267,16 @@ fn truncation_reasons(line: &mut String, report: &Report, u: &UnwindStats, stack
         }
         std::cmp::Ordering::Equal => {}
     }
-    if u.stack_copy > 0 && stack_bytes < MAX_STACK_BYTES {
+    if u.pressed_copies > 0 {
+        let _ = write!(
+            line,
+            "\n  stack copies cut to 1 KiB while the ring was more than half full (the \
+             recorder behind; the faults kept): {}",
+            thousands(u.pressed_copies)
+        );
+    }
+    // Chains cut by copies the ring's pressure shortened need no more stack.
+    if u.stack_copy > 0 && u.pressed_copies == 0 && stack_bytes < MAX_STACK_BYTES {
         let _ = write!(
             line,
             "\n  copy more stack with --call-graph dwarf,{}",

@@ -78,6 +78,7 @@ const FLAG_ENTRY_KERNEL: u32 = 8;
 const FLAG_CHAIN: u32 = 16;
 const FLAG_CACHED: u32 = 32;
 const FLAG_BOUNDED: u32 = 64;
+const FLAG_PRESSED: u32 = 128;
 /// Bytes of the record's fixed part (`struct fault`).
 const FAULT_HEADER: usize = 120;
 /// Bytes of a key and a value of `unwound` (`struct ukey`, `struct uvalue`).
@@ -769,6 +770,10 @@ pub struct Fault<'a> {
     pub stack: &'a [u8],
     /// The stack copy ended at its thread's top (see record/stack_tops.rs).
     pub bounded: bool,
+    /// The copy was cut to 1 KiB because the ring was more than half
+    /// full (`PRESSED_STACK` in fault.bpf.c): a chain that needed more is
+    /// cut by it.
+    pub pressed: bool,
 }
 
 impl<'a> Fault<'a> {
@@ -815,6 +820,7 @@ impl<'a> Fault<'a> {
             user_ips: (flags & FLAG_CHAIN != 0).then_some(user_ips),
             cached_span: (flags & FLAG_CACHED != 0).then_some(span),
             bounded: flags & FLAG_BOUNDED != 0,
+            pressed: flags & FLAG_PRESSED != 0,
             stack,
         })
     }

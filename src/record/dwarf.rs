@@ -664,6 +664,7 @@ impl StackRewriter {
                     regs,
                     stack: copied_stack(&s.user_stack),
                     bounded: false,
+                    pressed: false,
                 };
                 if !self.unwind_or_defer(sample, tid, settle, record) {
                     return None;
@@ -863,12 +864,16 @@ impl StackRewriter {
                     regs: fault.regs,
                     stack: fault.stack,
                     bounded: fault.bounded,
+                    pressed: fault.pressed,
                 };
                 if !self.unwind_or_defer(sample, tid, settle, record) {
                     return None;
                 }
                 if fault.bounded {
                     self.unwinder.stats.copies_to_top += 1;
+                }
+                if fault.pressed {
+                    self.unwinder.stats.pressed_copies += 1;
                 }
             }
         }

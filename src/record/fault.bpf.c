@@ -52,6 +52,7 @@ static void *(*bpf_get_current_task_btf)(void) = (void *)158;
 static long (*bpf_get_ns_current_pid_tgid)(__u64 dev, __u64 ino, void *nsdata,
 					  __u32 size) = (void *)120;
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, __u64 size, __u64 flags) = (void *)130;
+static __u64 (*bpf_ringbuf_query)(void *ringbuf, __u64 flags) = (void *)134;
 static __u64 (*bpf_get_attach_cookie)(void *ctx) = (void *)174;
 static void *(*bpf_task_pt_regs)(void *task) = (void *)175;
 
@@ -116,6 +117,21 @@ struct raw_entry_ctx {
 // The stack copy ended at the thread's `stack_tops` entry (before the
 // size asked for, and before any page it could not read).
 #define FLAG_BOUNDED 64
+// The stack copy was cut to PRESSED_STACK bytes: the ring was more than
+// half full (the drain behind).
+#define FLAG_PRESSED 128
+
+// What a stack copy holds at most while the ring is more than half full.
+// A drain the kernel stalls (a fault of its own on a page that compaction
+// is migrating, or a read of /proc waiting on another process's mmap
+// lock, while the task holding it waits for a CPU behind the traced
+// program's threads) fell 100-250 ms behind, and a fork storm's 8 KiB
+// copies then filled a 128 MiB ring: with 1 KiB copies the ring holds
+// eight times the faults, and a chain that needed more is cut and counted
+// rather than the fault lost.
+#define PRESSED_STACK 1024
+#define BPF_RB_AVAIL_DATA 0
+#define BPF_RB_RING_SIZE 1
 
 // The user code segment of a 64-bit task (__USER_CS), the end of user
 // space (TASK_SIZE_MAX with 4-level page tables, as the kernel's frame walk
@@ -465,7 +481,7 @@ INLINE int same_words(struct scratch *s, __u32 at, __u32 copied, struct uvalue *
 // thread's `stack_tops` entry, when it has one below the size asked for;
 // `tid` as pfprof's pid namespace sees it, as pfprof keys the map).
 INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *key, __u32 at,
-			    __u32 tid)
+			    __u32 tid, int pressed)
 {
 	__u64 want = cfg->stack_bytes;
 	if (want > MAX_STACK)
@@ -502,6 +518,10 @@ INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *
 		s->f.flags |= FLAG_BOUNDED;
 	} else {
 		s->f.stack_len = want;
+	}
+	if (pressed && s->f.stack_len > PRESSED_STACK) {
+		s->f.stack_len = PRESSED_STACK;
+		s->f.flags = (s->f.flags & ~FLAG_BOUNDED) | FLAG_PRESSED;
 	}
 	__u32 limit = *(volatile __u32 *)&s->f.stack_len;
 	if (limit > MAX_STACK)
@@ -639,7 +659,10 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 	} else if (mode == MODE_DWARF && !own) {
 		// pfprof keys `unwound` by the pids its records carry (`seen`).
 		struct ukey key = { .tgid = seen >> 32, .ip = user.ip, .sp = user.sp, .bp = user.bp };
-		dwarf_user_part(s, cfg, &key, kernel_bytes, (__u32)seen);
+		void *ring = bpf_map_lookup_elem(&rings, &cpu);
+		int pressed = ring && bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >
+					      bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) / 2;
+		dwarf_user_part(s, cfg, &key, kernel_bytes, (__u32)seen, pressed);
 	}
 
 	__u32 lost = (flags & FLAG_MAJOR) ? COUNT_LOST_MAJOR : COUNT_LOST;

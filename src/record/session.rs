@@ -438,13 +438,23 @@ impl Session<'_> {
                         sys::monotonic_ns() as f64 / 1e9
                     );
                 }
+                let before = timing.then(sys::thread_usage);
                 let drained = self.drain(false);
                 largest_pass = largest_pass.max(*drained.as_ref().unwrap_or(&0));
-                if timing && pass.elapsed() > Duration::from_millis(50) {
+                if let Some(before) = before.filter(|_| pass.elapsed() > Duration::from_millis(50))
+                {
+                    let after = sys::thread_usage();
                     eprintln!(
-                        "pfprof: timing: a drain pass took {} ms (at {:.3} s)",
+                        "pfprof: timing: a drain pass took {} ms (at {:.3} s; {} MB; user {} ms, sys {} ms, faults {} minor {} major, {} waits, {} preempted)",
                         pass.elapsed().as_millis(),
-                        sys::monotonic_ns() as f64 / 1e9
+                        sys::monotonic_ns() as f64 / 1e9,
+                        drained.as_ref().unwrap_or(&0) >> 20,
+                        (after.user_us - before.user_us) / 1000,
+                        (after.sys_us - before.sys_us) / 1000,
+                        after.minor_faults - before.minor_faults,
+                        after.major_faults - before.major_faults,
+                        after.waits - before.waits,
+                        after.preempted - before.preempted,
                     );
                 }
                 let drained = drained.and_then(|_| {

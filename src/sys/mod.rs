@@ -127,6 +127,41 @@ pub fn heap_figures() -> HeapFigures {
     }
 }
 
+/// What the calling thread has used so far (`PFPROF_TIMING`'s account of
+/// a long drain pass: on the CPU, in page faults, or off it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadUsage {
+    /// User CPU time, in microseconds.
+    pub user_us: u64,
+    /// System CPU time, in microseconds.
+    pub sys_us: u64,
+    /// Page faults that needed no I/O.
+    pub minor_faults: u64,
+    /// Page faults that waited for I/O.
+    pub major_faults: u64,
+    /// Times the thread gave up the CPU to wait (a lock, I/O, memory).
+    pub waits: u64,
+    /// Times the scheduler took the CPU from it.
+    pub preempted: u64,
+}
+
+/// The calling thread's usage (`RUSAGE_THREAD`).
+pub fn thread_usage() -> ThreadUsage {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into a live local.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    ThreadUsage {
+        user_us: us(u.ru_utime),
+        sys_us: us(u.ru_stime),
+        minor_faults: u.ru_minflt as u64,
+        major_faults: u.ru_majflt as u64,
+        waits: u.ru_nvcsw as u64,
+        preempted: u.ru_nivcsw as u64,
+    }
+}
+
 /// CLOCK_MONOTONIC in ns: the clock of the recorded events (`use_clockid`).
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -119,6 +119,10 @@ pub struct UserSample<'a> {
     /// (the collector's `stack_tops`), not where the stack did: a walk that
     /// reads past it was cut by the copy's size.
     pub bounded: bool,
+    /// The collector cut the copy short because its ring was filling (see
+    /// `pressed_copies`): a walk that reads past it was cut by the copy,
+    /// not by an unreadable page.
+    pub pressed: bool,
 }
 
 /// User registers of a sample.
@@ -316,6 +320,12 @@ pub struct UnwindStats {
     /// size asked for.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub copies_to_top: u64,
+    /// Stack copies the collector cut to 1 KiB while its ring was more
+    /// than half full (the drain behind): it keeps the fault and cuts a
+    /// chain that needed more (counted in `stack_copy`) rather than lose
+    /// the record.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pressed_copies: u64,
     /// Complete chains by the stack bytes their unwinding read, in powers
     /// of two: `[i]` counts chains that needed at most `64 << i` bytes
     /// (the last bucket, more). Tells which `--call-graph dwarf,SIZE` fits.
@@ -880,6 +890,7 @@ impl StackUnwinder {
             regs,
             stack,
             bounded,
+            pressed,
         } = sample;
         let space = self.spaces.get_mut(&pid).map(|space| {
             if space.exec_pending && time >= space.before_exec.as_ref().map_or(0, |b| b.0) {
@@ -914,7 +925,7 @@ impl StackUnwinder {
         }
         let outcome = match space {
             Some(space) if code.is_some_and(|c| c != Code::Opaque) => {
-                let short_copy = stack.len() < self.stack_requested && !bounded;
+                let short_copy = stack.len() < self.stack_requested && !bounded && !pressed;
                 let outcome = walk(
                     space,
                     &mut self.scratch,
@@ -1013,6 +1024,7 @@ pub(crate) mod tests {
                 regs: self.regs,
                 stack: &self.stack,
                 bounded: false,
+                pressed: false,
             }
         }
     }

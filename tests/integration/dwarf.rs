@@ -204,28 +204,74 @@ fn signal_handler_frames() {
 /// class it keeps pace. With 8 KiB stack copies: at the default 32 KiB the
 /// storm lost records in 2 of 9 runs of the whole suite (none in 10 of 10
 /// runs alone), a limit the README states; this test checks the drain.
-/// With rings of 128 MiB per CPU instead of the collector's 64: in the
-/// suite, right after CI's fresh build, the default rings overflowed in 1 of 2 runs (1,753 records
-/// lost; 0 in 6 of 6 runs alone), a drain stalled for a fraction of a
-/// second that this test does not look for.
+/// With rings of 128 MiB per CPU instead of the collector's 64. Right after
+/// a build the drain stalled now and then for 100-250 ms (blocked in a
+/// fault on a page of its own that compaction was moving, or on a traced
+/// process's mmap lock through /proc, the task holding it waiting for a
+/// CPU behind the storm's threads) and the rings overflowed (22-42 k
+/// records lost in 3 of about 60 runs); the collector now cuts its copies
+/// short instead (see [`fork_storm_behind_a_stopped_recorder`]).
 #[test]
 fn fork_storm_loses_nothing() {
     if !can_record() {
         return;
     }
     let _alone = crate::util::exclusive();
-    let dir = temp_dir("dwarf_storm");
+    let (report, _) = record_storm("dwarf_storm", &[]);
+    assert_eq!(report["processes"].as_array().unwrap().len(), 201);
+    assert_storm_chains(&report, 200 * 8 * 64);
+}
+
+/// The fork storm (100 processes × 8 threads) with its recorder stopped
+/// (SIGSTOP, sent by the fixture) from the first fork to the last exit:
+/// every record waits in the rings, as behind a drain the kernel stalled.
+/// Once a ring is half full the collector copies 1 KiB of stack instead of
+/// 8: no record is lost (2,902 of 56,400 were), the copies it cut are
+/// counted, a chain they cut is `stack copy too small` (not `stack not
+/// readable`), and the storm's own chains, 256 bytes deep, stay whole.
+#[test]
+fn fork_storm_behind_a_stopped_recorder() {
+    if !can_record() {
+        return;
+    }
+    let _alone = crate::util::exclusive();
+    let (report, text) = record_storm("dwarf_storm_stopped", &["100", "8", "64", "stall"]);
+    let unwind = &report["totals"]["unwind"];
+    assert!(
+        unwind["pressed_copies"].as_u64().unwrap_or(0) > 1000,
+        "{unwind}"
+    );
+    assert_eq!(unwind["stack_unreadable"], 0, "{unwind}");
+    assert!(
+        text.contains("stack copies cut to 1 KiB while the ring"),
+        "{text}"
+    );
+    assert_storm_chains(&report, 100 * 8 * 64);
+}
+
+/// Records fork_storm.c with `args` in dwarf mode, 8 KiB copies and rings
+/// of 128 MiB per CPU; checks that it ran and that no fault was lost.
+/// Returns report.json and report.txt.
+fn record_storm(name: &str, args: &[&str]) -> (Value, String) {
+    let dir = temp_dir(name);
     let exe = compile_c(&dir, "fork_storm.c", &["-pthread"]);
     let options = ["--call-graph", "dwarf,8192", "--mmap-pages", "32768"];
-    let (out, report) = record_with(&dir, &options, &exe, &[]);
+    let (out, report) = record_with(&dir, &options, &exe, args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert_complete(&report);
-    let rows = function_sites(&report, "touch");
-    assert_eq!(total(&rows), 200 * 8 * 64, "{}", show(&rows));
+    let text = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
+    (report, text)
+}
+
+/// Every fault of the storm's threads is in `touch`, its chain whole from
+/// `clone3`.
+fn assert_storm_chains(report: &Value, faults: u64) {
+    let rows = function_sites(report, "touch");
+    assert_eq!(total(&rows), faults, "{}", show(&rows));
     for r in &rows {
         assert_eq!(
             stack_names(r),
@@ -234,7 +280,6 @@ fn fork_storm_loses_nothing() {
             show(&rows)
         );
     }
-    assert_eq!(report["processes"].as_array().unwrap().len(), 201);
 }
 
 /// A lazily bound PLT call whose first use runs an IFUNC resolver inside
