@@ -424,7 +424,10 @@ pub fn write_encoded(input: &Input<'_>, out: &mut impl Write) -> io::Result<()> 
 /// Writes the gzipped encoding of `input`'s profile (pprof's on-disk form)
 /// to `out`.
 pub fn write_gzipped(input: &Input<'_>, out: &mut impl Write) -> io::Result<()> {
-    let mut gz = GzEncoder::new(out, Compression::default());
+    // The fastest level: on the busy host the pprof of each 10 s interval
+    // (5.5 MB raw) took its writer 59 ms at the default level, 25 ms at 1
+    // (17% larger); its deflate was a tenth of fp-mode pfprof's CPU.
+    let mut gz = GzEncoder::new(out, Compression::fast());
     // Fed a few hundred bytes a sample, the compressor writes 1% more.
     let mut buffered = io::BufWriter::with_capacity(1 << 16, &mut gz);
     write_encoded(input, &mut buffered)?;
