@@ -75,17 +75,28 @@ struct Held {
 
 impl Held {
     /// Opens the file mapped at `start..end` of `pid` (a regular file only:
-    /// opening a device may have side effects).
-    fn open(&mut self, pid: u32, start: u64, len: u64, path: &[u8], build_id: Option<&[u8]>) {
+    /// opening a device may have side effects): by its path when that is
+    /// the file the record names (`is`), else through map_files.
+    fn open(&mut self, pid: u32, (start, len): (u64, u64), path: &[u8], is: Identity<'_>) {
         if self.files.len() >= self.limit {
             self.over_limit += 1;
             return;
         }
-        let proc_path = procfs::map_file(pid, start, start.wrapping_add(len));
-        let regular = std::fs::metadata(&proc_path).is_ok_and(|m| m.is_file());
-        if let Some(file) = regular
-            .then(|| std::fs::File::open(&proc_path).ok())
-            .flatten()
+        let open_regular = |p: &Path| {
+            let file = std::fs::File::open(p).ok()?;
+            file.metadata().ok()?.is_file().then_some(file)
+        };
+        let by_path = by_own_path(pid as i32, path)
+            .and_then(|p| Some((open_regular(p)?, p)))
+            .filter(|(file, p)| is.matches(file, p));
+        let proc_path = || procfs::map_file(pid, start, start.wrapping_add(len));
+        let build_id = match is {
+            Identity::BuildId(id) => Some(id),
+            Identity::Inode { .. } => None,
+        };
+        if let Some(file) = by_path
+            .map(|(file, _)| file)
+            .or_else(|| open_regular(&proc_path()))
         {
             self.files.push(HeldFile {
                 path: String::from_utf8_lossy(path).into_owned(),
@@ -160,14 +171,19 @@ impl MappedFiles {
         }
         if let (true, Some(held)) = (executable, self.held.as_mut()) {
             if held.inodes.insert((major, minor, inode)) {
-                held.open(pid, m.avma, m.len, path, None);
+                let is = Identity::Inode {
+                    major,
+                    minor,
+                    inode,
+                };
+                held.open(pid, (m.avma, m.len), path, is);
             }
         }
         if !self.seen.insert((path.to_vec(), major, minor, inode)) {
             return;
         }
         let end = m.avma.wrapping_add(m.len);
-        let Some(stamp) = stamp(pid as i32, m.avma, end, path, inode) else {
+        let Some(stamp) = stamp(pid as i32, (m.avma, end), path, (major, minor, inode)) else {
             return;
         };
         let stamps = self
@@ -184,7 +200,8 @@ impl MappedFiles {
     fn build_id(&mut self, m: &Mapping<'_>, id: &[u8], executable: bool) {
         if let (true, Some(held)) = (executable, self.held.as_mut()) {
             if held.build_ids.insert(id.to_vec()) {
-                held.open(m.pid as u32, m.avma, m.len, m.path, Some(id));
+                let is = Identity::BuildId(id);
+                held.open(m.pid as u32, (m.avma, m.len), m.path, is);
             }
         }
         match self.build_ids.get_mut(m.path) {
@@ -210,11 +227,63 @@ impl MappedFiles {
     }
 }
 
-/// Size and mtime of the file mapped at `start..end` in `pid`: the mapped
-/// inode if it can be reached, else the file by path (under the process's
-/// root when it has another).
-fn stamp(pid: i32, start: u64, end: u64, path: &[u8], inode: u64) -> Option<FileStamp> {
+/// Which file a mapping record names.
+#[derive(Clone, Copy)]
+enum Identity<'a> {
+    BuildId(&'a [u8]),
+    Inode { major: u32, minor: u32, inode: u64 },
+}
+
+impl Identity<'_> {
+    /// Whether `file`, opened at `path`, is that file.
+    fn matches(self, file: &std::fs::File, path: &Path) -> bool {
+        match self {
+            Identity::BuildId(id) => {
+                pfprof_symbolize::read_build_id(path).is_some_and(|found| found == id)
+            }
+            Identity::Inode {
+                major,
+                minor,
+                inode,
+            } => file
+                .metadata()
+                .is_ok_and(|m| same_inode(&m, (major, minor, inode))),
+        }
+    }
+}
+
+/// Whether `meta` is of inode `inode` on device `major:minor`.
+fn same_inode(meta: &std::fs::Metadata, (major, minor, inode): (u32, u32, u64)) -> bool {
+    meta.ino() == inode && libc::major(meta.dev()) == major && libc::minor(meta.dev()) == minor
+}
+
+/// `path` as pfprof reaches it, when `pid` sees the same files (its root
+/// and mount namespace are pfprof's). Tried before `/proc/PID/map_files`:
+/// a lookup there takes the process's mmap lock, and a drain once waited
+/// 40-50 ms on it in a fork storm, while the process holding it (forking)
+/// waited for a CPU.
+fn by_own_path(pid: i32, path: &[u8]) -> Option<&Path> {
     use std::os::unix::ffi::OsStrExt;
+    (!procfs::other_root(pid)).then(|| Path::new(std::ffi::OsStr::from_bytes(path)))
+}
+
+/// Size and mtime of the file mapped at `start..end` in `pid`: the file
+/// by its path when it is the record's inode, else the mapped inode if it
+/// can be reached, else the file by path (under the process's root when it
+/// has another).
+fn stamp(
+    pid: i32,
+    (start, end): (u64, u64),
+    path: &[u8],
+    id: (u32, u32, u64),
+) -> Option<FileStamp> {
+    use std::os::unix::ffi::OsStrExt;
+    let inode = id.2;
+    if let Some(meta) = by_own_path(pid, path).and_then(|p| std::fs::metadata(p).ok()) {
+        if meta.is_file() && same_inode(&meta, id) {
+            return Some(FileStamp::of(&meta));
+        }
+    }
     let own = Path::new(std::ffi::OsStr::from_bytes(path));
     let candidates = procfs::mapped_file_candidates(pid, own, &(start..end));
     candidates.iter().find_map(|(p, reach)| {
