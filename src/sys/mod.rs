@@ -162,6 +162,57 @@ pub fn thread_usage() -> ThreadUsage {
     }
 }
 
+/// Whether the first page of `file` is in the page cache, asked without
+/// reading it (`mincore` on a mapping of it that is never touched). A read,
+/// even `preadv2` with `RWF_NOWAIT`, starts readahead: pfprof looks at the
+/// traced programs' files this way first, since bringing their pages in
+/// would turn the program's major faults minor. The kernel answers for
+/// files the caller owns or may write (root: all); for others it says
+/// "not cached" unless pfprof has the page mapped: callers check that.
+pub fn first_page_cached(file: &std::fs::File) -> io::Result<bool> {
+    let page = page_size() as usize;
+    // SAFETY: a new shared read-only mapping of one page of an fd we own;
+    // nothing reads it, and it is unmapped below.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            page,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let mut resident = 0u8;
+    // SAFETY: `at` is the page-aligned mapping of one page made above;
+    // mincore writes one byte per page into `resident`.
+    let r = unsafe { libc::mincore(at, page, &mut resident) };
+    let result = if r == 0 {
+        Ok(resident & 1 != 0)
+    } else {
+        Err(io::Error::last_os_error())
+    };
+    // SAFETY: unmaps exactly the mapping made above, which nothing borrows.
+    unsafe { libc::munmap(at, page) };
+    result
+}
+
+/// Has the kernel drop `file`'s clean pages from the page cache (tests
+/// that need a file not cached).
+#[cfg(test)]
+pub fn forget_cached(file: &std::fs::File) -> io::Result<()> {
+    // SAFETY: advice on an fd we own; no memory is passed.
+    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}
+
 /// CLOCK_MONOTONIC in ns: the clock of the recorded events (`use_clockid`).
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -247,6 +247,27 @@ fn loader_relocations() {
     }
 }
 
+/// A mapped file read 100 ms after its mapping, long after the recorder
+/// has seen the mapping: the recorder does not read the file (its build-id
+/// is looked for only in a file whose first page is cached), so the 64
+/// reads stay major. pfprof's own read of the file once made them all
+/// minor.
+#[test]
+fn the_recorder_does_not_warm_mapped_files() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("rec_file_major_wait");
+    let exe = compile_c(&dir, "file_major.c", &[]);
+    let data = dir.join("major.bin");
+    let (out, report) = record(&dir, &exe, &[data.to_str().unwrap(), "100"]);
+    assert!(out.status.success());
+    assert_complete(&report);
+    let rows = function_sites(&report, "read_file_pages");
+    assert_eq!(total(&rows), 64, "{}", show(&rows));
+    assert_rows(&rows, "major", "read", None, None, "file");
+}
+
 /// Reading a mapped file that is not in the page cache: major read faults on that file.
 #[test]
 fn file_major_faults() {
