@@ -495,15 +495,16 @@ impl Session<'_> {
 
     /// PFPROF_TIMING's line on the collector's remembered stacks: how
     /// often the kernel sent a chain, and how often the words it compared
-    /// had changed.
+    /// had changed; and the copies it cut while its ring was filling.
     fn print_collector_counters(&self) {
         let collector = self.rewriter.as_ref().and_then(StackRewriter::collector);
         if let Some(Ok(counters)) = collector.map(|c| c.counters()) {
             let stats = self.rewriter.as_ref().map(|r| r.stats());
-            let (samples, remembered) = stats.map_or((0, 0), |s| (s.samples, s.remembered));
+            let (samples, remembered, pressed) =
+                stats.map_or((0, 0, 0), |s| (s.samples, s.remembered, s.pressed_copies));
             eprintln!(
                 "pfprof: timing: the collector sent {} remembered chains and found {} changed; \
-                 {samples} user stacks, {} unwound",
+                 {samples} user stacks, {} unwound, {pressed} copies cut to 1 KiB",
                 counters.cache_hits,
                 counters.cache_stale,
                 samples.saturating_sub(remembered),
