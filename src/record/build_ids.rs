@@ -16,7 +16,7 @@
 //! the traced program's own major faults on it minor.
 
 use std::collections::hash_map::Entry;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
@@ -138,7 +138,12 @@ fn reach((pid, start, end): (i32, u64, u64), path: &[u8], inode: u64) -> Option<
 /// pfprof what is cached only for files it owns or may write (root: all);
 /// others are read as before.
 fn build_id_if_cached(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
+    // Not blocking on a FIFO put in the file's place since it was looked at.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
     let euid = crate::sys::euid();
     let answered = euid == 0 || file.metadata().is_ok_and(|m| m.uid() == euid);
     if answered && !crate::sys::first_page_cached(&file).unwrap_or(true) {

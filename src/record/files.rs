@@ -82,22 +82,32 @@ impl Held {
             self.over_limit += 1;
             return;
         }
-        let open_regular = |p: &Path| {
-            let file = std::fs::File::open(p).ok()?;
+        // Looked at before it is opened (a device's open may have side
+        // effects), and opened without blocking (a FIFO put in its place
+        // meanwhile), then looked at again. A path is not followed if it
+        // became a symlink; map_files' entries are links to the inode.
+        let open_regular = |p: &Path, follow: bool| {
+            use std::os::unix::fs::OpenOptionsExt;
+            if !std::fs::metadata(p).ok()?.is_file() {
+                return None;
+            }
+            let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | nofollow)
+                .open(p)
+                .ok()?;
             file.metadata().ok()?.is_file().then_some(file)
         };
         let by_path = by_own_path(pid as i32, path)
-            .and_then(|p| Some((open_regular(p)?, p)))
-            .filter(|(file, p)| is.matches(file, p));
+            .and_then(|p| open_regular(p, false))
+            .filter(|file| is.matches(file));
         let proc_path = || procfs::map_file(pid, start, start.wrapping_add(len));
         let build_id = match is {
             Identity::BuildId(id) => Some(id),
             Identity::Inode { .. } => None,
         };
-        if let Some(file) = by_path
-            .map(|(file, _)| file)
-            .or_else(|| open_regular(&proc_path()))
-        {
+        if let Some(file) = by_path.or_else(|| open_regular(&proc_path(), true)) {
             self.files.push(HeldFile {
                 path: String::from_utf8_lossy(path).into_owned(),
                 build_id: build_id.map(<[u8]>::to_vec),
@@ -235,11 +245,14 @@ enum Identity<'a> {
 }
 
 impl Identity<'_> {
-    /// Whether `file`, opened at `path`, is that file.
-    fn matches(self, file: &std::fs::File, path: &Path) -> bool {
+    /// Whether `file` is that file.
+    fn matches(self, file: &std::fs::File) -> bool {
         match self {
+            // The file opened, not whatever the path names by now.
             Identity::BuildId(id) => {
-                pfprof_symbolize::read_build_id(path).is_some_and(|found| found == id)
+                use std::os::fd::AsRawFd;
+                let opened = format!("/proc/self/fd/{}", file.as_raw_fd());
+                pfprof_symbolize::read_build_id(Path::new(&opened)).is_some_and(|found| found == id)
             }
             Identity::Inode {
                 major,
