@@ -230,7 +230,7 @@ fn fork_storm_loses_nothing() {
 /// are counted, a chain they cut is `stack copy too small` (not `stack not
 /// readable`), and the storm's own chains, 256 bytes deep, stay whole. With
 /// 100 processes the storm's copies (about 2 KiB each) filled the two
-/// 128 MiB rings to just under half in 1 run of 10 and nothing was cut; with
+/// 128 MiB rings to just under half in 3 runs of 33 and nothing was cut; with
 /// 150, 57-60 k copies are cut in every run and none lost (with rings of
 /// 64 MiB, 15-16 k records are).
 #[test]
