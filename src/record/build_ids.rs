@@ -146,10 +146,13 @@ fn build_id_if_cached(path: &Path) -> Option<Vec<u8>> {
         .ok()?;
     let euid = crate::sys::euid();
     let answered = euid == 0 || file.metadata().is_ok_and(|m| m.uid() == euid);
-    if answered && !crate::sys::first_page_cached(&file).unwrap_or(true) {
+    // One mapping answers both: whether the page is cached (untouched so
+    // far), then the build-id of the file opened (not the path again).
+    let map = crate::sys::MappedFile::new(&file).ok()?;
+    if answered && !map.first_page_cached().unwrap_or(true) {
         return None;
     }
-    pfprof_symbolize::read_build_id(path)
+    pfprof_symbolize::image_build_id(&map)
 }
 
 /// `/proc/PID/map_files/START-END` of the mapping that holds `avma` now.
@@ -188,7 +191,7 @@ mod tests {
         crate::sys::forget_cached(&file).unwrap();
         assert_eq!(build_id_if_cached(&path), None);
         let reading = std::fs::File::open(&path).unwrap();
-        let still = crate::sys::first_page_cached(&reading);
+        let still = crate::sys::MappedFile::new(&reading).and_then(|m| m.first_page_cached());
         std::fs::remove_file(&path).unwrap();
         assert_eq!(
             still.ok(),

@@ -125,10 +125,10 @@ struct raw_entry_ctx {
 // A drain the kernel stalls (a fault of its own on a page that compaction
 // is migrating, or a read of /proc waiting on another process's mmap
 // lock, while the task holding it waits for a CPU behind the traced
-// program's threads) fell 100-250 ms behind, and a fork storm's 8 KiB
-// copies then filled a 128 MiB ring: with 1 KiB copies the ring holds
-// eight times the faults, and a chain that needed more is cut and counted
-// rather than the fault lost.
+// program's threads) fell 100-250 ms behind, and a fork storm's copies
+// (about 2 KiB each, up to 8) then filled a 128 MiB ring: with copies of
+// 1 KiB at most the rest of the ring holds more faults, and a chain that
+// needed more is cut and counted rather than the fault lost.
 #define PRESSED_STACK 1024
 #define BPF_RB_AVAIL_DATA 0
 #define BPF_RB_RING_SIZE 1

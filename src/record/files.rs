@@ -249,11 +249,10 @@ impl Identity<'_> {
     fn matches(self, file: &std::fs::File) -> bool {
         match self {
             // The file opened, not whatever the path names by now.
-            Identity::BuildId(id) => {
-                use std::os::fd::AsRawFd;
-                let opened = format!("/proc/self/fd/{}", file.as_raw_fd());
-                pfprof_symbolize::read_build_id(Path::new(&opened)).is_some_and(|found| found == id)
-            }
+            Identity::BuildId(id) => crate::sys::MappedFile::new(file)
+                .ok()
+                .and_then(|map| pfprof_symbolize::image_build_id(&map))
+                .is_some_and(|found| found == id),
             Identity::Inode {
                 major,
                 minor,

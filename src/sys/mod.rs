@@ -162,44 +162,6 @@ pub fn thread_usage() -> ThreadUsage {
     }
 }
 
-/// Whether the first page of `file` is in the page cache, asked without
-/// reading it (`mincore` on a mapping of it that is never touched). A read,
-/// even `preadv2` with `RWF_NOWAIT`, starts readahead: pfprof looks at the
-/// traced programs' files this way first, since bringing their pages in
-/// would turn the program's major faults minor. The kernel answers for
-/// files the caller owns or may write (root: all); for others it says
-/// "not cached" unless pfprof has the page mapped: callers check that.
-pub fn first_page_cached(file: &std::fs::File) -> io::Result<bool> {
-    let page = page_size() as usize;
-    // SAFETY: a new shared read-only mapping of one page of an fd we own;
-    // nothing reads it, and it is unmapped below.
-    let at = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            page,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if at == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let mut resident = 0u8;
-    // SAFETY: `at` is the page-aligned mapping of one page made above;
-    // mincore writes one byte per page into `resident`.
-    let r = unsafe { libc::mincore(at, page, &mut resident) };
-    let result = if r == 0 {
-        Ok(resident & 1 != 0)
-    } else {
-        Err(io::Error::last_os_error())
-    };
-    // SAFETY: unmaps exactly the mapping made above, which nothing borrows.
-    unsafe { libc::munmap(at, page) };
-    result
-}
-
 /// Has the kernel drop `file`'s clean pages from the page cache (tests
 /// that need a file not cached).
 #[cfg(test)]
@@ -807,6 +769,33 @@ impl MappedFile {
             return Err(io::Error::last_os_error());
         }
         Ok(MappedFile { ptr, len })
+    }
+}
+
+impl MappedFile {
+    /// Whether the file's first page is in the page cache, asked without
+    /// reading it (`mincore` before anything touches the mapping). A read,
+    /// even `preadv2` with `RWF_NOWAIT`, starts readahead: pfprof looks at
+    /// the traced programs' files this way first, since bringing their
+    /// pages in would turn the program's major faults minor. The kernel
+    /// answers for files the caller owns or may write (root: all); for
+    /// others it says "not cached" unless the page is mapped: callers check
+    /// that. An empty file has no first page.
+    pub fn first_page_cached(&self) -> io::Result<bool> {
+        if self.len == 0 {
+            return Ok(false);
+        }
+        let mut resident = 0u8;
+        // SAFETY: `ptr` is a live page-aligned mapping of `len` bytes; the
+        // range asked for is within its first page, for which mincore
+        // writes one byte into `resident`.
+        let r =
+            unsafe { libc::mincore(self.ptr, self.len.min(page_size() as usize), &mut resident) };
+        if r == 0 {
+            Ok(resident & 1 != 0)
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 }
 
