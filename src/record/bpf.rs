@@ -85,8 +85,10 @@ const FAULT_HEADER: usize = 120;
 const UKEY_BYTES: usize = 32;
 const UVALUE_BYTES: usize = 16 + 2 * CACHE_WORDS + 8 * CACHE_WORDS + 8 * CACHE_FRAMES;
 
-/// `BPF_MAP_TYPE_ARRAY`, `BPF_MAP_TYPE_ARRAY_OF_MAPS`, `BPF_MAP_TYPE_RINGBUF`.
+/// `BPF_MAP_TYPE_ARRAY`, `BPF_MAP_TYPE_PROG_ARRAY`,
+/// `BPF_MAP_TYPE_ARRAY_OF_MAPS`, `BPF_MAP_TYPE_RINGBUF`.
 const MAP_ARRAY: u32 = 2;
+const MAP_PROG_ARRAY: u32 = 3;
 const MAP_ARRAY_OF_MAPS: u32 = 12;
 const MAP_RINGBUF: u32 = 27;
 
@@ -178,8 +180,14 @@ pub struct Settings {
 
 /// The loaded collector: its programs and maps.
 pub struct FaultCollector {
-    /// The completion program, for minor and major faults alike.
+    /// The completion program, which the minor-faults events run.
     completion: OwnedFd,
+    /// What the major-faults events run: it marks the fault major and
+    /// jumps to the completion program.
+    on_major: OwnedFd,
+    /// The jump's table (entry 0: the completion program). The kernel
+    /// empties it when its last descriptor closes.
+    _jump: OwnedFd,
     /// Its attachments to the fault events (closed, they detach it).
     links: Vec<OwnedFd>,
     entry_user: OwnedFd,
@@ -475,9 +483,20 @@ impl FaultCollector {
         let raw_entries = load("raw_tracepoint/user", raw, "pfprof_raw_u")
             .and_then(|u| Ok((u, load("raw_tracepoint/kernel", raw, "pfprof_raw_k")?)))
             .ok();
+        let completion = load(&completion_section(&settings), perf, "pfprof_fault")?;
+        let jump = take("completion", Some(MAP_PROG_ARRAY))?;
+        let completion_fd = std::os::fd::AsRawFd::as_raw_fd(&completion) as u32;
+        sysbpf::map_update(&jump, &0u32.to_le_bytes(), &completion_fd.to_le_bytes()).map_err(
+            |source| BpfError::Map {
+                name: "completion".into(),
+                source,
+            },
+        )?;
         Ok(FaultCollector {
             raw_entries,
-            completion: load(&completion_section(&settings), perf, "pfprof_fault")?,
+            on_major: load("perf_event/major", perf, "pfprof_major")?,
+            _jump: jump,
+            completion,
             links: Vec::new(),
             entry_user: load("tracepoint/user", tracepoint, "pfprof_entry_u")?,
             entry_kernel: load("tracepoint/kernel", tracepoint, "pfprof_entry_k")?,
@@ -553,7 +572,12 @@ impl FaultCollector {
     /// Runs the collector on each sample of `event`, a `minor-faults`
     /// (`major` false) or `major-faults` event.
     pub fn attach(&mut self, event: &OwnedFd, major: bool) -> io::Result<()> {
-        let link = sysbpf::link_to_event(event, &self.completion, u64::from(major))?;
+        let prog = if major {
+            &self.on_major
+        } else {
+            &self.completion
+        };
+        let link = sysbpf::link_to_event(event, prog)?;
         self.links.push(link);
         Ok(())
     }

@@ -7,8 +7,9 @@
 // for the thread: as raw tracepoint programs, attached once for the whole
 // machine, where the kernel allows them; else as programs of the
 // tracepoints' perf events, whose own samples they suppress. At the fault's
-// completion the `minor-faults`/`major-faults` software events run
-// `on_completion` in the faulting thread, which write one compact
+// completion the `minor-faults`/`major-faults` software events run the
+// completion program (`on_major` first for major ones) in the faulting
+// thread, which writes one compact
 // record into that CPU's BPF ring buffer, which pfprof drains: a perf
 // sample record as the kernel writes one of a bpf-output event (so that
 // the rest of pfprof reads it as one), whose raw data is the IP and data
@@ -30,7 +31,8 @@
 //
 // Built by `src/record/build-bpf.sh` into fault.bpf.o, which is committed
 // (cargo needs no clang); a test checks that the object matches this source.
-// No BTF, no global data, no BPF-to-BPF calls: pfprof's loader is small.
+// No BTF, no global data, no BPF-to-BPF calls (one tail call): pfprof's
+// loader is small.
 
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -43,6 +45,7 @@ static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value,
 				   __u64 flags) = (void *)2;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+static long (*bpf_tail_call)(void *ctx, void *prog_array, __u32 index) = (void *)12;
 static __u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static long (*bpf_get_stack)(void *ctx, void *buf, __u32 size, __u64 flags) = (void *)67;
@@ -53,7 +56,6 @@ static long (*bpf_get_ns_current_pid_tgid)(__u64 dev, __u64 ino, void *nsdata,
 					  __u32 size) = (void *)120;
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, __u64 size, __u64 flags) = (void *)130;
 static __u64 (*bpf_ringbuf_query)(void *ringbuf, __u64 flags) = (void *)134;
-static __u64 (*bpf_get_attach_cookie)(void *ctx) = (void *)174;
 static void *(*bpf_task_pt_regs)(void *task) = (void *)175;
 
 // The legacy map definition the loader reads from the "maps" section.
@@ -337,13 +339,29 @@ struct map_def SEC("maps") counters = {
 	.max_entries = COUNTERS,
 };
 
-// Per CPU, nonzero while a completion program runs: a fault its own reads
-// of user memory take (the stack copy's end, a frame-pointer walk into
-// garbage) passes the entry tracepoints too, and a raw tracepoint program,
-// unlike a perf event's, is not kept from running inside another program.
-// Such an entry is no fault of the thread's: it is ignored.
+// Per CPU, what the completion program running there is doing.
+struct inside {
+	// Nonzero while it runs: a fault its own reads of user memory take
+	// (the stack copy's end, a frame-pointer walk into garbage) passes
+	// the entry tracepoints too, and a raw tracepoint program, unlike a
+	// perf event's, is not kept from running inside another program.
+	// Such an entry is no fault of the thread's: it is ignored.
+	__u32 busy;
+	// Set by `on_major` just before it jumps to the completion program.
+	__u32 major;
+};
+
 struct map_def SEC("maps") inside = {
 	.type = BPF_MAP_TYPE_PERCPU_ARRAY,
+	.key_size = sizeof(__u32),
+	.value_size = sizeof(struct inside),
+	.max_entries = 1,
+};
+
+// Entry 0: the completion program, filled by pfprof, where `on_major`
+// jumps.
+struct map_def SEC("maps") completion = {
+	.type = BPF_MAP_TYPE_PROG_ARRAY,
 	.key_size = sizeof(__u32),
 	.value_size = sizeof(__u32),
 	.max_entries = 1,
@@ -362,8 +380,8 @@ INLINE int on_entry(__u64 address, __u64 error_code, __u32 kernel)
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return 0;
-	__u32 *busy = bpf_map_lookup_elem(&inside, &zero);
-	if (busy && *busy)
+	struct inside *in = bpf_map_lookup_elem(&inside, &zero);
+	if (in && in->busy)
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct entry fresh = {
@@ -687,29 +705,36 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 		count(lost);
 }
 
-INLINE int on_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, const __u32 kernel_frames)
+INLINE int on_fault(struct perf_ctx *ctx, const __u32 mode, const __u32 kernel_frames)
 {
 	__u32 zero = 0;
-	__u32 *busy = bpf_map_lookup_elem(&inside, &zero);
-	if (!busy)
+	struct inside *in = bpf_map_lookup_elem(&inside, &zero);
+	if (!in)
 		return 0;
-	*busy = 1;
+	__u32 flags = in->major ? FLAG_MAJOR : 0;
+	in->major = 0;
+	in->busy = 1;
 	write_fault(ctx, flags, mode, kernel_frames);
-	*busy = 0;
+	in->busy = 0;
 	return 0;
 }
 
-// One program for both events (the verifier's time is spent once): the
-// attachment's cookie says which, nonzero for major-faults. One program per
-// call-graph mode, with and without kernel frames: the verifier walks only
-// the paths of the mode it gets (one program for every mode took it 0.38 s
-// on this machine; dwarf's alone 0.1 s, fp's and none's a few ms).
+// The minor-faults events run the completion program, the major-faults
+// events `on_major`, which marks the fault major and jumps to it. Not one
+// program told the events apart by its attachment's cookie: the kernel
+// gives an inherited event (a child process's, a new thread's) its
+// parent's program but not its cookie, so a child's major faults read
+// as minor. Not two completion programs: the verifier's time (0.1 s for
+// dwarf's) would be spent twice.
+// One completion program per call-graph mode, with and without kernel
+// frames: the verifier walks only the paths of the mode it gets (one
+// program for every mode took it 0.38 s on this machine; dwarf's alone
+// 0.1 s, fp's and none's a few ms).
 #define COMPLETION(section, name, mode, kernel_frames)                          \
 	SEC("perf_event/" section)                                              \
 	int name(struct perf_ctx *ctx)                                          \
 	{                                                                       \
-		__u32 flags = bpf_get_attach_cookie(ctx) ? FLAG_MAJOR : 0;      \
-		return on_fault(ctx, flags, mode, kernel_frames);               \
+		return on_fault(ctx, mode, kernel_frames);                      \
 	}
 
 COMPLETION("none", on_none, MODE_NONE, 0)
@@ -718,5 +743,20 @@ COMPLETION("fp", on_fp, MODE_FP, 0)
 COMPLETION("fp+kernel", on_fp_kernel, MODE_FP, 1)
 COMPLETION("dwarf", on_dwarf, MODE_DWARF, 0)
 COMPLETION("dwarf+kernel", on_dwarf_kernel, MODE_DWARF, 1)
+
+SEC("perf_event/major")
+int on_major(struct perf_ctx *ctx)
+{
+	__u32 zero = 0;
+	struct inside *in = bpf_map_lookup_elem(&inside, &zero);
+	if (!in)
+		return 0;
+	in->major = 1;
+	bpf_tail_call(ctx, &completion, 0);
+	// Only when the jump failed (the array not yet filled).
+	in->major = 0;
+	count(COUNT_LOST_MAJOR);
+	return 0;
+}
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

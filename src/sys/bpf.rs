@@ -264,16 +264,16 @@ pub fn attach_raw_tracepoint(name: &str, prog: &OwnedFd) -> io::Result<OwnedFd> 
     owned(bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?)
 }
 
-/// Runs `prog` at each sample of the perf event `event`, which the program
-/// tells from others by `cookie` (`bpf_get_attach_cookie`), until the
-/// returned link is closed (kernel 5.15 and later).
-pub fn link_to_event(event: &OwnedFd, prog: &OwnedFd, cookie: u64) -> io::Result<OwnedFd> {
+/// Runs `prog` at each sample of the perf event `event` until the
+/// returned link is closed (kernel 5.15 and later). No cookie: an event
+/// the kernel inherits into a child gets the program but not the cookie.
+pub fn link_to_event(event: &OwnedFd, prog: &OwnedFd) -> io::Result<OwnedFd> {
     let mut attr = LinkCreate {
         prog_fd: prog.as_raw_fd() as u32,
         target_fd: event.as_raw_fd() as u32,
         attach_type: ATTACH_PERF_EVENT,
         flags: 0,
-        bpf_cookie: cookie,
+        bpf_cookie: 0,
     };
     owned(bpf(BPF_LINK_CREATE, &mut attr)?)
 }

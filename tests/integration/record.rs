@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::util::{
     assert_complete, can_record, compile_c, compile_rust_pages, fault_line, function_sites, record,
-    run, show, sites, stack_names, temp_dir, total,
+    record_with, run, show, sites, stack_names, temp_dir, total,
 };
 
 /// Every row of `rows` has this class, access, target section/symbol/region,
@@ -266,6 +266,41 @@ fn the_recorder_does_not_warm_mapped_files() {
     let rows = function_sites(&report, "read_file_pages");
     assert_eq!(total(&rows), 64, "{}", show(&rows));
     assert_rows(&rows, "major", "read", None, None, "file");
+}
+
+/// file_major run by bash: its 64 major faults are a child's, whose
+/// events the kernel inherited from bash's. They once read as minor: the
+/// collector learned "major" from its attachment's cookie, which an
+/// inherited event does not get. (Not dash: its children, started by
+/// `vfork`, kept their major faults.)
+#[test]
+fn a_childs_major_faults_are_major() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("rec_child_major");
+    let exe = compile_c(&dir, "file_major.c", &[]);
+    let data = dir.join("major.bin");
+    let script = format!("{} {}; true", exe.display(), data.display());
+    for mode in ["dwarf", "fp"] {
+        let run_dir = dir.join(mode);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let (out, report) = record_with(
+            &run_dir,
+            &["--call-graph", mode],
+            Path::new("/bin/bash"),
+            &["-c", &script],
+        );
+        assert!(out.status.success(), "{mode}");
+        assert_complete(&report);
+        let rows = function_sites(&report, "read_file_pages");
+        assert_eq!(total(&rows), 64, "{mode}: {}", show(&rows));
+        assert_rows(&rows, "major", "read", None, None, "file");
+        assert_eq!(
+            report["totals"]["major"], report["totals"]["kernel_major"],
+            "{mode}"
+        );
+    }
 }
 
 /// Reading a mapped file that is not in the page cache: major read faults on that file.
