@@ -309,7 +309,7 @@ _pfprof() {
             return 0
             ;;
         pfprof__subcmd__record)
-            opts="-o -q -p -a -h --output --period --mmap-pages --call-graph --no-bpf --no-tracepoints --stream --fixed-ts --quiet --top --max-lost --kernel --until-ms --startup-of --symfs --buildid-dir --pid --all-cpus --class --run-as-root --duration --interval --keep --keep-recording --no-buildid-cache --buildid-cache-limit --help"
+            opts="-o -q -p -a -h --output --period --mmap-pages --call-graph --no-bpf --no-tracepoints --resident --stream --fixed-ts --quiet --top --max-lost --kernel --until-ms --startup-of --symfs --buildid-dir --pid --all-cpus --class --run-as-root --duration --interval --keep --keep-recording --no-buildid-cache --buildid-cache-limit --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

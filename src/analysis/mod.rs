@@ -13,6 +13,7 @@ pub mod latency;
 pub mod process;
 mod profile;
 pub mod relocation_pages;
+pub mod resident;
 pub mod stacks;
 pub mod startup;
 pub mod timeline;
@@ -205,6 +206,7 @@ impl Aggregator {
             kernel_build_id: p.kernel_build_id.clone(),
             jit_maps: FxHashMap::default(),
             jit_warnings: Vec::new(),
+            resident: None,
         };
         // The stacks remembered belong to the table given away.
         if std::env::var_os("PFPROF_TIMING").is_some() {
@@ -225,6 +227,10 @@ impl Aggregator {
         taken
     }
 }
+
+/// What the resident-page ledger needs of a fault: what it did to its
+/// page, and the range of the mapping it hit (avma).
+type PageFacts = (resident::Effect, Option<(u64, u64)>);
 
 fn target_key(place: Place) -> TargetKey {
     match place {
@@ -273,6 +279,7 @@ impl Analyzer {
                 kernel_build_id: None,
                 jit_maps: FxHashMap::default(),
                 jit_warnings: Vec::new(),
+                resident: None,
             },
             options,
             pending: FxHashMap::default(),
@@ -357,8 +364,16 @@ impl Analyzer {
                 time,
             } => self.on_comm(pid, tid, &name.as_slice(), exec, time),
             Event::Fork { pid, ppid, tid } => self.on_fork(pid, ppid, tid),
+            Event::MemoryCall { pid, tid, call, .. } => {
+                if let Some(ledger) = &mut self.profile.resident {
+                    ledger.on_call(pid, tid, call);
+                }
+            }
             Event::Exit { pid, tid } => {
                 if pid == tid {
+                    if let Some(ledger) = &mut self.profile.resident {
+                        ledger.exit(pid);
+                    }
                     self.profile.processes.on_exit(pid);
                     if self.prune_exited {
                         self.exited.push(pid);
@@ -385,6 +400,17 @@ impl Analyzer {
         }
         if let Some(meta) = &header.meta {
             self.begin(meta);
+        }
+        // The ledger of resident pages: where every fault of the recorded
+        // processes is a sample and the syscalls that give memory back
+        // were recorded; not system-wide (a host's every page would be
+        // kept), not for intervals.
+        let calls = header.kinds.contains(&decode::EventKind::Munmap);
+        let every_fault = header.sampling.is_none()
+            && (header.meta.as_ref())
+                .map_or(true, |m| m.period == 1 && m.mode != RecordMode::System);
+        if calls && every_fault && !self.prune_exited && !self.live {
+            self.profile.resident = Some(resident::Ledger::default());
         }
     }
 
@@ -416,6 +442,9 @@ impl Analyzer {
     /// address space.
     fn on_comm(&mut self, pid: i32, tid: i32, name: &[u8], exec: bool, time: u64) {
         if exec {
+            if let Some(ledger) = &mut self.profile.resident {
+                ledger.exec(pid);
+            }
             let comm = String::from_utf8_lossy(name).into_owned();
             self.profile.startup.on_exec(pid, &comm, time);
             if let Some(unwinder) = &mut self.unwinder {
@@ -434,6 +463,11 @@ impl Analyzer {
         }
         if let Some(unwinder) = &mut self.unwinder {
             unwinder.on_fork(pid, ppid);
+        }
+        if let Some(ledger) = &mut self.profile.resident {
+            if process::is_new_process(pid, ppid, tid) {
+                ledger.fork(pid, ppid, Owner::Process(pid));
+            }
         }
         self.profile.processes.on_fork(pid, ppid, tid)
     }
@@ -456,8 +490,18 @@ impl Analyzer {
             }
             _ => false,
         };
-        let (class, access, target) = self.classify_fault(&sample, entry, kernel_mode);
+        let (class, access, target, (effect, mapping)) =
+            self.classify_fault(&sample, entry, kernel_mode);
         let (stack, cached) = self.stack_of(&sample, kernel_mode, in_exec);
+        if let Some(ledger) = &mut self.profile.resident {
+            let site = resident::SiteOf {
+                owner: Owner::Process(sample.pid),
+                stack,
+                target,
+            };
+            let ids = (sample.pid, sample.tid);
+            ledger.fault(ids, sample.addr_avma, mapping, site, effect, sample.time);
+        }
 
         let profile = &mut self.profile;
         let frames: &[FrameKey] = if cached { &[] } else { &self.scratch };
@@ -552,7 +596,7 @@ impl Analyzer {
         sample: &FaultSample<'_>,
         entry: Option<PairedEntry>,
         kernel_mode: bool,
-    ) -> (FaultClass, Access, TargetKey) {
+    ) -> (FaultClass, Access, TargetKey, PageFacts) {
         let profile = &mut self.profile;
         let weight = sample.weight;
         let process = profile.processes.by_pid.get(&sample.pid);
@@ -577,7 +621,20 @@ impl Analyzer {
         if kernel_mode {
             profile.totals.kernel_mode += weight;
         }
-        (class, access, target)
+        let effect = match &profile.resident {
+            Some(_) => {
+                let shmem_file = match target {
+                    TargetKey::Module { module, .. } => {
+                        resident::is_shmem_path(&profile.processes.modules.get(module).path)
+                    }
+                    _ => false,
+                };
+                let range = found.map(|m| (m.start_avma, m.end_avma));
+                (resident::effect(mapping, shmem_file, access, class), range)
+            }
+            None => (resident::Effect::None, None),
+        };
+        (class, access, target, effect)
     }
 
     /// The fault's stack, and whether it was remembered (then
@@ -805,6 +862,9 @@ fn finish(
 ) -> Result<Profile, DecodeError> {
     let (header, stats) = replayed?;
     let mut profile = analyzer.profile;
+    if let Some(ledger) = &mut profile.resident {
+        ledger.finish();
+    }
     profile.has_entries = header.kinds.iter().any(|k| {
         matches!(
             k,
@@ -1184,6 +1244,7 @@ mod tests {
                 minor: 7,
                 major: 3,
                 entries: 0,
+                memory_calls: 0,
                 unattributed: 107
             }
         );

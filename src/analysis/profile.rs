@@ -131,6 +131,9 @@ pub struct LostByClass {
     pub major: u64,
     /// Fault-entry tracepoint records.
     pub entries: u64,
+    /// Records of the syscalls that give memory back (the resident pages
+    /// they took away are still counted).
+    pub memory_calls: u64,
     /// Records whose event the kernel does not say: PERF_RECORD_LOST counts
     /// everything a full ring buffer dropped (samples of any event, mmaps,
     /// comms), whichever event it was.
@@ -144,6 +147,9 @@ impl LostByClass {
             Some(K::Minor) => &mut self.minor,
             Some(K::Major) => &mut self.major,
             Some(K::EntryUser | K::EntryKernel) => &mut self.entries,
+            Some(K::Munmap | K::Madvise | K::Mremap | K::MremapDone | K::BrkDone | K::RssStat) => {
+                &mut self.memory_calls
+            }
             Some(K::MainEntry | K::Other) | None => &mut self.unattributed,
         };
         *slot = slot.saturating_add(count);
@@ -181,6 +187,9 @@ pub struct Totals {
 
 /// The counted, unsymbolized profile.
 pub struct Profile {
+    /// The resident pages and who made them present, when the recording
+    /// allows (see [`crate::analysis::resident`]).
+    pub resident: Option<crate::analysis::resident::Ledger>,
     /// Metadata written by `record`.
     pub meta: Option<RecordingMeta>,
     /// Command line from the perf header.

@@ -135,8 +135,74 @@ pub enum EventKind {
     EntryKernel,
     /// The uprobe on the program's `main` (`pfprof:main_entry`).
     MainEntry,
+    /// `syscalls:sys_enter_munmap`.
+    Munmap,
+    /// `syscalls:sys_enter_madvise`.
+    Madvise,
+    /// `syscalls:sys_enter_mremap`.
+    Mremap,
+    /// `syscalls:sys_exit_mremap`.
+    MremapDone,
+    /// `syscalls:sys_exit_brk`.
+    BrkDone,
+    /// `kmem:rss_stat`.
+    RssStat,
     /// Anything else (ignored).
     Other,
+}
+
+/// A syscall that may give memory back, as its tracepoint saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryCall {
+    /// `munmap(addr, len)`, entered.
+    Munmap {
+        /// Start (avma).
+        addr: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// `madvise(addr, len, advice)`, entered.
+    Madvise {
+        /// Start (avma).
+        addr: u64,
+        /// Bytes.
+        len: u64,
+        /// `MADV_*`.
+        advice: u64,
+    },
+    /// `mremap(addr, old_len, new_len, flags, new_addr)`, entered.
+    Mremap {
+        /// Start of the old mapping (avma).
+        addr: u64,
+        /// Its bytes.
+        old_len: u64,
+        /// Bytes asked for.
+        new_len: u64,
+        /// `MREMAP_*`.
+        flags: u64,
+        /// Where, with `MREMAP_FIXED`.
+        new_addr: u64,
+    },
+    /// `mremap` returned: the mapping's new start, or `-errno`.
+    MremapDone {
+        /// The result.
+        ret: i64,
+    },
+    /// `brk` returned: the program break now.
+    BrkDone {
+        /// The result.
+        ret: u64,
+    },
+    /// An RSS counter of an address space changed (`kmem:rss_stat`).
+    RssStat {
+        /// The address space is the recording thread's own.
+        curr: bool,
+        /// `MM_FILEPAGES` 0, `MM_ANONPAGES` 1, `MM_SWAPENTS` 2,
+        /// `MM_SHMEMPAGES` 3.
+        member: i32,
+        /// Bytes counted now.
+        bytes: i64,
+    },
 }
 
 /// A call chain, leaf first, with perf's context marks: as a record holds
@@ -294,6 +360,17 @@ pub enum Event<'a> {
         pid: i32,
         /// Thread.
         tid: i32,
+    },
+    /// A syscall that may give memory back.
+    MemoryCall {
+        /// Process.
+        pid: i32,
+        /// Thread.
+        tid: i32,
+        /// Time (ns).
+        time: u64,
+        /// Which, with its arguments or result.
+        call: MemoryCall,
     },
     /// A thread entered the program's `main`.
     MainEntry {

@@ -645,7 +645,7 @@ mod tests {
     }
 
     /// A repaired recording names pfprof's events from their attrs: the
-    /// fault events by config, the tracepoints by order (a third one by its
+    /// fault events by config, the tracepoints by order (a ninth one by its
     /// id), anything else as the main-entry uprobe.
     #[test]
     fn repair_names_events_from_attrs() {
@@ -664,6 +664,12 @@ mod tests {
             unnamed(attr(2, 189)),
             unnamed(attr(2, 188)),
             unnamed(attr(9, 0)),
+            unnamed(attr(2, 187)),
+            unnamed(attr(2, 186)),
+            unnamed(attr(2, 185)),
+            unnamed(attr(2, 184)),
+            unnamed(attr(2, 183)),
+            unnamed(attr(2, 182)),
         ];
         let mut w = PerfDataWriter::create(&path, events).unwrap();
         w.write_records(&record(16)).unwrap();
@@ -686,8 +692,14 @@ mod tests {
                 "exceptions:page_fault_user",
                 "minor-faults",
                 "exceptions:page_fault_kernel",
-                "tracepoint:188",
-                "pfprof:main_entry"
+                "syscalls:sys_enter_munmap",
+                "pfprof:main_entry",
+                "syscalls:sys_enter_madvise",
+                "syscalls:sys_enter_mremap",
+                "syscalls:sys_exit_mremap",
+                "syscalls:sys_exit_brk",
+                "kmem:rss_stat",
+                "tracepoint:182"
             ]
         );
     }

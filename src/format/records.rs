@@ -91,6 +91,51 @@ pub const FAULT_ENTRY_KERNEL: OwnEvent = OwnEvent {
     name: "exceptions:page_fault_kernel",
     source: EventSource::Tracepoint(TRACEPOINT_PATHS[1]),
 };
+/// The syscalls that give memory back, as tracefs `events/` paths: their
+/// arguments (or results) say which pages leave an address space (see
+/// `analysis/resident.rs`); and the kernel's RSS counters as they change.
+/// All six are recorded, or none.
+pub const MEMORY_TRACEPOINT_PATHS: [&str; 6] = [
+    "syscalls/sys_enter_munmap",
+    "syscalls/sys_enter_madvise",
+    "syscalls/sys_enter_mremap",
+    "syscalls/sys_exit_mremap",
+    "syscalls/sys_exit_brk",
+    "kmem/rss_stat",
+];
+/// `munmap(addr, len)`.
+pub const MUNMAP: OwnEvent = OwnEvent {
+    name: "syscalls:sys_enter_munmap",
+    source: EventSource::Tracepoint(MEMORY_TRACEPOINT_PATHS[0]),
+};
+/// `madvise(start, len, advice)`.
+pub const MADVISE: OwnEvent = OwnEvent {
+    name: "syscalls:sys_enter_madvise",
+    source: EventSource::Tracepoint(MEMORY_TRACEPOINT_PATHS[1]),
+};
+/// `mremap(addr, old_len, new_len, flags, new_addr)`.
+pub const MREMAP: OwnEvent = OwnEvent {
+    name: "syscalls:sys_enter_mremap",
+    source: EventSource::Tracepoint(MEMORY_TRACEPOINT_PATHS[2]),
+};
+/// `mremap`'s result: where the mapping is now.
+pub const MREMAP_DONE: OwnEvent = OwnEvent {
+    name: "syscalls:sys_exit_mremap",
+    source: EventSource::Tracepoint(MEMORY_TRACEPOINT_PATHS[3]),
+};
+/// `brk`'s result: the program break now.
+pub const BRK_DONE: OwnEvent = OwnEvent {
+    name: "syscalls:sys_exit_brk",
+    source: EventSource::Tracepoint(MEMORY_TRACEPOINT_PATHS[4]),
+};
+/// A process's RSS counter changed: how many pages of a kind it has now.
+pub const RSS_STAT: OwnEvent = OwnEvent {
+    name: "kmem:rss_stat",
+    source: EventSource::Tracepoint(MEMORY_TRACEPOINT_PATHS[5]),
+};
+/// The memory events, in [`MEMORY_TRACEPOINT_PATHS`]' order.
+pub const MEMORY_CALLS: [OwnEvent; 6] = [MUNMAP, MADVISE, MREMAP, MREMAP_DONE, BRK_DONE, RSS_STAT];
+
 /// The uprobe on the program's `main`: the end of start-up.
 pub const MAIN_ENTRY: OwnEvent = OwnEvent {
     name: "pfprof:main_entry",
@@ -99,12 +144,18 @@ pub const MAIN_ENTRY: OwnEvent = OwnEvent {
 
 /// pfprof's events in the order a recording holds them (each one it could
 /// open: the tracepoints and the uprobe may be missing).
-pub const OWN_EVENTS: [OwnEvent; 5] = [
+pub const OWN_EVENTS: [OwnEvent; 11] = [
     MINOR_FAULTS,
     MAJOR_FAULTS,
     FAULT_ENTRY_USER,
     FAULT_ENTRY_KERNEL,
     MAIN_ENTRY,
+    MUNMAP,
+    MADVISE,
+    MREMAP,
+    MREMAP_DONE,
+    BRK_DONE,
+    RSS_STAT,
 ];
 
 impl OwnEvent {
@@ -115,8 +166,9 @@ impl OwnEvent {
     /// pfprof's.
     pub fn of_attr(type_: u32, config: u64, tracepoints_before: usize) -> Option<OwnEvent> {
         if type_ == b::PERF_TYPE_TRACEPOINT {
-            return [FAULT_ENTRY_USER, FAULT_ENTRY_KERNEL]
-                .get(tracepoints_before)
+            let tracepoints = [FAULT_ENTRY_USER, FAULT_ENTRY_KERNEL];
+            return (tracepoints.iter().chain(&MEMORY_CALLS))
+                .nth(tracepoints_before)
                 .copied();
         }
         let fault = [MINOR_FAULTS, MAJOR_FAULTS]
@@ -163,7 +215,7 @@ mod tests {
     }
 
     /// pfprof's events are told back from their attrs (the fault events by
-    /// config, the tracepoints by order, the rest as the uprobe; a third
+    /// config, the tracepoints by order, the rest as the uprobe; a ninth
     /// tracepoint is none of pfprof's) and from their names.
     #[test]
     fn own_events_from_attrs() {
@@ -175,7 +227,10 @@ mod tests {
             ((software, 2, 0), Some(MAIN_ENTRY)),
             ((tracepoint, 190, 0), Some(FAULT_ENTRY_USER)),
             ((tracepoint, 189, 1), Some(FAULT_ENTRY_KERNEL)),
-            ((tracepoint, 188, 2), None),
+            ((tracepoint, 188, 2), Some(MUNMAP)),
+            ((tracepoint, 187, 6), Some(BRK_DONE)),
+            ((tracepoint, 186, 7), Some(RSS_STAT)),
+            ((tracepoint, 185, 8), None),
             ((9, 0, 2), Some(MAIN_ENTRY)),
         ];
         for ((type_, config, before), want) in cases {

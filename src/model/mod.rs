@@ -42,6 +42,34 @@ pub struct Model {
     /// The programs of [`Owner::Program`] rows and points (a system-wide
     /// recording's), by id, made safe to show.
     pub programs: Vec<String>,
+    /// Resident memory per site, when the recording can say.
+    pub resident: Option<ResidentRows>,
+}
+
+/// Resident memory per site at the peak and at exit (see
+/// [`crate::analysis::resident`]).
+#[derive(Debug, Default)]
+pub struct ResidentRows {
+    /// At the peak of the recorded processes' total.
+    pub peak: Vec<ResidentRow>,
+    /// At each process's exit, or the recording's end.
+    pub exit: Vec<ResidentRow>,
+}
+
+/// Pages one (process, stack, target, kind) held.
+#[derive(Debug, Clone)]
+pub struct ResidentRow {
+    /// Its process's command name.
+    pub comm: Arc<str>,
+    /// Key into [`Model::stacks`]: the stack of the fault that made the
+    /// pages present.
+    pub stack: StackId,
+    /// Where they are.
+    pub target: Arc<TargetRow>,
+    /// How the kernel counts them.
+    pub kind: crate::analysis::resident::MemoryKind,
+    /// Pages.
+    pub pages: u64,
 }
 
 /// Faults counted under one (process or program, class, access, stack,

@@ -364,6 +364,108 @@ pub struct Report {
     pub startups: Vec<crate::model::startup::StartupWindow>,
     /// Time in the kernel per fault, by class (from the entry tracepoint).
     pub latency: Latencies,
+    /// Resident memory by the code that made it present, at the peak and
+    /// at exit; absent when the recording cannot say (see
+    /// [`crate::analysis::resident`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resident: Option<ResidentReport>,
+}
+
+/// KiB resident, by kind (as the kernel's `RssAnon`, `RssFile`,
+/// `RssShmem`) and in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KindKib {
+    /// Private memory.
+    pub anon: u64,
+    /// Files' page cache.
+    pub file: u64,
+    /// Shared memory.
+    pub shmem: u64,
+    /// All three.
+    pub total: u64,
+}
+
+impl KindKib {
+    /// From pages by kind (`MemoryKind` order).
+    pub fn of_pages(pages: [u64; 3]) -> KindKib {
+        let kib = |n: u64| n * crate::analysis::resident::PAGE_BYTES / 1024;
+        KindKib {
+            anon: kib(pages[0]),
+            file: kib(pages[1]),
+            shmem: kib(pages[2]),
+            total: kib(pages.iter().sum()),
+        }
+    }
+}
+
+/// The kernel's count of a process's file and shared pages, KiB. Not its
+/// anonymous pages: `kmem:rss_stat` changes with every anonymous page, and
+/// a record of each cost a third more CPU (the ledger counts them exactly
+/// by the faults that make them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KernelKib {
+    /// Files' page cache.
+    pub file: u64,
+    /// Shared memory.
+    pub shmem: u64,
+}
+
+impl KernelKib {
+    /// From pages by kind (`MemoryKind` order; anon left out).
+    pub fn of_pages(pages: [u64; 3]) -> KernelKib {
+        let all = KindKib::of_pages(pages);
+        KernelKib {
+            file: all.file,
+            shmem: all.shmem,
+        }
+    }
+}
+
+/// The recorded processes' resident memory at one moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResidentMoment {
+    /// When, ns after the timeline's origin (the exec, else the first
+    /// record); none for the exit view, whose processes end apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_ns: Option<u64>,
+    /// KiB by kind.
+    pub kib: KindKib,
+    /// The kernel's own count of file and shared pages at the same moment
+    /// (`kmem:rss_stat`), when recorded: what pfprof could not attribute
+    /// is the difference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_kib: Option<KernelKib>,
+    /// The sites with the most KiB, most first.
+    pub top: Vec<ResidentSite>,
+}
+
+/// KiB one code site made resident (its innermost function) in one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResidentSite {
+    /// KiB.
+    pub kib: u64,
+    /// Kind of memory (`anon`, `file`, `shmem`).
+    pub kind: &'static str,
+    /// Name of the process.
+    pub comm: String,
+    /// Innermost function of the fault's stack.
+    pub function: String,
+    /// Where the pages are.
+    pub target: TargetRow,
+}
+
+/// Resident memory: at the peak of the recorded processes' total, and what
+/// each process still held at its exit (or the recording's end).
+#[derive(Debug, Clone, Serialize)]
+pub struct ResidentReport {
+    /// At the peak.
+    pub peak: ResidentMoment,
+    /// At exit.
+    pub end: ResidentMoment,
+    /// Pages each cause added or took away.
+    pub pages: crate::analysis::resident::LedgerCounts,
+    /// What the ledger does not see, in words.
+    pub unseen: &'static str,
 }
 
 impl Report {
@@ -746,6 +848,78 @@ pub(crate) mod tests {
                 major: LatencyStats::from_values(&[120_000, 250_000, 3_100_000]),
                 cow: LatencyStats::default(),
             },
+            resident: Some(sample_resident()),
+        }
+    }
+
+    /// The 1 GiB the app touched, resident at the peak and freed before
+    /// exit; a little of libc's data still there.
+    fn sample_resident() -> ResidentReport {
+        let site =
+            |kib, kind, function: &str, object: &str, region, section: Option<&str>| ResidentSite {
+                kib,
+                kind,
+                comm: "app".into(),
+                function: function.into(),
+                target: TargetRow {
+                    object: object.into(),
+                    region,
+                    section: section.map(Into::into),
+                    symbol: None,
+                },
+            };
+        ResidentReport {
+            peak: ResidentMoment {
+                time_ns: Some(812_000_000),
+                kib: KindKib::of_pages([262_150, 410, 0]),
+                kernel_kib: Some(KernelKib::of_pages([0, 412, 0])),
+                top: vec![
+                    site(
+                        1_048_576,
+                        "anon",
+                        "touch_pages",
+                        "[anon]",
+                        Region::Anon,
+                        None,
+                    ),
+                    site(
+                        1_200,
+                        "file",
+                        "_dl_map_object",
+                        "/usr/lib/libc.so.6",
+                        Region::File,
+                        Some(".text"),
+                    ),
+                    site(
+                        24,
+                        "anon",
+                        "_dl_relocate_object",
+                        "/usr/lib/libc.so.6",
+                        Region::File,
+                        Some(".data.rel.ro"),
+                    ),
+                ],
+            },
+            end: ResidentMoment {
+                time_ns: None,
+                kib: KindKib::of_pages([6, 410, 0]),
+                kernel_kib: None,
+                top: vec![site(
+                    1_200,
+                    "file",
+                    "_dl_map_object",
+                    "/usr/lib/libc.so.6",
+                    Region::File,
+                    Some(".text"),
+                )],
+            },
+            pages: crate::analysis::resident::LedgerCounts {
+                faulted: 262_560,
+                munmap: 262_144,
+                exit: 416,
+                ..Default::default()
+            },
+            unseen: "pages made present without a fault of their own",
         }
     }
 

@@ -76,6 +76,10 @@ pub enum Graph {
     Startup,
     /// One class's stacks weighted by their time in the kernel.
     Latency(FaultClass),
+    /// KiB resident at the peak, by the stack that made them present.
+    Resident,
+    /// KiB still resident at each process's exit.
+    ResidentExit,
 }
 
 impl Graph {
@@ -87,6 +91,8 @@ impl Graph {
             Graph::Class(class) => class.name().into(),
             Graph::Startup => "startup".into(),
             Graph::Latency(class) => format!("{}-latency", class.name()),
+            Graph::Resident => "resident".into(),
+            Graph::ResidentExit => "resident-exit".into(),
         }
     }
 }
@@ -451,6 +457,45 @@ pub fn write_startup(
     .map(|(svg, _)| svg)
 }
 
+/// Writes `resident.folded`/`.svg` and `resident-exit.folded`/`.svg`: KiB
+/// resident at the peak, and at each process's exit, by the stack whose
+/// fault made them present. Nothing when the model has no ledger.
+pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result<Vec<Svg>> {
+    let Some(resident) = &model.resident else {
+        return Ok(Vec::new());
+    };
+    let special = crate::output::folded::Special::new();
+    let mut svgs = Vec::new();
+    for (graph, rows, title) in [
+        (
+            Graph::Resident,
+            &resident.peak,
+            "Resident memory at the peak (KiB, by the fault that made it present)",
+        ),
+        (
+            Graph::ResidentExit,
+            &resident.exit,
+            "Resident memory at exit (KiB still held when each process ended)",
+        ),
+    ] {
+        let lines: Vec<String> = crate::output::folded::fold_resident(rows, model)
+            .iter()
+            .map(|(stack, kib)| format!("{stack} {kib}"))
+            .collect();
+        let look = Look {
+            colors: Palette::Basic(BasicPalette::Mem),
+            count_name: "KiB",
+            by_class: false,
+            special: &special,
+            class_maps: None,
+        };
+        svgs.push(
+            write_folded_and_svg_counting(dir, graph, &lines, title.into(), subtitle, look)?.0,
+        );
+    }
+    Ok(svgs)
+}
+
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
 /// their faults spent in the kernel, so a user sees where time goes.
 pub fn write_latency(dir: &OutDir, folded: &FoldedStacks, subtitle: &str) -> io::Result<Vec<Svg>> {
@@ -547,6 +592,7 @@ mod tests {
             timeline_origin: 0,
             startup_of_one: false,
             programs: Vec::new(),
+            resident: None,
         };
         assert_eq!(startup_scope(&model), "every program, 2 windows");
         model.report.startups.truncate(1);

@@ -254,6 +254,29 @@ pub fn fold(model: &Model) -> FoldedStacks {
     out
 }
 
+/// KiB resident per line (`comm;frames…;target`), at the peak and at
+/// exit: what `resident.folded` and `resident-exit.folded` hold.
+pub fn fold_resident(rows: &[crate::model::ResidentRow], model: &Model) -> Folded {
+    let mut folded = Folded::new();
+    let mut line = String::with_capacity(4096);
+    for row in rows {
+        line.clear();
+        push_frame_name(&mut line, &row.comm);
+        for f in model.functions_root_first(row.stack) {
+            line.push(';');
+            push_frame_name(&mut line, &f.function);
+        }
+        line.push(';');
+        line.push_str(&target_frame(&row.target));
+        add(
+            &mut folded,
+            &line,
+            row.pages * crate::analysis::resident::PAGE_BYTES / 1024,
+        );
+    }
+    folded
+}
+
 /// Appends a frame's name as a line spells it (see [`frame_name`]).
 fn push_frame_name(line: &mut String, name: &str) {
     line.push_str(&frame_name(name));
@@ -308,6 +331,7 @@ mod tests {
             timeline_origin: 0,
             startup_of_one: false,
             programs: Vec::new(),
+            resident: None,
         }
     }
 

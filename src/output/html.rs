@@ -267,6 +267,32 @@ fn label(report: &Report, graph: Graph) -> (String, String) {
             ),
             "No start-up faults in this recording.".into(),
         ),
+        Graph::Resident => (
+            format!(
+                "Resident at peak{}",
+                report
+                    .resident
+                    .as_ref()
+                    .map_or_else(String::new, |r| format!(
+                        " · {} KiB",
+                        thousands(r.peak.kib.total)
+                    ))
+            ),
+            "No resident memory recorded.".into(),
+        ),
+        Graph::ResidentExit => (
+            format!(
+                "Resident at exit{}",
+                report
+                    .resident
+                    .as_ref()
+                    .map_or_else(String::new, |r| format!(
+                        " · {} KiB",
+                        thousands(r.end.kib.total)
+                    ))
+            ),
+            "Nothing was resident when the processes ended.".into(),
+        ),
         Graph::Latency(class) => (
             format!("{} latency", class_title(class)),
             format!(

@@ -37,6 +37,7 @@ pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()>
                 &subtitle,
             )?];
             svgs.extend(flamegraph::write_latency(dir, &folded, &subtitle)?);
+            svgs.extend(flamegraph::write_resident(dir, model, &subtitle)?);
             let timeline = timeline::render(model);
             dir.write("timeline.svg", timeline.as_bytes())?;
             Ok((svgs, timeline))

@@ -23,6 +23,7 @@ pub fn report_txt(report: &Report, top: usize) -> String {
     top_sites(&mut s, report, top);
     top_targets(&mut s, report, top);
     latency(&mut s, report);
+    resident(&mut s, report, top);
     startup(&mut s, report, top);
     files(&mut s, report, top);
     processes(&mut s, report, top);
@@ -412,6 +413,72 @@ fn top_targets(s: &mut String, report: &Report, top: usize) {
                 truncate_file_name(short(&r.object), 50),
                 r.region,
                 r.section.as_deref().unwrap_or("-")
+            );
+        }
+    }
+}
+
+/// Resident memory at the peak and at exit (beside the kernel's own
+/// count), with the sites that hold most.
+fn resident(s: &mut String, report: &Report, top: usize) {
+    let Some(r) = &report.resident else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "\nResident memory (KiB), by the fault that made it present:"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<24}  {:>11}  {:>11}  {:>11}  {:>11}",
+        "", "total", "anon", "file", "shmem"
+    );
+    let row = |s: &mut String, what: &str, k: &crate::model::report::KindKib| {
+        let _ = writeln!(
+            s,
+            "  {:<24}  {:>11}  {:>11}  {:>11}  {:>11}",
+            what,
+            thousands(k.total),
+            thousands(k.anon),
+            thousands(k.file),
+            thousands(k.shmem)
+        );
+    };
+    let peak = r.peak.time_ns.map_or_else(
+        || "at the peak".to_string(),
+        |ns| format!("at the peak ({:.1} ms)", ns as f64 / 1e6),
+    );
+    for (what, moment) in [(peak.as_str(), &r.peak), ("at exit", &r.end)] {
+        row(s, what, &moment.kib);
+        if let Some(k) = &moment.kernel_kib {
+            let _ = writeln!(
+                s,
+                "  {:<24}  {:>11}  {:>11}  {:>11}  {:>11}",
+                "  the kernel's count",
+                "",
+                "",
+                thousands(k.file),
+                thousands(k.shmem)
+            );
+        }
+    }
+    for (title, moment) in [("at the peak", &r.peak), ("at exit", &r.end)] {
+        if moment.top.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{:>9}  {:<5}  {:<44}  target ({title})",
+            "KiB", "kind", "function"
+        );
+        for site in moment.top.iter().take(top) {
+            let _ = writeln!(
+                s,
+                "{:>9}  {:<5}  {:<44}  {}",
+                thousands(site.kib),
+                site.kind,
+                truncate(&site.function, 44),
+                target_column(&site.target)
             );
         }
     }

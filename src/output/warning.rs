@@ -67,10 +67,19 @@ fn sentence(warning: &Warning) -> String {
                 Recorder::Pfprof => "--mmap-pages",
                 Recorder::Perf => "perf record -m PAGES",
             };
+            // Memory events only when some were lost: the resident view
+            // then keeps pages a lost munmap gave back.
+            let memory = match l.memory_calls {
+                0 => String::new(),
+                n => format!(
+                    ", memory events {} (resident memory overstated)",
+                    thousands(n)
+                ),
+            };
             format!(
                 "results incomplete: the kernel dropped {} records (ring buffer full; minor {}, \
-                 major {}, fault entries {}, unattributed {}), {} of the faults ({missing_pct:.1}%) \
-                 are missing; give the ring buffers more pages with {option}",
+                 major {}, fault entries {}{memory}, unattributed {}), {} of the faults \
+                 ({missing_pct:.1}%) are missing; give the ring buffers more pages with {option}",
                 thousands(*lost),
                 thousands(l.minor),
                 thousands(l.major),
@@ -183,6 +192,7 @@ mod tests {
             minor: 1,
             major: 2,
             entries: 3,
+            memory_calls: 0,
             unattributed: 4_000,
         };
         let cases: Vec<(Warning, &str)> =

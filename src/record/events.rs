@@ -24,7 +24,14 @@ pub(super) struct EventSpec {
     /// Not opened: pfprof writes this event's records under this id (the
     /// fault entries the collector pairs through raw tracepoints).
     pub(super) written_as: Option<u64>,
+    /// The tracepoint's samples the kernel keeps (ftrace's filter).
+    pub(super) filter: Option<&'static std::ffi::CStr>,
 }
+
+/// `kmem:rss_stat` of the process's own threads, but its anonymous pages:
+/// a record per anonymous page (most faults) cost a third more CPU on the
+/// 1 GiB touch; files' counts change once per fault-around batch.
+const RSS_STAT_FILTER: &std::ffi::CStr = c"curr == 1 && member != 1";
 
 /// What the events of a recording are asked for beyond the configuration.
 #[derive(Clone, Copy)]
@@ -89,15 +96,16 @@ pub(super) fn main_probe(program: &Path) -> Option<MainProbe> {
 }
 
 /// The events of a recording: minor and major faults, the fault-entry
-/// tracepoints, and the main-entry probe, in this order (the first carries
-/// the side-band records).
+/// tracepoints, the main-entry probe, and the syscalls that give memory
+/// back, in this order (the first carries the side-band records).
 pub(super) fn event_specs(
     cfg: &RecordConfig,
     mmap_pages: usize,
-    tracepoints: Option<(u64, u64)>,
+    found: &super::Tracepoints,
     probe: Option<&MainProbe>,
     options: SpecOptions,
 ) -> Vec<EventSpec> {
+    let tracepoints = found.ids;
     let collector = options.collector;
     let mut specs = vec![
         fault_event(
@@ -127,10 +135,34 @@ pub(super) fn event_specs(
                 attr,
                 file_attr: None,
                 written_as: paired.then_some(written_as),
+                filter: None,
             });
         }
     }
     specs.extend(probe.map(|probe| main_probe_event(cfg, probe)));
+    // For the resident-page ledger (`analysis/resident.rs`), which needs
+    // every fault and a recording: not system-wide (it would keep a host's
+    // pages), not for intervals (no recording), not when faults are sampled.
+    let ledger = cfg.resident
+        && !matches!(cfg.target, Target::System)
+        && cfg.data_path.is_some()
+        && cfg.period == 1
+        && matches!(cfg.class, RecordClass::All | RecordClass::Cow);
+    let memory = found.memory.filter(|_| tracepoints.is_some() && ledger);
+    for (event, id) in rec::MEMORY_CALLS.iter().zip(memory.into_iter().flatten()) {
+        let mut attr = base_attr(cfg);
+        attr.type_ = b::PERF_TYPE_TRACEPOINT;
+        attr.config = id;
+        attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
+        let filter = (*event == rec::RSS_STAT).then_some(RSS_STAT_FILTER);
+        specs.push(EventSpec {
+            name: event.name,
+            attr,
+            file_attr: None,
+            written_as: None,
+            filter,
+        });
+    }
     specs
 }
 
@@ -214,6 +246,7 @@ pub(super) fn fault_event(
         attr,
         file_attr,
         written_as: None,
+        filter: None,
     }
 }
 
@@ -243,6 +276,7 @@ pub(super) fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSp
         attr,
         file_attr: None,
         written_as: None,
+        filter: None,
     }
 }
 
@@ -251,15 +285,36 @@ mod tests {
     use super::*;
     use crate::record::tests::test_config;
 
-    /// Minor faults, major faults, the tracepoints, then the probe; only
-    /// the first carries the side-band records, and the probe is not
-    /// inherited; dwarf mode's recording says call chains.
+    /// Minor faults, major faults, the tracepoints, the probe, then the
+    /// memory events; only the first carries the side-band records, and
+    /// the probe is not inherited; dwarf mode's recording says call chains.
     #[test]
     fn event_order_and_side_band() {
         let cfg = RecordConfig {
             call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
+            data_path: Some("pfprof.data".into()),
             ..test_config()
         };
+        // No memory events without a recording (intervals), nor when
+        // faults are sampled.
+        let interval = RecordConfig {
+            data_path: None,
+            ..test_config()
+        };
+        let sampled = RecordConfig {
+            period: 10,
+            ..cfg.clone()
+        };
+        let options = SpecOptions {
+            collector: false,
+            entries_paired: false,
+        };
+        for other in [interval, sampled] {
+            assert_eq!(
+                event_specs(&other, 64, &tracepoints(), None, options).len(),
+                4
+            );
+        }
         let probe = MainProbe {
             pmu_type: 9,
             path: CString::new("/bin/true").unwrap(),
@@ -269,7 +324,7 @@ mod tests {
             collector: false,
             entries_paired: false,
         };
-        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), options);
+        let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), options);
         let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
         assert_eq!(
             names,
@@ -278,11 +333,22 @@ mod tests {
                 "major-faults",
                 "exceptions:page_fault_user",
                 "exceptions:page_fault_kernel",
-                "pfprof:main_entry"
+                "pfprof:main_entry",
+                "syscalls:sys_enter_munmap",
+                "syscalls:sys_enter_madvise",
+                "syscalls:sys_enter_mremap",
+                "syscalls:sys_exit_mremap",
+                "syscalls:sys_exit_brk",
+                "kmem:rss_stat",
             ]
         );
         let side_band: Vec<bool> = specs.iter().map(|s| s.attr.mmap2() == 1).collect();
-        assert_eq!(side_band, [true, false, false, false, false]);
+        assert_eq!(side_band.iter().filter(|&&b| b).count(), 1);
+        assert!(side_band[0]);
+        let configs: Vec<u64> = specs[5..].iter().map(|s| s.attr.config).collect();
+        assert_eq!(configs, [3, 4, 5, 6, 7, 8]);
+        // Each syscall's tracepoint is inherited, as the faults are.
+        assert!(specs[5..].iter().all(|s| s.attr.inherit() == 1));
         assert_eq!(specs[0].attr.build_id(), 0);
         assert_eq!(specs[4].attr.inherit(), 0);
         let file = specs[0].file_attr.unwrap();
@@ -299,10 +365,10 @@ mod tests {
             collector: true,
             entries_paired: true,
         };
-        let specs = event_specs(&cfg, 64, Some((1, 2)), Some(&probe), paired);
+        let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), paired);
         let written: Vec<Option<u64>> = specs.iter().map(|s| s.written_as).collect();
         assert_eq!(
-            written,
+            written[..5],
             [
                 None,
                 None,
@@ -311,5 +377,20 @@ mod tests {
                 None
             ]
         );
+        // Without the fault entries, no syscalls either.
+        let none = super::super::Tracepoints {
+            ids: None,
+            ..tracepoints()
+        };
+        assert_eq!(event_specs(&cfg, 64, &none, None, paired).len(), 2);
+    }
+
+    fn tracepoints() -> super::super::Tracepoints {
+        super::super::Tracepoints {
+            ids: Some((1, 2)),
+            memory: Some([3, 4, 5, 6, 7, 8]),
+            note: None,
+            formats: None,
+        }
     }
 }

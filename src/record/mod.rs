@@ -87,6 +87,9 @@ pub struct RecordConfig {
     pub call_graph: CallGraph,
     /// Record the fault-entry tracepoints (error codes: COW and access types).
     pub tracepoints: bool,
+    /// Record what the resident-page ledger needs besides the faults: the
+    /// syscalls that give memory back and the kernel's RSS counters.
+    pub resident: bool,
     /// Which faults to sample (the others are only counted).
     pub class: RecordClass,
     /// Under `sudo`, run the command as root instead of the invoking user.
@@ -298,6 +301,9 @@ fn open_events(
         for &cpu in cpus {
             for &task in tasks.iter().filter(|_| spec.written_as.is_none()) {
                 let fd = sys::perf_event_open(&spec.attr, task, cpu)?;
+                if let Some(filter) = spec.filter {
+                    sys::set_filter(&fd, filter)?;
+                }
                 ids.push(sys::event_id(&fd)?);
                 per_cpu.push(fd);
             }
@@ -674,6 +680,10 @@ fn follow(cfg: &RecordConfig) -> Result<Followed> {
 struct Tracepoints {
     /// The ids of `page_fault_user` and `page_fault_kernel`.
     ids: Option<(u64, u64)>,
+    /// The ids of the syscalls that give memory back
+    /// ([`rec::MEMORY_TRACEPOINT_PATHS`]), recorded with the fault entries
+    /// when the kernel has them all.
+    memory: Option<[u64; 6]>,
     /// Why not (None when they are recorded).
     note: Option<String>,
     /// Their formats, for perf (which refuses tracepoints without).
@@ -691,22 +701,35 @@ fn find_tracepoints(cfg: &RecordConfig) -> Tracepoints {
                 procfs::tracepoint_id(&tfs, TRACEPOINTS[0])?,
                 procfs::tracepoint_id(&tfs, TRACEPOINTS[1])?,
             );
+            let memory =
+                rec::MEMORY_TRACEPOINT_PATHS.map(|path| procfs::tracepoint_id(&tfs, path).ok());
+            let memory = memory
+                .iter()
+                .all(Option::is_some)
+                .then(|| memory.map(Option::unwrap_or_default));
+            let mut paths = TRACEPOINTS.to_vec();
+            if memory.is_some() {
+                paths.extend(rec::MEMORY_TRACEPOINT_PATHS);
+            }
             Ok((
                 ids,
-                crate::format::perf_compat::TracingData::read(&tfs, &TRACEPOINTS).ok(),
+                memory,
+                crate::format::perf_compat::TracingData::read(&tfs, &paths).ok(),
             ))
         })
     } else {
         Err("disabled with --no-tracepoints".to_string())
     };
     match found {
-        Ok((ids, formats)) => Tracepoints {
+        Ok((ids, memory, formats)) => Tracepoints {
             ids: Some(ids),
+            memory,
             note: None,
             formats,
         },
         Err(why) => Tracepoints {
             ids: None,
+            memory: None,
             note: Some(why),
             formats: None,
         },
@@ -748,7 +771,7 @@ fn open_plan(
         collector: false,
         entries_paired: false,
     };
-    let events = event_specs(cfg, 1, tracepoints.ids, probe.as_ref(), options).len();
+    let events = event_specs(cfg, 1, &tracepoints, probe.as_ref(), options).len();
     let tasks = followed.tasks.len();
     let fds_for = format!("{events} events × {} CPUs × {tasks} task(s)", cpus.len());
     let fds_needed = (events * cpus.len() * tasks) as u64;
@@ -801,7 +824,7 @@ impl OpenPlan {
             let specs = event_specs(
                 cfg,
                 self.pages,
-                self.tracepoints.ids,
+                &self.tracepoints,
                 self.probe.as_ref(),
                 options,
             );
@@ -870,6 +893,7 @@ impl OpenPlan {
                     self.tracepoints.note = Some(format!("tracepoints not permitted: {e}"));
                 }
                 (self.tracepoints.ids, self.probe) = (None, None);
+                self.tracepoints.memory = None;
                 Ok(())
             }
             // The main-entry probe is a refinement: never fail for it.
@@ -946,6 +970,7 @@ mod tests {
             kernel_callchains: false,
             call_graph: CallGraph::Fp,
             tracepoints: true,
+            resident: true,
             class: RecordClass::All,
             run_as_root: false,
             bpf: true,
@@ -957,6 +982,7 @@ mod tests {
         OpenPlan {
             tracepoints: Tracepoints {
                 ids: tracepoints.then_some((1, 2)),
+                memory: tracepoints.then_some([3, 4, 5, 6, 7, 8]),
                 note: None,
                 formats: None,
             },

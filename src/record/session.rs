@@ -196,8 +196,8 @@ pub(super) fn drain_all(
     if let Some(feed) = feed {
         feed.settled(cutoff, fds);
     }
-    if total > 0 {
-        writer.finish_round()?;
+    if total > 0 || last {
+        writer.end_pass(last)?;
     }
     Ok(total)
 }

@@ -60,6 +60,17 @@ pub fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     check(r).map(drop)
 }
 
+/// Keeps only the samples of tracepoint event `fd` that match `filter`
+/// (ftrace's filter syntax on the tracepoint's fields).
+pub fn set_filter(fd: &OwnedFd, filter: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: the kernel reads the NUL-terminated string during the call
+    // and keeps a copy; `filter` outlives it.
+    let r = unsafe {
+        perf_event_open_sys::ioctls::SET_FILTER(fd.as_raw_fd(), filter.as_ptr().cast_mut())
+    };
+    check(r).map(drop)
+}
+
 /// Starts an event that was opened disabled.
 pub fn enable(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: plain ioctl on an fd we own; no memory is passed.

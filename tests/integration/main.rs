@@ -17,6 +17,7 @@ mod pictures;
 mod pprof;
 mod processes;
 mod record;
+mod resident;
 mod safety;
 mod startup;
 mod symbols;

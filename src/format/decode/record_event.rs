@@ -184,6 +184,23 @@ pub(super) fn sample_event<'a>(
                 kernel_mode: kind == EventKind::EntryKernel,
             })
         }
+        EventKind::Munmap
+        | EventKind::Madvise
+        | EventKind::Mremap
+        | EventKind::MremapDone
+        | EventKind::BrkDone
+        | EventKind::RssStat => {
+            let (Some(pid), Some(tid), Some(raw)) = (s.pid, s.tid, s.raw.as_ref()) else {
+                return Err(BadRecord);
+            };
+            let call = memory_call(kind, raw).ok_or(BadRecord)?;
+            Event::MemoryCall {
+                pid,
+                tid,
+                time,
+                call,
+            }
+        }
         EventKind::MainEntry => match s.pid {
             Some(pid) => Event::MainEntry { pid, time },
             None => {
@@ -193,6 +210,48 @@ pub(super) fn sample_event<'a>(
         EventKind::Other => return Ok(None),
     };
     Ok(Some(event))
+}
+
+/// A memory syscall's arguments or result from its tracepoint's raw data:
+/// the common fields (8 bytes), `__syscall_nr` (padded to 8), then each
+/// argument, or the result, as 8 bytes (the syscalls' tracepoints have kept
+/// this layout since they exist); `rss_stat`'s fields (laid out alike since
+/// 5.5).
+fn memory_call(kind: EventKind, raw: &RawData<'_>) -> Option<MemoryCall> {
+    let arg = |i: usize| raw_u64(raw, 16 + 8 * i);
+    Some(match kind {
+        EventKind::Munmap => MemoryCall::Munmap {
+            addr: arg(0)?,
+            len: arg(1)?,
+        },
+        EventKind::Madvise => MemoryCall::Madvise {
+            addr: arg(0)?,
+            len: arg(1)?,
+            advice: arg(2)?,
+        },
+        EventKind::Mremap => MemoryCall::Mremap {
+            addr: arg(0)?,
+            old_len: arg(1)?,
+            new_len: arg(2)?,
+            flags: arg(3)?,
+            new_addr: arg(4)?,
+        },
+        EventKind::MremapDone => MemoryCall::MremapDone {
+            ret: arg(0)? as i64,
+        },
+        EventKind::BrkDone => MemoryCall::BrkDone { ret: arg(0)? },
+        // `mm_id` (u32) at 8, `curr` (u32) at 12, `member` (i32) at 16,
+        // `size` (long) at 24.
+        EventKind::RssStat => {
+            let word = raw_u64(raw, 8)?;
+            MemoryCall::RssStat {
+                curr: (word >> 32) as u32 != 0,
+                member: raw_u64(raw, 16)? as u32 as i32,
+                bytes: raw_u64(raw, 24)? as i64,
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// Decodes records while they are being recorded (`--stream`): the drained

@@ -17,8 +17,24 @@ pub(super) fn kind_from(type_: &PerfEventType, name: Option<&str>) -> EventKind 
             EventKind::EntryKernel
         }
         (_, Some(name)) if rec::MAIN_ENTRY.is_named(name) => EventKind::MainEntry,
+        (PerfEventType::Tracepoint(_), Some(name)) => memory_call_kind(name),
         _ => EventKind::Other,
     }
+}
+
+/// The kind of a memory syscall's tracepoint named `name`, else Other.
+fn memory_call_kind(name: &str) -> EventKind {
+    let kinds = [
+        EventKind::Munmap,
+        EventKind::Madvise,
+        EventKind::Mremap,
+        EventKind::MremapDone,
+        EventKind::BrkDone,
+        EventKind::RssStat,
+    ];
+    (rec::MEMORY_CALLS.iter().zip(kinds))
+        .find(|(event, _)| event.name == name)
+        .map_or(EventKind::Other, |(_, kind)| kind)
 }
 
 /// Reads a u64 at `offset` of a tracepoint's raw data (little endian).

@@ -199,7 +199,19 @@ pub struct PerfDataWriter {
     extra: Vec<(u32, Vec<u8>)>,
     /// Writing to `/dev/null` ([`discarding`](Self::discarding)).
     discard: bool,
+    /// When the last round ended ([`end_pass`](Self::end_pass)).
+    last_round: Option<std::time::Instant>,
 }
+
+/// The least time between two FINISHED_ROUND records. A reader may hand
+/// out every record older than the round before the last: a record that
+/// reaches the file a round late, stamped earlier than records already
+/// written, is out of order for it. The fault entries the collector pairs
+/// are written at the fault's completion, stamped at its entry, and the
+/// kernel's `rss_stat` records of the same fault come between: with a
+/// round per drain pass (a pass per fault while a program waited on the
+/// disk) perf found them out of order. Rounds of 50 ms leave a fault 50 ms.
+const ROUND_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub(super) fn put_u32(buf: &mut Vec<u8>, v: u32) {
     buf.extend_from_slice(&v.to_le_bytes());
@@ -284,6 +296,7 @@ impl PerfDataWriter {
             events,
             extra: Vec::new(),
             discard,
+            last_round: None,
         };
         w.checkpoint()?;
         Ok(w)
@@ -302,7 +315,21 @@ impl PerfDataWriter {
         Ok(())
     }
 
-    /// Marks the end of one drain pass over all ring buffers.
+    /// The end of a drain pass: a round ends if [`ROUND_EVERY`] passed
+    /// since the last one did, or at the `last` pass.
+    pub fn end_pass(&mut self, last: bool) -> io::Result<()> {
+        let now = std::time::Instant::now();
+        let due = self
+            .last_round
+            .map_or(true, |t| now.duration_since(t) >= ROUND_EVERY);
+        if last || due {
+            self.last_round = Some(now);
+            self.finish_round()?;
+        }
+        Ok(())
+    }
+
+    /// Marks the end of a round: every record before it was drained.
     pub fn finish_round(&mut self) -> io::Result<()> {
         let round = RecordHead {
             record_type: PERF_RECORD_FINISHED_ROUND,

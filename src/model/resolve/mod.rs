@@ -14,6 +14,7 @@ use crate::text::safe;
 
 mod count;
 mod names;
+mod resident;
 mod rows;
 
 use count::*;
@@ -67,7 +68,19 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
     let names = Names::resolve(profile, symbolizer);
     let mut kept = KeptStacks::default();
     let startup = StartupChoice::of(profile, &names);
-    let counted = count(profile, &names, &mut kept, startup.chosen);
+    let mut counted = count(profile, &names, &mut kept, startup.chosen);
+    let timeline_origin = profile
+        .startup
+        .first_exec()
+        .or(profile.decode.first_time)
+        .unwrap_or(0);
+    let resident = resident::resident(
+        profile,
+        &names,
+        &mut counted.interned,
+        &mut kept,
+        timeline_origin,
+    );
     let startup_report =
         startup_report(profile, symbolizer, &names, &counted.startup_rows, &startup);
     let (sites, stacks, frames) = site_tables(&names, &profile.stacks, &counted);
@@ -107,6 +120,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         latency: ByClass::from_fn(|class| {
             LatencyStats::from_counts(&profile.latencies[class as usize])
         }),
+        resident: resident.as_ref().map(|(_, report)| report.clone()),
     };
     // What was lost comes first.
     let mut warnings = report.completeness_warnings();
@@ -125,10 +139,7 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         frames: kept.frames,
         timeline,
         timeline_sites,
-        timeline_origin: profile
-            .startup
-            .first_exec()
-            .or(profile.decode.first_time)
-            .unwrap_or(0),
+        timeline_origin,
+        resident: resident.map(|(rows, _)| rows),
     }
 }

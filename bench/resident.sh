@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# bench/resident.sh: what the resident-memory view costs, and how close its
+# totals come to the kernel's, side by side in one run.
+#
+# 1. Cost: `pfprof record --resident` against `pfprof record`,
+#    interleaved, medians of RUNS: wall seconds and CPU seconds (pfprof and
+#    the program: the kernel's share of each fault is the program's), and
+#    the ratios. On the 1 GiB touch fixture (262,144 anonymous faults, the
+#    worst case: every fault fires kmem:rss_stat, filtered out in the kernel)
+#    and on python's imports (a real program: files, heap, loader).
+# 2. Exactness: fixtures/resident.c (sites of known KiB) and python's
+#    imports: pfprof's KiB at the peak and at exit beside the kernel's count
+#    of file pages at the same moments, and the sites' KiB.
+#
+# Usage: bash bench/resident.sh [RUNS]   (as root)
+#        PFPROF=/path/to/pfprof bash bench/resident.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-5}
+command -v bc >/dev/null || { apt-get update -qq && apt-get install -y -qq bc; }
+[ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time; }
+grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
+if [ -z "${PFPROF:-}" ]; then cargo build --release --quiet; fi
+pfprof=${PFPROF:-$PWD/target/release/pfprof}
+python=/usr/bin/python3.11
+
+work=$(mktemp -d /tmp/pfprof-resident.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cc -O1 -g -fno-omit-frame-pointer -o "$work/touch" fixtures/touch.c
+cc -O1 -g -fno-omit-frame-pointer -o "$work/resident" fixtures/resident.c
+
+median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
+# Appends "wall cpu" of one record run to FILE.
+timed() {
+  local file=$1
+  shift
+  rm -rf "$work/out"
+  /usr/bin/time -f "%e %U %S" -o "$work/t" "$pfprof" record -q -o "$work/out" "$@" >/dev/null 2>&1
+  awk '{printf "%s %.3f\n", $1, $2 + $3}' "$work/t" >>"$file"
+}
+
+echo "1. cost: record --resident against record (median of $runs, interleaved)"
+printf '   %-22s %9s %9s %9s %9s %8s %8s\n' program "wall" "wall no" "cpu" "cpu no" "x wall" "x cpu"
+for name in touch python; do
+  case $name in
+    touch) cmd=("$work/touch" 1024) ;;
+    python) cmd=("$python" -c 'import json, sqlite3') ;;
+  esac
+  : >"$work/with"; : >"$work/without"
+  for _ in $(seq "$runs"); do
+    timed "$work/with" --resident -- "${cmd[@]}"
+    timed "$work/without" -- "${cmd[@]}"
+  done
+  w=$(cut -d' ' -f1 "$work/with" | median); wn=$(cut -d' ' -f1 "$work/without" | median)
+  c=$(cut -d' ' -f2 "$work/with" | median); cn=$(cut -d' ' -f2 "$work/without" | median)
+  printf '   %-22s %9s %9s %9s %9s %7.2fx %7.2fx\n' "$name" "$w" "$wn" "$c" "$cn" \
+    "$(echo "$w / $wn" | bc -l)" "$(echo "$c / $cn" | bc -l)"
+done
+
+echo "2. exactness: pfprof's KiB against the kernel's at the same moments"
+for name in resident python; do
+  case $name in
+    resident) cmd=("$work/resident" "$work/resident.dat") ;;
+    python) cmd=("$python" -c 'import json, sqlite3') ;;
+  esac
+  rm -rf "$work/out"
+  "$pfprof" record -q --resident -o "$work/out" -- "${cmd[@]}" >/dev/null 2>&1
+  python3 - "$work/out/report.json" "$name" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["resident"]
+for moment in ("peak", "end"):
+    k, kk = r[moment]["kib"], r[moment].get("kernel_kib", {})
+    print(f"   {sys.argv[2]:<10} {moment:<5} anon {k['anon']:>7} KiB  file {k['file']:>7} KiB "
+          f"(kernel {kk.get('file', '-'):>7}, {100 * (k['file'] - kk.get('file', 0)) / max(kk.get('file', 1), 1):+.2f}%)  "
+          f"shmem {k['shmem']} (kernel {kk.get('shmem', '-')})")
+top = ", ".join(f"{s['function']} {s['kib']}" for s in r["peak"]["top"][:4])
+print(f"   {sys.argv[2]:<10} top at the peak: {top}")
+print(f"   {sys.argv[2]:<10} pages: {r['pages']}")
+EOF
+done

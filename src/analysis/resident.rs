@@ -1,0 +1,886 @@
+//! The resident-page ledger: per process, which pages are resident and which
+//! fault made each present (its site: process, stack, target, kind of
+//! memory). The syscalls that give memory back (`munmap`, `mremap`,
+//! `madvise`, `brk`), exec and exit take pages away. It keeps the pages of
+//! each site now, at the peak of the recorded processes' total, and at each
+//! process's exit (or the recording's end): what `resident.folded` and
+//! `resident-exit.folded` draw.
+//!
+//! It sees what faults and syscalls say. What the kernel does without
+//! either (pages a fault maps around the faulting one, huge pages, reclaim,
+//! swap-out, pages the kernel fills for a syscall through
+//! `get_user_pages`) it does not see: the report says so.
+//!
+//! Cost: a page is a `BTreeMap` entry of its process (page number, site id:
+//! 12 bytes and the tree's share, about 20 bytes a page); a site is about
+//! 60 bytes. Nothing is kept per fault.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::analysis::classify::{Access, FaultClass, TargetMapping};
+use crate::analysis::stacks::StackId;
+use crate::analysis::{Owner, TargetKey};
+use crate::format::decode::MemoryCall;
+
+/// Bytes of a page (x86-64's small page).
+pub const PAGE_BYTES: u64 = 4096;
+const PAGE_SHIFT: u32 = 12;
+
+/// `MADV_DONTNEED`, `MADV_REMOVE`, `MADV_DONTNEED_LOCKED`: the advice that
+/// unmaps pages at once (`MADV_FREE` leaves them resident until the kernel
+/// needs memory: counted as resident, as the kernel counts them).
+const MADV_DONTNEED: u64 = 4;
+const MADV_REMOVE: u64 = 9;
+const MADV_DONTNEED_LOCKED: u64 = 24;
+/// `MREMAP_FIXED`: the destination was unmapped first.
+const MREMAP_FIXED: u64 = 2;
+
+/// The kinds of resident memory, as the kernel counts RSS (`RssAnon`,
+/// `RssFile`, `RssShmem`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemoryKind {
+    /// Private memory: anonymous pages and private copies of file pages.
+    Anon = 0,
+    /// Page-cache pages of files.
+    File = 1,
+    /// Shared memory: shared anonymous mappings, tmpfs, memfd, SysV.
+    Shmem = 2,
+}
+
+impl MemoryKind {
+    /// All kinds, in report order.
+    pub const ALL: [MemoryKind; 3] = [MemoryKind::Anon, MemoryKind::File, MemoryKind::Shmem];
+
+    /// The name report.json gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Anon => "anon",
+            MemoryKind::File => "file",
+            MemoryKind::Shmem => "shmem",
+        }
+    }
+}
+
+/// What made a page resident: the process, the faulting stack, the target
+/// and the kind of memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResidentKey {
+    /// The process whose address space holds the page.
+    pub owner: Owner,
+    /// The stack of the fault that made it present.
+    pub stack: StackId,
+    /// Where it is.
+    pub target: TargetKey,
+    /// How the kernel counts it.
+    pub kind: MemoryKind,
+}
+
+/// What a fault did to its page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing the kernel counts (a read of untouched anonymous memory
+    /// maps the shared zero page).
+    None,
+    /// A mapping the recording never showed (moved by `mremap`, which
+    /// makes no mmap record), with the fault's access: see
+    /// [`unknown_effect`].
+    Unknown(Access),
+    /// The page is present now, of this kind; `replaced` when a page that
+    /// was present is replaced by a new one (a private copy).
+    Present {
+        /// Its kind.
+        kind: MemoryKind,
+        /// A present page was replaced (copy-on-write).
+        replaced: bool,
+    },
+}
+
+/// What a fault does to its page, from its mapping, access and class;
+/// `shmem_file`: the mapped file is shared memory (memfd, tmpfs, SysV).
+pub fn effect(
+    mapping: Option<TargetMapping>,
+    shmem_file: bool,
+    access: Access,
+    class: FaultClass,
+) -> Effect {
+    let Some(m) = mapping else {
+        return Effect::Unknown(access);
+    };
+    let (kind, replaced) = match (m.file_backed, m.private) {
+        (false, false) => (MemoryKind::Shmem, false),
+        // A read of memory never written maps the zero page, which no RSS
+        // counts; a write later makes the page (classed copy-on-write).
+        (false, true) if access == Access::Read => return Effect::None,
+        (false, true) => (MemoryKind::Anon, class == FaultClass::Cow),
+        // A write to a private file mapping makes a private copy.
+        (true, true) if access == Access::Write => (MemoryKind::Anon, true),
+        (true, _) if shmem_file => (MemoryKind::Shmem, false),
+        (true, _) => (MemoryKind::File, false),
+    };
+    Effect::Present { kind, replaced }
+}
+
+/// What a fault on a mapping the recording never showed made: a file or
+/// shared page if the kernel's counters of those grew during it, else an
+/// anonymous page for a write (a read of anonymous memory maps the zero
+/// page; the kernel's count of anonymous pages is not recorded).
+fn unknown_effect(gained: [u64; 3], access: Access) -> Effect {
+    let kind = [MemoryKind::File, MemoryKind::Shmem]
+        .into_iter()
+        .find(|&k| gained[k as usize] > 0);
+    match (kind, access) {
+        (Some(kind), _) => Effect::Present {
+            kind,
+            replaced: false,
+        },
+        (None, Access::Write | Access::Unknown) => Effect::Present {
+            kind: MemoryKind::Anon,
+            replaced: false,
+        },
+        (None, _) => Effect::None,
+    }
+}
+
+/// Whether a mapped file's path names shared memory (counted as RssShmem).
+pub fn is_shmem_path(path: &str) -> bool {
+    path.starts_with("/memfd:") || path.starts_with("/dev/shm/") || path.starts_with("/SYSV")
+}
+
+/// One process's resident pages: page number → site id.
+#[derive(Default)]
+struct Space {
+    pages: BTreeMap<u64, u32>,
+    /// The program break `brk` returned last.
+    brk: Option<u64>,
+}
+
+/// The pages at the peak of the recorded processes' total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// When (ns, the recording's clock).
+    pub time: u64,
+    /// Pages by [`MemoryKind`].
+    pub pages: [u64; 3],
+}
+
+/// How many pages each cause took away or added.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LedgerCounts {
+    /// Pages faults made present.
+    pub faulted: u64,
+    /// Pages replaced by a private copy.
+    pub replaced: u64,
+    /// Pages `munmap` took away.
+    pub munmap: u64,
+    /// Pages `madvise` took away.
+    pub madvise: u64,
+    /// Pages `mremap` moved.
+    pub mremap_moved: u64,
+    /// Pages `mremap` or `brk` took away as they shrank a mapping.
+    pub shrunk: u64,
+    /// Pages that left with their process's exec.
+    pub exec: u64,
+    /// Pages that left with their process's exit.
+    pub exit: u64,
+    /// Pages a forked child started with (its parent's private pages).
+    pub forked: u64,
+    /// Pages a fault mapped beside its own (file fault-around, the rest of
+    /// a huge page), as the kernel's counters said.
+    pub around: u64,
+    /// Pages the kernel's counters gained that no fault made (a syscall
+    /// filled them, or pages of a kind the fault did not make).
+    pub unattributed: u64,
+}
+
+/// The ledger. See the module's documentation.
+#[derive(Default)]
+pub struct Ledger {
+    keys: Vec<ResidentKey>,
+    ids: FxHashMap<ResidentKey, u32>,
+    /// Pages per site now, at the peak, at exit.
+    now: Vec<u64>,
+    at_peak: Vec<u64>,
+    at_exit: Vec<u64>,
+    /// The sites changed since the last peak (each once: `stamp` holds the
+    /// epoch it was listed in), copied into `at_peak` at the next one:
+    /// a new peak costs what changed since the last, not every site.
+    changed: Vec<u32>,
+    stamp: Vec<u32>,
+    epoch: u32,
+    /// Pages by kind now.
+    total: [u64; 3],
+    peak: Peak,
+    spaces: FxHashMap<i32, Space>,
+    /// Per thread, the `mremap` it is in: (addr, old_len, new_len, flags).
+    mremaps: FxHashMap<i32, (u64, u64, u64, u64)>,
+    counts: LedgerCounts,
+    /// The latest fault's time (a fork's pages count from then).
+    last_time: u64,
+    /// The kernel's own counts (`kmem:rss_stat`), when recorded.
+    kernel: KernelCounts,
+}
+
+/// The kernel's RSS counters of the recorded processes, as `kmem:rss_stat`
+/// reports them from the process's own threads; beside the ledger's at the
+/// same moments, and the source of the pages a fault maps beyond its own.
+#[derive(Default)]
+struct KernelCounts {
+    /// Whether any `rss_stat` was seen.
+    seen: bool,
+    /// Per process, pages by kind now.
+    by_pid: FxHashMap<i32, [u64; 3]>,
+    /// Their sum.
+    total: [u64; 3],
+    /// Per thread, pages of each kind gained since its last fault.
+    gained: FxHashMap<i32, [u64; 3]>,
+    /// The total at the ledger's peak, and at the processes' exits.
+    at_peak: [u64; 3],
+    at_exit: [u64; 3],
+}
+
+/// Pages a file fault maps at most, its own among them: the kernel's
+/// `fault_around_bytes` (64 KiB) by default.
+const FAULT_AROUND_PAGES: u64 = 16;
+/// Pages of a huge page (2 MiB).
+const HUGE_PAGES: u64 = 512;
+
+impl KernelCounts {
+    /// `rss_stat` of a thread of `pid` (`curr`: of its own address space):
+    /// `member`'s count is `bytes` now.
+    fn on_stat(&mut self, pid: i32, tid: i32, curr: bool, member: i32, bytes: i64) {
+        let kind = match member {
+            0 => MemoryKind::File,
+            1 => MemoryKind::Anon,
+            3 => MemoryKind::Shmem,
+            _ => return,
+        } as usize;
+        // Another task's change (the parent's copy at fork, an exit's or
+        // exec's teardown, reclaim) names the address space by a hash
+        // only: left out.
+        if !curr {
+            return;
+        }
+        self.seen = true;
+        let pages = bytes.max(0) as u64 / PAGE_BYTES;
+        let first = !self.by_pid.contains_key(&pid);
+        let now = self.by_pid.entry(pid).or_default();
+        let before = now[kind];
+        now[kind] = pages;
+        self.total[kind] = (self.total[kind] + pages).saturating_sub(before);
+        // A process's first report is its baseline (what exec or fork
+        // gave it), not pages its next fault made.
+        if !first && pages > before {
+            self.gained.entry(tid).or_default()[kind] += pages - before;
+        }
+    }
+
+    /// The process is gone (exit or exec): its counts leave the total.
+    fn gone(&mut self, pid: i32, exited: bool) {
+        if let Some(pages) = self.by_pid.remove(&pid) {
+            for (kind, &n) in pages.iter().enumerate() {
+                self.total[kind] = self.total[kind].saturating_sub(n);
+                if exited {
+                    self.at_exit[kind] += n;
+                }
+            }
+        }
+    }
+}
+
+impl Ledger {
+    /// A fault of process `pid` at `addr_avma` with `effect`, made by site
+    /// `key` (its kind taken from the effect), at `time`.
+    /// `mapping`: the mapping's avma range, where the pages the kernel
+    /// mapped beside the fault's own lie (fault-around, a huge page).
+    pub fn fault(
+        &mut self,
+        (pid, tid): (i32, i32),
+        addr_avma: u64,
+        mapping: Option<(u64, u64)>,
+        site: SiteOf,
+        effect: Effect,
+        time: u64,
+    ) {
+        self.last_time = self.last_time.max(time);
+        let gained = self.kernel.gained.remove(&tid).unwrap_or_default();
+        let effect = match effect {
+            Effect::Unknown(access) => unknown_effect(gained, access),
+            known => known,
+        };
+        let Effect::Present { kind, replaced } = effect else {
+            self.counts.unattributed += gained.iter().sum::<u64>();
+            return;
+        };
+        let id = self.site(ResidentKey {
+            owner: site.owner,
+            stack: site.stack,
+            target: site.target,
+            kind,
+        });
+        let page = addr_avma >> PAGE_SHIFT;
+        let space = self.spaces.entry(pid).or_default();
+        match space.pages.get(&page).copied() {
+            Some(old) if replaced && old != id => {
+                space.pages.insert(page, id);
+                self.counts.replaced += 1;
+                self.sub(old, 1);
+                self.add(id, 1, time);
+            }
+            Some(_) => {}
+            None => {
+                space.pages.insert(page, id);
+                self.counts.faulted += 1;
+                self.add(id, 1, time);
+            }
+        }
+        // Pages of the fault's kind the kernel counted beyond its own: the
+        // neighbours a file fault mapped, the rest of a huge page.
+        let beyond = gained[kind as usize].saturating_sub(1);
+        let window = match kind {
+            MemoryKind::File | MemoryKind::Shmem => FAULT_AROUND_PAGES,
+            MemoryKind::Anon if beyond + 1 >= HUGE_PAGES => HUGE_PAGES,
+            MemoryKind::Anon => 1,
+        };
+        let placed = match mapping {
+            Some(range) if window > 1 && beyond > 0 => {
+                self.around(pid, page, window, range, beyond, id, time)
+            }
+            _ => 0,
+        };
+        let other: u64 = gained.iter().sum::<u64>() - gained[kind as usize].min(1);
+        self.counts.unattributed += other.saturating_sub(placed);
+    }
+
+    /// Places `n` pages of site `id` in the `window`-page aligned block
+    /// around `page`, inside the mapping `range`, where no page is yet
+    /// (the kernel maps pages it has and skips those mapped); how many.
+    #[allow(clippy::too_many_arguments)]
+    fn around(
+        &mut self,
+        pid: i32,
+        page: u64,
+        window: u64,
+        (start, end): (u64, u64),
+        n: u64,
+        id: u32,
+        time: u64,
+    ) -> u64 {
+        let first = (page & !(window - 1)).max(start >> PAGE_SHIFT);
+        let last = (first + window).min(end.div_ceil(PAGE_BYTES));
+        let space = self.spaces.entry(pid).or_default();
+        let mut placed = 0;
+        for p in first..last {
+            if placed == n {
+                break;
+            }
+            if let std::collections::btree_map::Entry::Vacant(v) = space.pages.entry(p) {
+                v.insert(id);
+                placed += 1;
+            }
+        }
+        self.counts.around += placed;
+        if placed > 0 {
+            self.add(id, placed, time);
+        }
+        placed
+    }
+
+    /// A memory syscall of thread `tid` of process `pid`.
+    pub fn on_call(&mut self, pid: i32, tid: i32, call: MemoryCall) {
+        match call {
+            MemoryCall::Munmap { addr, len } => {
+                let n = self.remove(pid, addr, addr.saturating_add(len));
+                self.counts.munmap += n;
+            }
+            MemoryCall::Madvise { addr, len, advice } => {
+                if matches!(advice, MADV_DONTNEED | MADV_REMOVE | MADV_DONTNEED_LOCKED) {
+                    let n = self.remove(pid, addr, addr.saturating_add(len));
+                    self.counts.madvise += n;
+                }
+            }
+            MemoryCall::Mremap {
+                addr,
+                old_len,
+                new_len,
+                flags,
+                ..
+            } => {
+                self.mremaps.insert(tid, (addr, old_len, new_len, flags));
+            }
+            MemoryCall::MremapDone { ret } => {
+                if let Some(call) = self.mremaps.remove(&tid) {
+                    // -4095..-1: an errno, nothing moved.
+                    if !(-4095..0).contains(&ret) {
+                        self.remapped(pid, call, ret as u64);
+                    }
+                }
+            }
+            MemoryCall::BrkDone { ret } => self.brk(pid, ret),
+            MemoryCall::RssStat {
+                curr,
+                member,
+                bytes,
+            } => self.kernel.on_stat(pid, tid, curr, member, bytes),
+        }
+    }
+
+    /// `mremap(addr, old_len, new_len, flags)` returned `new_start`.
+    fn remapped(&mut self, pid: i32, call: (u64, u64, u64, u64), new_start: u64) {
+        let (addr, old_len, new_len, flags) = call;
+        let old_end = addr.saturating_add(old_len);
+        // Shrunk: the tail is gone, wherever the rest went.
+        if new_len < old_len {
+            let n = self.remove(pid, addr.saturating_add(new_len), old_end);
+            self.counts.shrunk += n;
+        }
+        if new_start == addr || old_len == 0 {
+            return;
+        }
+        if flags & MREMAP_FIXED != 0 {
+            let n = self.remove(pid, new_start, new_start.saturating_add(new_len));
+            self.counts.munmap += n;
+        }
+        let Some(space) = self.spaces.get_mut(&pid) else {
+            return;
+        };
+        let kept_end = addr.saturating_add(old_len.min(new_len));
+        let moved = take_range(&mut space.pages, addr, kept_end);
+        let shift = |page: u64| page - (addr >> PAGE_SHIFT) + (new_start >> PAGE_SHIFT);
+        self.counts.mremap_moved += moved.len() as u64;
+        for (page, id) in moved {
+            space.pages.insert(shift(page), id);
+        }
+    }
+
+    /// `brk` returned `ret`: a lower break than the last takes the pages
+    /// above it away.
+    fn brk(&mut self, pid: i32, ret: u64) {
+        let last = self.spaces.entry(pid).or_default().brk.replace(ret);
+        if let Some(last) = last.filter(|&last| ret < last) {
+            let n = self.remove(pid, ret.next_multiple_of(PAGE_BYTES), last);
+            self.counts.shrunk += n;
+        }
+    }
+
+    /// Takes the pages of `[start, end)` (avma) of `pid` away; how many.
+    fn remove(&mut self, pid: i32, start: u64, end: u64) -> u64 {
+        let Some(space) = self.spaces.get_mut(&pid) else {
+            return 0;
+        };
+        let gone = take_range(&mut space.pages, start, end);
+        for &(_, id) in &gone {
+            self.sub(id, 1);
+        }
+        gone.len() as u64
+    }
+
+    /// Process `pid` exec'd: its pages are gone.
+    pub fn exec(&mut self, pid: i32) {
+        self.kernel.gone(pid, false);
+        // A new address space: its counts start at none (exec maps no
+        // page; the stack the kernel filled is anonymous), so its first
+        // report is a gain, not a baseline.
+        self.kernel.by_pid.insert(pid, [0; 3]);
+        if let Some(space) = self.spaces.remove(&pid) {
+            self.counts.exec += space.pages.len() as u64;
+            for id in space.pages.into_values() {
+                self.sub(id, 1);
+            }
+        }
+    }
+
+    /// Process `pid` exited: its pages count at its exit, and are gone.
+    pub fn exit(&mut self, pid: i32) {
+        self.kernel.gone(pid, true);
+        if let Some(space) = self.spaces.remove(&pid) {
+            self.counts.exit += space.pages.len() as u64;
+            for id in space.pages.into_values() {
+                self.at_exit[id as usize] += 1;
+                self.sub(id, 1);
+            }
+        }
+    }
+
+    /// Process `child` was forked from `parent`: it starts with the
+    /// parent's private pages (shared with it until a write copies them).
+    /// The kernel copies no page table entries of shared or unwritten file
+    /// mappings: those the child faults in itself.
+    pub fn fork(&mut self, child: i32, parent: i32, child_owner: Owner) {
+        let Some(space) = self.spaces.get(&parent) else {
+            return;
+        };
+        let private: Vec<(u64, ResidentKey)> = (space.pages.iter())
+            .map(|(&page, &id)| (page, self.keys[id as usize]))
+            .filter(|(_, key)| key.kind == MemoryKind::Anon)
+            .collect();
+        let brk = space.brk;
+        let mut pages = BTreeMap::new();
+        for (page, key) in private {
+            let id = self.site(ResidentKey {
+                owner: child_owner,
+                ..key
+            });
+            pages.insert(page, id);
+            self.add(id, 1, self.last_time);
+        }
+        self.counts.forked += pages.len() as u64;
+        self.spaces.insert(child, Space { pages, brk });
+    }
+
+    /// The recording ended: the pages of processes still alive count as
+    /// theirs at exit.
+    pub fn finish(&mut self) {
+        for pages in self.kernel.by_pid.values() {
+            for (at_exit, n) in self.kernel.at_exit.iter_mut().zip(pages) {
+                *at_exit += n;
+            }
+        }
+        for space in self.spaces.values() {
+            for &id in space.pages.values() {
+                self.at_exit[id as usize] += 1;
+            }
+        }
+    }
+
+    /// The peak of the total.
+    pub fn peak(&self) -> Peak {
+        self.peak
+    }
+
+    /// Pages now, by kind.
+    pub fn now(&self) -> [u64; 3] {
+        self.total
+    }
+
+    /// The kernel's own counts at the peak and at exit, by kind, when the
+    /// recording has them.
+    pub fn kernel(&self) -> Option<([u64; 3], [u64; 3])> {
+        let k = &self.kernel;
+        k.seen.then_some((k.at_peak, k.at_exit))
+    }
+
+    /// What each cause added and took away.
+    pub fn counts(&self) -> LedgerCounts {
+        self.counts
+    }
+
+    /// Each site with its pages at the peak (sites with none left out).
+    pub fn at_peak(&self) -> impl Iterator<Item = (ResidentKey, u64)> + '_ {
+        self.per_site(&self.at_peak)
+    }
+
+    /// Each site with its pages at its process's exit or the recording's
+    /// end ([`Ledger::finish`]).
+    pub fn at_exit(&self) -> impl Iterator<Item = (ResidentKey, u64)> + '_ {
+        self.per_site(&self.at_exit)
+    }
+
+    fn per_site<'a>(&'a self, pages: &'a [u64]) -> impl Iterator<Item = (ResidentKey, u64)> + 'a {
+        (self.keys.iter().zip(pages))
+            .filter(|(_, &n)| n > 0)
+            .map(|(&key, &n)| (key, n))
+    }
+
+    fn site(&mut self, key: ResidentKey) -> u32 {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
+        self.keys.push(key);
+        self.ids.insert(key, id);
+        self.now.push(0);
+        self.at_peak.push(0);
+        self.at_exit.push(0);
+        self.stamp.push(0);
+        id
+    }
+
+    fn touched(&mut self, id: u32) {
+        let stamp = &mut self.stamp[id as usize];
+        if *stamp != self.epoch + 1 {
+            *stamp = self.epoch + 1;
+            self.changed.push(id);
+        }
+    }
+
+    fn add(&mut self, id: u32, pages: u64, time: u64) {
+        self.touched(id);
+        self.now[id as usize] += pages;
+        self.total[self.keys[id as usize].kind as usize] += pages;
+        let total: u64 = self.total.iter().sum();
+        if total > self.peak.pages.iter().sum() {
+            for id in self.changed.drain(..) {
+                self.at_peak[id as usize] = self.now[id as usize];
+            }
+            self.epoch += 1;
+            self.peak = Peak {
+                time,
+                pages: self.total,
+            };
+            self.kernel.at_peak = self.kernel.total;
+        }
+    }
+
+    fn sub(&mut self, id: u32, pages: u64) {
+        self.touched(id);
+        let now = &mut self.now[id as usize];
+        *now = now.saturating_sub(pages);
+        let total = &mut self.total[self.keys[id as usize].kind as usize];
+        *total = total.saturating_sub(pages);
+    }
+}
+
+/// Who a fault's page belongs to, but its kind (the effect says).
+#[derive(Debug, Clone, Copy)]
+pub struct SiteOf {
+    /// The process (or program).
+    pub owner: Owner,
+    /// The fault's stack.
+    pub stack: StackId,
+    /// Its target.
+    pub target: TargetKey,
+}
+
+/// Removes and returns the pages of `[start, end)` (avma).
+fn take_range(pages: &mut BTreeMap<u64, u32>, start: u64, end: u64) -> Vec<(u64, u32)> {
+    let first = start >> PAGE_SHIFT;
+    let last = end.div_ceil(PAGE_BYTES);
+    if first >= last {
+        return Vec::new();
+    }
+    let gone: Vec<(u64, u32)> = pages.range(first..last).map(|(&p, &id)| (p, id)).collect();
+    for (page, _) in &gone {
+        pages.remove(page);
+    }
+    gone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(stack: u32) -> SiteOf {
+        SiteOf {
+            owner: Owner::Process(1),
+            stack,
+            target: TargetKey::Anon,
+        }
+    }
+
+    const ANON: Effect = Effect::Present {
+        kind: MemoryKind::Anon,
+        replaced: false,
+    };
+
+    fn pages_of(ledger: &Ledger, at: &[u64]) -> Vec<(u32, u64)> {
+        let mut v: Vec<(u32, u64)> = (ledger.keys.iter().zip(at))
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, &n)| (k.stack, n))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Ten pages by one stack, four by another, then six of the first
+    /// unmapped and two more by the second: the peak (14) is before the
+    /// unmap, whatever came after; the exit view is what was left.
+    #[test]
+    fn peak_and_exit_per_site() {
+        let mut ledger = Ledger::default();
+        for i in 0..10 {
+            ledger.fault((1, 1), 0x10000 + i * PAGE_BYTES, None, site(1), ANON, i);
+        }
+        for i in 0..4 {
+            ledger.fault(
+                (1, 1),
+                0x40000 + i * PAGE_BYTES,
+                None,
+                site(2),
+                ANON,
+                10 + i,
+            );
+        }
+        // A second fault on a present page adds nothing.
+        ledger.fault((1, 1), 0x10000, None, site(2), ANON, 14);
+        ledger.on_call(
+            1,
+            1,
+            MemoryCall::Munmap {
+                addr: 0x10000,
+                len: 6 * PAGE_BYTES,
+            },
+        );
+        for i in 4..6 {
+            ledger.fault(
+                (1, 1),
+                0x40000 + i * PAGE_BYTES,
+                None,
+                site(2),
+                ANON,
+                16 + i,
+            );
+        }
+        assert_eq!(
+            ledger.peak(),
+            Peak {
+                time: 13,
+                pages: [14, 0, 0]
+            }
+        );
+        assert_eq!(pages_of(&ledger, &ledger.at_peak), [(1, 10), (2, 4)]);
+        ledger.exit(1);
+        assert_eq!(ledger.now(), [0, 0, 0]);
+        assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 4), (2, 6)]);
+        assert_eq!(ledger.counts().munmap, 6);
+    }
+
+    /// DONTNEED takes pages away, FREE leaves them; mremap moves them
+    /// (a later unmap of the new place finds them) and its shrinking
+    /// drops the tail; brk's lower break drops the pages above it.
+    #[test]
+    fn syscalls_take_pages_away() {
+        let mut ledger = Ledger::default();
+        for i in 0..8 {
+            ledger.fault((1, 1), 0x100000 + i * PAGE_BYTES, None, site(1), ANON, i);
+        }
+        let madvise = |advice| MemoryCall::Madvise {
+            addr: 0x100000,
+            len: 2 * PAGE_BYTES,
+            advice,
+        };
+        ledger.on_call(1, 1, madvise(8));
+        assert_eq!(ledger.now(), [8, 0, 0]);
+        ledger.on_call(1, 1, madvise(MADV_DONTNEED));
+        assert_eq!(ledger.now(), [6, 0, 0]);
+        // Pages 2..8 move to 0x900000, shrunk to 4 pages: pages 6, 7 go.
+        let remap = MemoryCall::Mremap {
+            addr: 0x100000,
+            old_len: 8 * PAGE_BYTES,
+            new_len: 6 * PAGE_BYTES,
+            flags: 1,
+            new_addr: 0,
+        };
+        ledger.on_call(1, 7, remap);
+        ledger.on_call(1, 7, MemoryCall::MremapDone { ret: 0x900000 });
+        assert_eq!(ledger.now(), [4, 0, 0]);
+        let unmap_old = MemoryCall::Munmap {
+            addr: 0x100000,
+            len: 8 * PAGE_BYTES,
+        };
+        ledger.on_call(1, 1, unmap_old);
+        assert_eq!(ledger.now(), [4, 0, 0]);
+        let unmap_new = MemoryCall::Munmap {
+            addr: 0x900000,
+            len: 6 * PAGE_BYTES,
+        };
+        ledger.on_call(1, 1, unmap_new);
+        assert_eq!(ledger.now(), [0, 0, 0]);
+        // The heap: brk grows it, four pages touched, brk shrinks it by two
+        // and a half pages: the two pages wholly above the break go.
+        ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x500000 });
+        ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x504000 });
+        for i in 0..4 {
+            ledger.fault(
+                (1, 1),
+                0x500000 + i * PAGE_BYTES,
+                None,
+                site(3),
+                ANON,
+                18 + i,
+            );
+        }
+        ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x501800 });
+        assert_eq!(ledger.now(), [2, 0, 0]);
+        // A failed mremap moves nothing.
+        ledger.on_call(1, 1, remap);
+        ledger.on_call(1, 1, MemoryCall::MremapDone { ret: -12 });
+        assert_eq!(ledger.now(), [2, 0, 0]);
+    }
+
+    /// A child starts with its parent's private pages, under its own
+    /// name; a copy-on-write fault moves the page to the writer's site;
+    /// exec drops the pages without counting them at exit.
+    #[test]
+    fn fork_copy_and_exec() {
+        let mut ledger = Ledger::default();
+        for i in 0..3 {
+            ledger.fault((1, 1), 0x10000 + i * PAGE_BYTES, None, site(1), ANON, i);
+        }
+        let file = Effect::Present {
+            kind: MemoryKind::File,
+            replaced: false,
+        };
+        ledger.fault((1, 1), 0x80000, None, site(1), file, 3);
+        ledger.fork(2, 1, Owner::Process(2));
+        assert_eq!(ledger.now(), [6, 1, 0]);
+        let child = SiteOf {
+            owner: Owner::Process(2),
+            ..site(5)
+        };
+        let cow = Effect::Present {
+            kind: MemoryKind::Anon,
+            replaced: true,
+        };
+        ledger.fault((2, 2), 0x10000, None, child, cow, 5);
+        assert_eq!(ledger.now(), [6, 1, 0]);
+        let of_child: Vec<(u32, u64)> = ledger
+            .at_peak()
+            .filter(|(k, _)| k.owner == Owner::Process(2))
+            .map(|(k, n)| (k.stack, n))
+            .collect();
+        assert_eq!(of_child, [(1, 3)], "the peak came before the copy");
+        ledger.exec(2);
+        assert_eq!(ledger.now(), [3, 1, 0]);
+        ledger.finish();
+        // The parent's three anonymous pages and its file page.
+        assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 1), (1, 3)]);
+    }
+
+    /// What a fault does: zero page for reads of anonymous memory, a
+    /// private copy for writes to private files, shared memory by mapping
+    /// or path.
+    #[test]
+    fn effects() {
+        let m = |file_backed, private| {
+            Some(TargetMapping {
+                file_backed,
+                private,
+                writable: true,
+            })
+        };
+        let present = |kind, replaced| Effect::Present { kind, replaced };
+        use FaultClass::*;
+        let (anon, file, shmem) = (
+            present(MemoryKind::Anon, false),
+            present(MemoryKind::File, false),
+            present(MemoryKind::Shmem, false),
+        );
+        let copy = present(MemoryKind::Anon, true);
+        let (read, write) = (Access::Read, Access::Write);
+        let cases = [
+            (m(false, true), false, read, Minor, Effect::None),
+            (m(false, true), false, write, Minor, anon),
+            (m(false, true), false, write, Cow, copy),
+            (m(false, false), false, read, Minor, shmem),
+            (m(true, true), false, read, Major, file),
+            (m(true, true), false, write, Cow, copy),
+            (m(true, false), false, write, Minor, file),
+            (m(true, false), true, read, Minor, shmem),
+            (None, false, write, Minor, Effect::Unknown(write)),
+        ];
+        for (mapping, shmem, access, class, want) in cases {
+            assert_eq!(
+                effect(mapping, shmem, access, class),
+                want,
+                "{mapping:?} {access:?} {class:?}"
+            );
+        }
+        assert_eq!(unknown_effect([0, 0, 0], write), anon);
+        assert_eq!(unknown_effect([0, 0, 0], read), Effect::None);
+        assert_eq!(unknown_effect([0, 3, 0], read), file);
+        assert!(is_shmem_path("/memfd:jit (deleted)"));
+        assert!(!is_shmem_path("/usr/lib/libc.so.6"));
+    }
+}

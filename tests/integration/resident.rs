@@ -1,0 +1,117 @@
+//! The resident-memory ledger on a fixture whose sites make known KiB
+//! resident and give part back (fixtures/resident.c): exact per site at the
+//! peak and at exit, and within 1% of the kernel's own counts.
+
+use serde_json::Value;
+
+use crate::util::{can_record, compile_c, record_with, temp_dir};
+
+/// KiB of the fixture's site `function` of `kind` at `moment` (`peak` or
+/// `end`) in report.json's `resident`.
+fn site_kib(resident: &Value, moment: &str, function: &str, kind: &str) -> u64 {
+    resident[moment]["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["function"] == function && s["kind"] == kind)
+        .map(|s| s["kib"].as_u64().unwrap())
+        .sum()
+}
+
+/// pfprof's KiB of `kind` at `moment` within 1% (and a page) of the
+/// kernel's at the same moment (file and shared pages: the kernel's count
+/// of anonymous ones is not recorded).
+fn assert_near_kernel(resident: &Value, moment: &str) {
+    for kind in ["file", "shmem"] {
+        let ours = resident[moment]["kib"][kind].as_u64().unwrap();
+        let kernel = resident[moment]["kernel_kib"][kind].as_u64().unwrap();
+        let slack = kernel / 100 + 4;
+        assert!(
+            ours.abs_diff(kernel) <= slack,
+            "{moment} {kind}: pfprof {ours} KiB, the kernel {kernel} KiB: {resident:#}"
+        );
+    }
+}
+
+/// Without `--resident`, no ledger: no events, no outputs.
+#[test]
+fn resident_memory_is_asked_for() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("resident_off");
+    let exe = compile_c(&dir, "resident.c", &[]);
+    let data = dir.join("resident.dat");
+    let (out, report) = record_with(&dir, &[], &exe, &[data.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert!(report.get("resident").is_none(), "{report:#}");
+    assert!(!dir.join("out/resident.svg").exists());
+}
+
+#[test]
+fn resident_memory_by_site_at_peak_and_exit() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("resident");
+    let exe = compile_c(&dir, "resident.c", &[]);
+    // On a disk-backed file system, as users' files are (the target dir).
+    let data = dir.join("resident.dat");
+    for mode in ["dwarf", "fp"] {
+        let run_dir = dir.join(mode);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let (out, report) = record_with(
+            &run_dir,
+            &["--resident", "--call-graph", mode],
+            &exe,
+            &[data.to_str().unwrap()],
+        );
+        assert!(out.status.success(), "{mode}");
+        let resident = &report["resident"];
+        let want = [
+            ("touch_anon", "anon", 1024, 640),
+            ("touch_remap", "anon", 128, 128),
+            ("touch_grown", "anon", 128, 128),
+            ("read_file", "file", 256, 256),
+        ];
+        for (function, kind, peak, end) in want {
+            assert_eq!(
+                site_kib(resident, "peak", function, kind),
+                peak,
+                "{mode} {function}: {resident:#}"
+            );
+            assert_eq!(
+                site_kib(resident, "end", function, kind),
+                end,
+                "{mode} {function}: {resident:#}"
+            );
+        }
+        assert_near_kernel(resident, "peak");
+        assert_near_kernel(resident, "end");
+        let pages = &resident["pages"];
+        assert!(pages["munmap"].as_u64().unwrap() >= 64, "{pages}");
+        assert_eq!(pages["madvise"], 32, "{pages}");
+        assert_eq!(pages["mremap_moved"], 32, "{pages}");
+        // The flame graphs' lines: KiB per stack and target.
+        let folded = std::fs::read_to_string(run_dir.join("out/resident.folded")).unwrap();
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.contains(";touch_anon;[anon] ") && l.ends_with(" 1024")),
+            "{folded}"
+        );
+        let exit = std::fs::read_to_string(run_dir.join("out/resident-exit.folded")).unwrap();
+        assert!(
+            exit.lines()
+                .any(|l| l.contains(";touch_anon;[anon] ") && l.ends_with(" 640")),
+            "{exit}"
+        );
+        let svg = std::fs::read_to_string(run_dir.join("out/resident.svg")).unwrap();
+        assert!(svg.contains("touch_anon"), "{mode}");
+        let text = std::fs::read_to_string(run_dir.join("out/report.txt")).unwrap();
+        assert!(
+            text.contains("\nResident memory (KiB), by the fault that made it present:\n"),
+            "{text}"
+        );
+    }
+}
