@@ -823,6 +823,73 @@ fn processes(s: &mut String, report: &Report, top: usize) {
     let _ = writeln!(s, "</table>");
 }
 
+/// KiB resident at the peak and at exit by kind, the kernel's count beside,
+/// and the sites that hold most (`--resident`).
+fn resident(s: &mut String, report: &Report, top: usize) {
+    let Some(r) = &report.resident else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "<h2 id=\"resident\">Resident memory</h2>\n<p>KiB resident, by the fault that made \
+         each page present (<code>resident.svg</code>, <code>resident-exit.svg</code>). What it \
+         cannot see: {}.</p>",
+        esc(r.unseen)
+    );
+    let _ = writeln!(
+        s,
+        "<table><tr><th></th><th class=\"n\">total</th><th class=\"n\">anon</th>\
+         <th class=\"n\">file</th><th class=\"n\">shmem</th></tr>"
+    );
+    for (what, moment) in [("at the peak", &r.peak), ("at exit", &r.end)] {
+        let k = &moment.kib;
+        let _ = writeln!(
+            s,
+            "<tr><td>{what}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            thousands(k.total),
+            thousands(k.anon),
+            thousands(k.file),
+            thousands(k.shmem)
+        );
+        if let Some(kernel) = &moment.kernel_kib {
+            let _ = writeln!(
+                s,
+                "<tr><td>&nbsp;&nbsp;the kernel's count</td><td></td><td></td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                thousands(kernel.file),
+                thousands(kernel.shmem)
+            );
+        }
+    }
+    let _ = writeln!(s, "</table>");
+    for (what, moment) in [("at the peak", &r.peak), ("at exit", &r.end)] {
+        let _ = writeln!(
+            s,
+            "<table><tr><th class=\"n\">KiB {what}</th><th>kind</th><th>process</th>\
+             <th>function</th><th>target</th></tr>"
+        );
+        for site in moment.top.iter().take(top) {
+            let t = &site.target;
+            let target = [Some(&t.object), t.section.as_ref(), t.symbol.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|part| esc(part))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let _ = writeln!(
+                s,
+                "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{target}</td></tr>",
+                thousands(site.kib),
+                site.kind,
+                esc(&site.comm),
+                esc(&site.function)
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+}
+
 /// The whole page.
 pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usize) -> String {
     let mut s = String::with_capacity(svgs.iter().map(|g| g.text.len() * 5 / 4).sum::<usize>());
@@ -871,6 +938,9 @@ pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usiz
     if timeline_svg.is_some() {
         nav.push(("timeline", "Timeline"));
     }
+    if report.resident.is_some() {
+        nav.push(("resident", "Resident memory"));
+    }
     if report.startup.is_some() {
         nav.push(("startup", "Start-up"));
     }
@@ -893,6 +963,7 @@ pub fn page(report: &Report, svgs: &[Svg], timeline_svg: Option<&str>, top: usiz
     if let Some(svg) = timeline_svg {
         timeline(&mut s, svg);
     }
+    resident(&mut s, report, top);
     startup(&mut s, report, top);
     sites(&mut s, report, top);
     targets(&mut s, report, top);

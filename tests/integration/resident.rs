@@ -108,6 +108,12 @@ fn resident_memory_by_site_at_peak_and_exit() {
         );
         let svg = std::fs::read_to_string(run_dir.join("out/resident.svg")).unwrap();
         assert!(svg.contains("touch_anon"), "{mode}");
+        let page = std::fs::read_to_string(run_dir.join("out/index.html")).unwrap();
+        assert!(
+            page.contains("<h2 id=\"resident\">Resident memory</h2>"),
+            "{mode}"
+        );
+        assert!(page.contains("<td>touch_anon</td>"), "{mode}");
         let text = std::fs::read_to_string(run_dir.join("out/report.txt")).unwrap();
         assert!(
             text.contains("\nResident memory (KiB), by the fault that made it present:\n"),
