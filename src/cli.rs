@@ -345,6 +345,27 @@ impl RecordArgs {
         }
     }
 
+    /// Why `--resident` cannot be given with the other options, if it
+    /// cannot (the ledger keeps one program's pages, from every fault).
+    fn resident_refused(&self) -> Option<&'static str> {
+        if !self.resident {
+            return None;
+        }
+        if self.all_cpus {
+            Some("not with -a (a host's every page)")
+        } else if self.interval.is_some() {
+            Some("not with --interval")
+        } else if self.period != 1 {
+            Some("not with --period above 1")
+        } else if !matches!(self.class, RecordClass::All | RecordClass::Cow) {
+            Some("not with --class major or minor")
+        } else if self.no_tracepoints {
+            Some("not with --no-tracepoints")
+        } else {
+            None
+        }
+    }
+
     /// Refuses options that do not go together (exit 2), before anything
     /// starts.
     pub fn check(&self) -> Result<(), CodedError> {
@@ -358,6 +379,12 @@ impl RecordArgs {
             return Err(CodedError::new(
                 exit::CONFIG,
                 "--duration must be a positive number of seconds",
+            ));
+        }
+        if let Some(why) = self.resident_refused() {
+            return Err(CodedError::new(
+                exit::CONFIG,
+                format!("--resident needs every fault of a command or of -p PID: {why}"),
             ));
         }
         let Some(secs) = self.interval else {
@@ -574,6 +601,7 @@ mod tests {
         assert!(refused(&["--", "ls"]).is_ok());
         assert!(refused(&["--no-bpf", "--call-graph", "fp", "--", "ls"]).is_ok());
         assert!(refused(&["-a", "--interval", "1"]).is_ok());
+        assert!(refused(&["--resident", "-p", "1"]).is_ok());
         for (args, says) in [
             (
                 &["--class", "cow", "--no-tracepoints", "--", "ls"][..],
@@ -586,6 +614,17 @@ mod tests {
             ),
             (&["-a", "--interval", "0.5"], "at least 1 second"),
             (&["-a", "--interval", "5", "--stream"], "--stream"),
+            (&["--resident", "-a"], "not with -a"),
+            (
+                &["--resident", "-p", "1", "--interval", "5"],
+                "not with --interval",
+            ),
+            (&["--resident", "--period", "10", "--", "ls"], "--period"),
+            (&["--resident", "--class", "major", "--", "ls"], "--class"),
+            (
+                &["--resident", "--no-tracepoints", "--", "ls"],
+                "--no-tracepoints",
+            ),
         ] {
             let (code, message) = refused(args).unwrap_err();
             assert_eq!(code, 2, "{args:?}");
