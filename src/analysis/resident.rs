@@ -674,6 +674,21 @@ mod tests {
         replaced: false,
     };
 
+    /// Process 1's anonymous faults on `pages` pages from `base` (avma),
+    /// made by `stack`, the first at time `t0`, one a nanosecond.
+    fn touch(ledger: &mut Ledger, base: u64, pages: std::ops::Range<u64>, stack: u32, t0: u64) {
+        for i in pages {
+            ledger.fault(
+                (1, 1),
+                base + i * PAGE_BYTES,
+                None,
+                site(stack),
+                ANON,
+                t0 + i,
+            );
+        }
+    }
+
     fn pages_of(ledger: &Ledger, at: &[u64]) -> Vec<(u32, u64)> {
         let mut v: Vec<(u32, u64)> = (ledger.keys.iter().zip(at))
             .filter(|(_, &n)| n > 0)
@@ -689,19 +704,8 @@ mod tests {
     #[test]
     fn peak_and_exit_per_site() {
         let mut ledger = Ledger::default();
-        for i in 0..10 {
-            ledger.fault((1, 1), 0x10000 + i * PAGE_BYTES, None, site(1), ANON, i);
-        }
-        for i in 0..4 {
-            ledger.fault(
-                (1, 1),
-                0x40000 + i * PAGE_BYTES,
-                None,
-                site(2),
-                ANON,
-                10 + i,
-            );
-        }
+        touch(&mut ledger, 0x10000, 0..10, 1, 0);
+        touch(&mut ledger, 0x40000, 0..4, 2, 10);
         // A second fault on a present page adds nothing.
         ledger.fault((1, 1), 0x10000, None, site(2), ANON, 14);
         ledger.on_call(
@@ -712,16 +716,7 @@ mod tests {
                 len: 6 * PAGE_BYTES,
             },
         );
-        for i in 4..6 {
-            ledger.fault(
-                (1, 1),
-                0x40000 + i * PAGE_BYTES,
-                None,
-                site(2),
-                ANON,
-                16 + i,
-            );
-        }
+        touch(&mut ledger, 0x40000, 4..6, 2, 16);
         assert_eq!(
             ledger.peak(),
             Peak {
@@ -742,9 +737,7 @@ mod tests {
     #[test]
     fn syscalls_take_pages_away() {
         let mut ledger = Ledger::default();
-        for i in 0..8 {
-            ledger.fault((1, 1), 0x100000 + i * PAGE_BYTES, None, site(1), ANON, i);
-        }
+        touch(&mut ledger, 0x100000, 0..8, 1, 0);
         let madvise = |advice| MemoryCall::Madvise {
             addr: 0x100000,
             len: 2 * PAGE_BYTES,
@@ -781,16 +774,7 @@ mod tests {
         // and a half pages: the two pages wholly above the break go.
         ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x500000 });
         ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x504000 });
-        for i in 0..4 {
-            ledger.fault(
-                (1, 1),
-                0x500000 + i * PAGE_BYTES,
-                None,
-                site(3),
-                ANON,
-                18 + i,
-            );
-        }
+        touch(&mut ledger, 0x500000, 0..4, 3, 18);
         ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x501800 });
         assert_eq!(ledger.now(), [2, 0, 0]);
         // A failed mremap moves nothing.
@@ -805,9 +789,7 @@ mod tests {
     #[test]
     fn fork_copy_and_exec() {
         let mut ledger = Ledger::default();
-        for i in 0..3 {
-            ledger.fault((1, 1), 0x10000 + i * PAGE_BYTES, None, site(1), ANON, i);
-        }
+        touch(&mut ledger, 0x10000, 0..3, 1, 0);
         let file = Effect::Present {
             kind: MemoryKind::File,
             replaced: false,

@@ -464,7 +464,6 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
     let Some(resident) = &model.resident else {
         return Ok(Vec::new());
     };
-    let special = crate::output::folded::Special::new();
     let mut svgs = Vec::new();
     for (graph, rows, title) in [
         (
@@ -478,8 +477,8 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
             "Resident memory at exit (KiB still held when each process ended)",
         ),
     ] {
-        let lines: Vec<String> = crate::output::folded::fold_resident(rows, model)
-            .iter()
+        let (folded, special) = crate::output::folded::fold_resident(rows, model);
+        let lines: Vec<String> = (folded.iter())
             .map(|(stack, kib)| format!("{stack} {kib}"))
             .collect();
         let look = Look {

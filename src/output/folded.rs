@@ -220,27 +220,12 @@ pub fn fold(model: &Model) -> FoldedStacks {
     // would double the memory of a busy interval's 25,000 lines).
     let mut line = String::with_capacity(4096);
     for (row, sum) in sums.into_values() {
-        line.clear();
-        push_frame_name(&mut line, &row.comm);
-        for f in model.functions_root_first(row.stack) {
-            line.push(';');
-            let start = line.len();
-            push_frame_name(&mut line, &f.function);
-            if matches!(
-                f.kind,
-                FrameKind::Unknown | FrameKind::Exec | FrameKind::UnnamedJit
-            ) && !out.special.contains_key(&line[start..])
-            {
-                out.special.insert(line[start..].to_string(), f.kind);
-            }
-        }
-        let target = target_frame(&row.target);
-        if row.target.region == Region::Unknown {
-            // Memory nothing names, drawn as a frame nothing names.
-            out.special.insert(target.clone(), FrameKind::Unknown);
-        }
-        line.push(';');
-        line.push_str(&target);
+        stack_line(
+            &mut line,
+            model,
+            (&row.comm, row.stack, &row.target),
+            &mut out.special,
+        );
         if sum.startup > 0 {
             *out.startup
                 .entry(format!("{};{line}", row.class.name()))
@@ -254,27 +239,57 @@ pub fn fold(model: &Model) -> FoldedStacks {
     out
 }
 
+/// Writes into `line` the folded line of `comm`'s `stack` faulting on
+/// `target` (`comm;root;…;leaf;[target]`), and adds to `special` its frames
+/// drawn apart (nothing named them, `[execve]`, JIT code without a name,
+/// memory nothing names).
+fn stack_line(
+    line: &mut String,
+    model: &Model,
+    (comm, stack, target): (&str, StackId, &TargetRow),
+    special: &mut Special,
+) {
+    line.clear();
+    push_frame_name(line, comm);
+    for f in model.functions_root_first(stack) {
+        line.push(';');
+        let start = line.len();
+        push_frame_name(line, &f.function);
+        if matches!(
+            f.kind,
+            FrameKind::Unknown | FrameKind::Exec | FrameKind::UnnamedJit
+        ) && !special.contains_key(&line[start..])
+        {
+            special.insert(line[start..].to_string(), f.kind);
+        }
+    }
+    let target_name = target_frame(target);
+    if target.region == Region::Unknown {
+        // Memory nothing names, drawn as a frame nothing names.
+        special.insert(target_name.clone(), FrameKind::Unknown);
+    }
+    line.push(';');
+    line.push_str(&target_name);
+}
+
 /// KiB resident per line (`comm;frames…;target`), at the peak and at
-/// exit: what `resident.folded` and `resident-exit.folded` hold.
-pub fn fold_resident(rows: &[crate::model::ResidentRow], model: &Model) -> Folded {
+/// exit: what `resident.folded` and `resident-exit.folded` hold, with the
+/// frames drawn apart.
+pub fn fold_resident(rows: &[crate::model::ResidentRow], model: &Model) -> (Folded, Special) {
     let mut folded = Folded::new();
+    let mut special = Special::new();
     let mut line = String::with_capacity(4096);
     for row in rows {
-        line.clear();
-        push_frame_name(&mut line, &row.comm);
-        for f in model.functions_root_first(row.stack) {
-            line.push(';');
-            push_frame_name(&mut line, &f.function);
-        }
-        line.push(';');
-        line.push_str(&target_frame(&row.target));
-        add(
-            &mut folded,
-            &line,
-            row.pages * crate::analysis::resident::PAGE_BYTES / 1024,
+        stack_line(
+            &mut line,
+            model,
+            (&row.comm, row.stack, &row.target),
+            &mut special,
         );
+        let kib = row.pages * crate::analysis::resident::PAGE_BYTES / 1024;
+        add(&mut folded, &line, kib);
     }
-    folded
+    (folded, special)
 }
 
 /// Appends a frame's name as a line spells it (see [`frame_name`]).

@@ -267,32 +267,23 @@ fn label(report: &Report, graph: Graph) -> (String, String) {
             ),
             "No start-up faults in this recording.".into(),
         ),
-        Graph::Resident => (
-            format!(
-                "Resident at peak{}",
-                report
-                    .resident
-                    .as_ref()
-                    .map_or_else(String::new, |r| format!(
-                        " · {} KiB",
-                        thousands(r.peak.kib.total)
-                    ))
-            ),
-            "No resident memory recorded.".into(),
-        ),
-        Graph::ResidentExit => (
-            format!(
-                "Resident at exit{}",
-                report
-                    .resident
-                    .as_ref()
-                    .map_or_else(String::new, |r| format!(
-                        " · {} KiB",
-                        thousands(r.end.kib.total)
-                    ))
-            ),
-            "Nothing was resident when the processes ended.".into(),
-        ),
+        Graph::Resident | Graph::ResidentExit => {
+            let exit = graph == Graph::ResidentExit;
+            let kib = report.resident.as_ref().map_or_else(String::new, |r| {
+                let moment = if exit { &r.end } else { &r.peak };
+                format!(" · {} KiB", thousands(moment.kib.total))
+            });
+            match exit {
+                false => (
+                    format!("Resident at peak{kib}"),
+                    "No resident memory recorded.".into(),
+                ),
+                true => (
+                    format!("Resident at exit{kib}"),
+                    "Nothing was resident when the processes ended.".into(),
+                ),
+            }
+        }
         Graph::Latency(class) => (
             format!("{} latency", class_title(class)),
             format!(
