@@ -125,7 +125,7 @@ impl LiveAnalyzer {
 
     /// Feeds one event; a completed fault comes back classified.
     pub fn feed(&mut self, event: Event<'_>) -> Option<Classified> {
-        self.0.on_event(event);
+        self.0.on_event(&event);
         self.0.last.take()
     }
 
@@ -161,7 +161,7 @@ impl Aggregator {
 
     /// Feeds one event (in time order).
     pub fn feed(&mut self, event: Event<'_>) {
-        self.0.on_event(event);
+        self.0.on_event(&event);
     }
 
     /// Faults counted in the interval so far.
@@ -302,7 +302,7 @@ impl Analyzer {
     /// Unwinds a sample's user stack (perf's `--call-graph dwarf`) into the
     /// call chain the kernel would have written (its kernel part, then the
     /// user frames), and counts the fault with it.
-    fn on_unwound_fault(&mut self, sample: FaultSample<'_>) {
+    fn on_unwound_fault(&mut self, sample: &FaultSample<'_>) {
         let (Some(unwinder), Some((regs, stack))) = (&mut self.unwinder, sample.user_stack) else {
             return self.on_fault(sample);
         };
@@ -321,10 +321,10 @@ impl Analyzer {
         };
         unwinder.unwind_user_part(user, true, &mut self.unwound);
         let unwound = std::mem::take(&mut self.unwound);
-        self.on_fault(FaultSample {
+        self.on_fault(&FaultSample {
             callchain: Some(Chain::Words(&unwound)),
             user_stack: None,
-            ..sample
+            ..*sample
         });
         self.unwound = unwound;
     }
@@ -343,23 +343,23 @@ impl Analyzer {
     /// One event of the recording, in time order: side-band records
     /// change the address spaces (both the analysis's and the unwinder's),
     /// faults are counted.
-    fn on_event(&mut self, event: Event<'_>) {
-        match event {
+    fn on_event(&mut self, event: &Event<'_>) {
+        match *event {
             Event::Begin(header) => self.on_begin(header),
-            Event::Fault(sample) if Some(sample.pid) == self.ignore_pid => {
+            Event::Fault(ref sample) if Some(sample.pid) == self.ignore_pid => {
                 self.profile.totals.pfprof_faults += 1;
             }
-            Event::Fault(sample) => self.on_unwound_fault(sample),
+            Event::Fault(ref sample) => self.on_unwound_fault(sample),
             Event::Entry(entry) => self.on_entry(entry),
             Event::Mmap {
                 mapping,
-                path,
-                build_id,
-            } => self.on_mmap(mapping, &path.as_slice(), build_id),
+                ref path,
+                ref build_id,
+            } => self.on_mmap(mapping, &path.as_slice(), build_id.clone()),
             Event::Comm {
                 pid,
                 tid,
-                name,
+                ref name,
                 exec,
                 time,
             } => self.on_comm(pid, tid, &name.as_slice(), exec, time),
@@ -476,10 +476,10 @@ impl Analyzer {
     /// finds its stack and start-up window, and adds it to every tally.
     /// The per-fault hot path: nothing here allocates (the frames go to
     /// `self.scratch`).
-    fn on_fault(&mut self, sample: FaultSample<'_>) {
+    fn on_fault(&mut self, sample: &FaultSample<'_>) {
         let entry = match sample.entry {
             Some(paired) => Some(paired),
-            None => self.pair_entry(&sample),
+            None => self.pair_entry(sample),
         };
         let kernel_mode = sample.kernel_mode || entry.is_some_and(|e| e.kernel_mode);
         let latency_ns = entry.map(|e| e.latency_ns);
@@ -491,8 +491,8 @@ impl Analyzer {
             _ => false,
         };
         let (class, access, target, (effect, mapping)) =
-            self.classify_fault(&sample, entry, kernel_mode);
-        let (stack, cached) = self.stack_of(&sample, kernel_mode, in_exec);
+            self.classify_fault(sample, entry, kernel_mode);
+        let (stack, cached) = self.stack_of(sample, kernel_mode, in_exec);
         if let Some(ledger) = &mut self.profile.resident {
             let site = resident::SiteOf {
                 owner: Owner::Process(sample.pid),
@@ -1067,7 +1067,7 @@ mod tests {
         let words = [rec::CONTEXT_USER, 0x1010, 0x1020];
         let fault = |analyzer: &mut Analyzer, pid| {
             with_chain(&words, |chain| {
-                analyzer.on_event(Event::Fault(FaultSample {
+                analyzer.on_event(&Event::Fault(FaultSample {
                     major: false,
                     pid,
                     tid: pid,
@@ -1090,13 +1090,13 @@ mod tests {
                 .collect();
             (key.stack, paths)
         };
-        analyzer.on_event(map(7, b"/usr/bin/old"));
-        analyzer.on_event(map(8, b"/usr/bin/other"));
+        analyzer.on_event(&map(7, b"/usr/bin/old"));
+        analyzer.on_event(&map(8, b"/usr/bin/other"));
         let (first, paths) = fault(&mut analyzer, 7);
         assert_eq!(paths, ["/usr/bin/old", "/usr/bin/old"]);
         assert_eq!(fault(&mut analyzer, 7).0, first);
         assert_eq!(analyzer.memo.hits, 1);
-        analyzer.on_event(map(7, b"/usr/bin/new"));
+        analyzer.on_event(&map(7, b"/usr/bin/new"));
         let (_, paths) = fault(&mut analyzer, 7);
         assert_eq!(paths, ["/usr/bin/new", "/usr/bin/new"]);
         let (_, paths) = fault(&mut analyzer, 8);

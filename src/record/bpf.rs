@@ -834,12 +834,12 @@ impl<'a> Fault<'a> {
                 latency_ns: word(32)?,
                 kernel: flags & FLAG_ENTRY_KERNEL != 0,
             }),
-            regs: UserRegs {
-                ip: user(0)?,
-                sp: user(1)?,
-                bp: user(2)?,
-                callee: [user(3), user(4), user(5), user(6), user(7)],
-            },
+            regs: UserRegs::from_callee(
+                user(0)?,
+                user(1)?,
+                user(2)?,
+                [user(3), user(4), user(5), user(6), user(7)],
+            ),
             kernel_ips,
             user_ips: (flags & FLAG_CHAIN != 0).then_some(user_ips),
             cached_span: (flags & FLAG_CACHED != 0).then_some(span),
@@ -940,7 +940,7 @@ mod tests {
             (0x401234, 0x7ffc_0000, 0x7ffc_0100)
         );
         assert_eq!(
-            f.regs.callee,
+            f.regs.callee(),
             [Some(3), Some(12), Some(13), Some(14), Some(15)]
         );
         assert_eq!(f.kernel_ips.len(), 16);

@@ -998,7 +998,7 @@ mod tests {
         }
         // REGS_USER: abi 64, then BX, BP, SP, IP, R12-R15; STACK_USER:
         // size, bytes, dyn size.
-        let [bx, r12, r13, r14, r15] = regs.callee.map(|v| v.unwrap_or(0));
+        let [bx, r12, r13, r14, r15] = regs.callee;
         for v in [2, bx, regs.bp, regs.sp, regs.ip, r12, r13, r14, r15] {
             r.extend_from_slice(&v.to_le_bytes());
         }

@@ -134,19 +134,48 @@ pub struct UserRegs {
     pub sp: u64,
     /// Frame pointer (avma).
     pub bp: u64,
-    /// rbx, r12, r13, r14, r15, when sampled.
-    pub callee: [Option<u64>; 5],
+    /// rbx, r12, r13, r14, r15: their values where [`UserRegs::callee_known`]
+    /// has the bit (a plain array and a mask, not five `Option`s: every
+    /// decoded fault is moved twice on its way to the analysis).
+    pub callee: [u64; 5],
+    /// Bit `i`: `callee[i]` was sampled.
+    pub callee_known: u8,
 }
 
 impl UserRegs {
     /// The registers unwinding needs, from a sample's
     /// `PERF_SAMPLE_REGS_USER`; None without rip, rsp or rbp.
     pub fn from_sample(regs: &Regs<'_>) -> Option<UserRegs> {
-        Some(UserRegs {
-            ip: regs.get(PERF_REG_IP)?,
-            sp: regs.get(PERF_REG_SP)?,
-            bp: regs.get(PERF_REG_BP)?,
-            callee: CALLEE_SAVED_PERF_REGS.map(|reg| regs.get(reg)),
+        Some(UserRegs::from_callee(
+            regs.get(PERF_REG_IP)?,
+            regs.get(PERF_REG_SP)?,
+            regs.get(PERF_REG_BP)?,
+            CALLEE_SAVED_PERF_REGS.map(|reg| regs.get(reg)),
+        ))
+    }
+
+    /// The registers, with the callee-saved ones that were sampled.
+    pub fn from_callee(ip: u64, sp: u64, bp: u64, callee: [Option<u64>; 5]) -> UserRegs {
+        let mut known = 0;
+        for (i, value) in callee.iter().enumerate() {
+            known |= u8::from(value.is_some()) << i;
+        }
+        UserRegs {
+            ip,
+            sp,
+            bp,
+            callee: callee.map(|value| value.unwrap_or(0)),
+            callee_known: known,
+        }
+    }
+
+    /// rbx, r12, r13, r14, r15, when sampled.
+    pub fn callee(&self) -> [Option<u64>; 5] {
+        let mut i = 0;
+        self.callee.map(|value| {
+            let known = self.callee_known >> i & 1 == 1;
+            i += 1;
+            known.then_some(value)
         })
     }
 }
@@ -960,6 +989,18 @@ impl StackUnwinder {
 pub(crate) mod tests {
     use super::*;
 
+    #[test]
+    fn callee_saved_registers_keep_which_were_sampled() {
+        let callee = [Some(1), None, Some(0), None, Some(u64::MAX)];
+        let regs = UserRegs::from_callee(10, 20, 30, callee);
+        assert_eq!(regs.callee(), callee);
+        assert_eq!((regs.ip, regs.sp, regs.bp), (10, 20, 30));
+        assert_eq!(
+            UserRegs::from_callee(1, 2, 3, [None; 5]).callee(),
+            [None; 5]
+        );
+    }
+
     /// Complete chains are counted by the stack they read, in powers of
     /// two from 64 bytes; the last bucket takes everything larger.
     #[test]
@@ -1038,12 +1079,7 @@ pub(crate) mod tests {
         let hex =
             |key: &str| u64::from_str_radix(values[key].trim_start_matches("0x"), 16).unwrap();
         Snapshot {
-            regs: UserRegs {
-                ip: hex("ip"),
-                sp: hex("sp"),
-                bp: hex("bp"),
-                callee: [None; 5],
-            },
+            regs: UserRegs::from_callee(hex("ip"), hex("sp"), hex("bp"), [None; 5]),
             stack: std::fs::read(format!("{DIR}/nofp.stack")).unwrap(),
             text: hex("text_avma_start")..hex("text_avma_end"),
             text_file_offset: hex("text_file_offset"),

@@ -54,7 +54,7 @@ pub(super) fn walk(
     };
     let mut frame = Frame {
         regs: UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
-        callee: regs.callee,
+        callee: regs.callee(),
         bp_from: None,
         address: FrameAddress::InstructionPointer(regs.ip),
     };

@@ -45,6 +45,7 @@ pub fn event_of<'a>(
 
 /// One kernel record as an [`Event`]: `Ok(None)` for records pfprof does not
 /// use. Shared by replay and the live stream.
+#[inline(always)]
 pub(super) fn to_event<'a>(
     record: &RawEventRecord<'a>,
     kind: EventKind,
@@ -61,14 +62,14 @@ pub(super) fn to_event<'a>(
     if record_type == rec::SAMPLE {
         if let RawData::Single(body) = record.data {
             let sample = sample::read(&record.parse_info, record.misc, body).ok_or(BadRecord)?;
-            return sample_event(sample, kind, weight, time);
+            return sample_event(&sample, kind, weight, time);
         }
     }
     let Some(parsed) = parse_record(record) else {
         return Err(BadRecord);
     };
     let event = match parsed {
-        EventRecord::Sample(s) => return sample_event(Sample::of(s), kind, weight, time),
+        EventRecord::Sample(s) => return sample_event(&Sample::of(s), kind, weight, time),
         EventRecord::Comm(c) => Event::Comm {
             pid: c.pid,
             tid: c.tid,
@@ -136,8 +137,9 @@ pub(super) fn mapping_event(
 
 /// A sample as an [`Event`] by its event's kind: `Ok(None)` for events
 /// pfprof does not use.
+#[inline(always)]
 pub(super) fn sample_event<'a>(
-    s: Sample<'a>,
+    s: &Sample<'a>,
     kind: EventKind,
     weight: Weight,
     time: u64,

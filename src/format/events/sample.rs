@@ -48,6 +48,7 @@ fn in_place(info: &RecordParseInfo) -> bool {
 
 /// A SAMPLE record's body (after its header) as a [`Sample`], by its
 /// event's layout; None when it is shorter than its fields say.
+#[inline(always)]
 pub fn read<'a>(info: &RecordParseInfo, misc: u16, body: &'a [u8]) -> Option<Sample<'a>> {
     if !in_place(info) {
         let raw = RawData::Single(body);
