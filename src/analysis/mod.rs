@@ -466,7 +466,10 @@ impl Analyzer {
         }
         if let Some(ledger) = &mut self.profile.resident {
             if process::is_new_process(pid, ppid, tid) {
-                ledger.fork(pid, ppid, Owner::Process(pid));
+                let copied = (self.profile.processes.by_pid.get(&ppid))
+                    .map(|p| p.space.private_file_ranges())
+                    .unwrap_or_default();
+                ledger.fork(pid, ppid, Owner::Process(pid), &copied);
             }
         }
         self.profile.processes.on_fork(pid, ppid, tid)

@@ -202,6 +202,16 @@ impl AddressSpace {
         (avma < m.end_avma).then_some(m)
     }
 
+    /// The address ranges of the private file mappings (the ones whose
+    /// page-table entries `fork` copies once one of their pages is a
+    /// private copy), sorted.
+    pub fn private_file_ranges(&self) -> Vec<std::ops::Range<u64>> {
+        (self.maps.iter())
+            .filter(|m| m.is_file_backed() && m.is_private())
+            .map(|m| m.start_avma..m.end_avma)
+            .collect()
+    }
+
     /// The mapping ending exactly at `avma`.
     fn ending_at(&self, avma: u64) -> Option<&Mapping> {
         let i = self.maps.partition_point(|m| m.start_avma < avma);

@@ -276,6 +276,20 @@ impl KernelCounts {
         }
     }
 
+    /// Process `child` was forked with `pages` of each kind (the page-table
+    /// entries the kernel copied, as the ledger knows them): its baseline,
+    /// so that its first report, often a fault that mapped its neighbours,
+    /// counts as a gain. (The kernel's own count of the copy is reported
+    /// in the parent's context, naming the child's address space by a
+    /// hash: not usable.)
+    fn forked(&mut self, child: i32, pages: [u64; 3]) {
+        self.gone(child, false);
+        for (total, n) in self.total.iter_mut().zip(pages) {
+            *total += n;
+        }
+        self.by_pid.insert(child, pages);
+    }
+
     /// The process is gone (exit or exec): its counts leave the total.
     fn gone(&mut self, pid: i32, exited: bool) {
         if let Some(pages) = self.by_pid.remove(&pid) {
@@ -505,26 +519,48 @@ impl Ledger {
 
     /// Process `child` was forked from `parent`: it starts with the
     /// parent's private pages (shared with it until a write copies them).
-    /// The kernel copies no page table entries of shared or unwritten file
-    /// mappings: those the child faults in itself.
-    pub fn fork(&mut self, child: i32, parent: i32, child_owner: Owner) {
+    /// The kernel copies the page-table entries of a mapping only once it
+    /// has private pages (an `anon_vma`): of a private file mapping
+    /// (`private_file_ranges`, avma, sorted) with a private copy among its
+    /// pages, the file pages too; of shared or unwritten file mappings
+    /// none, those the child faults in itself.
+    pub fn fork(
+        &mut self,
+        child: i32,
+        parent: i32,
+        child_owner: Owner,
+        private_file_ranges: &[std::ops::Range<u64>],
+    ) {
         let Some(space) = self.spaces.get(&parent) else {
             return;
         };
+        let keys = &self.keys;
+        let is_anon = |id: u32| keys[id as usize].kind == MemoryKind::Anon;
+        let copied: Vec<std::ops::Range<u64>> = (private_file_ranges.iter())
+            .map(|r| (r.start >> PAGE_SHIFT)..(r.end >> PAGE_SHIFT))
+            .filter(|pages| space.pages.range(pages.clone()).any(|(_, &id)| is_anon(id)))
+            .collect();
+        let in_copied = |page: u64| {
+            let i = copied.partition_point(|r| r.end <= page);
+            copied.get(i).is_some_and(|r| r.contains(&page))
+        };
         let private: Vec<(u64, ResidentKey)> = (space.pages.iter())
+            .filter(|&(&page, &id)| is_anon(id) || in_copied(page))
             .map(|(&page, &id)| (page, self.keys[id as usize]))
-            .filter(|(_, key)| key.kind == MemoryKind::Anon)
             .collect();
         let brk = space.brk;
         let mut pages = BTreeMap::new();
+        let mut by_kind = [0; 3];
         for (page, key) in private {
             let id = self.site(ResidentKey {
                 owner: child_owner,
                 ..key
             });
             pages.insert(page, id);
+            by_kind[key.kind as usize] += 1;
             self.add(id, 1, self.last_time);
         }
+        self.kernel.forked(child, by_kind);
         self.counts.forked += pages.len() as u64;
         self.spaces.insert(child, Space { pages, brk });
     }
@@ -786,6 +822,41 @@ mod tests {
     /// A child starts with its parent's private pages, under its own
     /// name; a copy-on-write fault moves the page to the writer's site;
     /// exec drops the pages without counting them at exit.
+    /// A private file mapping with a private copy among its pages has its
+    /// file pages copied into the child too (the kernel copies the whole
+    /// mapping's page-table entries); one without keeps them to itself.
+    #[test]
+    fn fork_copies_the_file_pages_of_written_private_mappings() {
+        let mut ledger = Ledger::default();
+        let file = Effect::Present {
+            kind: MemoryKind::File,
+            replaced: false,
+        };
+        let copy = Effect::Present {
+            kind: MemoryKind::Anon,
+            replaced: true,
+        };
+        // Mapping A (0x10000-0x14000): two file pages and one copy; mapping
+        // B (0x20000-0x24000): one file page, never written.
+        for (addr, effect) in [
+            (0x10000, file),
+            (0x11000, file),
+            (0x12000, copy),
+            (0x20000, file),
+        ] {
+            ledger.fault((1, 1), addr, None, site(1), effect, 1);
+        }
+        ledger.fork(
+            2,
+            1,
+            Owner::Process(2),
+            &[0x10000..0x14000, 0x20000..0x24000],
+        );
+        // [anon, file, shmem]: the parent's 1 and 3, the child's 1 and 2
+        // (mapping A's file pages, not B's).
+        assert_eq!(ledger.now(), [2, 5, 0]);
+    }
+
     #[test]
     fn fork_copy_and_exec() {
         let mut ledger = Ledger::default();
@@ -795,7 +866,7 @@ mod tests {
             replaced: false,
         };
         ledger.fault((1, 1), 0x80000, None, site(1), file, 3);
-        ledger.fork(2, 1, Owner::Process(2));
+        ledger.fork(2, 1, Owner::Process(2), &[]);
         assert_eq!(ledger.now(), [6, 1, 0]);
         let child = SiteOf {
             owner: Owner::Process(2),

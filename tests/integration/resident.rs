@@ -18,6 +18,25 @@ fn site_kib(resident: &Value, moment: &str, function: &str, kind: &str) -> u64 {
         .sum()
 }
 
+/// Each (site, kind, KiB at the peak, KiB at exit) of `want` exactly, and
+/// the totals near the kernel's at both moments.
+fn assert_sites(resident: &Value, mode: &str, want: &[(&str, &str, u64, u64)]) {
+    for &(function, kind, peak, end) in want {
+        assert_eq!(
+            site_kib(resident, "peak", function, kind),
+            peak,
+            "{mode} {function}: {resident:#}"
+        );
+        assert_eq!(
+            site_kib(resident, "end", function, kind),
+            end,
+            "{mode} {function}: {resident:#}"
+        );
+    }
+    assert_near_kernel(resident, "peak");
+    assert_near_kernel(resident, "end");
+}
+
 /// pfprof's KiB of `kind` at `moment` within 1% (and a page) of the
 /// kernel's at the same moment (file and shared pages: the kernel's count
 /// of anonymous ones is not recorded).
@@ -74,20 +93,7 @@ fn resident_memory_by_site_at_peak_and_exit() {
             ("touch_grown", "anon", 128, 128),
             ("read_file", "file", 256, 256),
         ];
-        for (function, kind, peak, end) in want {
-            assert_eq!(
-                site_kib(resident, "peak", function, kind),
-                peak,
-                "{mode} {function}: {resident:#}"
-            );
-            assert_eq!(
-                site_kib(resident, "end", function, kind),
-                end,
-                "{mode} {function}: {resident:#}"
-            );
-        }
-        assert_near_kernel(resident, "peak");
-        assert_near_kernel(resident, "end");
+        assert_sites(resident, mode, &want);
         let pages = &resident["pages"];
         assert!(pages["munmap"].as_u64().unwrap() >= 64, "{pages}");
         assert_eq!(pages["madvise"], 32, "{pages}");
@@ -119,5 +125,41 @@ fn resident_memory_by_site_at_peak_and_exit() {
             text.contains("\nResident memory (KiB), by the fault that made it present:\n"),
             "{text}"
         );
+    }
+}
+
+/// Through fork (the child's copies at its own site, its parent's pages it
+/// inherited), a thread that exits, glibc's malloc (a mapped block freed,
+/// heap pages trimmed), the program break lowered and a shared memfd
+/// (fixtures/resident_share.c): exact per site at the peak and at each
+/// process's exit, and within 1% of the kernel's count.
+#[test]
+fn resident_memory_through_fork_threads_malloc_and_memfd() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("resident_share");
+    let exe = compile_c(&dir, "resident_share.c", &["-pthread"]);
+    for mode in ["dwarf", "fp"] {
+        let run_dir = dir.join(mode);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let (out, report) = record_with(&run_dir, &["--resident", "--call-graph", mode], &exe, &[]);
+        assert!(out.status.success(), "{mode}");
+        let resident = &report["resident"];
+        // (site, kind, KiB at the peak, KiB at the processes' exits: the
+        // child's 384 + 128 KiB and the parent's 512 at parent_touch).
+        let want = [
+            ("parent_touch", "anon", 512, 896),
+            ("child_write", "anon", 0, 128),
+            ("big_touch", "anon", 2044, 0),
+            ("heap_touch", "anon", 512, 0),
+            ("brk_touch", "anon", 256, 0),
+            ("memfd_touch", "shmem", 256, 256),
+            ("thread_touch", "anon", 128, 128),
+        ];
+        assert_sites(resident, mode, &want);
+        let pages = &resident["pages"];
+        assert!(pages["forked"].as_u64().unwrap() >= 128, "{pages}");
+        assert_eq!(pages["shrunk"], 64, "the break lowered: {pages}");
     }
 }
