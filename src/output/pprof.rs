@@ -95,6 +95,9 @@ pub struct Input<'a> {
     pub duration_ns: Option<u64>,
     /// When it started, ns since the epoch (0 when unknown).
     pub time_ns: i64,
+    /// The resident pages by site (`record --resident`): two more sample
+    /// types, `resident` and `resident_exit` in bytes.
+    pub resident: Option<&'a crate::model::ResidentRows>,
 }
 
 impl Input<'_> {
@@ -117,6 +120,7 @@ impl Input<'_> {
             period: report.period,
             duration_ns: report.wall_ns,
             time_ns,
+            resident: resolved.resident.as_ref(),
         }
     }
 }
@@ -285,6 +289,13 @@ impl Builder<'_> {
     }
 
     fn sample(&mut self, row: &SampleRow) -> Sample {
+        let mut value = vec![
+            i64::try_from(row.faults).unwrap_or(i64::MAX),
+            i64::try_from(row.latency_ns).unwrap_or(i64::MAX),
+        ];
+        if self.input.resident.is_some() {
+            value.extend([0, 0]);
+        }
         let location_id = self.stack(row.stack);
         // Rows of a process share their labels but the pid's, which comes
         // last: built once per class, access, target and command.
@@ -313,10 +324,41 @@ impl Builder<'_> {
         }
         Sample {
             location_id,
-            value: vec![
-                i64::try_from(row.faults).unwrap_or(i64::MAX),
-                i64::try_from(row.latency_ns).unwrap_or(i64::MAX),
-            ],
+            value,
+            label,
+        }
+    }
+
+    /// The bytes one site held at the peak (`at_exit` false) or at exit,
+    /// as a sample whose other values are 0, labelled by kind of memory,
+    /// target and command.
+    fn resident_sample(&mut self, row: &crate::model::ResidentRow, at_exit: bool) -> Sample {
+        let bytes = row
+            .pages
+            .saturating_mul(crate::analysis::resident::PAGE_BYTES);
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let value = if at_exit {
+            vec![0, 0, 0, bytes]
+        } else {
+            vec![0, 0, bytes, 0]
+        };
+        let mut text = |key: &str, value: &str| Label {
+            key: self.strings.id(key),
+            str: self.strings.id(value),
+            num: 0,
+            num_unit: 0,
+        };
+        let mut label = vec![
+            text("memory", row.kind.name()),
+            text("target_object", &row.target.object),
+        ];
+        if let Some(section) = &row.target.section {
+            label.push(text("section", section));
+        }
+        label.push(text("comm", &row.comm));
+        Sample {
+            location_id: self.stack(row.stack),
+            value,
             label,
         }
     }
@@ -368,10 +410,14 @@ pub fn write_encoded(input: &Input<'_>, out: &mut impl Write) -> io::Result<()> 
         r#type: b.strings.id(type_),
         unit: b.strings.id(unit),
     };
-    let sample_type = [
+    let mut sample_type = vec![
         value_type("faults", "count"),
         value_type("latency", "nanoseconds"),
     ];
+    if input.resident.is_some() {
+        sample_type.push(value_type("resident", "bytes"));
+        sample_type.push(value_type("resident_exit", "bytes"));
+    }
     let period_type = Some(value_type("faults", "count"));
     // "mapping[0] will be the main binary": pprof names it in its header.
     let main = input
@@ -395,6 +441,17 @@ pub fn write_encoded(input: &Input<'_>, out: &mut impl Write) -> io::Result<()> 
         bytes.clear();
         prost::encoding::message::encode(2, &b.sample(row), &mut bytes);
         out.write_all(&bytes)?;
+    }
+    if let Some(resident) = input.resident {
+        let moments = [(&resident.peak, false), (&resident.exit, true)];
+        for (rows, at_exit) in moments {
+            for row in rows {
+                bytes.clear();
+                let sample = b.resident_sample(row, at_exit);
+                prost::encoding::message::encode(2, &sample, &mut bytes);
+                out.write_all(&bytes)?;
+            }
+        }
     }
     let comment = vec![b.strings.id(&input.comment)];
     let default_sample_type = b.strings.id("faults");
@@ -657,6 +714,7 @@ mod tests {
             period: 1,
             duration_ns: Some(5_000_000),
             time_ns: 1_700_000_000_000_000_000,
+            resident: None,
         };
         let mut raw = Vec::new();
         write_encoded(&input, &mut raw).unwrap();

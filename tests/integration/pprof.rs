@@ -305,3 +305,42 @@ fn go_pprof_diff_base_between_two_recordings() {
     assert_eq!(top_total(&top), report_total(&report), "{top}");
     assert_eq!(top_flat(&top, "touch_pages"), 1024, "{top}");
 }
+
+/// `record --resident`: profile.pb.gz carries the bytes each site held at
+/// the peak (`resident`) and at exit (`resident_exit`) as two more sample
+/// types, which go tool pprof reads; faults stay the default.
+#[test]
+fn go_pprof_reads_resident_bytes() {
+    if !can_record() || !have_go_pprof() {
+        return;
+    }
+    let dir = temp_dir("pprof-resident");
+    let exe = compile_c(&dir, "resident.c", &[]);
+    let data = dir.join("resident.dat");
+    let (out, _) = crate::util::record_with(&dir, &["--resident"], &exe, &[data.to_str().unwrap()]);
+    assert!(out.status.success());
+    let profile = dir.join("out/profile.pb.gz");
+    let profile = profile.to_str().unwrap();
+    let kib = |index: &str, function: &str| {
+        let top = go_pprof(
+            &dir,
+            &[
+                "-top",
+                "-nodefraction=0",
+                "-unit=kB",
+                &format!("-sample_index={index}"),
+                profile,
+            ],
+        );
+        let line = (top.lines())
+            .find(|l| l.split_whitespace().last() == Some(function))
+            .unwrap_or_else(|| panic!("no {function} in:\n{top}"));
+        line.split_whitespace().next().unwrap().to_string()
+    };
+    // The fixture's own accounting (see resident.c).
+    assert_eq!(kib("resident", "touch_anon"), "1024kB");
+    assert_eq!(kib("resident_exit", "touch_anon"), "640kB");
+    assert_eq!(kib("resident", "read_file"), "256kB");
+    let top = go_pprof(&dir, &["-top", profile]);
+    assert!(top.contains("Type: faults"), "{top}");
+}
