@@ -364,9 +364,14 @@ impl Analyzer {
                 time,
             } => self.on_comm(pid, tid, &name.as_slice(), exec, time),
             Event::Fork { pid, ppid, tid } => self.on_fork(pid, ppid, tid),
-            Event::MemoryCall { pid, tid, call, .. } => {
+            Event::MemoryCall {
+                pid,
+                tid,
+                call,
+                time,
+            } => {
                 if let Some(ledger) = &mut self.profile.resident {
-                    ledger.on_call(pid, tid, call);
+                    ledger.on_call((pid, tid), time, call);
                 }
             }
             Event::Exit { pid, tid } => {

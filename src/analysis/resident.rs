@@ -216,10 +216,54 @@ pub struct Ledger {
     /// Per thread, the `mremap` it is in: (addr, old_len, new_len, flags).
     mremaps: FxHashMap<i32, (u64, u64, u64, u64)>,
     counts: LedgerCounts,
-    /// The latest fault's time (a fork's pages count from then).
+    /// The latest fault's or call's time (a fork's pages count from then).
     last_time: u64,
     /// The kernel's own counts (`kmem:rss_stat`), when recorded.
     kernel: KernelCounts,
+    /// The totals over time, for the timeline.
+    series: Series,
+}
+
+/// The ledger's totals over time, for the timeline's lane: at most
+/// [`SERIES_POINTS`] points, each the totals at the highest moment of its
+/// slot of time; when full, neighbours merge and the slots double.
+#[derive(Default)]
+struct Series {
+    points: Vec<(u64, [u64; 3])>,
+    /// Time a slot spans, ns (0 until the first merge: every change).
+    slot_ns: u64,
+}
+
+/// Points of [`Series`] at most (the timeline has fewer bars).
+const SERIES_POINTS: usize = 2048;
+
+impl Series {
+    /// The totals are `total` at `time`.
+    fn note(&mut self, time: u64, total: [u64; 3]) {
+        let sum = |t: &[u64; 3]| t.iter().sum::<u64>();
+        if let Some(last) = self.points.last_mut() {
+            if time < last.0.saturating_add(self.slot_ns) || time <= last.0 {
+                if sum(&total) >= sum(&last.1) {
+                    last.1 = total;
+                }
+                return;
+            }
+        }
+        if self.points.len() == SERIES_POINTS {
+            let span = time.saturating_sub(self.points[0].0);
+            self.slot_ns = (self.slot_ns * 2)
+                .max(span / (SERIES_POINTS as u64 / 2))
+                .max(1);
+            let merged: Vec<(u64, [u64; 3])> = (self.points.chunks(2))
+                .map(|pair| {
+                    let high = pair.iter().max_by_key(|p| sum(&p.1)).copied();
+                    (pair[0].0, high.map_or([0; 3], |p| p.1))
+                })
+                .collect();
+            self.points = merged;
+        }
+        self.points.push((time, total));
+    }
 }
 
 /// The kernel's RSS counters of the recorded processes, as `kmem:rss_stat`
@@ -402,7 +446,8 @@ impl Ledger {
     }
 
     /// A memory syscall of thread `tid` of process `pid`.
-    pub fn on_call(&mut self, pid: i32, tid: i32, call: MemoryCall) {
+    pub fn on_call(&mut self, (pid, tid): (i32, i32), time: u64, call: MemoryCall) {
+        self.last_time = self.last_time.max(time);
         match call {
             MemoryCall::Munmap { addr, len } => {
                 let n = self.remove(pid, addr, addr.saturating_add(len));
@@ -585,6 +630,12 @@ impl Ledger {
         self.peak
     }
 
+    /// The totals by kind over time: (time, pages by kind), at most a few
+    /// thousand points, each its slot's highest.
+    pub fn series(&self) -> &[(u64, [u64; 3])] {
+        &self.series.points
+    }
+
     /// Pages now, by kind.
     pub fn now(&self) -> [u64; 3] {
         self.total
@@ -645,6 +696,7 @@ impl Ledger {
         self.touched(id);
         self.now[id as usize] += pages;
         self.total[self.keys[id as usize].kind as usize] += pages;
+        self.series.note(time, self.total);
         let total: u64 = self.total.iter().sum();
         if total > self.peak.pages.iter().sum() {
             for id in self.changed.drain(..) {
@@ -665,6 +717,7 @@ impl Ledger {
         *now = now.saturating_sub(pages);
         let total = &mut self.total[self.keys[id as usize].kind as usize];
         *total = total.saturating_sub(pages);
+        self.series.note(self.last_time, self.total);
     }
 }
 
@@ -745,8 +798,8 @@ mod tests {
         // A second fault on a present page adds nothing.
         ledger.fault((1, 1), 0x10000, None, site(2), ANON, 14);
         ledger.on_call(
-            1,
-            1,
+            (1, 1),
+            15,
             MemoryCall::Munmap {
                 addr: 0x10000,
                 len: 6 * PAGE_BYTES,
@@ -779,9 +832,9 @@ mod tests {
             len: 2 * PAGE_BYTES,
             advice,
         };
-        ledger.on_call(1, 1, madvise(8));
+        ledger.on_call((1, 1), 0, madvise(8));
         assert_eq!(ledger.now(), [8, 0, 0]);
-        ledger.on_call(1, 1, madvise(MADV_DONTNEED));
+        ledger.on_call((1, 1), 0, madvise(MADV_DONTNEED));
         assert_eq!(ledger.now(), [6, 0, 0]);
         // Pages 2..8 move to 0x900000, shrunk to 4 pages: pages 6, 7 go.
         let remap = MemoryCall::Mremap {
@@ -791,37 +844,54 @@ mod tests {
             flags: 1,
             new_addr: 0,
         };
-        ledger.on_call(1, 7, remap);
-        ledger.on_call(1, 7, MemoryCall::MremapDone { ret: 0x900000 });
+        ledger.on_call((1, 7), 0, remap);
+        ledger.on_call((1, 7), 0, MemoryCall::MremapDone { ret: 0x900000 });
         assert_eq!(ledger.now(), [4, 0, 0]);
         let unmap_old = MemoryCall::Munmap {
             addr: 0x100000,
             len: 8 * PAGE_BYTES,
         };
-        ledger.on_call(1, 1, unmap_old);
+        ledger.on_call((1, 1), 0, unmap_old);
         assert_eq!(ledger.now(), [4, 0, 0]);
         let unmap_new = MemoryCall::Munmap {
             addr: 0x900000,
             len: 6 * PAGE_BYTES,
         };
-        ledger.on_call(1, 1, unmap_new);
+        ledger.on_call((1, 1), 0, unmap_new);
         assert_eq!(ledger.now(), [0, 0, 0]);
         // The heap: brk grows it, four pages touched, brk shrinks it by two
         // and a half pages: the two pages wholly above the break go.
-        ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x500000 });
-        ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x504000 });
+        ledger.on_call((1, 1), 0, MemoryCall::BrkDone { ret: 0x500000 });
+        ledger.on_call((1, 1), 0, MemoryCall::BrkDone { ret: 0x504000 });
         touch(&mut ledger, 0x500000, 0..4, 3, 18);
-        ledger.on_call(1, 1, MemoryCall::BrkDone { ret: 0x501800 });
+        ledger.on_call((1, 1), 0, MemoryCall::BrkDone { ret: 0x501800 });
         assert_eq!(ledger.now(), [2, 0, 0]);
         // A failed mremap moves nothing.
-        ledger.on_call(1, 1, remap);
-        ledger.on_call(1, 1, MemoryCall::MremapDone { ret: -12 });
+        ledger.on_call((1, 1), 0, remap);
+        ledger.on_call((1, 1), 0, MemoryCall::MremapDone { ret: -12 });
         assert_eq!(ledger.now(), [2, 0, 0]);
     }
 
     /// A child starts with its parent's private pages, under its own
     /// name; a copy-on-write fault moves the page to the writer's site;
     /// exec drops the pages without counting them at exit.
+    /// The series keeps at most its size in points, each its slot's highest
+    /// total, in time order, and the highest point of all survives merges.
+    #[test]
+    fn the_series_is_bounded_and_keeps_the_highs() {
+        let mut series = Series::default();
+        for i in 0..10_000u64 {
+            // A sawtooth with one spike at i = 7777.
+            let pages = if i == 7777 { 1_000_000 } else { i % 100 };
+            series.note(i * 10, [pages, 0, 0]);
+        }
+        assert!(series.points.len() <= SERIES_POINTS);
+        assert!(series.points.len() > SERIES_POINTS / 4);
+        assert!(series.points.windows(2).all(|w| w[0].0 < w[1].0));
+        let high = series.points.iter().map(|p| p.1[0]).max();
+        assert_eq!(high, Some(1_000_000));
+    }
+
     /// A private file mapping with a private copy among its pages has its
     /// file pages copied into the child too (the kernel copies the whole
     /// mapping's page-table entries); one without keeps them to itself.

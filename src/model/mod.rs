@@ -54,7 +54,13 @@ pub struct ResidentRows {
     pub peak: Vec<ResidentRow>,
     /// At each process's exit, or the recording's end.
     pub exit: Vec<ResidentRow>,
+    /// The recorded processes' total over time, for the timeline.
+    pub series: Vec<ResidentPoint>,
 }
+
+/// The recorded processes' resident pages at a time: (ns, the recording's
+/// clock; pages by kind: anon, file, shmem).
+pub type ResidentPoint = (u64, [u64; 3]);
 
 /// Pages one (process, stack, target, kind) held.
 #[derive(Debug, Clone)]

@@ -116,11 +116,12 @@ pub fn render(model: &Model) -> String {
                 .map(|(id, name)| (lane(Owner::Program(id as u32)), name.clone())),
         )
         .collect();
+    let resident = model.resident.as_ref().map_or(&[][..], |r| &r.series[..]);
     svg(
         &points,
         &sites,
         model.timeline_origin,
-        &processes,
+        (&processes, resident),
         "Page faults over time",
         &picture::subtitle(&model.report),
     )
@@ -225,12 +226,13 @@ fn duration(ns: f64) -> String {
 /// fault per class, as a span from its entry to its completion on a log
 /// scale, the slowest of all labelled), when latency was measured; one
 /// lane per process (the busiest few; the rest share one) when several
-/// processes faulted.
+/// processes faulted; the resident memory of `resident` (time, pages by
+/// kind: `record --resident`), when not empty.
 pub fn svg(
     points: &[Point],
     sites: &[Site<'_>],
     origin: u64,
-    processes: &[(i32, String)],
+    (processes, resident): (&[(i32, String)], &[crate::model::ResidentPoint]),
     title: &str,
     subtitle: &str,
 ) -> String {
@@ -244,7 +246,8 @@ pub fn svg(
     } else {
         0
     };
-    let rows = Rows::new(has_latency, lanes);
+    let has_resident = !resident.is_empty();
+    let rows = Rows::new(has_latency, has_resident, lanes);
 
     let mut s = String::new();
     header(&mut s, rows.height, title, subtitle);
@@ -252,13 +255,16 @@ pub fn svg(
     time_grid(
         &mut s,
         &time,
-        (has_latency || lanes > 0).then_some(rows.lanes_bottom),
+        (has_latency || has_resident || lanes > 0).then_some(rows.lanes_bottom),
     );
     count_grid(&mut s, &count);
     bars(&mut s, &bins.counts, &time, &count);
     burst_labels(&mut s, &bins, &time, &count);
     if has_latency {
         latency_lane(&mut s, &bins.slowest, rows.lane_top, &time, processes);
+    }
+    if has_resident {
+        resident_lane(&mut s, resident, rows.resident_top, &time);
     }
     if lanes > 0 {
         process_lanes(
@@ -423,10 +429,11 @@ impl CountAxis {
     }
 }
 
-/// Where the rows below the bars go: the latency lane, then the process
-/// lanes, then the caption.
+/// Where the rows below the bars go: the latency lane, the resident
+/// memory, then the process lanes, then the caption.
 struct Rows {
     lane_top: f64,
+    resident_top: f64,
     process_top: f64,
     /// The bottom of the lanes (the time grid runs to it).
     lanes_bottom: f64,
@@ -436,12 +443,17 @@ struct Rows {
 }
 
 impl Rows {
-    /// With a latency lane or not, and `lanes` process lanes.
-    fn new(has_latency: bool, lanes: usize) -> Rows {
+    /// With a latency lane or not, a resident-memory lane or not, and
+    /// `lanes` process lanes.
+    fn new(has_latency: bool, has_resident: bool, lanes: usize) -> Rows {
         let mut cursor = AXIS_Y + 34.0;
         let lane_top = cursor + 14.0;
         if has_latency {
             cursor = lane_top + LANE_H + 12.0;
+        }
+        let resident_top = cursor + 14.0;
+        if has_resident {
+            cursor = resident_top + LANE_H + 12.0;
         }
         let process_top = cursor + 14.0;
         if lanes > 0 {
@@ -450,6 +462,7 @@ impl Rows {
         let caption_y = cursor + 12.0;
         Rows {
             lane_top,
+            resident_top,
             process_top,
             lanes_bottom: cursor,
             caption_y,
@@ -798,6 +811,78 @@ fn latency_lane(
     }
 }
 
+/// The colours of the resident lane's kinds (anon, file, shmem).
+const RESIDENT_COLORS: [&str; 3] = ["#dd8452", "#4c72b0", "#55a868"];
+
+/// The recorded processes' resident memory over time, stacked by kind
+/// (anonymous at the bottom), each point held until the next, on a linear
+/// scale up to the highest total.
+fn resident_lane(
+    s: &mut String,
+    series: &[crate::model::ResidentPoint],
+    top: f64,
+    time: &TimeAxis,
+) {
+    let (x0, x1) = (LEFT, WIDTH - RIGHT);
+    let highest = series
+        .iter()
+        .map(|p| p.1.iter().sum::<u64>())
+        .max()
+        .unwrap_or(0);
+    let bytes = highest * crate::analysis::resident::PAGE_BYTES;
+    let _ = writeln!(
+        s,
+        r##"<text x="{x0}" y="{}" fill="#555">resident memory by kind (<tspan fill="{}">anon</tspan>, <tspan fill="{}">file</tspan>, <tspan fill="{}">shmem</tspan>), up to {}</text>
+<rect x="{x0}" y="{top}" width="{}" height="{LANE_H}" fill="none" stroke="#bbb"/>
+<text x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
+        top - 4.0,
+        RESIDENT_COLORS[0],
+        RESIDENT_COLORS[1],
+        RESIDENT_COLORS[2],
+        crate::text::human_bytes(bytes),
+        x1 - x0,
+        x0 - 6.0,
+        top + 8.0,
+        crate::text::human_bytes(bytes)
+    );
+    if highest == 0 {
+        return;
+    }
+    let y_of = |pages: u64| top + LANE_H - LANE_H * pages as f64 / highest as f64;
+    // One value per 2 px column (its highest), held until the next column.
+    let mut columns: Vec<(f64, [u64; 3])> = Vec::new();
+    for &(t, pages) in series {
+        let x = (time.x_of_time(t as f64).clamp(x0, x1) / 2.0).floor() * 2.0;
+        match columns.last_mut() {
+            Some(last) if last.0 == x => {
+                if pages.iter().sum::<u64>() >= last.1.iter().sum::<u64>() {
+                    last.1 = pages;
+                }
+            }
+            _ => columns.push((x, pages)),
+        }
+    }
+    // Stacked from the bottom, anonymous first: each kind's area reaches
+    // the sum of the kinds up to it, drawn from the highest down so that
+    // the lower ones cover theirs.
+    for kind in (0..3).rev() {
+        let upto = |p: &[u64; 3]| p[..=kind].iter().sum::<u64>();
+        let bottom = top + LANE_H;
+        let mut points = format!("{:.1},{bottom:.1} ", columns[0].0);
+        for (i, (x, pages)) in columns.iter().enumerate() {
+            let next = columns.get(i + 1).map_or(x1, |c| c.0);
+            let y = y_of(upto(pages));
+            let _ = write!(points, "{x:.1},{y:.1} {next:.1},{y:.1} ");
+        }
+        let _ = write!(points, "{x1:.1},{bottom:.1}");
+        let _ = writeln!(
+            s,
+            r##"<polygon class="resident" points="{points}" fill="{}"/>"##,
+            RESIDENT_COLORS[kind]
+        );
+    }
+}
+
 /// Draws each bin's slowest fault per class as a span; returns the spans'
 /// boxes and the slowest fault (its ns and box; the first on a tie).
 fn latency_marks(
@@ -930,7 +1015,7 @@ mod tests {
             &points,
             &sites,
             1_000_000,
-            &[],
+            (&[], &[]),
             "Faults over time: ./app",
             "1,010 faults: captured 1,010 (100.0%), lost 0 records",
         );
@@ -950,6 +1035,40 @@ mod tests {
         }
         assert!(svg.contains("#d7301f\"><title>10 major faults"));
         assert!(!svg.contains("class=\"lane\"") && !svg.contains("class=\"latency\""));
+        assert!(!svg.contains("class=\"resident\""));
+
+        // With the resident memory (record --resident): a lane of three
+        // areas, anonymous (drawn last) reaching 1 MiB of the 1.5 MiB high.
+        let series = [
+            (1_000_000, [0, 128, 0]),
+            (1_500_000, [256, 128, 0]),
+            (1_900_000, [256, 128, 0]),
+        ];
+        let with = super::svg(&points, &sites, 1_000_000, (&[], &series), "t", "s");
+        assert!(with.contains("resident memory by kind"), "{with}");
+        assert!(with.contains("up to 1.5 MiB"), "{with}");
+        let areas: Vec<&str> = with
+            .lines()
+            .filter(|l| l.contains("class=\"resident\""))
+            .collect();
+        assert_eq!(areas.len(), 3);
+        assert!(
+            areas[2].contains(RESIDENT_COLORS[0]),
+            "anonymous last: {}",
+            areas[2]
+        );
+        // The lane runs from y = top to top + LANE_H: anonymous memory
+        // reaches two thirds of its height.
+        let ys: Vec<f64> = (areas[2].split('"').nth(3).unwrap().split_whitespace())
+            .map(|p| p.split_once(',').unwrap().1.parse().unwrap())
+            .collect();
+        let (low, high) = ys
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), &y| (l.min(y), h.max(y)));
+        assert!(
+            ((high - low) - LANE_H * 2.0 / 3.0).abs() < 0.2,
+            "{low} {high}"
+        );
     }
 
     /// A bin's top site has the most faults; a tie goes to the first name.

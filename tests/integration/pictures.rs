@@ -381,7 +381,7 @@ fn timeline_labels_lanes_and_long_faults() {
         &points,
         &sites,
         0,
-        &processes,
+        (&processes, &[]),
         "Page faults over time",
         SUBTITLE,
     );
@@ -418,7 +418,7 @@ fn timeline_labels_lanes_and_long_faults() {
             ..*p
         })
         .collect();
-    let svg = timeline::svg(&one, &sites, 0, &processes, "t", "s");
+    let svg = timeline::svg(&one, &sites, 0, (&processes, &[]), "t", "s");
     check_timeline(&svg);
     assert!(!svg.contains("class=\"lane\"") && !svg.contains("class=\"latency\""));
 }

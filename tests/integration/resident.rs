@@ -65,6 +65,8 @@ fn resident_memory_is_asked_for() {
     assert!(out.status.success());
     assert!(report.get("resident").is_none(), "{report:#}");
     assert!(!dir.join("out/resident.svg").exists());
+    let timeline = std::fs::read_to_string(dir.join("out/timeline.svg")).unwrap();
+    assert!(!timeline.contains("class=\"resident\""));
 }
 
 #[test]
@@ -114,6 +116,8 @@ fn resident_memory_by_site_at_peak_and_exit() {
         );
         let svg = std::fs::read_to_string(run_dir.join("out/resident.svg")).unwrap();
         assert!(svg.contains("touch_anon"), "{mode}");
+        let timeline = std::fs::read_to_string(run_dir.join("out/timeline.svg")).unwrap();
+        assert!(timeline.contains("resident memory by kind"), "{mode}");
         let page = std::fs::read_to_string(run_dir.join("out/index.html")).unwrap();
         assert!(
             page.contains("<h2 id=\"resident\">Resident memory</h2>"),

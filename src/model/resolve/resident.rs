@@ -67,7 +67,8 @@ pub(super) fn resident(
         pages: ledger.counts(),
         unseen: UNSEEN,
     };
-    Some((ResidentRows { peak, exit }, report))
+    let series = ledger.series().to_vec();
+    Some((ResidentRows { peak, exit, series }, report))
 }
 
 fn pages_by_kind(rows: &[ResidentRow]) -> [u64; 3] {
