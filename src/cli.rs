@@ -293,6 +293,11 @@ pub struct DiffArgs {
     /// Compare the start-up windows only.
     #[arg(long)]
     pub startup: bool,
+    /// Compare the resident memory at the peak (KiB per object, section and
+    /// kind; diff.svg by the stack of the fault that made each page
+    /// present): both recordings made with `record --resident`.
+    #[arg(long, conflicts_with = "startup")]
+    pub resident: bool,
     /// Output format of the comparison.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

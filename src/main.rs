@@ -453,14 +453,16 @@ fn run_diff(args: &DiffArgs) -> Result<u8> {
     for model in [&before, &after] {
         startup_of_known(&model.report, args.analysis.startup_of.as_deref())?;
     }
-    let rows = diff::compare(&before, &after, args.startup);
+    let comparison = if args.resident {
+        resident_comparison(args, &before, &after)?
+    } else {
+        fault_comparison(args, &before, &after)?
+    };
     let mut stdout = std::io::stdout().lock();
     match args.format {
-        Format::Text => stdout.write_all(
-            diff::to_text(&rows, &before.report, &after.report, args.startup, args.top).as_bytes(),
-        )?,
+        Format::Text => stdout.write_all(comparison.text.as_bytes())?,
         Format::Json => {
-            serde_json::to_writer_pretty(&mut stdout, &rows)?;
+            serde_json::to_writer_pretty(&mut stdout, &comparison.json)?;
             writeln!(stdout)?;
         }
     }
@@ -470,7 +472,21 @@ fn run_diff(args: &DiffArgs) -> Result<u8> {
             .clone()
             .unwrap_or_else(|| recording_dir(&args.after)),
     )?;
-    write_diff_svg(args, &out_dir, &before, &after)?;
+    let compare = if args.normalize {
+        diff_svg::Compare::Shares
+    } else {
+        diff_svg::Compare::Counts
+    };
+    let (a, b) = &comparison.lines;
+    let (title, subtitle) = (&comparison.title, &comparison.subtitle);
+    diff_svg::write(
+        &out_dir,
+        (a, b),
+        (compare, comparison.what),
+        title,
+        subtitle,
+    )
+    .with_context(|| format!("cannot write diff.svg in {}", out_dir.path().display()))?;
     eprintln!(
         "pfprof: wrote {}/diff.{{folded,svg}}",
         out_dir.path().display()
@@ -478,36 +494,82 @@ fn run_diff(args: &DiffArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// diff.folded and diff.svg: `after`'s stacks coloured by their change
-/// from `before`.
-fn write_diff_svg(
+/// What `diff` prints (as text, or its rows as JSON) and draws in diff.svg
+/// (the folded lines of each run, what they count, title and subtitle).
+struct Comparison {
+    text: String,
+    json: serde_json::Value,
+    lines: (Vec<String>, Vec<String>),
+    what: &'static str,
+    title: String,
+    subtitle: String,
+}
+
+/// Faults per object, section and class (of the start-up windows with
+/// `--startup`), and `after`'s stacks coloured by their change.
+fn fault_comparison(
     args: &DiffArgs,
-    out_dir: &OutDir,
     before: &pfprof::model::Model,
     after: &pfprof::model::Model,
-) -> Result<()> {
-    let (a, b) = (
-        diff::folded_lines(before, args.startup),
-        diff::folded_lines(after, args.startup),
-    );
-    let title = format!(
-        "Page faults{}: {} → {}",
-        if args.startup { " at start-up" } else { "" },
-        text_out::command_line(&before.report.command),
-        text_out::command_line(&after.report.command)
-    );
-    let subtitle = format!(
-        "before: {}; after: {}",
-        picture::totals_line(&before.report),
-        picture::totals_line(&after.report)
-    );
-    let compare = if args.normalize {
-        diff_svg::Compare::Shares
-    } else {
-        diff_svg::Compare::Counts
-    };
-    diff_svg::write(out_dir, &a, &b, compare, &title, &subtitle)
-        .with_context(|| format!("cannot write diff.svg in {}", out_dir.path().display()))
+) -> Result<Comparison> {
+    let rows = diff::compare(before, after, args.startup);
+    Ok(Comparison {
+        text: diff::to_text(&rows, &before.report, &after.report, args.startup, args.top),
+        json: serde_json::to_value(&rows)?,
+        lines: (
+            diff::folded_lines(before, args.startup),
+            diff::folded_lines(after, args.startup),
+        ),
+        what: "faults",
+        title: format!(
+            "Page faults{}: {} → {}",
+            if args.startup { " at start-up" } else { "" },
+            text_out::command_line(&before.report.command),
+            text_out::command_line(&after.report.command)
+        ),
+        subtitle: format!(
+            "before: {}; after: {}",
+            picture::totals_line(&before.report),
+            picture::totals_line(&after.report)
+        ),
+    })
+}
+
+/// `diff --resident`: KiB at the peak per object, section and kind, and
+/// the stacks that made them resident; a recording made without
+/// `--resident` is a configuration error.
+fn resident_comparison(
+    args: &DiffArgs,
+    before: &pfprof::model::Model,
+    after: &pfprof::model::Model,
+) -> Result<Comparison> {
+    let rows = diff::compare_resident(before, after).map_err(|which| {
+        let path = [&args.before, &args.after][which];
+        error::CodedError::new(
+            error::exit::CONFIG,
+            format!(
+                "{} was recorded without --resident: it has no resident memory to compare",
+                path.display()
+            ),
+        )
+    })?;
+    let kib = |m: &pfprof::model::Model| m.report.resident.as_ref().map_or(0, |r| r.peak.kib.total);
+    Ok(Comparison {
+        text: diff::resident_to_text(&rows, before, after, args.top),
+        json: serde_json::to_value(&rows)?,
+        lines: (diff::resident_lines(before), diff::resident_lines(after)),
+        what: "KiB",
+        title: format!(
+            "Resident memory at the peak: {} → {}",
+            text_out::command_line(&before.report.command),
+            text_out::command_line(&after.report.command)
+        ),
+        subtitle: format!(
+            "before: {} KiB at the peak; after: {} KiB",
+            text::thousands(kib(before)),
+            text::thousands(kib(after))
+        ),
+    })
 }
 
 /// A broken pipe (`pfprof report | head`) is no error.

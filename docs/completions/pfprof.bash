@@ -101,7 +101,7 @@ _pfprof() {
             return 0
             ;;
         pfprof__subcmd__diff)
-            opts="-o -h --startup --format --output --top --normalize --kernel --until-ms --startup-of --symfs --buildid-dir --help"
+            opts="-o -h --startup --resident --format --output --top --normalize --kernel --until-ms --startup-of --symfs --buildid-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -65,36 +65,136 @@ fn counts(model: &Model, startup: bool) -> BTreeMap<(String, Option<String>, Fau
     out
 }
 
-/// Rows for every key present in either recording, largest change first.
-pub fn compare(before: &Model, after: &Model, startup: bool) -> Vec<DiffRow> {
-    let (a, b) = (counts(before, startup), counts(after, startup));
-    let mut keys: Vec<_> = a.keys().chain(b.keys()).cloned().collect();
+/// Every key of either map with its count in each (0 where absent),
+/// largest change first, then by key.
+fn merged<K: Ord + Clone>(a: &BTreeMap<K, u64>, b: &BTreeMap<K, u64>) -> Vec<(K, u64, u64)> {
+    let mut keys: Vec<&K> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
-    let mut rows: Vec<DiffRow> = keys
-        .into_iter()
+    let mut rows: Vec<(K, u64, u64)> = (keys.into_iter())
         .map(|key| {
-            let (x, y) = (
-                a.get(&key).copied().unwrap_or(0),
-                b.get(&key).copied().unwrap_or(0),
-            );
-            DiffRow {
-                object: key.0,
-                section: key.1,
-                class: key.2,
-                before: x,
-                after: y,
-                delta: y as i64 - x as i64,
-            }
+            let count = |m: &BTreeMap<K, u64>| m.get(key).copied().unwrap_or(0);
+            (key.clone(), count(a), count(b))
         })
         .collect();
     rows.sort_by(|p, q| {
-        q.delta
-            .unsigned_abs()
-            .cmp(&p.delta.unsigned_abs())
-            .then_with(|| (&p.object, &p.section, p.class).cmp(&(&q.object, &q.section, q.class)))
+        let change = |r: &(K, u64, u64)| r.1.abs_diff(r.2);
+        change(q).cmp(&change(p)).then_with(|| p.0.cmp(&q.0))
     });
     rows
+}
+
+/// Rows for every key present in either recording, largest change first.
+pub fn compare(before: &Model, after: &Model, startup: bool) -> Vec<DiffRow> {
+    let (a, b) = (counts(before, startup), counts(after, startup));
+    (merged(&a, &b).into_iter())
+        .map(|((object, section, class), x, y)| DiffRow {
+            object,
+            section,
+            class,
+            before: x,
+            after: y,
+            delta: y as i64 - x as i64,
+        })
+        .collect()
+}
+
+/// One (object, section, kind of memory) compared at the peak of resident
+/// memory (`diff --resident`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ResidentDiffRow {
+    /// Object file name, or `[heap]`, `[anon]`...
+    pub object: String,
+    /// Section, `null` when none.
+    pub section: Option<String>,
+    /// `anon`, `file` or `shmem`.
+    pub kind: &'static str,
+    /// KiB at the first recording's peak.
+    pub before_kib: u64,
+    /// KiB at the second's.
+    pub after_kib: u64,
+    /// after - before.
+    pub delta_kib: i64,
+}
+
+/// (object file name, section, kind of memory).
+type ResidentKey = (String, Option<String>, &'static str);
+
+/// KiB at the peak per (object, section, kind); None without `--resident`.
+fn resident_kib(model: &Model) -> Option<BTreeMap<ResidentKey, u64>> {
+    let rows = &model.resident.as_ref()?.peak;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let key = (
+            short(&row.target.object),
+            row.target.section.clone(),
+            row.kind.name(),
+        );
+        *out.entry(key).or_default() += row.pages * crate::analysis::resident::PAGE_BYTES / 1024;
+    }
+    Some(out)
+}
+
+/// The resident memory at the peak of both recordings, per object, section
+/// and kind, largest change first; None names the recording (0: before,
+/// 1: after) made without `record --resident`.
+pub fn compare_resident(before: &Model, after: &Model) -> Result<Vec<ResidentDiffRow>, usize> {
+    let a = resident_kib(before).ok_or(0usize)?;
+    let b = resident_kib(after).ok_or(1usize)?;
+    Ok((merged(&a, &b).into_iter())
+        .map(|((object, section, kind), x, y)| ResidentDiffRow {
+            object,
+            section,
+            kind,
+            before_kib: x,
+            after_kib: y,
+            delta_kib: y as i64 - x as i64,
+        })
+        .collect())
+}
+
+/// The resident comparison as a table, as [`to_text`].
+pub fn resident_to_text(
+    rows: &[ResidentDiffRow],
+    before: &Model,
+    after: &Model,
+    top: usize,
+) -> String {
+    let peak = |m: &Model| m.report.resident.as_ref().map_or(0, |r| r.peak.kib.total);
+    let rows: Vec<Row<'_>> = (rows.iter())
+        .map(|r| {
+            (
+                &r.object[..],
+                r.section.as_deref(),
+                r.kind,
+                r.before_kib,
+                r.after_kib,
+            )
+        })
+        .collect();
+    table(
+        (&before.report, &after.report),
+        (
+            "resident memory at the peak (KiB)",
+            peak(before),
+            peak(after),
+        ),
+        "kind",
+        &rows,
+        top,
+    )
+}
+
+/// The folded stacks of the resident memory at the peak, in KiB.
+pub fn resident_lines(model: &Model) -> Vec<String> {
+    let Some(resident) = &model.resident else {
+        return Vec::new();
+    };
+    let (folded, _) = crate::output::folded::fold_resident(&resident.peak, model);
+    folded
+        .into_iter()
+        .map(|(stack, kib)| format!("{stack} {kib}"))
+        .collect()
 }
 
 /// The folded stacks a differential flame graph compares.
@@ -120,14 +220,47 @@ pub fn to_text(
     startup: bool,
     top: usize,
 ) -> String {
-    let mut s = String::new();
     let scope = if startup { "start-up faults" } else { "faults" };
     let total = |r: &Report| match (startup, &r.startup) {
         (true, Some(st)) => st.faults.total(),
         (true, None) => 0,
         (false, _) => r.captured(),
     };
-    let (x, y) = (total(before), total(after));
+    let rows: Vec<Row<'_>> = (rows.iter())
+        .map(|r| {
+            (
+                &r.object[..],
+                r.section.as_deref(),
+                r.class.name(),
+                r.before,
+                r.after,
+            )
+        })
+        .collect();
+    table(
+        (before, after),
+        (scope, total(before), total(after)),
+        "class",
+        &rows,
+        top,
+    )
+}
+
+/// A row of a comparison's table: object, section, the third column
+/// (class or kind), before, after.
+type Row<'a> = (&'a str, Option<&'a str>, &'a str, u64, u64);
+
+/// Who ran, the totals of `scope` (before, after), and the `top` largest
+/// changes of `rows` (largest first), under a header naming the third
+/// column; then how many more changed and how many did not.
+fn table(
+    (before, after): (&Report, &Report),
+    (scope, x, y): (&str, u64, u64),
+    third: &str,
+    rows: &[Row<'_>],
+    top: usize,
+) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "before: {}",
@@ -144,20 +277,19 @@ pub fn to_text(
     let _ = writeln!(
         s,
         "{:<32} {:<16} {:<6}{:>11}{:>11}{:>11}",
-        "object", "section", "class", "before", "after", "delta"
+        "object", "section", third, "before", "after", "delta"
     );
-    // Rows come largest change first.
-    let changed: Vec<&DiffRow> = rows.iter().filter(|r| r.delta != 0).collect();
-    for r in changed.iter().take(top) {
+    let changed: Vec<&Row<'_>> = rows.iter().filter(|r| r.3 != r.4).collect();
+    for &&(object, section, kind, b, a) in changed.iter().take(top) {
         let _ = writeln!(
             s,
             "{:<32} {:<16} {:<6}{:>11}{:>11}{:>11}",
-            truncate(&r.object, 32),
-            truncate(r.section.as_deref().unwrap_or("-"), 16),
-            r.class.name(),
-            thousands(r.before),
-            thousands(r.after),
-            signed(r.delta)
+            truncate(object, 32),
+            truncate(section.unwrap_or("-"), 16),
+            kind,
+            thousands(b),
+            thousands(a),
+            signed(a as i64 - b as i64)
         );
     }
     if changed.len() > top {
@@ -166,8 +298,8 @@ pub fn to_text(
             s,
             "and {} more changed rows ({} before, {} after; --top N shows more)",
             thousands(rest.len() as u64),
-            thousands(rest.iter().map(|r| r.before).sum()),
-            thousands(rest.iter().map(|r| r.after).sum()),
+            thousands(rest.iter().map(|r| r.3).sum()),
+            thousands(rest.iter().map(|r| r.4).sum()),
         );
     }
     let unchanged = rows.len() - changed.len();

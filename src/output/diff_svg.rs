@@ -128,6 +128,8 @@ fn pct(part: f64, total: f64) -> f64 {
 
 struct Scale {
     compare: Compare,
+    /// What the counts count: `faults`, or `KiB` (resident memory).
+    what: &'static str,
     /// Factor applied to before counts (1 for raw counts).
     factor: f64,
     total_before: u64,
@@ -165,8 +167,9 @@ impl Scale {
             Compare::Counts => {
                 let _ = write!(
                     t,
-                    "change {} faults ({relative})",
-                    signed(a as i64 - b as i64)
+                    "change {} {} ({relative})",
+                    signed(a as i64 - b as i64),
+                    self.what
                 );
             }
             Compare::Shares => {
@@ -260,15 +263,21 @@ fn legend(scale: &Scale, max: f64, y: f64) -> String {
         })
         .collect();
     // The scale's ends: the largest change of any frame.
-    let unit = format!("{} faults", thousands(max.round() as u64));
+    let counted = scale.what;
+    let unit = format!("{} {counted}", thousands(max.round() as u64));
     let what = match scale.compare {
         Compare::Counts => format!(
-            "raw fault counts ({} before, {} after; --normalize compares shares)",
+            "raw {} ({} before, {} after; --normalize compares shares)",
+            if counted == "faults" {
+                "fault counts"
+            } else {
+                counted
+            },
             thousands(scale.total_before),
             thousands(scale.total_after)
         ),
         Compare::Shares => format!(
-            "shares of each run's total (before's {} faults scaled to after's {})",
+            "shares of each run's total (before's {} {counted} scaled to after's {})",
             thousands(scale.total_before),
             thousands(scale.total_after)
         ),
@@ -279,8 +288,8 @@ fn legend(scale: &Scale, max: f64, y: f64) -> String {
          <text x=\"{x0}\" y=\"{:.0}\" font-size=\"11\">−{unit}</text>\
          <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\" text-anchor=\"middle\">0</text>\
          <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\" text-anchor=\"end\">+{unit}</text>\
-         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Colour: change of each frame's faults (with its callees) from before to after; red more, blue fewer, near-white unchanged.</text>\
-         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Compared: {}. Width: both runs' faults together.</text>\
+         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Colour: change of each frame's {counted} (with its callees) from before to after; red more, blue fewer, near-white unchanged.</text>\
+         <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Compared: {}. Width: both runs' {counted} together.</text>\
          <text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11\">Hover a frame for its counts; click a frame to zoom, click all to go back.</text></g>\n",
         stops.join(""),
         y + 24.0,
@@ -344,7 +353,13 @@ window.addEventListener('load', function () {
 "#;
 
 /// The whole SVG.
-pub fn svg(merged: &[(String, u64, u64)], compare: Compare, title: &str, subtitle: &str) -> String {
+/// `what` names what the counts count (`faults`, `KiB`).
+pub fn svg(
+    merged: &[(String, u64, u64)],
+    (compare, what): (Compare, &'static str),
+    title: &str,
+    subtitle: &str,
+) -> String {
     let mut root = Node::default();
     for (stack, b, a) in merged {
         root.add(stack, *b, *a);
@@ -355,6 +370,7 @@ pub fn svg(merged: &[(String, u64, u64)], compare: Compare, title: &str, subtitl
     };
     let scale = Scale {
         compare,
+        what,
         factor,
         total_before: root.before,
         total_after: root.after,
@@ -392,7 +408,7 @@ pub fn svg(merged: &[(String, u64, u64)], compare: Compare, title: &str, subtitl
         frames.out
     } else {
         format!(
-            "<text x=\"{}\" y=\"{:.0}\" text-anchor=\"middle\" font-size=\"14\">no faults</text>\n",
+            "<text x=\"{}\" y=\"{:.0}\" text-anchor=\"middle\" font-size=\"14\">no {what}</text>\n",
             WIDTH / 2.0,
             HEADER_H + 20.0
         )
@@ -419,9 +435,8 @@ pub fn svg(merged: &[(String, u64, u64)], compare: Compare, title: &str, subtitl
 /// Writes `diff.folded` (`stack before after` per line) and `diff.svg`.
 pub fn write(
     dir: &OutDir,
-    before: &[String],
-    after: &[String],
-    compare: Compare,
+    (before, after): (&[String], &[String]),
+    compare: (Compare, &'static str),
     title: &str,
     subtitle: &str,
 ) -> io::Result<()> {
@@ -498,10 +513,10 @@ mod tests {
     /// profiled world are escaped.
     #[test]
     fn empty_and_escaped() {
-        let empty = svg(&[], Compare::Counts, "t", "s");
+        let empty = svg(&[], (Compare::Counts, "faults"), "t", "s");
         assert!(empty.contains(">no faults</text>") && !empty.contains("class=\"f\""));
         let merged = merge(&lines(&["a<b>&c 2"]), &lines(&["a<b>&c 1"]));
-        let one = svg(&merged, Compare::Counts, "t", "s");
+        let one = svg(&merged, (Compare::Counts, "faults"), "t", "s");
         assert!(one.contains("<title>a&lt;b&gt;&amp;c: before 2 "), "{one}");
         assert!(!one.contains("a<b>"));
     }
@@ -516,6 +531,7 @@ mod tests {
         };
         let counts = Scale {
             compare: Compare::Counts,
+            what: "faults",
             factor: 1.0,
             total_before: 1000,
             total_after: 2000,

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::util::{can_record, compile_c, record_with, temp_dir};
+use crate::util::{can_record, compile_c, pfprof, record_with, run, temp_dir};
 
 /// KiB of the fixture's site `function` of `kind` at `moment` (`peak` or
 /// `end`) in report.json's `resident`.
@@ -166,4 +166,63 @@ fn resident_memory_through_fork_threads_malloc_and_memfd() {
         assert!(pages["forked"].as_u64().unwrap() >= 128, "{pages}");
         assert_eq!(pages["shrunk"], 64, "the break lowered: {pages}");
     }
+}
+
+/// `diff --resident` of two builds of resident_share (the second's
+/// big_touch writes 255 pages, not 511): the anonymous memory at the peak
+/// 1,024 KiB lower, on big_touch's stack in diff.folded; a recording
+/// without `--resident` is refused (exit 2).
+#[test]
+fn diff_compares_resident_memory() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("resident_diff");
+    let runs = [("before", "-DBIG_PAGES=511"), ("after", "-DBIG_PAGES=255")];
+    for (name, define) in runs {
+        let run_dir = dir.join(name);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let exe = compile_c(&run_dir, "resident_share.c", &["-pthread", define]);
+        let (out, _) = record_with(&run_dir, &["--resident"], &exe, &[]);
+        assert!(out.status.success(), "{name}");
+    }
+    let out = run(pfprof()
+        .args(["diff", "--resident", "--format", "json", "-o"])
+        .arg(dir.join("diff"))
+        .arg(dir.join("before/out"))
+        .arg(dir.join("after/out")));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let anon = (rows.as_array().unwrap().iter())
+        .find(|r| r["object"] == "[anon]" && r["kind"] == "anon")
+        .unwrap_or_else(|| panic!("{rows:#}"));
+    assert_eq!(anon["delta_kib"], -1024, "{rows:#}");
+    let folded = std::fs::read_to_string(dir.join("diff/diff.folded")).unwrap();
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains(";big_touch;[anon] ") && l.ends_with(" 2044 1020")),
+        "{folded}"
+    );
+
+    let plain = dir.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let exe = compile_c(&plain, "resident_share.c", &["-pthread"]);
+    let (out, _) = record_with(&plain, &[], &exe, &[]);
+    assert!(out.status.success());
+    let out = run(pfprof()
+        .args(["diff", "--resident", "-o"])
+        .arg(dir.join("diff"))
+        .arg(dir.join("before/out"))
+        .arg(plain.join("out")));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("was recorded without --resident"),
+        "{stderr}"
+    );
 }
