@@ -176,6 +176,7 @@ impl Aggregator {
     pub fn take(&mut self) -> Profile {
         let analyzer = &mut self.0;
         let p = &mut analyzer.profile;
+        p.settle();
         let pids: std::collections::BTreeSet<i32> = (p.process_counts.keys().copied())
             .chain(p.counts.keys().filter_map(|k| k.owner.pid()))
             .collect();
@@ -206,6 +207,7 @@ impl Aggregator {
             kernel_build_id: p.kernel_build_id.clone(),
             jit_maps: FxHashMap::default(),
             jit_warnings: Vec::new(),
+            run: None,
             resident: None,
         };
         // The stacks remembered belong to the table given away.
@@ -279,6 +281,7 @@ impl Analyzer {
                 kernel_build_id: None,
                 jit_maps: FxHashMap::default(),
                 jit_warnings: Vec::new(),
+                run: None,
                 resident: None,
             },
             options,
@@ -870,6 +873,8 @@ fn finish(
 ) -> Result<Profile, DecodeError> {
     let (header, stats) = replayed?;
     let mut profile = analyzer.profile;
+    profile.settle();
+    profile.timeline.settle();
     if let Some(ledger) = &mut profile.resident {
         ledger.finish();
     }
@@ -1088,6 +1093,7 @@ mod tests {
                     entry: None,
                 }))
             });
+            analyzer.profile.settle();
             let p = &analyzer.profile;
             let key = p.counts.keys().max_by_key(|k| k.stack).expect("a fault");
             let paths: Vec<String> = (p.stacks.frames(key.stack))

@@ -231,6 +231,11 @@ pub struct Profile {
     pub jit_maps: FxHashMap<i32, pfprof_symbolize::PerfMap>,
     /// Why perf maps of processes with JIT frames were not used.
     pub jit_warnings: Vec<crate::format::jitmaps::JitMapProblem>,
+    /// Faults of the latest key not yet in `counts` and `process_counts`
+    /// (key, pid, swap-ins, tally): a run of one key (a loop touching
+    /// pages) costs two hash lookups, not two a fault. Added by
+    /// [`Profile::settle`], before anything reads the counts.
+    pub(super) run: Option<(SampleKey, i32, bool, Tally)>,
 }
 
 impl Profile {
@@ -273,16 +278,39 @@ impl Profile {
         let class_index = key.class as usize;
         self.totals.by_class.add(key.class, weight);
         self.totals.by_class_access[class_index][key.access as usize] += weight;
-        let process = self.process_counts.entry(pid).or_default();
-        process.faults.add(key.class, weight);
-        if swap_in {
-            process.major_swap += weight;
-        }
-        let tally = self.counts.entry(key).or_default();
-        tally.faults += weight;
+        let latency = latency_ns.map_or(0, |ns| ns.saturating_mul(weight));
         if let Some(ns) = latency_ns {
-            tally.latency_ns += ns.saturating_mul(weight);
             self.latencies[class_index].add(ns, 1);
         }
+        match &mut self.run {
+            Some((k, p, s, tally)) if *k == key && *p == pid && *s == swap_in => {
+                tally.faults += weight;
+                tally.latency_ns += latency;
+            }
+            _ => {
+                self.settle();
+                let tally = Tally {
+                    faults: weight,
+                    latency_ns: latency,
+                };
+                self.run = Some((key, pid, swap_in, tally));
+            }
+        }
+    }
+
+    /// Adds the run of faults of one key to the counts: after the last
+    /// fault, before anything reads them.
+    pub(crate) fn settle(&mut self) {
+        let Some((key, pid, swap_in, run)) = self.run.take() else {
+            return;
+        };
+        let process = self.process_counts.entry(pid).or_default();
+        process.faults.add(key.class, run.faults);
+        if swap_in {
+            process.major_swap += run.faults;
+        }
+        let tally = self.counts.entry(key).or_default();
+        tally.faults += run.faults;
+        tally.latency_ns += run.latency_ns;
     }
 }

@@ -83,6 +83,10 @@ pub struct Timeline {
     spare: Vec<Sites>,
     /// Scratch for pruning a bucket's sites.
     busiest: Vec<(Option<FrameKey>, u64)>,
+    /// Faults of one bucket and leaf frame not yet in `sites`: a run of
+    /// them (a loop's faults) costs one lookup, not one each. Added by
+    /// [`Timeline::settle`], before anything reads the sites.
+    site_run: Option<(u32, Option<FrameKey>, u64)>,
 }
 
 impl Timeline {
@@ -120,12 +124,27 @@ impl Timeline {
                 slowest: latency_ns.map(|ns| (ns, time)),
             },
         );
+        match &mut self.site_run {
+            Some((b, l, n)) if *b == bucket && *l == leaf => *n += 1,
+            _ => {
+                self.settle();
+                self.site_run = Some((bucket, leaf, 1));
+            }
+        }
+    }
+
+    /// Adds the run of faults of one bucket and leaf frame to the bucket's
+    /// sites: after the last fault, before the sites are read.
+    pub fn settle(&mut self) {
+        let Some((bucket, leaf, n)) = self.site_run.take() else {
+            return;
+        };
         if self.sites.len() <= bucket as usize {
             let spare = &mut self.spare;
             self.sites
                 .resize_with(bucket as usize + 1, || spare.pop().unwrap_or_default());
         }
-        add_site(&mut self.sites[bucket as usize], &mut self.busiest, leaf, 1);
+        add_site(&mut self.sites[bucket as usize], &mut self.busiest, leaf, n);
     }
 
     /// Adds `tally` to `cell`'s.
@@ -147,6 +166,7 @@ impl Timeline {
 
     /// Doubles the bucket width, merging neighbours.
     fn coarsen(&mut self) {
+        self.settle();
         self.shift += 1;
         let cells = std::mem::take(&mut self.cells);
         self.cell_index.clear();
@@ -176,7 +196,7 @@ impl Timeline {
     }
 
     /// Every bucket's busiest leaf frames with the time that stands for the
-    /// bucket (as [`Timeline::cells`]) and their faults.
+    /// bucket (as [`Timeline::cells`]) and their faults (once settled).
     pub fn sites(&self) -> impl Iterator<Item = (u64, Option<FrameKey>, u64)> + '_ {
         self.sites
             .iter()
@@ -339,6 +359,35 @@ mod tests {
         assert_eq!(major.len(), 1);
         assert_eq!(major[0].1.bucket, 0);
         assert_eq!(major[0].2.slowest, None);
+    }
+
+    /// Leaf frames in runs and alternating count alike once settled, and
+    /// across a merge of buckets.
+    #[test]
+    fn site_runs_settle_into_their_buckets() {
+        let leaf = |avma| Some(FrameKey::Jit { pid: 1, avma });
+        let mut t = Timeline::default();
+        let mut time = 0;
+        for (avma, n) in [(1, 5), (2, 1), (1, 1), (2, 3), (3, 1)] {
+            for _ in 0..n {
+                t.add(time, FaultClass::Minor, Owner::Process(1), leaf(avma), None);
+                time += 1;
+            }
+        }
+        t.settle();
+        t.settle();
+        let mut by_leaf = std::collections::BTreeMap::new();
+        for (_, leaf, n) in t.sites() {
+            *by_leaf.entry(leaf).or_insert(0) += n;
+        }
+        let want = [(leaf(1), 6), (leaf(2), 4), (leaf(3), 1)];
+        assert_eq!(by_leaf.into_iter().collect::<Vec<_>>(), want);
+        // A fault far later merges buckets: the pending run goes in first.
+        t.add(time, FaultClass::Minor, Owner::Process(1), leaf(3), None);
+        t.add(1 << 40, FaultClass::Minor, Owner::Process(1), leaf(3), None);
+        t.settle();
+        let total: u64 = t.sites().map(|(_, _, n)| n).sum();
+        assert_eq!(total, 13);
     }
 
     /// Four times the faults over the same leaf frames: no more cells.
