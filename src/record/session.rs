@@ -662,6 +662,13 @@ impl Session<'_> {
                 self.stop(&e, now);
             }
         }
+        // Closing a tracepoint's perf event waits for an RCU grace period
+        // (about 30 ms each, one after the other: `--resident` has six):
+        // on a thread of their own while the analysis runs. Everything was
+        // disabled and drained; the process's exit waits for the thread.
+        let events = std::mem::take(&mut self.fds);
+        let closer = std::thread::Builder::new().name("pfprof-close".into());
+        let _ = closer.spawn(move || drop(events));
         Ok(Recorded {
             exit,
             write_error: self.write_error,
