@@ -208,6 +208,9 @@ fn diff_compares_resident_memory() {
             .any(|l| l.contains(";big_touch;[anon] ") && l.ends_with(" 2044 1020")),
         "{folded}"
     );
+    let svg = std::fs::read_to_string(dir.join("diff/diff.svg")).unwrap();
+    assert!(svg.contains("Resident memory at the peak"), "{svg}");
+    assert!(svg.contains("change of each frame's KiB"), "{svg}");
 
     let plain = dir.join("plain");
     std::fs::create_dir_all(&plain).unwrap();
