@@ -6,10 +6,12 @@
 //! process's exit (or the recording's end): what `resident.folded` and
 //! `resident-exit.folded` draw.
 //!
-//! It sees what faults and syscalls say. What the kernel does without
-//! either (pages a fault maps around the faulting one, huge pages, reclaim,
-//! swap-out, pages the kernel fills for a syscall through
-//! `get_user_pages`) it does not see: the report says so.
+//! It sees what faults and syscalls say, and the kernel's counts
+//! (`kmem:rss_stat`) place the pages a fault made beyond its own (file
+//! fault-around; a huge page, where the anonymous counts are recorded).
+//! What the kernel does without either (reclaim, swap-out, pages it fills
+//! for a syscall through `get_user_pages`) it does not see: the report says
+//! so.
 //!
 //! Cost: a page is a `BTreeMap` entry of its process (page number, site id:
 //! 12 bytes and the tree's share, about 20 bytes a page); a site is about
@@ -34,6 +36,9 @@ const PAGE_SHIFT: u32 = 12;
 const MADV_DONTNEED: u64 = 4;
 const MADV_REMOVE: u64 = 9;
 const MADV_DONTNEED_LOCKED: u64 = 24;
+/// `MADV_HUGEPAGE`: the range may get huge pages, which the ledger sees
+/// only with the kernel's anonymous counts.
+const MADV_HUGEPAGE: u64 = 14;
 /// `MREMAP_FIXED`: the destination was unmapped first.
 const MREMAP_FIXED: u64 = 2;
 
@@ -192,6 +197,8 @@ pub struct LedgerCounts {
     /// Pages the kernel's counters gained that no fault made (a syscall
     /// filled them, or pages of a kind the fault did not make).
     pub unattributed: u64,
+    /// Pages of the ranges `madvise(MADV_HUGEPAGE)` asked huge pages for.
+    pub huge_advised: u64,
 }
 
 /// The ledger. See the module's documentation.
@@ -273,6 +280,9 @@ impl Series {
 struct KernelCounts {
     /// Whether any `rss_stat` was seen.
     seen: bool,
+    /// Whether the anonymous counts were recorded too (where transparent
+    /// huge pages are always on).
+    seen_anon: bool,
     /// Per process, pages by kind now.
     by_pid: FxHashMap<i32, [u64; 3]>,
     /// Their sum.
@@ -307,6 +317,7 @@ impl KernelCounts {
             return;
         }
         self.seen = true;
+        self.seen_anon |= kind == MemoryKind::Anon as usize;
         let pages = bytes.max(0) as u64 / PAGE_BYTES;
         let first = !self.by_pid.contains_key(&pid);
         let now = self.by_pid.entry(pid).or_default();
@@ -457,6 +468,8 @@ impl Ledger {
                 if matches!(advice, MADV_DONTNEED | MADV_REMOVE | MADV_DONTNEED_LOCKED) {
                     let n = self.remove(pid, addr, addr.saturating_add(len));
                     self.counts.madvise += n;
+                } else if advice == MADV_HUGEPAGE {
+                    self.counts.huge_advised += len.div_ceil(PAGE_BYTES);
                 }
             }
             MemoryCall::Mremap {
@@ -639,6 +652,12 @@ impl Ledger {
     /// Pages now, by kind.
     pub fn now(&self) -> [u64; 3] {
         self.total
+    }
+
+    /// Whether the kernel's counts include anonymous pages (recorded where
+    /// transparent huge pages are always on).
+    pub fn kernel_counts_anon(&self) -> bool {
+        self.kernel.seen_anon
     }
 
     /// The kernel's own counts at the peak and at exit, by kind, when the

@@ -398,12 +398,16 @@ impl KindKib {
     }
 }
 
-/// The kernel's count of a process's file and shared pages, KiB. Not its
-/// anonymous pages: `kmem:rss_stat` changes with every anonymous page, and
-/// a record of each cost a third more CPU (the ledger counts them exactly
-/// by the faults that make them).
+/// The kernel's count of a process's file and shared pages, KiB. Its
+/// anonymous pages only where transparent huge pages are always on:
+/// `kmem:rss_stat` changes with every anonymous page, and a record of each
+/// cost a third more CPU (the ledger counts them exactly by the faults that
+/// make them, but for huge pages).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct KernelKib {
+    /// Anonymous memory, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anon: Option<u64>,
     /// Files' page cache.
     pub file: u64,
     /// Shared memory.
@@ -411,10 +415,11 @@ pub struct KernelKib {
 }
 
 impl KernelKib {
-    /// From pages by kind (`MemoryKind` order; anon left out).
-    pub fn of_pages(pages: [u64; 3]) -> KernelKib {
+    /// From pages by kind (`MemoryKind` order), anonymous ones with `anon`.
+    pub fn of_pages(pages: [u64; 3], anon: bool) -> KernelKib {
         let all = KindKib::of_pages(pages);
         KernelKib {
+            anon: anon.then_some(all.anon),
             file: all.file,
             shmem: all.shmem,
         }
@@ -872,7 +877,7 @@ pub(crate) mod tests {
             peak: ResidentMoment {
                 time_ns: Some(812_000_000),
                 kib: KindKib::of_pages([262_150, 410, 0]),
-                kernel_kib: Some(KernelKib::of_pages([0, 412, 0])),
+                kernel_kib: Some(KernelKib::of_pages([0, 412, 0], false)),
                 top: vec![
                     site(
                         1_048_576,

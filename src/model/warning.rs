@@ -79,6 +79,13 @@ pub enum Warning {
     KernelMismatch(KernelMismatch),
     /// A JIT perf map that was not used or not kept.
     JitMap(JitMapProblem),
+    /// The program asked for huge pages, whose other 511 pages the
+    /// resident-page ledger cannot see without the kernel's anonymous
+    /// counts.
+    HugePagesUnseen {
+        /// KiB of the ranges `madvise(MADV_HUGEPAGE)` named.
+        advised_kib: u64,
+    },
 }
 
 impl Warning {

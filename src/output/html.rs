@@ -846,8 +846,9 @@ fn resident(s: &mut String, report: &Report, top: usize) {
         if let Some(kernel) = &moment.kernel_kib {
             let _ = writeln!(
                 s,
-                "<tr><td>&nbsp;&nbsp;the kernel's count</td><td></td><td></td>\
+                "<tr><td>&nbsp;&nbsp;the kernel's count</td><td></td><td class=\"n\">{}</td>\
                  <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                kernel.anon.map(thousands).unwrap_or_default(),
                 thousands(kernel.file),
                 thousands(kernel.shmem)
             );

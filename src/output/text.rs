@@ -456,7 +456,7 @@ fn resident(s: &mut String, report: &Report, top: usize) {
                 "  {:<24}  {:>11}  {:>11}  {:>11}  {:>11}",
                 "  the kernel's count",
                 "",
-                "",
+                k.anon.map(thousands).unwrap_or_default(),
                 thousands(k.file),
                 thousands(k.shmem)
             );

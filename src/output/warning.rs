@@ -124,6 +124,13 @@ fn sentence(warning: &Warning) -> String {
         Warning::Perf(note) => perf_note(*note),
         Warning::KernelMismatch(m) => kernel_mismatch(m),
         Warning::JitMap(problem) => jit_map(problem),
+        Warning::HugePagesUnseen { advised_kib } => format!(
+            "resident memory: the program asked for huge pages on {} KiB \
+             (madvise MADV_HUGEPAGE); a huge page counts as the one page its fault touched, so \
+             anonymous KiB may be low (the kernel's anonymous count is recorded only where \
+             transparent huge pages are always on)",
+            crate::text::thousands(*advised_kib)
+        ),
     }
 }
 

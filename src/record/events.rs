@@ -32,6 +32,19 @@ pub(super) struct EventSpec {
 /// a record per anonymous page (most faults) cost a third more CPU on the
 /// 1 GiB touch; files' counts change once per fault-around batch.
 const RSS_STAT_FILTER: &std::ffi::CStr = c"curr == 1 && member != 1";
+/// The same with the anonymous pages, where a fault can make a huge page
+/// (512 pages) resident: the ledger learns it only from the count.
+const RSS_STAT_FILTER_HUGE: &std::ffi::CStr = c"curr == 1";
+
+/// The `rss_stat` filter for a kernel whose transparent huge pages are on
+/// for all anonymous memory (`huge_always`) or not.
+fn rss_stat_filter(huge_always: bool) -> &'static std::ffi::CStr {
+    if huge_always {
+        RSS_STAT_FILTER_HUGE
+    } else {
+        RSS_STAT_FILTER
+    }
+}
 
 /// What the events of a recording are asked for beyond the configuration.
 #[derive(Clone, Copy)]
@@ -154,7 +167,8 @@ pub(super) fn event_specs(
         attr.type_ = b::PERF_TYPE_TRACEPOINT;
         attr.config = id;
         attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
-        let filter = (*event == rec::RSS_STAT).then_some(RSS_STAT_FILTER);
+        let filter = (*event == rec::RSS_STAT)
+            .then(|| rss_stat_filter(crate::sys::procfs::huge_pages_always()));
         specs.push(EventSpec {
             name: event.name,
             attr,
@@ -284,6 +298,14 @@ pub(super) fn main_probe_event(cfg: &RecordConfig, probe: &MainProbe) -> EventSp
 mod tests {
     use super::*;
     use crate::record::tests::test_config;
+
+    /// Where transparent huge pages are always on, the anonymous counts
+    /// come too (a huge page is known only by them).
+    #[test]
+    fn rss_stat_keeps_anonymous_counts_only_for_huge_pages() {
+        assert_eq!(rss_stat_filter(false), c"curr == 1 && member != 1");
+        assert_eq!(rss_stat_filter(true), c"curr == 1");
+    }
 
     /// Minor faults, major faults, the tracepoints, the probe, then the
     /// memory events; only the first carries the side-band records, and

@@ -192,6 +192,19 @@ pub fn os_release() -> String {
     kernel_setting("osrelease").unwrap_or_default()
 }
 
+/// Whether transparent huge pages are on for all anonymous memory
+/// (`/sys/kernel/mm/transparent_hugepage/enabled` says `[always]`): a
+/// fault may then make 512 pages resident at once.
+pub fn huge_pages_always() -> bool {
+    let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    text.is_ok_and(|t| huge_pages_mode_is_always(&t))
+}
+
+/// Whether the THP `enabled` file's text selects `always`.
+fn huge_pages_mode_is_always(text: &str) -> bool {
+    text.split_whitespace().any(|mode| mode == "[always]")
+}
+
 /// The kernel's symbol table (`/proc/kallsyms`), None when unreadable.
 pub fn kallsyms() -> Option<String> {
     std::fs::read_to_string("/proc/kallsyms").ok()
@@ -293,6 +306,15 @@ pub fn kernel_build_id() -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The THP mode in brackets is the one in force.
+    #[test]
+    fn huge_pages_mode() {
+        assert!(huge_pages_mode_is_always("[always] madvise never\n"));
+        assert!(!huge_pages_mode_is_always("always [madvise] never\n"));
+        assert!(!huge_pages_mode_is_always("always madvise [never]\n"));
+        assert!(!huge_pages_mode_is_always(""));
+    }
 
     /// The /proc paths are spelled as the kernel names them.
     #[test]

@@ -51,17 +51,18 @@ pub(super) fn resident(
     let peak = rows(&mut ledger.at_peak());
     let exit = rows(&mut ledger.at_exit());
     let kernel = ledger.kernel();
+    let anon = ledger.kernel_counts_anon();
     let report = ResidentReport {
         peak: ResidentMoment {
             time_ns: Some(ledger.peak().time.saturating_sub(origin)),
             kib: KindKib::of_pages(ledger.peak().pages),
-            kernel_kib: kernel.map(|(at_peak, _)| KernelKib::of_pages(at_peak)),
+            kernel_kib: kernel.map(|(at_peak, _)| KernelKib::of_pages(at_peak, anon)),
             top: top_sites(profile, names, interned, &peak),
         },
         end: ResidentMoment {
             time_ns: None,
             kib: KindKib::of_pages(pages_by_kind(&exit)),
-            kernel_kib: kernel.map(|(_, at_exit)| KernelKib::of_pages(at_exit)),
+            kernel_kib: kernel.map(|(_, at_exit)| KernelKib::of_pages(at_exit, anon)),
             top: top_sites(profile, names, interned, &exit),
         },
         pages: ledger.counts(),

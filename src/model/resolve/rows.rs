@@ -404,6 +404,13 @@ pub(super) fn warnings(
     );
     warnings.extend(names.kernel_mismatch.clone().map(Warning::KernelMismatch));
     warnings.extend(profile.jit_warnings.iter().cloned().map(Warning::JitMap));
+    if let Some(ledger) = profile.resident.as_ref() {
+        let advised = ledger.counts().huge_advised;
+        if advised > 0 && !ledger.kernel_counts_anon() {
+            let advised_kib = advised * crate::analysis::resident::PAGE_BYTES / 1024;
+            warnings.push(Warning::HugePagesUnseen { advised_kib });
+        }
+    }
     warnings
 }
 
