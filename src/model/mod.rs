@@ -65,6 +65,8 @@ pub type ResidentPoint = (u64, [u64; 3]);
 /// Pages one (process, stack, target, kind) held.
 #[derive(Debug, Clone)]
 pub struct ResidentRow {
+    /// Its process.
+    pub owner: Owner,
     /// Its process's command name.
     pub comm: Arc<str>,
     /// Key into [`Model::stacks`]: the stack of the fault that made the

@@ -314,14 +314,7 @@ impl Builder<'_> {
             }
         };
         // A system-wide profile's rows are programs': no pid.
-        if let Some(pid) = row.owner.pid() {
-            label.push(Label {
-                key: self.strings.id("pid"),
-                str: 0,
-                num: i64::from(pid),
-                num_unit: 0,
-            });
-        }
+        label.extend(row.owner.pid().map(|pid| self.pid_label(pid)));
         Sample {
             location_id,
             value,
@@ -331,7 +324,7 @@ impl Builder<'_> {
 
     /// The bytes one site held at the peak (`at_exit` false) or at exit,
     /// as a sample whose other values are 0, labelled by kind of memory,
-    /// target and command.
+    /// target, command and pid.
     fn resident_sample(&mut self, row: &crate::model::ResidentRow, at_exit: bool) -> Sample {
         let bytes = row
             .pages
@@ -356,10 +349,21 @@ impl Builder<'_> {
             label.push(text("section", section));
         }
         label.push(text("comm", &row.comm));
+        label.extend(row.owner.pid().map(|pid| self.pid_label(pid)));
         Sample {
             location_id: self.stack(row.stack),
             value,
             label,
+        }
+    }
+
+    /// The numeric `pid` label.
+    fn pid_label(&mut self, pid: i32) -> Label {
+        Label {
+            key: self.strings.id("pid"),
+            str: 0,
+            num: i64::from(pid),
+            num_unit: 0,
         }
     }
 

@@ -343,4 +343,21 @@ fn go_pprof_reads_resident_bytes() {
     assert_eq!(kib("resident", "read_file"), "256kB");
     let top = go_pprof(&dir, &["-top", profile]);
     assert!(top.contains("Type: faults"), "{top}");
+    // Each resident sample names its process, as the faults' do.
+    let decoded = pfprof::output::pprof::decode(&std::fs::read(profile).unwrap()).unwrap();
+    let pid_key = decoded
+        .string_table
+        .iter()
+        .position(|s| s == "pid")
+        .unwrap() as i64;
+    let resident: Vec<_> = (decoded.sample.iter())
+        .filter(|s| s.value[2] > 0 || s.value[3] > 0)
+        .collect();
+    assert!(!resident.is_empty());
+    for sample in resident {
+        assert!(
+            sample.label.iter().any(|l| l.key == pid_key && l.num > 0),
+            "{sample:?}"
+        );
+    }
 }

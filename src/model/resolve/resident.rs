@@ -37,6 +37,7 @@ pub(super) fn resident(
                 kept.keep(names, key.stack);
                 let target = interned.target(names, key.target);
                 ResidentRow {
+                    owner: key.owner,
                     comm: interned.comm(names, key.owner),
                     stack: key.stack,
                     target: Arc::clone(&interned.targets[target as usize]),
@@ -130,6 +131,7 @@ mod tests {
     #[test]
     fn pages_sum_by_kind() {
         let row = |kind, pages| ResidentRow {
+            owner: crate::analysis::Owner::Process(1),
             comm: Arc::from("a"),
             stack: 0,
             target: Arc::new(crate::model::report::TargetRow {
