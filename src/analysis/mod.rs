@@ -636,7 +636,7 @@ impl Analyzer {
             Some(_) => {
                 let shmem_file = match target {
                     TargetKey::Module { module, .. } => {
-                        resident::is_shmem_path(&profile.processes.modules.get(module).path)
+                        profile.processes.modules.get(module).is_shared_memory()
                     }
                     _ => false,
                 };

@@ -28,6 +28,9 @@ pub struct Module {
     /// What the path says the memory is (a function of `path`, kept so
     /// that no consumer guesses it again from the string).
     kind: MappingPath,
+    /// Shared memory (a memfd, tmpfs under `/dev/shm`, SysV): its pages
+    /// count as RssShmem, not RssFile. Also a function of `path`.
+    shared_memory: bool,
 }
 
 impl Module {
@@ -50,6 +53,15 @@ impl Module {
     pub fn is_anonymous(&self) -> bool {
         self.kind.is_anonymous()
     }
+    /// Shared memory: the kernel counts its pages as RssShmem.
+    pub fn is_shared_memory(&self) -> bool {
+        self.shared_memory
+    }
+}
+
+/// Whether a mapped file's path names shared memory (counted as RssShmem).
+fn is_shared_memory_path(kind: MappingPath, path: &str) -> bool {
+    kind == MappingPath::Memfd || path.starts_with("/dev/shm/") || path.starts_with("/SYSV")
 }
 
 /// Interned modules.
@@ -62,10 +74,12 @@ pub struct Modules {
 impl Modules {
     /// The id of `(path, build_id)`, adding it on first sight.
     pub fn intern(&mut self, path: &str, build_id: Option<Vec<u8>>) -> ModuleId {
+        let kind = MappingPath::of(path.as_bytes());
         let key = Module {
             path: path.to_string(),
             build_id,
-            kind: MappingPath::of(path.as_bytes()),
+            kind,
+            shared_memory: is_shared_memory_path(kind, path),
         };
         if let Some(&id) = self.index.get(&key) {
             return id;
@@ -579,6 +593,27 @@ impl Process {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A memfd, tmpfs under /dev/shm and SysV segments are shared memory;
+    /// files and anonymous memory are not.
+    #[test]
+    fn shared_memory_by_path() {
+        let mut modules = Modules::default();
+        let shared = |modules: &mut Modules, path: &str| {
+            let id = modules.intern(path, None);
+            modules.get(id).is_shared_memory()
+        };
+        for path in [
+            "/memfd:jit (deleted)",
+            "/dev/shm/queue",
+            "/SYSV00000000 (deleted)",
+        ] {
+            assert!(shared(&mut modules, path), "{path}");
+        }
+        for path in ["/usr/lib/libc.so.6", "[heap]", "//anon", "/dev/shmx"] {
+            assert!(!shared(&mut modules, path), "{path}");
+        }
+    }
 
     /// An mmap record of `len` bytes at `avma`.
     fn rec(pid: i32, avma: u64, len: u64, file_offset: u64, prot: u32, flags: u32) -> MmapRecord {

@@ -148,11 +148,6 @@ fn unknown_effect(gained: [u64; 3], access: Access) -> Effect {
     }
 }
 
-/// Whether a mapped file's path names shared memory (counted as RssShmem).
-pub fn is_shmem_path(path: &str) -> bool {
-    path.starts_with("/memfd:") || path.starts_with("/dev/shm/") || path.starts_with("/SYSV")
-}
-
 /// One process's resident pages: page number → site id.
 #[derive(Default)]
 struct Space {
@@ -1022,7 +1017,5 @@ mod tests {
         assert_eq!(unknown_effect([0, 0, 0], write), anon);
         assert_eq!(unknown_effect([0, 0, 0], read), Effect::None);
         assert_eq!(unknown_effect([0, 3, 0], read), file);
-        assert!(is_shmem_path("/memfd:jit (deleted)"));
-        assert!(!is_shmem_path("/usr/lib/libc.so.6"));
     }
 }
