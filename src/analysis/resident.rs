@@ -550,24 +550,29 @@ impl Ledger {
         // page; the stack the kernel filled is anonymous), so its first
         // report is a gain, not a baseline.
         self.kernel.by_pid.insert(pid, [0; 3]);
-        if let Some(space) = self.spaces.remove(&pid) {
-            self.counts.exec += space.pages.len() as u64;
-            for id in space.pages.into_values() {
-                self.sub(id, 1);
-            }
-        }
+        self.counts.exec += self.drop_space(pid, false);
     }
 
     /// Process `pid` exited: its pages count at its exit, and are gone.
     pub fn exit(&mut self, pid: i32) {
         self.kernel.gone(pid, true);
-        if let Some(space) = self.spaces.remove(&pid) {
-            self.counts.exit += space.pages.len() as u64;
-            for id in space.pages.into_values() {
+        self.counts.exit += self.drop_space(pid, true);
+    }
+
+    /// Takes every page of `pid` away (counted at its exit when `exited`);
+    /// how many.
+    fn drop_space(&mut self, pid: i32, exited: bool) -> u64 {
+        let Some(space) = self.spaces.remove(&pid) else {
+            return 0;
+        };
+        let n = space.pages.len() as u64;
+        for id in space.pages.into_values() {
+            if exited {
                 self.at_exit[id as usize] += 1;
-                self.sub(id, 1);
             }
+            self.sub(id, 1);
         }
+        n
     }
 
     /// Process `child` was forked from `parent`: it starts with the
