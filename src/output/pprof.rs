@@ -335,12 +335,7 @@ impl Builder<'_> {
         } else {
             vec![0, 0, bytes, 0]
         };
-        let mut text = |key: &str, value: &str| Label {
-            key: self.strings.id(key),
-            str: self.strings.id(value),
-            num: 0,
-            num_unit: 0,
-        };
+        let mut text = |key: &str, value: &str| self.text_label(key, value);
         let mut label = vec![
             text("memory", row.kind.name()),
             text("target_object", &row.target.object),
@@ -357,6 +352,16 @@ impl Builder<'_> {
         }
     }
 
+    /// A label with a string value.
+    fn text_label(&mut self, key: &str, value: &str) -> Label {
+        Label {
+            key: self.strings.id(key),
+            str: self.strings.id(value),
+            num: 0,
+            num_unit: 0,
+        }
+    }
+
     /// The numeric `pid` label.
     fn pid_label(&mut self, pid: i32) -> Label {
         Label {
@@ -370,12 +375,7 @@ impl Builder<'_> {
     /// A sample's labels but its pid.
     fn labels_of(&mut self, row: &SampleRow) -> Vec<Label> {
         let mut label = Vec::with_capacity(7);
-        let mut text = |key: &str, value: &str| Label {
-            key: self.strings.id(key),
-            str: self.strings.id(value),
-            num: 0,
-            num_unit: 0,
-        };
+        let mut text = |key: &str, value: &str| self.text_label(key, value);
         label.push(text("class", row.class.name()));
         label.push(text("access", row.access.name()));
         label.push(text("target_object", &row.target.object));
