@@ -319,6 +319,7 @@ impl Analyzer {
             kernel_mode: sample.kernel_mode,
             regs,
             stack,
+            holes: 0,
             bounded: false,
             pressed: false,
         };

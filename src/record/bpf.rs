@@ -70,7 +70,7 @@ pub const CACHE_FRAMES: usize = 64;
 pub const CACHE_ENTRIES: usize = 16_384;
 
 /// `MAGIC` in fault.bpf.c: the first word of each record.
-const MAGIC: u32 = 0x7066_6232;
+const MAGIC: u32 = 0x7066_6233;
 const FLAG_MAJOR: u32 = 1;
 const FLAG_KERNEL_MODE: u32 = 2;
 const FLAG_ENTRY: u32 = 4;
@@ -80,7 +80,7 @@ const FLAG_CACHED: u32 = 32;
 const FLAG_BOUNDED: u32 = 64;
 const FLAG_PRESSED: u32 = 128;
 /// Bytes of the record's fixed part (`struct fault`).
-const FAULT_HEADER: usize = 120;
+const FAULT_HEADER: usize = 128;
 /// Bytes of a key and a value of `unwound` (`struct ukey`, `struct uvalue`).
 const UKEY_BYTES: usize = 32;
 const UVALUE_BYTES: usize = 16 + 2 * CACHE_WORDS + 8 * CACHE_WORDS + 8 * CACHE_FRAMES;
@@ -792,6 +792,9 @@ pub struct Fault<'a> {
     pub cached_span: Option<u32>,
     /// The user stack from the stack pointer up (dwarf).
     pub stack: &'a [u8],
+    /// Pages of `stack` that were not in memory (their bytes are not the
+    /// stack's): bit i is page i, page 0 the one holding the stack pointer.
+    pub holes: u32,
     /// The stack copy ended at its thread's top (see record/stack_tops.rs).
     pub bounded: bool,
     /// The copy was cut to 1 KiB because the ring was more than half
@@ -815,6 +818,7 @@ impl<'a> Fault<'a> {
         let user_len = (half(108)? as usize).checked_mul(8)?;
         let stack_len = half(112)? as usize;
         let span = half(116)?;
+        let holes = half(120)?;
         let mut at = FAULT_HEADER;
         let mut take = |len: usize| {
             let bytes = raw.get(at..at.checked_add(len)?)?;
@@ -843,6 +847,7 @@ impl<'a> Fault<'a> {
             kernel_ips,
             user_ips: (flags & FLAG_CHAIN != 0).then_some(user_ips),
             cached_span: (flags & FLAG_CACHED != 0).then_some(span),
+            holes,
             bounded: flags & FLAG_BOUNDED != 0,
             pressed: flags & FLAG_PRESSED != 0,
             stack,
@@ -903,7 +908,7 @@ mod tests {
         ] {
             r.extend_from_slice(&word.to_le_bytes());
         }
-        for n in [kernel_ips.len(), user_ips.len(), stack.len(), 96] {
+        for n in [kernel_ips.len(), user_ips.len(), stack.len(), 96, 0b10, 0] {
             r.extend_from_slice(&(n as u32).to_le_bytes());
         }
         assert_eq!(r.len(), FAULT_HEADER);
@@ -946,7 +951,7 @@ mod tests {
         assert_eq!(f.kernel_ips.len(), 16);
         assert_eq!(&f.kernel_ips[8..16], &0xffff_2222u64.to_le_bytes());
         assert_eq!((f.user_ips, f.cached_span), (None, None));
-        assert_eq!(f.stack, b"stackbytes");
+        assert_eq!((f.stack, f.holes), (&b"stackbytes"[..], 0b10));
         let chain = record(FLAG_CHAIN | FLAG_CACHED, &[], &[0x401000, 0x402000], &[]);
         let f = Fault::parse(&chain).unwrap();
         assert!(!f.major && !f.kernel_mode && f.entry.is_none() && f.stack.is_empty());

@@ -663,6 +663,7 @@ impl StackRewriter {
                     kernel_mode: s.cpu_mode == CpuMode::Kernel,
                     regs,
                     stack: copied_stack(&s.user_stack),
+                    holes: 0,
                     bounded: false,
                     pressed: false,
                 };
@@ -863,6 +864,7 @@ impl StackRewriter {
                     kernel_mode: fault.kernel_mode,
                     regs: fault.regs,
                     stack: fault.stack,
+                    holes: fault.holes,
                     bounded: fault.bounded,
                     pressed: fault.pressed,
                 };

@@ -102,6 +102,8 @@ struct raw_entry_ctx {
 // and user frames at most (perf's default kernel.perf_event_max_stack).
 #define MAX_STACK 61440
 #define MAX_FRAMES 127
+// Pages not in memory a stack copy passes at most (see `copy_start`).
+#define MAX_HOLE_PAGES 8
 // What an entry of `unwound` holds at most: stack words read, frames.
 #define CACHE_WORDS 64
 #define CACHE_FRAMES 64
@@ -162,9 +164,14 @@ struct fault {
 	__u32 user_frames;
 	__u32 stack_len;
 	__u32 span;
+	// Pages of the stack copy not in memory, their bytes not the stack's:
+	// bit i is the copy's page i, page 0 the one holding sp (see
+	// `copy_start`).
+	__u32 holes;
+	__u32 pad;
 };
 
-#define MAGIC 0x70666232 /* "pfb2" */
+#define MAGIC 0x70666233 /* "pfb3" */
 
 // The sample id of the records (no event of the kernel's has it: pfprof
 // reads them with the layout of a bpf-output event, see record/bpf.rs).
@@ -452,6 +459,33 @@ INLINE __u32 copy_stack(struct scratch *s, __u32 at, __u64 sp, __u32 from, __u32
 	return len;
 }
 
+// Where a stack copy from sp starts: at sp, or above the pages from sp up
+// that are not in memory, when the page at sp is one. Those are a frame
+// reserved (`sub rsp`, `alloca`) and not written yet: ld.so's `_dl_start`
+// on a fresh stack in some runs, a large local array. What an unwinding
+// reads (return addresses, saved registers) was written, so lies above
+// them. Their bits in `holes` (page 0 holds sp) tell pfprof that their
+// words are unknown (their bytes in the copy are whatever the scratch
+// held). At most MAX_HOLE_PAGES are passed: a stack pointer into nothing
+// gets an empty copy.
+INLINE __u32 copy_start(struct scratch *s, __u64 sp, __u32 to)
+{
+	__u8 byte;
+	if (bpf_probe_read_user(&byte, 1, (void *)sp) == 0)
+		return 0;
+	__u32 skip = PAGE - (sp & (PAGE - 1));
+	for (int i = 0; i < MAX_HOLE_PAGES; i++) {
+		if (skip >= to)
+			break;
+		s->f.holes |= 1U << i;
+		if (bpf_probe_read_user(&byte, 1, (void *)(sp + skip)) == 0)
+			return skip;
+		skip += PAGE;
+	}
+	s->f.holes = 0;
+	return 0;
+}
+
 // The user chain by frame pointers, into the scratch data at `at`: the
 // instruction pointer, then each frame's return address, as the kernel's
 // walk for perf (`perf_callchain_user`) finds it, up to MAX_FRAMES in all.
@@ -544,6 +578,14 @@ INLINE void dwarf_user_part(struct scratch *s, struct config *cfg, struct ukey *
 	__u32 limit = *(volatile __u32 *)&s->f.stack_len;
 	if (limit > MAX_STACK)
 		limit = MAX_STACK;
+	if (copied == 0) {
+		// Through memory: one unknown start for the copy's loop, not one
+		// per page passed.
+		s->f.stack_len = copy_start(s, key->sp, limit);
+		copied = *(volatile __u32 *)&s->f.stack_len;
+		if (copied > MAX_STACK)
+			copied = 0;
+	}
 	s->f.stack_len = copy_stack(s, at, key->sp, copied, limit);
 	// Only a copy that reached the top ended there (not at a page that
 	// could not be read).
@@ -624,6 +666,8 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 	s->f.user_frames = 0;
 	s->f.stack_len = 0;
 	s->f.span = 0;
+	s->f.holes = 0;
+	s->f.pad = 0;
 
 	// The entry this completion ends: the thread's last, on the same page.
 	if (cfg->entries) {

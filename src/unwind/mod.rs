@@ -115,6 +115,10 @@ pub struct UserSample<'a> {
     pub regs: UserRegs,
     /// The copied stack, from the sampled stack pointer up.
     pub stack: &'a [u8],
+    /// Pages of `stack` that were not in memory (their bytes are not the
+    /// stack's): bit i is page i, page 0 the one holding the stack pointer. A walk that needs one of their words stops there, as
+    /// "stack not readable".
+    pub holes: u32,
     /// The copy ended where an earlier chain of the thread stopped reading
     /// (the collector's `stack_tops`), not where the stack did: a walk that
     /// reads past it was cut by the copy's size.
@@ -918,6 +922,7 @@ impl StackUnwinder {
             kernel_mode,
             regs,
             stack,
+            holes,
             bounded,
             pressed,
         } = sample;
@@ -958,7 +963,7 @@ impl StackUnwinder {
                 let outcome = walk(
                     space,
                     &mut self.scratch,
-                    Sampled { regs, stack },
+                    Sampled { regs, stack, holes },
                     chain,
                     &mut self.stats,
                     reads,
@@ -1064,6 +1069,7 @@ pub(crate) mod tests {
                 kernel_mode: false,
                 regs: self.regs,
                 stack: &self.stack,
+                holes: 0,
                 bounded: false,
                 pressed: false,
             }
@@ -1144,6 +1150,38 @@ pub(crate) mod tests {
             }
             assert_eq!(u.stats.truncated(), 1);
         }
+    }
+
+    /// Pages of the copy that were not in memory: a walk that needs a word
+    /// of one stops there as "stack not readable"; one it does not need
+    /// changes nothing.
+    #[test]
+    fn a_walk_stops_at_a_page_not_in_memory_only_when_it_needs_it() {
+        let snap = snapshot();
+        let walk = |holes: u32| {
+            let mut u = unwinder_with_nofp(&snap);
+            let mut chain = Vec::new();
+            let got = u.unwind(
+                UserSample {
+                    holes,
+                    ..snap.sample()
+                },
+                false,
+                &mut chain,
+            );
+            (got, chain)
+        };
+        let (whole, whole_chain) = walk(0);
+        assert_eq!(whole, Outcome::Truncated(Stop::NoUnwindInfo));
+        // The last page of the copy holds main's frame, which the walk
+        // needs; the page above the copy nothing.
+        let last_page = ((snap.regs.sp & 0xfff) as usize + snap.stack.len() - 1) / 4096;
+        assert_eq!(walk(1 << (last_page + 1)), (whole, whole_chain.clone()));
+        let (got, chain) = walk(1 << last_page);
+        assert_eq!(got, Outcome::Truncated(Stop::StackUnreadable));
+        assert!(chain.len() < whole_chain.len(), "{chain:x?}");
+        assert_eq!(chain[..chain.len() - 1], whole_chain[..chain.len() - 1]);
+        assert_eq!(chain.last(), Some(&TRUNCATED_FRAME));
     }
 
     /// The words a walk notes for the collector are those its chain

@@ -11,10 +11,24 @@ use super::{
 };
 
 /// A sample's registers and the copied stack (which starts at the sampled
-/// stack pointer).
+/// stack pointer), with the pages of it that were not in memory.
 pub(super) struct Sampled<'a> {
     pub(super) regs: UserRegs,
     pub(super) stack: &'a [u8],
+    /// See [`super::UserSample::holes`].
+    pub(super) holes: u32,
+}
+
+/// Whether the 8 bytes at `offset` above `sp` in a copy lie in one of its
+/// `holes` (bit i: the copy's page i, page 0 the one holding `sp`).
+fn in_hole(holes: u32, sp: u64, offset: usize) -> bool {
+    if holes == 0 {
+        return false;
+    }
+    let first = ((sp & 0xfff) as usize).saturating_add(offset);
+    [first, first.saturating_add(7)]
+        .iter()
+        .any(|byte| byte / 4096 < 32 && holes & (1 << (byte / 4096)) != 0)
 }
 
 /// Walks the stack of one sample into `chain`; notes what it read in
@@ -22,7 +36,7 @@ pub(super) struct Sampled<'a> {
 pub(super) fn walk(
     space: &Space,
     scratch: &mut Scratch,
-    Sampled { regs, stack }: Sampled<'_>,
+    Sampled { regs, stack, holes }: Sampled<'_>,
     chain: &mut Vec<u64>,
     stats: &mut UnwindStats,
     mut reads: Option<&mut Reads>,
@@ -34,6 +48,7 @@ pub(super) fn walk(
     super::touch_lines(stack);
     let mut needed = 0;
     let mut only_words = true;
+    let mut hole_read = false;
     // Reads a stack word; `note`: the chain depends on its value (see
     // [`Reads`]). Callee-saved registers are read without noting: their
     // values only matter to a CFA in a register, and such a step is never
@@ -42,6 +57,11 @@ pub(super) fn walk(
     // a deep one fits the collector's map.
     let read_stack = |avma: u64, note: bool| -> Result<u64, ()> {
         let offset = usize::try_from(avma.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+        // The last read decides why a walk that stops on it stopped.
+        hole_read = in_hole(holes, sp, offset);
+        if hole_read {
+            return Err(());
+        }
         let bytes = stack
             .get(offset..offset.checked_add(8).ok_or(())?)
             .ok_or(())?;
@@ -82,6 +102,10 @@ pub(super) fn walk(
         None => {
             stats.count_stack_needed(needed);
             Outcome::Complete
+        }
+        Some(Stop::StackCopy) if hole_read => {
+            chain.push(TRUNCATED_FRAME);
+            Outcome::Truncated(Stop::StackUnreadable)
         }
         Some(stop) => {
             chain.push(TRUNCATED_FRAME);
@@ -489,4 +513,23 @@ pub(super) fn interrupted_regs(
     let bp = read_stack(ucontext_avma + UCONTEXT_RBP, false)?;
     let callee = UCONTEXT_CALLEE.map(|offset| read_stack(ucontext_avma + offset, false).ok());
     Ok((UnwindRegsX86_64::new(ip, sp, bp), callee))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_hole;
+
+    /// A word is in a hole when any of its bytes is: pages count from the
+    /// one holding the stack pointer.
+    #[test]
+    fn words_in_holes() {
+        let sp = 0x7ffc_0ff8;
+        assert!(!in_hole(0, sp, 0));
+        assert!(in_hole(0b1, sp, 0));
+        assert!(!in_hole(0b1, sp, 8));
+        assert!(in_hole(0b10, sp, 8));
+        assert!(in_hole(0b10, sp, 4));
+        assert!(!in_hole(0b10, sp, 8 + 4096));
+        assert!(!in_hole(1 << 31, sp, usize::MAX));
+    }
 }

@@ -119,7 +119,13 @@ fn names_of_data_code_and_headers() {
         .copied()
         .filter(|s| s["stack"][0] != "_start")
         .collect();
-    assert!(unrooted.is_empty(), "{}", show(&unrooted));
+    let stacks: Vec<&Value> = unrooted.iter().map(|s| &s["stack"]).collect();
+    assert!(
+        unrooted.is_empty(),
+        "{}\n{stacks:?}\n{}",
+        show(&unrooted),
+        report["totals"]["unwind"]
+    );
 
     // clock_gettime runs in the vDSO; its first read of [vvar] faults.
     let vdso_frames: Vec<&Value> = all
