@@ -53,6 +53,7 @@ use crate::format::events::{le_u32, le_u64, le_u64s};
 use crate::sys::{bpf as sysbpf, procfs, PerfEventAttr};
 use crate::unwind::UserRegs;
 
+use super::btf;
 use super::ring::BpfRing;
 
 /// The compiled collector (see `build-bpf.sh`).
@@ -93,11 +94,17 @@ const MAP_ARRAY_OF_MAPS: u32 = 12;
 const MAP_RINGBUF: u32 = 27;
 
 /// The counters of fault.bpf.c (`COUNT_*`), in the `counters` map.
-const COUNTERS: usize = 5;
-/// `COUNT_LOST`, `COUNT_LOST_MAJOR`: records of minor (COW included) and
-/// of major faults that found their ring full.
+const COUNTERS: usize = 6;
+/// `COUNT_LOST`, `COUNT_LOST_MAJOR`, `COUNT_LOST_RSS`: records of minor
+/// (COW included) and of major faults, and `rss_stat` records, that found
+/// their ring full.
 const COUNT_LOST: u32 = 3;
 const COUNT_LOST_MAJOR: u32 = 4;
+const COUNT_LOST_RSS: u32 = 5;
+/// `RSS_MAGIC` in fault.bpf.c: the first word of an `rss_stat` record.
+const RSS_MAGIC: u32 = 0x7066_7231;
+/// [`RSS_MAGIC`] as a record's first bytes.
+pub const RSS_MAGIC_BYTES: [u8; 4] = RSS_MAGIC.to_le_bytes();
 
 /// The sample id of the collector's records (`COLLECTOR_ID` in
 /// fault.bpf.c): no event of the kernel's, whose ids count up from 1.
@@ -107,6 +114,9 @@ pub const COLLECTOR_ID: u64 = 0xffff_ffff_fffe_7066;
 pub const ENTRY_USER_ID: u64 = COLLECTOR_ID + 1;
 /// The sample id of kernel-mode fault entries (see [`ENTRY_USER_ID`]).
 pub const ENTRY_KERNEL_ID: u64 = COLLECTOR_ID + 2;
+/// The sample id of the `kmem:rss_stat` records the collector's
+/// `on_rss_stat` makes (see [`FaultCollector::watch_rss`]).
+pub const RSS_STAT_ID: u64 = COLLECTOR_ID + 3;
 
 /// `PROC_PID_INIT_INO`: the initial pid namespace's inode number.
 const INIT_PIDNS_INO: u64 = 0xefff_fffc;
@@ -195,6 +205,8 @@ pub struct FaultCollector {
     /// The same entry programs as raw tracepoint programs, when the kernel
     /// loads them.
     raw_entries: Option<(OwnedFd, OwnedFd)>,
+    /// `on_rss_stat`, when the kernel loads it, and its `rss_config` map.
+    rss: Option<(OwnedFd, OwnedFd)>,
     /// The ring buffers, each with the CPUs that write it (online ones
     /// when loaded).
     rings: Vec<(Vec<i32>, OwnedFd)>,
@@ -483,6 +495,12 @@ impl FaultCollector {
         let raw_entries = load("raw_tracepoint/user", raw, "pfprof_raw_u")
             .and_then(|u| Ok((u, load("raw_tracepoint/kernel", raw, "pfprof_raw_k")?)))
             .ok();
+        let rss = take("rss_config", Some(MAP_ARRAY)).ok().and_then(|map| {
+            Some((
+                load("raw_tracepoint/rss_stat", raw, "pfprof_rss").ok()?,
+                map,
+            ))
+        });
         let completion = load(&completion_section(&settings), perf, "pfprof_fault")?;
         let jump = take("completion", Some(MAP_PROG_ARRAY))?;
         let completion_fd = std::os::fd::AsRawFd::as_raw_fd(&completion) as u32;
@@ -494,6 +512,7 @@ impl FaultCollector {
         )?;
         Ok(FaultCollector {
             raw_entries,
+            rss,
             on_major: load("perf_event/major", perf, "pfprof_major")?,
             _jump: jump,
             completion,
@@ -550,9 +569,13 @@ impl FaultCollector {
     }
 
     /// Records that found their ring full so far (summed over the CPUs):
-    /// minor faults' (COW included), major faults'.
-    pub fn lost(&self) -> io::Result<[u64; 2]> {
-        Ok([self.counter(COUNT_LOST)?, self.counter(COUNT_LOST_MAJOR)?])
+    /// minor faults' (COW included), major faults', `rss_stat`'s.
+    pub fn lost(&self) -> io::Result<[u64; 3]> {
+        Ok([
+            self.counter(COUNT_LOST)?,
+            self.counter(COUNT_LOST_MAJOR)?,
+            self.counter(COUNT_LOST_RSS)?,
+        ])
     }
 
     /// Counter `which` (`COUNT_*`), summed over the CPUs.
@@ -618,6 +641,20 @@ impl FaultCollector {
             &config_value(&self.settings, true),
         )?;
         Ok(links)
+    }
+
+    /// Has `on_rss_stat` write the `kmem:rss_stat` records of the followed
+    /// processes' own file and shared-memory counts (`anon`: anonymous
+    /// too), in the layout of the tracepoint's, under [`RSS_STAT_ID`]
+    /// (see [`RssStat`]). It reads the counters by the offsets the
+    /// running kernel's BTF gives. Returns its attachment.
+    pub fn watch_rss(&self, anon: bool) -> io::Result<OwnedFd> {
+        let unsupported = |what: String| io::Error::new(io::ErrorKind::Unsupported, what);
+        let (prog, map) = (self.rss.as_ref())
+            .ok_or_else(|| unsupported("the kernel refused on_rss_stat".into()))?;
+        let layout = RssLayout::of_running_kernel().map_err(unsupported)?;
+        sysbpf::map_update(map, &0u32.to_le_bytes(), &layout.config_value(anon))?;
+        sysbpf::attach_raw_tracepoint("rss_stat", prog)
     }
 
     /// Remembers the unwinding of a stack (see [`Unwound`]) in the kernel's
@@ -855,6 +892,78 @@ impl<'a> Fault<'a> {
     }
 }
 
+/// Where `on_rss_stat` finds a process's counters on this kernel (`struct
+/// rss_config` in fault.bpf.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RssLayout {
+    task_mm: u32,
+    mm_rss_stat: u32,
+    counter_size: u32,
+    counter_count: u32,
+    counter_counters: u32,
+    cpus: u32,
+    array_pptrs: u32,
+}
+
+impl RssLayout {
+    /// From the kernel's BTF and its CPU ids.
+    fn of_running_kernel() -> Result<RssLayout, String> {
+        let bytes = std::fs::read(btf::VMLINUX).map_err(|e| format!("{}: {e}", btf::VMLINUX))?;
+        let types = btf::Btf::parse(&bytes).map_err(|e| e.to_string())?;
+        let offset = |s: &str, m: &str| types.member_offset(s, m).map_err(|e| e.to_string());
+        Ok(RssLayout {
+            task_mm: offset("task_struct", "mm")?,
+            mm_rss_stat: offset("mm_struct", "rss_stat")?,
+            counter_size: (types.struct_size("percpu_counter")).map_err(|e| e.to_string())?,
+            counter_count: offset("percpu_counter", "count")?,
+            counter_counters: offset("percpu_counter", "counters")?,
+            cpus: procfs::possible_cpu_ids().ok_or("the possible CPUs are not known")?,
+            array_pptrs: offset("bpf_array", "pptrs")?,
+        })
+    }
+
+    fn config_value(&self, anon: bool) -> Vec<u8> {
+        let words = [
+            1,
+            u32::from(anon),
+            self.task_mm,
+            self.mm_rss_stat,
+            self.counter_size,
+            self.counter_count,
+            self.counter_counters,
+            self.cpus,
+            self.array_pptrs,
+        ];
+        let mut value: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        // `cpu_areas_map`, the program's own.
+        value.extend_from_slice(&0u64.to_le_bytes());
+        value
+    }
+}
+
+/// An `rss_stat` record of the collector's `on_rss_stat`: counter `member`
+/// (0 file, 1 anonymous, 3 shared memory) of the writing task's own
+/// address space holds `pages` now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RssStat {
+    /// `MM_FILEPAGES` and so on.
+    pub member: u32,
+    /// The counter's value.
+    pub pages: u64,
+}
+
+impl RssStat {
+    /// Parses a record (a bpf-output sample's raw data); None when it is
+    /// not an `rss_stat` record or is cut short.
+    pub fn parse(raw: &[u8]) -> Option<RssStat> {
+        (le_u32(raw, 0)? == RSS_MAGIC).then_some(())?;
+        Some(RssStat {
+            member: le_u32(raw, 4)?,
+            pages: le_u64(raw, 8)?,
+        })
+    }
+}
+
 /// Whether the collector can run here: it loads (BPF permitted, a kernel
 /// with the helpers it calls). Used by tests to skip, not by `record`,
 /// which loads it and falls back with a note.
@@ -959,6 +1068,31 @@ mod tests {
         assert_eq!((user, f.cached_span), (vec![0x401000, 0x402000], Some(96)));
     }
 
+    /// `on_rss_stat`'s records: magic, member, pages; a fault's record or
+    /// a short one is not one.
+    #[test]
+    fn parses_rss_stat_records() {
+        let mut raw = RSS_MAGIC_BYTES.to_vec();
+        raw.extend_from_slice(&3u32.to_le_bytes());
+        raw.extend_from_slice(&(1u64 << 33).to_le_bytes());
+        let stat = RssStat::parse(&raw).unwrap();
+        assert_eq!((stat.member, stat.pages), (3, 1 << 33));
+        assert!(RssStat::parse(&raw[..15]).is_none());
+        assert!(RssStat::parse(&record(0, &[], &[], &[])).is_none());
+    }
+
+    /// The running kernel's layout of the counters `on_rss_stat` reads.
+    #[test]
+    fn rss_layout_of_the_running_kernel() {
+        if !std::path::Path::new(btf::VMLINUX).exists() {
+            return;
+        }
+        let layout = RssLayout::of_running_kernel().unwrap();
+        assert!(layout.mm_rss_stat > 0 && layout.task_mm > 0 && layout.array_pptrs > 0);
+        assert!(layout.counter_counters > layout.counter_count);
+        assert_eq!(layout.config_value(true).len(), 4 * 9 + 8);
+    }
+
     /// Anything else, or a record whose lengths point past its end, is not
     /// read (the rewriter counts it as a bad record).
     #[test]
@@ -1059,6 +1193,8 @@ mod tests {
             ("MAGIC", MAGIC as usize),
             ("COUNT_LOST", COUNT_LOST as usize),
             ("COUNT_LOST_MAJOR", COUNT_LOST_MAJOR as usize),
+            ("COUNT_LOST_RSS", COUNT_LOST_RSS as usize),
+            ("RSS_MAGIC", RSS_MAGIC as usize),
             ("COUNTERS", COUNTERS),
             ("COLLECTOR_ID", COLLECTOR_ID as usize),
         ] {

@@ -29,7 +29,7 @@ use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, RecordParseInfo, SampleFormat, SampleRecord,
 };
 
-use super::bpf::{Fault, FaultCollector, Unwound, UnwoundKey};
+use super::bpf::{self, Fault, FaultCollector, Unwound, UnwoundKey};
 use super::build_ids::BuildIds;
 use super::remembered::Remembered;
 use super::ring::{bpf_record_at, BpfRing, Ring};
@@ -148,9 +148,12 @@ pub(crate) struct StackRewriter {
     reads: Reads,
     /// Set when the collector pairs entries: their events.
     entry_events: Option<EntryEvents>,
+    /// The `kmem:rss_stat` event's id and tracepoint id, when the
+    /// collector writes its records (see [`FaultCollector::watch_rss`]).
+    rss_event: Option<(u64, u16)>,
     /// The collector's counts of records its rings turned away (minor,
     /// major), as last written down.
-    lost_seen: [u64; 2],
+    lost_seen: [u64; 3],
     /// The build-ids the kernel's mmap records lack, and a record filled.
     build_ids: BuildIds,
     filled: Vec<u8>,
@@ -188,7 +191,8 @@ impl StackRewriter {
             stack_tops: StackTops::default(),
             reads: Reads::default(),
             entry_events: None,
-            lost_seen: [0; 2],
+            rss_event: None,
+            lost_seen: [0; 3],
             build_ids: BuildIds::default(),
             filled: Vec::new(),
         })
@@ -241,6 +245,12 @@ impl StackRewriter {
         self.collector = Some(collector);
         self.unwind_collected = unwind;
         self.entry_events = entries;
+    }
+
+    /// The collector writes `kmem:rss_stat` records: written as `event`'s
+    /// (its id, its tracepoint's id).
+    pub(crate) fn set_rss_event(&mut self, event: (u64, u16)) {
+        self.rss_event = Some(event);
     }
 
     /// The collector whose records this rewrites.
@@ -436,8 +446,9 @@ impl StackRewriter {
         self.flush(output)
     }
 
-    /// Writes a `PERF_RECORD_LOST_SAMPLES` of `minor-faults` and one of
-    /// `major-faults` for the records the collector's rings turned away
+    /// Writes a `PERF_RECORD_LOST_SAMPLES` of `minor-faults`, one of
+    /// `major-faults` and one of `kmem:rss_stat` (when the collector writes
+    /// it) for the records the collector's rings turned away
     /// since the last pass (the kernel writes a `PERF_RECORD_LOST` for a
     /// perf ring, whose event it cannot say; for a BPF ring the program
     /// counts them by class).
@@ -451,7 +462,11 @@ impl StackRewriter {
         }) else {
             return;
         };
-        for (class, id) in [minor, major].into_iter().enumerate() {
+        let rss = self.rss_event.map(|(id, _)| id);
+        for (class, id) in [Some(minor), Some(major), rss].into_iter().enumerate() {
+            let Some(id) = id else {
+                continue;
+            };
             let new = lost[class].saturating_sub(self.lost_seen[class]);
             if new == 0 {
                 continue;
@@ -556,6 +571,10 @@ impl StackRewriter {
         let body = &record[HEAD_BYTES..];
         let fault = match how {
             Handling::Collector { minor, major } => match own::raw_sample(body) {
+                Some((sample_id, raw)) if raw.get(..4) == Some(&bpf::RSS_MAGIC_BYTES) => {
+                    self.rss_record(sample_id, raw, output);
+                    return true;
+                }
                 Some((sample_id, raw)) => {
                     self.collector_sample(sample_id, raw, [minor, major], record, settle)
                 }
@@ -584,6 +603,27 @@ impl StackRewriter {
             self.written(written, output);
         }
         true
+    }
+
+    /// An `rss_stat` record of the collector's, written as the
+    /// tracepoint's and handed on like one.
+    fn rss_record(&mut self, sample_id: SampleId, raw: &[u8], output: &mut dyn Output) {
+        let (Some(stat), Some((id, tracepoint))) = (bpf::RssStat::parse(raw), self.rss_event)
+        else {
+            self.unwinder.stats.bad_records += 1;
+            return;
+        };
+        let mut record = std::mem::take(&mut self.filled);
+        record.clear();
+        own::RssStatRecord {
+            sample_id: SampleId { id, ..sample_id },
+            tracepoint,
+            member: stat.member,
+            bytes: stat.pages.saturating_mul(4096),
+        }
+        .write(&mut record);
+        self.record(&record, true, output);
+        self.filled = record;
     }
 
     /// Writes a rewritten fault: its entry record when the collector

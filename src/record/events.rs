@@ -55,6 +55,21 @@ pub(super) struct SpecOptions {
     /// tracepoints' perf events are not opened. (Opened and closed, they
     /// cost a synchronize_rcu each at close: 100 ms of every start.)
     pub(super) entries_paired: bool,
+    /// The collector's `on_rss_stat` writes the `kmem:rss_stat` records
+    /// (see [`bpf::FaultCollector::watch_rss`]): that event is not opened.
+    pub(super) rss_watched: bool,
+}
+
+/// Whether the recording keeps the resident-page ledger
+/// (`analysis/resident.rs`), which needs every fault and a recording: not
+/// system-wide (it would keep a host's pages), not for intervals (no
+/// recording), not when faults are sampled.
+pub(super) fn ledger_wanted(cfg: &RecordConfig) -> bool {
+    cfg.resident
+        && !matches!(cfg.target, Target::System)
+        && cfg.data_path.is_some()
+        && cfg.period == 1
+        && matches!(cfg.class, RecordClass::All | RecordClass::Cow)
 }
 
 pub(super) fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
@@ -153,27 +168,23 @@ pub(super) fn event_specs(
         }
     }
     specs.extend(probe.map(|probe| main_probe_event(cfg, probe)));
-    // For the resident-page ledger (`analysis/resident.rs`), which needs
-    // every fault and a recording: not system-wide (it would keep a host's
-    // pages), not for intervals (no recording), not when faults are sampled.
-    let ledger = cfg.resident
-        && !matches!(cfg.target, Target::System)
-        && cfg.data_path.is_some()
-        && cfg.period == 1
-        && matches!(cfg.class, RecordClass::All | RecordClass::Cow);
-    let memory = found.memory.filter(|_| tracepoints.is_some() && ledger);
+    let memory = found
+        .memory
+        .filter(|_| tracepoints.is_some() && ledger_wanted(cfg));
     for (event, id) in rec::MEMORY_CALLS.iter().zip(memory.into_iter().flatten()) {
         let mut attr = base_attr(cfg);
         attr.type_ = b::PERF_TYPE_TRACEPOINT;
         attr.config = id;
         attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
-        let filter = (*event == rec::RSS_STAT)
-            .then(|| rss_stat_filter(crate::sys::procfs::huge_pages_always()));
+        let rss = *event == rec::RSS_STAT;
+        let watched = rss && options.rss_watched && collector;
+        let filter =
+            (rss && !watched).then(|| rss_stat_filter(crate::sys::procfs::huge_pages_always()));
         specs.push(EventSpec {
             name: event.name,
             attr,
             file_attr: None,
-            written_as: None,
+            written_as: watched.then_some(bpf::RSS_STAT_ID),
             filter,
         });
     }
@@ -330,6 +341,7 @@ mod tests {
         let options = SpecOptions {
             collector: false,
             entries_paired: false,
+            rss_watched: false,
         };
         for other in [interval, sampled] {
             assert_eq!(
@@ -345,6 +357,7 @@ mod tests {
         let options = SpecOptions {
             collector: false,
             entries_paired: false,
+            rss_watched: false,
         };
         let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), options);
         let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
@@ -386,6 +399,7 @@ mod tests {
         let paired = SpecOptions {
             collector: true,
             entries_paired: true,
+            rss_watched: false,
         };
         let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), paired);
         let written: Vec<Option<u64>> = specs.iter().map(|s| s.written_as).collect();
@@ -399,6 +413,15 @@ mod tests {
                 None
             ]
         );
+        assert_eq!(written[10], None);
+        // `rss_stat` watched by the collector: not opened, no filter.
+        let watched = SpecOptions {
+            rss_watched: true,
+            ..paired
+        };
+        let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), watched);
+        assert_eq!(specs[10].written_as, Some(bpf::RSS_STAT_ID));
+        assert!(specs[10].filter.is_none() && specs[9].written_as.is_none());
         // Without the fault entries, no syscalls either.
         let none = super::super::Tracepoints {
             ids: None,

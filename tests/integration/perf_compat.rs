@@ -266,3 +266,40 @@ fn perf_records_pfprof_recording() {
     let libc = build_id(Path::new("/lib/x86_64-linux-gnu/libc.so.6"));
     assert!(recorded.contains(&libc), "{recorded}");
 }
+
+/// `record --resident`: the collector writes the `kmem:rss_stat` records
+/// (its own `on_rss_stat`, not the tracepoint's perf event: `mm_id` 0
+/// where the kernel writes a hash), and perf reads them as the
+/// tracepoint's, each the process's own count, in whole pages.
+#[test]
+fn perf_reads_the_collectors_rss_stat_records() {
+    if !can_record() || !perf_available() {
+        return;
+    }
+    let dir = temp_dir("perf-compat-rss");
+    let exe = compile_c(&dir, "resident.c", &[]);
+    let data = dir.join("resident.dat");
+    let (output, report) = record_with(&dir, &["--resident"], &exe, &[data.to_str().unwrap()]);
+    assert!(output.status.success(), "{output:?}");
+    let script = perf(
+        &dir.join("out/pfprof.data"),
+        &["script", "-F", "trace:event,trace"],
+    );
+    let stats: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains("kmem:rss_stat"))
+        .collect();
+    assert!(stats.len() >= 4, "{script}");
+    for line in &stats {
+        assert!(line.contains("mm_id=0 curr=1 type=MM_"), "{line}");
+        let bytes: u64 = line
+            .rsplit("size=")
+            .next()
+            .and_then(|b| b.trim().strip_suffix('B'))
+            .and_then(|b| b.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(bytes % 4096, 0, "{line}");
+    }
+    let kernel = &report["resident"]["end"]["kernel_kib"]["file"];
+    assert!(kernel.as_u64() > Some(0), "{}", report["resident"]);
+}

@@ -185,41 +185,84 @@ pub struct EntryRecord {
     pub error_code: u64,
 }
 
-/// Bytes of the tracepoints' raw data: the common fields, then address, ip
-/// and error code (tracefs's `format`).
-const ENTRY_RAW_BYTES: usize = 32;
+/// Bytes of the tracepoints' raw data pfprof writes: the common fields,
+/// then three 8-byte words (tracefs's `format`).
+const TRACEPOINT_RAW_BYTES: usize = 32;
+
+/// Appends a sample of a tracepoint's event: IDENTIFIER, TID, TIME, CPU,
+/// RAW (its size, then the common fields and `fields`, padded to 8 bytes
+/// as the kernel pads them).
+fn write_tracepoint_sample(
+    s: &SampleId,
+    misc: u16,
+    tracepoint: u16,
+    fields: [u64; 3],
+    out: &mut Vec<u8>,
+) {
+    let raw_size = (4 + TRACEPOINT_RAW_BYTES).next_multiple_of(8) - 4;
+    RecordHead {
+        record_type: rec::SAMPLE,
+        misc,
+        size: HEAD_BYTES + 4 * 8 + 4 + raw_size,
+    }
+    .write(out);
+    out.extend_from_slice(&s.id.to_le_bytes());
+    out.extend_from_slice(&s.pid.to_le_bytes());
+    out.extend_from_slice(&s.tid.to_le_bytes());
+    for value in [s.time, u64::from(s.cpu)] {
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    out.extend_from_slice(&(raw_size as u32).to_le_bytes());
+    out.extend_from_slice(&tracepoint.to_le_bytes());
+    // common_flags, common_preempt_count, common_pid.
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&s.tid.to_le_bytes());
+    for value in fields {
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    out.resize(out.len() + raw_size - TRACEPOINT_RAW_BYTES, 0);
+}
 
 impl EntryRecord {
-    /// Appends the sample: IDENTIFIER, TID, TIME, CPU, RAW (its size, then
-    /// the tracepoint's fields, padded to 8 bytes as the kernel pads them).
+    /// Appends the sample (see [`write_tracepoint_sample`]).
     pub fn write(&self, out: &mut Vec<u8>) {
-        let s = &self.sample_id;
-        let raw_size = (4 + ENTRY_RAW_BYTES).next_multiple_of(8) - 4;
-        RecordHead {
-            record_type: rec::SAMPLE,
-            misc: if self.error_code & 4 != 0 {
-                rec::MISC_USER
-            } else {
-                rec::MISC_KERNEL
-            },
-            size: HEAD_BYTES + 4 * 8 + 4 + raw_size,
-        }
-        .write(out);
-        out.extend_from_slice(&s.id.to_le_bytes());
-        out.extend_from_slice(&s.pid.to_le_bytes());
-        out.extend_from_slice(&s.tid.to_le_bytes());
-        for value in [s.time, u64::from(s.cpu)] {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
-        out.extend_from_slice(&(raw_size as u32).to_le_bytes());
-        out.extend_from_slice(&self.tracepoint.to_le_bytes());
-        // common_flags, common_preempt_count, common_pid.
-        out.extend_from_slice(&[0, 0]);
-        out.extend_from_slice(&s.tid.to_le_bytes());
-        for value in [self.address, self.ip, self.error_code] {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
-        out.resize(out.len() + raw_size - ENTRY_RAW_BYTES, 0);
+        let misc = if self.error_code & 4 != 0 {
+            rec::MISC_USER
+        } else {
+            rec::MISC_KERNEL
+        };
+        let fields = [self.address, self.ip, self.error_code];
+        write_tracepoint_sample(&self.sample_id, misc, self.tracepoint, fields, out);
+    }
+}
+
+/// A `kmem:rss_stat` record that pfprof writes for one the BPF collector
+/// made: the writing task's own address space (`curr`) has `bytes` of
+/// kind `member` now. Its `mm_id` (a hash of a kernel address the
+/// collector does not have) is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RssStatRecord {
+    /// Whose count, when, of which event.
+    pub sample_id: SampleId,
+    /// The tracepoint's id in tracefs (the record's `common_type`).
+    pub tracepoint: u16,
+    /// `MM_FILEPAGES` and so on.
+    pub member: u32,
+    /// The count, in bytes.
+    pub bytes: u64,
+}
+
+impl RssStatRecord {
+    /// Appends the sample: `mm_id` and `curr` (1), `member`, `size`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let fields = [1 << 32, u64::from(self.member), self.bytes];
+        write_tracepoint_sample(
+            &self.sample_id,
+            rec::MISC_KERNEL,
+            self.tracepoint,
+            fields,
+            out,
+        );
     }
 }
 
@@ -364,6 +407,29 @@ mod tests {
         let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
         assert_eq!((word(8), word(16), word(24)), (0x7f00_1000, 0x401000, 6));
         assert_eq!(u16::from_le_bytes([data[0], data[1]]), 190);
+    }
+
+    /// An `rss_stat` record written reads back as the tracepoint's, where
+    /// the decoder reads it: `curr` set, the member, the bytes.
+    #[test]
+    fn rss_stat_records_read_back_as_the_tracepoints() {
+        let info = layout(b::PERF_SAMPLE_RAW as u64);
+        let record = RssStatRecord {
+            sample_id: ID,
+            tracepoint: 646,
+            member: 3,
+            bytes: 40_960,
+        };
+        let mut out = Vec::new();
+        record.write(&mut out);
+        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            panic!("not a sample");
+        };
+        let data = s.raw.unwrap().as_slice().into_owned();
+        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
+        assert_eq!((word(8) >> 32, word(16), word(24)), (1, 3, 40_960));
+        assert_eq!(u16::from_le_bytes([data[0], data[1]]), 646);
     }
 
     /// The trailer written after a record's body reads back as the
