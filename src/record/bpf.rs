@@ -105,6 +105,10 @@ const COUNT_LOST_RSS: u32 = 5;
 const RSS_MAGIC: u32 = 0x7066_7231;
 /// [`RSS_MAGIC`] as a record's first bytes.
 pub const RSS_MAGIC_BYTES: [u8; 4] = RSS_MAGIC.to_le_bytes();
+/// `SYSCALL_MAGIC` in fault.bpf.c: the first word of a syscall's record.
+const SYSCALL_MAGIC: u32 = 0x7066_7331;
+/// [`SYSCALL_MAGIC`] as a record's first bytes.
+pub const SYSCALL_MAGIC_BYTES: [u8; 4] = SYSCALL_MAGIC.to_le_bytes();
 
 /// The sample id of the collector's records (`COLLECTOR_ID` in
 /// fault.bpf.c): no event of the kernel's, whose ids count up from 1.
@@ -114,9 +118,17 @@ pub const COLLECTOR_ID: u64 = 0xffff_ffff_fffe_7066;
 pub const ENTRY_USER_ID: u64 = COLLECTOR_ID + 1;
 /// The sample id of kernel-mode fault entries (see [`ENTRY_USER_ID`]).
 pub const ENTRY_KERNEL_ID: u64 = COLLECTOR_ID + 2;
-/// The sample id of the `kmem:rss_stat` records the collector's
-/// `on_rss_stat` makes (see [`FaultCollector::watch_rss`]).
-pub const RSS_STAT_ID: u64 = COLLECTOR_ID + 3;
+/// The sample ids of the memory events' records the collector makes
+/// (see [`FaultCollector::watch_memory`]), in the order of
+/// [`crate::format::records::MEMORY_CALLS`]: the syscalls, `kmem:rss_stat`.
+pub const MEMORY_IDS: [u64; 6] = [
+    COLLECTOR_ID + 3,
+    COLLECTOR_ID + 4,
+    COLLECTOR_ID + 5,
+    COLLECTOR_ID + 6,
+    COLLECTOR_ID + 7,
+    COLLECTOR_ID + 8,
+];
 
 /// `PROC_PID_INIT_INO`: the initial pid namespace's inode number.
 const INIT_PIDNS_INO: u64 = 0xefff_fffc;
@@ -186,6 +198,10 @@ pub struct Settings {
     /// [`CPUS_PER_RING`] CPUs and holds their shares): a power of two,
     /// whole pages.
     pub ring_bytes: u32,
+    /// Load the memory events' programs (`record --resident`; see
+    /// [`FaultCollector::watch_memory`]): the verifier's time is not spent
+    /// on them otherwise.
+    pub memory: bool,
 }
 
 /// The loaded collector: its programs and maps.
@@ -205,8 +221,9 @@ pub struct FaultCollector {
     /// The same entry programs as raw tracepoint programs, when the kernel
     /// loads them.
     raw_entries: Option<(OwnedFd, OwnedFd)>,
-    /// `on_rss_stat`, when the kernel loads it, and its `rss_config` map.
-    rss: Option<(OwnedFd, OwnedFd)>,
+    /// `on_rss_stat`, `on_sys_enter` and `on_sys_exit`, when the kernel
+    /// loads them, and their `rss_config` map.
+    memory: Option<([OwnedFd; 3], OwnedFd)>,
     /// The ring buffers, each with the CPUs that write it (online ones
     /// when loaded).
     rings: Vec<(Vec<i32>, OwnedFd)>,
@@ -495,11 +512,14 @@ impl FaultCollector {
         let raw_entries = load("raw_tracepoint/user", raw, "pfprof_raw_u")
             .and_then(|u| Ok((u, load("raw_tracepoint/kernel", raw, "pfprof_raw_k")?)))
             .ok();
-        let rss = take("rss_config", Some(MAP_ARRAY)).ok().and_then(|map| {
-            Some((
+        let memory = settings.memory.then_some(()).and_then(|()| {
+            let map = take("rss_config", Some(MAP_ARRAY)).ok()?;
+            let programs = [
                 load("raw_tracepoint/rss_stat", raw, "pfprof_rss").ok()?,
-                map,
-            ))
+                load("raw_tracepoint/sys_enter", raw, "pfprof_sys_in").ok()?,
+                load("raw_tracepoint/sys_exit", raw, "pfprof_sys_out").ok()?,
+            ];
+            Some((programs, map))
         });
         let completion = load(&completion_section(&settings), perf, "pfprof_fault")?;
         let jump = take("completion", Some(MAP_PROG_ARRAY))?;
@@ -512,7 +532,7 @@ impl FaultCollector {
         )?;
         Ok(FaultCollector {
             raw_entries,
-            rss,
+            memory,
             on_major: load("perf_event/major", perf, "pfprof_major")?,
             _jump: jump,
             completion,
@@ -643,18 +663,23 @@ impl FaultCollector {
         Ok(links)
     }
 
-    /// Has `on_rss_stat` write the `kmem:rss_stat` records of the followed
-    /// processes' own file and shared-memory counts (`anon`: anonymous
-    /// too), in the layout of the tracepoint's, under [`RSS_STAT_ID`]
-    /// (see [`RssStat`]). It reads the counters by the offsets the
-    /// running kernel's BTF gives. Returns its attachment.
-    pub fn watch_rss(&self, anon: bool) -> io::Result<OwnedFd> {
+    /// Has the collector write the memory events of the followed
+    /// processes under [`MEMORY_IDS`]: `on_rss_stat` their own file and
+    /// shared-memory counts (`anon`: anonymous too; see [`RssStat`]), read
+    /// by the offsets the running kernel's BTF gives; `on_sys_enter` and
+    /// `on_sys_exit` the syscalls that give memory back (see
+    /// [`SyscallRecord`]). Returns their attachments.
+    pub fn watch_memory(&self, anon: bool) -> io::Result<Vec<OwnedFd>> {
         let unsupported = |what: String| io::Error::new(io::ErrorKind::Unsupported, what);
-        let (prog, map) = (self.rss.as_ref())
-            .ok_or_else(|| unsupported("the kernel refused on_rss_stat".into()))?;
+        let ([rss, enter, exit], map) = (self.memory.as_ref())
+            .ok_or_else(|| unsupported("the kernel refused the memory programs".into()))?;
         let layout = RssLayout::of_running_kernel().map_err(unsupported)?;
         sysbpf::map_update(map, &0u32.to_le_bytes(), &layout.config_value(anon))?;
-        sysbpf::attach_raw_tracepoint("rss_stat", prog)
+        Ok(vec![
+            sysbpf::attach_raw_tracepoint("rss_stat", rss)?,
+            sysbpf::attach_raw_tracepoint("sys_enter", enter)?,
+            sysbpf::attach_raw_tracepoint("sys_exit", exit)?,
+        ])
     }
 
     /// Remembers the unwinding of a stack (see [`Unwound`]) in the kernel's
@@ -964,6 +989,34 @@ impl RssStat {
     }
 }
 
+/// A syscall's record of the collector's `on_sys_enter` or `on_sys_exit`:
+/// which of [`crate::format::records::MEMORY_CALLS`], its number, and its
+/// arguments (entries) or its result (exits, in `args[0]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyscallRecord {
+    /// The index in `MEMORY_CALLS` (0-4).
+    pub call: usize,
+    /// The syscall's number.
+    pub nr: u32,
+    /// Its arguments, or its result.
+    pub args: [u64; 5],
+}
+
+impl SyscallRecord {
+    /// Parses a record (a bpf-output sample's raw data); None when it is
+    /// not a syscall's record, names no syscall, or is cut short.
+    pub fn parse(raw: &[u8]) -> Option<SyscallRecord> {
+        (le_u32(raw, 0)? == SYSCALL_MAGIC).then_some(())?;
+        let call = le_u32(raw, 4)? as usize;
+        let arg = |i: usize| le_u64(raw, 12 + 8 * i);
+        (call < 5).then_some(SyscallRecord {
+            call,
+            nr: le_u32(raw, 8)?,
+            args: [arg(0)?, arg(1)?, arg(2)?, arg(3)?, arg(4)?],
+        })
+    }
+}
+
 /// Whether the collector can run here: it loads (BPF permitted, a kernel
 /// with the helpers it calls). Used by tests to skip, not by `record`,
 /// which loads it and falls back with a note.
@@ -974,6 +1027,7 @@ pub fn available() -> bool {
         own_pid: None,
         every_fault: true,
         ring_bytes: 4096,
+        memory: false,
     })
     .is_ok()
 }
@@ -1079,6 +1133,18 @@ mod tests {
         assert_eq!((stat.member, stat.pages), (3, 1 << 33));
         assert!(RssStat::parse(&raw[..15]).is_none());
         assert!(RssStat::parse(&record(0, &[], &[], &[])).is_none());
+        let mut raw = SYSCALL_MAGIC_BYTES.to_vec();
+        for word in [2u32, 25] {
+            raw.extend_from_slice(&word.to_le_bytes());
+        }
+        for arg in 1..=5u64 {
+            raw.extend_from_slice(&arg.to_le_bytes());
+        }
+        let call = SyscallRecord::parse(&raw).unwrap();
+        assert_eq!((call.call, call.nr, call.args), (2, 25, [1, 2, 3, 4, 5]));
+        assert!(SyscallRecord::parse(&raw[..raw.len() - 1]).is_none());
+        raw[4] = 5;
+        assert!(SyscallRecord::parse(&raw).is_none());
     }
 
     /// The running kernel's layout of the counters `on_rss_stat` reads.
@@ -1195,6 +1261,7 @@ mod tests {
             ("COUNT_LOST_MAJOR", COUNT_LOST_MAJOR as usize),
             ("COUNT_LOST_RSS", COUNT_LOST_RSS as usize),
             ("RSS_MAGIC", RSS_MAGIC as usize),
+            ("SYSCALL_MAGIC", SYSCALL_MAGIC as usize),
             ("COUNTERS", COUNTERS),
             ("COLLECTOR_ID", COLLECTOR_ID as usize),
         ] {
@@ -1255,9 +1322,13 @@ mod tests {
                 own_pid: Some(1),
                 every_fault: true,
                 ring_bytes: 1 << 16,
+                memory: true,
             };
-            if let Err(e) = FaultCollector::load(settings) {
-                panic!("{e}");
+            match FaultCollector::load(settings) {
+                // The memory events' programs are loaded where they can
+                // be: here they must.
+                Ok(collector) => assert!(collector.memory.is_some(), "{chain:?}: memory"),
+                Err(e) => panic!("{e}"),
             }
         }
     }

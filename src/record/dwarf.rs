@@ -87,6 +87,13 @@ pub(crate) enum Handling {
     },
 }
 
+/// Whether a collector's record is a memory event's (`rss_stat`, a
+/// syscall), not a fault's.
+fn is_memory_record(raw: &[u8]) -> bool {
+    let magic = raw.get(..4);
+    magic == Some(&bpf::RSS_MAGIC_BYTES) || magic == Some(&bpf::SYSCALL_MAGIC_BYTES)
+}
+
 /// The entry tracepoints' events, when the collector pairs entries in the
 /// kernel: the recording gets an entry record for each paired fault, with
 /// the event's id and the tracepoint's id (its records' `common_type`).
@@ -148,9 +155,10 @@ pub(crate) struct StackRewriter {
     reads: Reads,
     /// Set when the collector pairs entries: their events.
     entry_events: Option<EntryEvents>,
-    /// The `kmem:rss_stat` event's id and tracepoint id, when the
-    /// collector writes its records (see [`FaultCollector::watch_rss`]).
-    rss_event: Option<(u64, u16)>,
+    /// The memory events' ids and tracepoint ids (in the order of
+    /// `MEMORY_CALLS`), when the collector writes their records (see
+    /// [`FaultCollector::watch_memory`]).
+    memory_events: Option<[(u64, u16); 6]>,
     /// The collector's counts of records its rings turned away (minor,
     /// major), as last written down.
     lost_seen: [u64; 3],
@@ -191,7 +199,7 @@ impl StackRewriter {
             stack_tops: StackTops::default(),
             reads: Reads::default(),
             entry_events: None,
-            rss_event: None,
+            memory_events: None,
             lost_seen: [0; 3],
             build_ids: BuildIds::default(),
             filled: Vec::new(),
@@ -247,10 +255,10 @@ impl StackRewriter {
         self.entry_events = entries;
     }
 
-    /// The collector writes `kmem:rss_stat` records: written as `event`'s
-    /// (its id, its tracepoint's id).
-    pub(crate) fn set_rss_event(&mut self, event: (u64, u16)) {
-        self.rss_event = Some(event);
+    /// The collector writes the memory events' records: written as
+    /// `events`' (each its id, its tracepoint's id).
+    pub(crate) fn set_memory_events(&mut self, events: [(u64, u16); 6]) {
+        self.memory_events = Some(events);
     }
 
     /// The collector whose records this rewrites.
@@ -462,7 +470,7 @@ impl StackRewriter {
         }) else {
             return;
         };
-        let rss = self.rss_event.map(|(id, _)| id);
+        let rss = self.memory_events.map(|events| events[5].0);
         for (class, id) in [Some(minor), Some(major), rss].into_iter().enumerate() {
             let Some(id) = id else {
                 continue;
@@ -571,8 +579,8 @@ impl StackRewriter {
         let body = &record[HEAD_BYTES..];
         let fault = match how {
             Handling::Collector { minor, major } => match own::raw_sample(body) {
-                Some((sample_id, raw)) if raw.get(..4) == Some(&bpf::RSS_MAGIC_BYTES) => {
-                    self.rss_record(sample_id, raw, output);
+                Some((sample_id, raw)) if is_memory_record(raw) => {
+                    self.memory_record(sample_id, raw, output);
                     return true;
                 }
                 Some((sample_id, raw)) => {
@@ -605,24 +613,42 @@ impl StackRewriter {
         true
     }
 
-    /// An `rss_stat` record of the collector's, written as the
-    /// tracepoint's and handed on like one.
-    fn rss_record(&mut self, sample_id: SampleId, raw: &[u8], output: &mut dyn Output) {
-        let (Some(stat), Some((id, tracepoint))) = (bpf::RssStat::parse(raw), self.rss_event)
-        else {
+    /// A memory event's record of the collector's (`rss_stat`, a syscall),
+    /// written as the tracepoint's and handed on like one.
+    fn memory_record(&mut self, sample_id: SampleId, raw: &[u8], output: &mut dyn Output) {
+        let Some(events) = self.memory_events else {
             self.unwinder.stats.bad_records += 1;
             return;
         };
         let mut record = std::mem::take(&mut self.filled);
         record.clear();
-        own::RssStatRecord {
-            sample_id: SampleId { id, ..sample_id },
-            tracepoint,
-            member: stat.member,
-            bytes: stat.pages.saturating_mul(4096),
+        if let Some(stat) = bpf::RssStat::parse(raw) {
+            let (id, tracepoint) = events[5];
+            own::RssStatRecord {
+                sample_id: SampleId { id, ..sample_id },
+                tracepoint,
+                member: stat.member,
+                bytes: stat.pages.saturating_mul(4096),
+            }
+            .write(&mut record);
+        } else if let Some(call) = bpf::SyscallRecord::parse(raw) {
+            // munmap's two arguments, madvise's three, mremap's five; an
+            // exit's result.
+            let args = [2, 3, 5, 1, 1][call.call];
+            let (id, tracepoint) = events[call.call];
+            own::SyscallTracepointRecord {
+                sample_id: SampleId { id, ..sample_id },
+                tracepoint,
+                nr: call.nr,
+                args: &call.args[..args],
+            }
+            .write(&mut record);
         }
-        .write(&mut record);
-        self.record(&record, true, output);
+        if record.is_empty() {
+            self.unwinder.stats.bad_records += 1;
+        } else {
+            self.record(&record, true, output);
+        }
         self.filled = record;
     }
 

@@ -55,9 +55,9 @@ pub(super) struct SpecOptions {
     /// tracepoints' perf events are not opened. (Opened and closed, they
     /// cost a synchronize_rcu each at close: 100 ms of every start.)
     pub(super) entries_paired: bool,
-    /// The collector's `on_rss_stat` writes the `kmem:rss_stat` records
-    /// (see [`bpf::FaultCollector::watch_rss`]): that event is not opened.
-    pub(super) rss_watched: bool,
+    /// The collector writes the memory events' records (see
+    /// [`bpf::FaultCollector::watch_memory`]): their events are not opened.
+    pub(super) memory_watched: bool,
 }
 
 /// Whether the recording keeps the resident-page ledger
@@ -171,20 +171,20 @@ pub(super) fn event_specs(
     let memory = found
         .memory
         .filter(|_| tracepoints.is_some() && ledger_wanted(cfg));
-    for (event, id) in rec::MEMORY_CALLS.iter().zip(memory.into_iter().flatten()) {
+    let watched = options.memory_watched && collector;
+    let calls = rec::MEMORY_CALLS.iter().zip(memory.into_iter().flatten());
+    for (i, (event, id)) in calls.enumerate() {
         let mut attr = base_attr(cfg);
         attr.type_ = b::PERF_TYPE_TRACEPOINT;
         attr.config = id;
         attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
-        let rss = *event == rec::RSS_STAT;
-        let watched = rss && options.rss_watched && collector;
-        let filter =
-            (rss && !watched).then(|| rss_stat_filter(crate::sys::procfs::huge_pages_always()));
+        let filter = (*event == rec::RSS_STAT && !watched)
+            .then(|| rss_stat_filter(crate::sys::procfs::huge_pages_always()));
         specs.push(EventSpec {
             name: event.name,
             attr,
             file_attr: None,
-            written_as: watched.then_some(bpf::RSS_STAT_ID),
+            written_as: watched.then_some(bpf::MEMORY_IDS[i]),
             filter,
         });
     }
@@ -341,7 +341,7 @@ mod tests {
         let options = SpecOptions {
             collector: false,
             entries_paired: false,
-            rss_watched: false,
+            memory_watched: false,
         };
         for other in [interval, sampled] {
             assert_eq!(
@@ -357,7 +357,7 @@ mod tests {
         let options = SpecOptions {
             collector: false,
             entries_paired: false,
-            rss_watched: false,
+            memory_watched: false,
         };
         let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), options);
         let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
@@ -399,7 +399,7 @@ mod tests {
         let paired = SpecOptions {
             collector: true,
             entries_paired: true,
-            rss_watched: false,
+            memory_watched: false,
         };
         let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), paired);
         let written: Vec<Option<u64>> = specs.iter().map(|s| s.written_as).collect();
@@ -414,14 +414,15 @@ mod tests {
             ]
         );
         assert_eq!(written[10], None);
-        // `rss_stat` watched by the collector: not opened, no filter.
+        // The memory events written by the collector: not opened, no filter.
         let watched = SpecOptions {
-            rss_watched: true,
+            memory_watched: true,
             ..paired
         };
         let specs = event_specs(&cfg, 64, &tracepoints(), Some(&probe), watched);
-        assert_eq!(specs[10].written_as, Some(bpf::RSS_STAT_ID));
-        assert!(specs[10].filter.is_none() && specs[9].written_as.is_none());
+        let written: Vec<Option<u64>> = specs[5..].iter().map(|s| s.written_as).collect();
+        assert_eq!(written, bpf::MEMORY_IDS.map(Some));
+        assert!(specs[10].filter.is_none());
         // Without the fault entries, no syscalls either.
         let none = super::super::Tracepoints {
             ids: None,

@@ -422,6 +422,7 @@ fn load_collector(
         own_pid: matches!(cfg.target, Target::System).then(|| std::process::id() as i32),
         every_fault: cfg.period == 1,
         ring_bytes: u32::try_from(ring_pages * 4096).unwrap_or(1 << 31),
+        memory: events::ledger_wanted(cfg),
     };
     match FaultCollector::load(settings) {
         Ok(collector) => (Some(collector), None),
@@ -748,9 +749,9 @@ struct OpenPlan {
     /// The collector's raw tracepoint programs pairing the fault entries,
     /// when the kernel takes them (see [`SpecOptions::entries_paired`]).
     entry_links: Option<Vec<OwnedFd>>,
-    /// The collector's `on_rss_stat` attached, when the ledger is kept and
-    /// the kernel takes it (see [`SpecOptions::rss_watched`]).
-    rss_link: Option<OwnedFd>,
+    /// The collector's memory programs attached, when the ledger is kept
+    /// and the kernel takes them (see [`SpecOptions::memory_watched`]).
+    memory_links: Option<Vec<OwnedFd>>,
     /// Data pages per ring: as asked, or the default, halved down to
     /// `min_pages` while the locked-memory limits refuse it.
     pages: usize,
@@ -774,7 +775,7 @@ fn open_plan(
     let options = SpecOptions {
         collector: false,
         entries_paired: false,
-        rss_watched: false,
+        memory_watched: false,
     };
     let events = event_specs(cfg, 1, &tracepoints, probe.as_ref(), options).len();
     let tasks = followed.tasks.len();
@@ -808,7 +809,7 @@ fn open_plan(
         collector,
         collector_note,
         entry_links: None,
-        rss_link: None,
+        memory_links: None,
         pages: asked_pages,
         asked_pages,
         min_pages,
@@ -823,11 +824,11 @@ impl OpenPlan {
     fn open(&mut self, cfg: &RecordConfig, tasks: &[i32], cpus: &[i32]) -> Result<OpenEvents> {
         loop {
             self.pair_entries_early();
-            self.watch_rss_early(cfg);
+            self.watch_memory_early(cfg);
             let options = SpecOptions {
                 collector: self.collector.is_some(),
                 entries_paired: self.entry_links.is_some(),
-                rss_watched: self.rss_link.is_some(),
+                memory_watched: self.memory_links.is_some(),
             };
             let specs = event_specs(
                 cfg,
@@ -863,21 +864,22 @@ impl OpenPlan {
         }
     }
 
-    /// Attaches the collector's `on_rss_stat` before the events open, when
-    /// the ledger is kept: the `kmem:rss_stat` event is then not opened
-    /// (its records cost a program that faults in a loop 19% more CPU).
-    /// Refused (no BTF, hidden kernel addresses), the event is opened.
-    fn watch_rss_early(&mut self, cfg: &RecordConfig) {
+    /// Attaches the collector's memory programs before the events open,
+    /// when the ledger is kept: the memory events are then not opened
+    /// (`kmem:rss_stat`'s records cost a program that faults in a loop 19%
+    /// more CPU; closing the syscalls' events, 0.1 s of wall time). Refused
+    /// (no BTF, an older kernel), the events are opened.
+    fn watch_memory_early(&mut self, cfg: &RecordConfig) {
         let collector = self.collector.as_ref().filter(|_| {
             self.tracepoints.ids.is_some()
                 && self.tracepoints.memory.is_some()
                 && events::ledger_wanted(cfg)
         });
         match collector {
-            None => self.rss_link = None,
-            Some(collector) if self.rss_link.is_none() => {
+            None => self.memory_links = None,
+            Some(collector) if self.memory_links.is_none() => {
                 let anon = sys::procfs::huge_pages_always();
-                self.rss_link = collector.watch_rss(anon).ok();
+                self.memory_links = collector.watch_memory(anon).ok();
             }
             Some(_) => {}
         }
@@ -1018,7 +1020,7 @@ mod tests {
             collector: None,
             collector_note: None,
             entry_links: None,
-            rss_link: None,
+            memory_links: None,
             pages,
             asked_pages: pages,
             min_pages: 8,

@@ -265,7 +265,7 @@ impl<'a> Session<'a> {
             probe,
             tracepoints,
             entry_links: raw_links,
-            rss_link,
+            memory_links,
             ..
         } = plan;
         let mut entry_links = Vec::new();
@@ -280,9 +280,11 @@ impl<'a> Session<'a> {
                 let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
                 rewriter.set_collector(collector, dwarf, entries);
                 // Closed with the entries' links, before the events stop.
-                if let Some((link, tracepoint)) = rss_link.zip(tracepoints.memory) {
-                    entry_links.push(link);
-                    rewriter.set_rss_event((super::bpf::RSS_STAT_ID, tracepoint[5] as u16));
+                if let Some((links, tracepoints)) = memory_links.zip(tracepoints.memory) {
+                    entry_links.extend(links);
+                    let events =
+                        std::array::from_fn(|i| (super::bpf::MEMORY_IDS[i], tracepoints[i] as u16));
+                    rewriter.set_memory_events(events);
                 }
             }
         }

@@ -269,8 +269,9 @@ fn perf_records_pfprof_recording() {
 
 /// `record --resident`: the collector writes the `kmem:rss_stat` records
 /// (its own `on_rss_stat`, not the tracepoint's perf event: `mm_id` 0
-/// where the kernel writes a hash), and perf reads them as the
-/// tracepoint's, each the process's own count, in whole pages.
+/// where the kernel writes a hash) and the syscalls', and perf reads them
+/// as the tracepoints', each `rss_stat` the process's own count, in whole
+/// pages.
 #[test]
 fn perf_reads_the_collectors_rss_stat_records() {
     if !can_record() || !perf_available() {
@@ -300,6 +301,11 @@ fn perf_reads_the_collectors_rss_stat_records() {
             .unwrap_or_else(|| panic!("{line}"));
         assert_eq!(bytes % 4096, 0, "{line}");
     }
+    // The syscalls that give memory back, written by the collector too.
+    assert!(
+        script.contains("syscalls:sys_enter_munmap: addr: 0x"),
+        "{script}"
+    );
     let kernel = &report["resident"]["end"]["kernel_kib"]["file"];
     assert!(kernel.as_u64() > Some(0), "{}", report["resident"]);
 }

@@ -185,21 +185,19 @@ pub struct EntryRecord {
     pub error_code: u64,
 }
 
-/// Bytes of the tracepoints' raw data pfprof writes: the common fields,
-/// then three 8-byte words (tracefs's `format`).
-const TRACEPOINT_RAW_BYTES: usize = 32;
-
 /// Appends a sample of a tracepoint's event: IDENTIFIER, TID, TIME, CPU,
-/// RAW (its size, then the common fields and `fields`, padded to 8 bytes
-/// as the kernel pads them).
+/// RAW (its size, then the common fields and `fields`, 8-byte words as
+/// tracefs's `format` lays them out, padded to 8 bytes as the kernel pads
+/// them).
 fn write_tracepoint_sample(
     s: &SampleId,
     misc: u16,
     tracepoint: u16,
-    fields: [u64; 3],
+    fields: &[u64],
     out: &mut Vec<u8>,
 ) {
-    let raw_size = (4 + TRACEPOINT_RAW_BYTES).next_multiple_of(8) - 4;
+    let raw_bytes = 8 + 8 * fields.len();
+    let raw_size = (4 + raw_bytes).next_multiple_of(8) - 4;
     RecordHead {
         record_type: rec::SAMPLE,
         misc,
@@ -220,7 +218,7 @@ fn write_tracepoint_sample(
     for value in fields {
         out.extend_from_slice(&value.to_le_bytes());
     }
-    out.resize(out.len() + raw_size - TRACEPOINT_RAW_BYTES, 0);
+    out.resize(out.len() + raw_size - raw_bytes, 0);
 }
 
 impl EntryRecord {
@@ -232,7 +230,7 @@ impl EntryRecord {
             rec::MISC_KERNEL
         };
         let fields = [self.address, self.ip, self.error_code];
-        write_tracepoint_sample(&self.sample_id, misc, self.tracepoint, fields, out);
+        write_tracepoint_sample(&self.sample_id, misc, self.tracepoint, &fields, out);
     }
 }
 
@@ -259,6 +257,39 @@ impl RssStatRecord {
         write_tracepoint_sample(
             &self.sample_id,
             rec::MISC_KERNEL,
+            self.tracepoint,
+            &fields,
+            out,
+        );
+    }
+}
+
+/// A `syscalls:sys_enter_*` or `sys_exit_*` record that pfprof writes for
+/// one the BPF collector made: `__syscall_nr`, then the arguments (an
+/// entry's, as many as the tracepoint has) or the result (an exit's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyscallTracepointRecord<'a> {
+    /// Whose call, when, of which event.
+    pub sample_id: SampleId,
+    /// The tracepoint's id in tracefs (the record's `common_type`).
+    pub tracepoint: u16,
+    /// The syscall's number.
+    pub nr: u32,
+    /// Its arguments, or its result.
+    pub args: &'a [u64],
+}
+
+impl SyscallTracepointRecord<'_> {
+    /// Appends the sample (see [`write_tracepoint_sample`]).
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let mut fields = [0u64; 6];
+        fields[0] = u64::from(self.nr);
+        let n = self.args.len().min(5);
+        fields[1..=n].copy_from_slice(&self.args[..n]);
+        let fields = &fields[..=n];
+        write_tracepoint_sample(
+            &self.sample_id,
+            rec::MISC_USER,
             self.tracepoint,
             fields,
             out,
@@ -430,6 +461,30 @@ mod tests {
         let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
         assert_eq!((word(8) >> 32, word(16), word(24)), (1, 3, 40_960));
         assert_eq!(u16::from_le_bytes([data[0], data[1]]), 646);
+    }
+
+    /// A syscall's record written reads back where the decoder reads it:
+    /// the number at 8, the arguments from 16.
+    #[test]
+    fn syscall_records_read_back_as_the_tracepoints() {
+        let info = layout(b::PERF_SAMPLE_RAW as u64);
+        let record = SyscallTracepointRecord {
+            sample_id: ID,
+            tracepoint: 700,
+            nr: 11,
+            args: &[0x7f00_0000, 8192],
+        };
+        let mut out = Vec::new();
+        record.write(&mut out);
+        assert_eq!(out.len() % 8, 0);
+        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            panic!("not a sample");
+        };
+        let data = s.raw.unwrap().as_slice().into_owned();
+        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
+        assert_eq!((word(8), word(16), word(24)), (11, 0x7f00_0000, 8192));
+        assert_eq!(data.len(), 36);
     }
 
     /// The trailer written after a record's body reads back as the
