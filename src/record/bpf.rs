@@ -959,10 +959,7 @@ impl RssLayout {
             self.cpus,
             self.array_pptrs,
         ];
-        let mut value: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        // `cpu_areas_map`, the program's own.
-        value.extend_from_slice(&0u64.to_le_bytes());
-        value
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 }
 
@@ -1156,7 +1153,7 @@ mod tests {
         let layout = RssLayout::of_running_kernel().unwrap();
         assert!(layout.mm_rss_stat > 0 && layout.task_mm > 0 && layout.array_pptrs > 0);
         assert!(layout.counter_counters > layout.counter_count);
-        assert_eq!(layout.config_value(true).len(), 4 * 9 + 8);
+        assert_eq!(layout.config_value(true).len(), 4 * 9);
     }
 
     /// Anything else, or a record whose lengths point past its end, is not

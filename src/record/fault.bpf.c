@@ -370,9 +370,6 @@ struct rss_config {
 	// offsetof(struct bpf_array, pptrs): where `cpu_areas` keeps the
 	// per-CPU address of its value.
 	__u32 array_pptrs;
-	// Written by `on_rss_stat` itself: the address of `cpu_areas` (read
-	// back as a number).
-	__u64 cpu_areas_map;
 };
 
 struct map_def SEC("maps") rss_config = {
@@ -842,8 +839,9 @@ struct rss_ctx {
 #define MM_ANONPAGES 1
 #define MM_SWAPENTS 2
 
-// A perf sample head, then the raw data: magic, member, bytes, padding.
-struct rss_record {
+// The perf sample head of the memory events' records (`struct
+// sample_head` without its pad), up to the raw data's size.
+struct out_head {
 	__u32 type;
 	__u32 misc_size;
 	__u32 id[2];
@@ -853,6 +851,46 @@ struct rss_record {
 	__u32 cpu;
 	__u32 res;
 	__u32 raw_size;
+};
+
+// Fills `h` for a record of `size` bytes written by the current task
+// (`pid_tgid`, as the kernel's initial namespace has it). 0 when the
+// config is missing.
+INLINE int fill_out_head(struct out_head *h, __u64 pid_tgid, __u32 size, __u32 misc, __u32 *cpu)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return 0;
+	__u64 seen = seen_pid_tgid(cfg, pid_tgid);
+	__u64 time = bpf_ktime_get_ns();
+	__u64 id = COLLECTOR_ID;
+	*cpu = bpf_get_smp_processor_id();
+	h->type = PERF_RECORD_SAMPLE;
+	h->misc_size = misc | (size << 16);
+	h->id[0] = (__u32)id;
+	h->id[1] = id >> 32;
+	h->pid = seen >> 32;
+	h->tid = (__u32)seen;
+	h->time[0] = (__u32)time;
+	h->time[1] = time >> 32;
+	h->cpu = *cpu;
+	h->res = 0;
+	h->raw_size = size - sizeof(struct out_head);
+	return 1;
+}
+
+// Writes a memory event's record to the CPU's ring (counted when full).
+INLINE void output_memory_record(void *record, __u32 size, __u32 cpu)
+{
+	void *ring = bpf_map_lookup_elem(&rings, &cpu);
+	if (!ring || bpf_ringbuf_output(ring, record, size, BPF_RB_NO_WAKEUP))
+		count(COUNT_LOST_RSS);
+}
+
+// A perf sample head, then the raw data: magic, member, bytes, padding.
+struct rss_record {
+	struct out_head h;
 	__u32 magic;
 	__u32 member;
 	__u32 pages[2];
@@ -869,22 +907,25 @@ INLINE __s64 rss_count(struct rss_config *rss, __u64 mm, __u32 member)
 	if (bpf_probe_read_kernel(&count, 8, (void *)(counter + rss->counter_count)) ||
 	    bpf_probe_read_kernel(&counters, 8, (void *)(counter + rss->counter_counters)))
 		return -1;
-	// The map's address, and each CPU's copy of its value, as numbers
-	// (stored and read back: root's programs may keep addresses).
-	rss->cpu_areas_map = (__u64)&cpu_areas;
-	__u64 base = 0;
-	if (bpf_probe_read_kernel(&base, 8,
-				  (void *)(*(volatile __u64 *)&rss->cpu_areas_map + rss->array_pptrs)))
-		return -1;
+	// The map's address, and each CPU's copy of its value, as numbers:
+	// stored and read back (root's programs may keep addresses) in this
+	// CPU's own copy of the value, which no other CPU writes.
 	__u32 zero = 0;
+	__u64 *number = bpf_map_lookup_elem(&cpu_areas, &zero);
+	if (!number)
+		return -1;
+	*number = (__u64)&cpu_areas;
+	__u64 base = 0;
+	if (bpf_probe_read_kernel(&base, 8, (void *)(*(volatile __u64 *)number + rss->array_pptrs)))
+		return -1;
 	for (__u32 cpu = 0; cpu < RSS_MAX_CPUS; cpu++) {
 		if (cpu >= rss->cpus)
 			break;
 		void *area = bpf_map_lookup_percpu_elem(&cpu_areas, &zero, cpu);
 		if (!area)
 			continue;
-		rss->cpu_areas_map = (__u64)area;
-		__u64 offset = *(volatile __u64 *)&rss->cpu_areas_map - base;
+		*number = (__u64)area;
+		__u64 offset = *(volatile __u64 *)number - base;
 		__s32 part = 0;
 		if (bpf_probe_read_kernel(&part, 4, (void *)(counters + offset)))
 			return -1;
@@ -915,29 +956,14 @@ int on_rss_stat(struct rss_ctx *ctx)
 	__s64 pages = rss_count(rss, mm, member);
 	if (pages < 0)
 		return 0;
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg)
-		return 0;
-	__u64 seen = seen_pid_tgid(cfg, pid_tgid);
-	__u32 cpu = bpf_get_smp_processor_id();
-	__u64 time = bpf_ktime_get_ns();
-	__u64 id = COLLECTOR_ID;
 	struct rss_record r = {
-		.type = PERF_RECORD_SAMPLE,
-		.misc_size = PERF_RECORD_MISC_KERNEL | (sizeof(struct rss_record) << 16),
-		.id = { (__u32)id, id >> 32 },
-		.pid = seen >> 32,
-		.tid = (__u32)seen,
-		.time = { (__u32)time, time >> 32 },
-		.cpu = cpu,
-		.raw_size = 20,
 		.magic = RSS_MAGIC,
 		.member = member,
 		.pages = { (__u32)pages, (__u64)pages >> 32 },
 	};
-	void *ring = bpf_map_lookup_elem(&rings, &cpu);
-	if (!ring || bpf_ringbuf_output(ring, &r, sizeof(r), BPF_RB_NO_WAKEUP))
-		count(COUNT_LOST_RSS);
+	__u32 cpu;
+	if (fill_out_head(&r.h, pid_tgid, sizeof(r), PERF_RECORD_MISC_KERNEL, &cpu))
+		output_memory_record(&r, sizeof(r), cpu);
 	return 0;
 }
 
@@ -969,15 +995,7 @@ struct sys_ctx {
 // A perf sample head, then the raw data: magic, which call (the order of
 // `MEMORY_CALLS` in format/records.rs), its number, five words.
 struct syscall_record {
-	__u32 type;
-	__u32 misc_size;
-	__u32 id[2];
-	__u32 pid;
-	__u32 tid;
-	__u32 time[2];
-	__u32 cpu;
-	__u32 res;
-	__u32 raw_size;
+	struct out_head h;
 	__u32 magic;
 	__u32 call;
 	__u32 nr;
@@ -1004,22 +1022,7 @@ INLINE int write_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u64 re
 	__u32 tgid = pid_tgid >> 32;
 	if (!bpf_map_lookup_elem(&followed, &tgid) || reg(regs, REGS_CS) != USER_CS_64)
 		return 0;
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg)
-		return 0;
-	__u64 seen = seen_pid_tgid(cfg, pid_tgid);
-	__u32 cpu = bpf_get_smp_processor_id();
-	__u64 time = bpf_ktime_get_ns();
-	__u64 id = COLLECTOR_ID;
 	struct syscall_record r = {
-		.type = PERF_RECORD_SAMPLE,
-		.misc_size = PERF_RECORD_MISC_USER | (sizeof(struct syscall_record) << 16),
-		.id = { (__u32)id, id >> 32 },
-		.pid = seen >> 32,
-		.tid = (__u32)seen,
-		.time = { (__u32)time, time >> 32 },
-		.cpu = cpu,
-		.raw_size = sizeof(struct syscall_record) - 44,
 		.magic = SYSCALL_MAGIC,
 		.call = call,
 		.nr = nr,
@@ -1035,9 +1038,9 @@ INLINE int write_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u64 re
 			r.args[4] = reg(regs, REGS_R8);
 		}
 	}
-	void *ring = bpf_map_lookup_elem(&rings, &cpu);
-	if (!ring || bpf_ringbuf_output(ring, &r, sizeof(r), BPF_RB_NO_WAKEUP))
-		count(COUNT_LOST_RSS);
+	__u32 cpu;
+	if (fill_out_head(&r.h, pid_tgid, sizeof(r), PERF_RECORD_MISC_USER, &cpu))
+		output_memory_record(&r, sizeof(r), cpu);
 	return 0;
 }
 
