@@ -160,7 +160,7 @@ pub(crate) struct StackRewriter {
     /// [`FaultCollector::watch_memory`]).
     memory_events: Option<[(u64, u16); 6]>,
     /// The collector's counts of records its rings turned away (minor,
-    /// major), as last written down.
+    /// major, memory events), as last written down.
     lost_seen: [u64; 3],
     /// The build-ids the kernel's mmap records lack, and a record filled.
     build_ids: BuildIds,
@@ -455,8 +455,9 @@ impl StackRewriter {
     }
 
     /// Writes a `PERF_RECORD_LOST_SAMPLES` of `minor-faults`, one of
-    /// `major-faults` and one of `kmem:rss_stat` (when the collector writes
-    /// it) for the records the collector's rings turned away
+    /// `major-faults` and one of `kmem:rss_stat` for every memory event's
+    /// (when the collector writes them) for the records the collector's
+    /// rings turned away
     /// since the last pass (the kernel writes a `PERF_RECORD_LOST` for a
     /// perf ring, whose event it cannot say; for a BPF ring the program
     /// counts them by class).

@@ -350,8 +350,8 @@ struct map_def SEC("maps") counters = {
 	.max_entries = COUNTERS,
 };
 
-// For `on_rss_stat` (`record --resident`), filled by pfprof from the
-// kernel's BTF and symbols: where the fields it reads lie on this kernel.
+// For the memory events' programs (`record --resident`), filled by pfprof
+// from the kernel's BTF: where the fields they read lie on this kernel.
 struct rss_config {
 	// Nonzero: the completion programs mark the followed processes.
 	__u32 on;
