@@ -179,10 +179,9 @@ pub struct RecordArgs {
     /// Also record who holds resident memory (resident.svg at the peak,
     /// resident-exit.svg at exit): the syscalls that give memory back
     /// (munmap, madvise, mremap, brk) and the kernel's counts of file pages.
-    /// Not by default: the kernel's count of file pages costs up to 15%
-    /// more CPU on a program that faults in anonymous memory, and closing
-    /// the six tracepoint events about 0.2 s (mostly while the profile is
-    /// analysed).
+    /// Not by default: the analysis and its two flame graphs cost about
+    /// 15% more CPU (more where the kernel refuses the BPF programs that
+    /// record these events, and the tracepoints' events are opened).
     #[arg(long)]
     pub resident: bool,
     /// Print one line per fault while recording (`--stream=site` adds the code site).
