@@ -53,7 +53,7 @@ use crate::format::events::{le_u32, le_u64, le_u64s};
 use crate::sys::{bpf as sysbpf, procfs, PerfEventAttr};
 use crate::unwind::UserRegs;
 
-use super::btf;
+use super::memory_events;
 use super::ring::BpfRing;
 
 /// The compiled collector (see `build-bpf.sh`).
@@ -101,14 +101,6 @@ const COUNTERS: usize = 6;
 const COUNT_LOST: u32 = 3;
 const COUNT_LOST_MAJOR: u32 = 4;
 const COUNT_LOST_RSS: u32 = 5;
-/// `RSS_MAGIC` in fault.bpf.c: the first word of an `rss_stat` record.
-const RSS_MAGIC: u32 = 0x7066_7231;
-/// [`RSS_MAGIC`] as a record's first bytes.
-pub const RSS_MAGIC_BYTES: [u8; 4] = RSS_MAGIC.to_le_bytes();
-/// `SYSCALL_MAGIC` in fault.bpf.c: the first word of a syscall's record.
-const SYSCALL_MAGIC: u32 = 0x7066_7331;
-/// [`SYSCALL_MAGIC`] as a record's first bytes.
-pub const SYSCALL_MAGIC_BYTES: [u8; 4] = SYSCALL_MAGIC.to_le_bytes();
 
 /// The sample id of the collector's records (`COLLECTOR_ID` in
 /// fault.bpf.c): no event of the kernel's, whose ids count up from 1.
@@ -665,15 +657,15 @@ impl FaultCollector {
 
     /// Has the collector write the memory events of the followed
     /// processes under [`MEMORY_IDS`]: `on_rss_stat` their own file and
-    /// shared-memory counts (`anon`: anonymous too; see [`RssStat`]), read
+    /// shared-memory counts (`anon`: anonymous too; see [`memory_events::RssStat`]), read
     /// by the offsets the running kernel's BTF gives; `on_sys_enter` and
     /// `on_sys_exit` the syscalls that give memory back (see
-    /// [`SyscallRecord`]). Returns their attachments.
+    /// [`memory_events::SyscallRecord`]). Returns their attachments.
     pub fn watch_memory(&self, anon: bool) -> io::Result<Vec<OwnedFd>> {
         let unsupported = |what: String| io::Error::new(io::ErrorKind::Unsupported, what);
         let ([rss, enter, exit], map) = (self.memory.as_ref())
             .ok_or_else(|| unsupported("the kernel refused the memory programs".into()))?;
-        let layout = RssLayout::of_running_kernel().map_err(unsupported)?;
+        let layout = memory_events::RssLayout::of_running_kernel().map_err(unsupported)?;
         sysbpf::map_update(map, &0u32.to_le_bytes(), &layout.config_value(anon))?;
         Ok(vec![
             sysbpf::attach_raw_tracepoint("rss_stat", rss)?,
@@ -917,103 +909,6 @@ impl<'a> Fault<'a> {
     }
 }
 
-/// Where `on_rss_stat` finds a process's counters on this kernel (`struct
-/// rss_config` in fault.bpf.c).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RssLayout {
-    task_mm: u32,
-    mm_rss_stat: u32,
-    counter_size: u32,
-    counter_count: u32,
-    counter_counters: u32,
-    cpus: u32,
-    array_pptrs: u32,
-}
-
-impl RssLayout {
-    /// From the kernel's BTF and its CPU ids.
-    fn of_running_kernel() -> Result<RssLayout, String> {
-        let bytes = std::fs::read(btf::VMLINUX).map_err(|e| format!("{}: {e}", btf::VMLINUX))?;
-        let types = btf::Btf::parse(&bytes).map_err(|e| e.to_string())?;
-        let offset = |s: &str, m: &str| types.member_offset(s, m).map_err(|e| e.to_string());
-        Ok(RssLayout {
-            task_mm: offset("task_struct", "mm")?,
-            mm_rss_stat: offset("mm_struct", "rss_stat")?,
-            counter_size: (types.struct_size("percpu_counter")).map_err(|e| e.to_string())?,
-            counter_count: offset("percpu_counter", "count")?,
-            counter_counters: offset("percpu_counter", "counters")?,
-            cpus: procfs::possible_cpu_ids().ok_or("the possible CPUs are not known")?,
-            array_pptrs: offset("bpf_array", "pptrs")?,
-        })
-    }
-
-    fn config_value(&self, anon: bool) -> Vec<u8> {
-        let words = [
-            1,
-            u32::from(anon),
-            self.task_mm,
-            self.mm_rss_stat,
-            self.counter_size,
-            self.counter_count,
-            self.counter_counters,
-            self.cpus,
-            self.array_pptrs,
-        ];
-        words.iter().flat_map(|w| w.to_le_bytes()).collect()
-    }
-}
-
-/// An `rss_stat` record of the collector's `on_rss_stat`: counter `member`
-/// (0 file, 1 anonymous, 3 shared memory) of the writing task's own
-/// address space holds `pages` now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RssStat {
-    /// `MM_FILEPAGES` and so on.
-    pub member: u32,
-    /// The counter's value.
-    pub pages: u64,
-}
-
-impl RssStat {
-    /// Parses a record (a bpf-output sample's raw data); None when it is
-    /// not an `rss_stat` record or is cut short.
-    pub fn parse(raw: &[u8]) -> Option<RssStat> {
-        (le_u32(raw, 0)? == RSS_MAGIC).then_some(())?;
-        Some(RssStat {
-            member: le_u32(raw, 4)?,
-            pages: le_u64(raw, 8)?,
-        })
-    }
-}
-
-/// A syscall's record of the collector's `on_sys_enter` or `on_sys_exit`:
-/// which of [`crate::format::records::MEMORY_CALLS`], its number, and its
-/// arguments (entries) or its result (exits, in `args[0]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SyscallRecord {
-    /// The index in `MEMORY_CALLS` (0-4).
-    pub call: usize,
-    /// The syscall's number.
-    pub nr: u32,
-    /// Its arguments, or its result.
-    pub args: [u64; 5],
-}
-
-impl SyscallRecord {
-    /// Parses a record (a bpf-output sample's raw data); None when it is
-    /// not a syscall's record, names no syscall, or is cut short.
-    pub fn parse(raw: &[u8]) -> Option<SyscallRecord> {
-        (le_u32(raw, 0)? == SYSCALL_MAGIC).then_some(())?;
-        let call = le_u32(raw, 4)? as usize;
-        let arg = |i: usize| le_u64(raw, 12 + 8 * i);
-        (call < 5).then_some(SyscallRecord {
-            call,
-            nr: le_u32(raw, 8)?,
-            args: [arg(0)?, arg(1)?, arg(2)?, arg(3)?, arg(4)?],
-        })
-    }
-}
-
 /// Whether the collector can run here: it loads (BPF permitted, a kernel
 /// with the helpers it calls). Used by tests to skip, not by `record`,
 /// which loads it and falls back with a note.
@@ -1119,43 +1014,6 @@ mod tests {
         assert_eq!((user, f.cached_span), (vec![0x401000, 0x402000], Some(96)));
     }
 
-    /// `on_rss_stat`'s records: magic, member, pages; a fault's record or
-    /// a short one is not one.
-    #[test]
-    fn parses_rss_stat_records() {
-        let mut raw = RSS_MAGIC_BYTES.to_vec();
-        raw.extend_from_slice(&3u32.to_le_bytes());
-        raw.extend_from_slice(&(1u64 << 33).to_le_bytes());
-        let stat = RssStat::parse(&raw).unwrap();
-        assert_eq!((stat.member, stat.pages), (3, 1 << 33));
-        assert!(RssStat::parse(&raw[..15]).is_none());
-        assert!(RssStat::parse(&record(0, &[], &[], &[])).is_none());
-        let mut raw = SYSCALL_MAGIC_BYTES.to_vec();
-        for word in [2u32, 25] {
-            raw.extend_from_slice(&word.to_le_bytes());
-        }
-        for arg in 1..=5u64 {
-            raw.extend_from_slice(&arg.to_le_bytes());
-        }
-        let call = SyscallRecord::parse(&raw).unwrap();
-        assert_eq!((call.call, call.nr, call.args), (2, 25, [1, 2, 3, 4, 5]));
-        assert!(SyscallRecord::parse(&raw[..raw.len() - 1]).is_none());
-        raw[4] = 5;
-        assert!(SyscallRecord::parse(&raw).is_none());
-    }
-
-    /// The running kernel's layout of the counters `on_rss_stat` reads.
-    #[test]
-    fn rss_layout_of_the_running_kernel() {
-        if !std::path::Path::new(btf::VMLINUX).exists() {
-            return;
-        }
-        let layout = RssLayout::of_running_kernel().unwrap();
-        assert!(layout.mm_rss_stat > 0 && layout.task_mm > 0 && layout.array_pptrs > 0);
-        assert!(layout.counter_counters > layout.counter_count);
-        assert_eq!(layout.config_value(true).len(), 4 * 9);
-    }
-
     /// Anything else, or a record whose lengths point past its end, is not
     /// read (the rewriter counts it as a bad record).
     #[test]
@@ -1257,8 +1115,8 @@ mod tests {
             ("COUNT_LOST", COUNT_LOST as usize),
             ("COUNT_LOST_MAJOR", COUNT_LOST_MAJOR as usize),
             ("COUNT_LOST_RSS", COUNT_LOST_RSS as usize),
-            ("RSS_MAGIC", RSS_MAGIC as usize),
-            ("SYSCALL_MAGIC", SYSCALL_MAGIC as usize),
+            ("RSS_MAGIC", memory_events::RSS_MAGIC as usize),
+            ("SYSCALL_MAGIC", memory_events::SYSCALL_MAGIC as usize),
             ("COUNTERS", COUNTERS),
             ("COLLECTOR_ID", COLLECTOR_ID as usize),
         ] {

@@ -29,8 +29,9 @@ use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, RecordParseInfo, SampleFormat, SampleRecord,
 };
 
-use super::bpf::{self, Fault, FaultCollector, Unwound, UnwoundKey};
+use super::bpf::{Fault, FaultCollector, Unwound, UnwoundKey};
 use super::build_ids::BuildIds;
+use super::memory_events;
 use super::remembered::Remembered;
 use super::ring::{bpf_record_at, BpfRing, Ring};
 use super::stack_tops::StackTops;
@@ -85,13 +86,6 @@ pub(crate) enum Handling {
         /// An id of `major-faults`.
         major: u64,
     },
-}
-
-/// Whether a collector's record is a memory event's (`rss_stat`, a
-/// syscall), not a fault's.
-fn is_memory_record(raw: &[u8]) -> bool {
-    let magic = raw.get(..4);
-    magic == Some(&bpf::RSS_MAGIC_BYTES) || magic == Some(&bpf::SYSCALL_MAGIC_BYTES)
 }
 
 /// The entry tracepoints' events, when the collector pairs entries in the
@@ -481,23 +475,8 @@ impl StackRewriter {
                 continue;
             }
             self.lost_seen[class] = lost[class];
-            let size = HEAD_BYTES + 8 + own::TRAILER_BYTES;
-            let mut record = Vec::with_capacity(size);
-            let head = RecordHead {
-                record_type: rec::LOST_SAMPLES,
-                misc: 0,
-                size,
-            };
-            record.extend_from_slice(&head.encode());
-            record.extend_from_slice(&new.to_le_bytes());
-            let sample_id = SampleId {
-                pid: 0,
-                tid: 0,
-                time,
-                cpu: 0,
-                id,
-            };
-            sample_id.write_trailer(&mut record);
+            let mut record = Vec::new();
+            own::write_lost_samples(id, new, time, &mut record);
             self.record(&record, true, output);
         }
     }
@@ -580,7 +559,7 @@ impl StackRewriter {
         let body = &record[HEAD_BYTES..];
         let fault = match how {
             Handling::Collector { minor, major } => match own::raw_sample(body) {
-                Some((sample_id, raw)) if is_memory_record(raw) => {
+                Some((sample_id, raw)) if memory_events::is_memory_record(raw) => {
                     self.memory_record(sample_id, raw, output);
                     return true;
                 }
@@ -623,32 +602,10 @@ impl StackRewriter {
         };
         let mut record = std::mem::take(&mut self.filled);
         record.clear();
-        if let Some(stat) = bpf::RssStat::parse(raw) {
-            let (id, tracepoint) = events[5];
-            own::RssStatRecord {
-                sample_id: SampleId { id, ..sample_id },
-                tracepoint,
-                member: stat.member,
-                bytes: stat.pages.saturating_mul(4096),
-            }
-            .write(&mut record);
-        } else if let Some(call) = bpf::SyscallRecord::parse(raw) {
-            // munmap's two arguments, madvise's three, mremap's five; an
-            // exit's result.
-            let args = [2, 3, 5, 1, 1][call.call];
-            let (id, tracepoint) = events[call.call];
-            own::SyscallTracepointRecord {
-                sample_id: SampleId { id, ..sample_id },
-                tracepoint,
-                nr: call.nr,
-                args: &call.args[..args],
-            }
-            .write(&mut record);
-        }
-        if record.is_empty() {
-            self.unwinder.stats.bad_records += 1;
-        } else {
+        if memory_events::write_tracepoint_record(raw, &events, sample_id, &mut record) {
             self.record(&record, true, output);
+        } else {
+            self.unwinder.stats.bad_records += 1;
         }
         self.filled = record;
     }

@@ -29,6 +29,7 @@ pub(crate) mod dwarf;
 mod events;
 pub(crate) mod files;
 mod limits;
+mod memory_events;
 mod remembered;
 pub mod ring;
 mod session;

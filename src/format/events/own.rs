@@ -234,6 +234,23 @@ impl EntryRecord {
     }
 }
 
+/// Appends a `PERF_RECORD_LOST_SAMPLES` of event `id`: `lost` samples
+/// turned away by a ring that does not say so itself (the collector's),
+/// written down at `time`.
+pub fn write_lost_samples(id: u64, lost: u64, time: u64, out: &mut Vec<u8>) {
+    let start = RecordHead::begin(rec::LOST_SAMPLES, 0, out);
+    out.extend_from_slice(&lost.to_le_bytes());
+    let sample_id = SampleId {
+        pid: 0,
+        tid: 0,
+        time,
+        cpu: 0,
+        id,
+    };
+    sample_id.write_trailer(out);
+    RecordHead::end(out, start);
+}
+
 /// A `kmem:rss_stat` record that pfprof writes for one the BPF collector
 /// made: the writing task's own address space (`curr`) has `bytes` of
 /// kind `member` now. Its `mm_id` (a hash of a kernel address the
@@ -413,11 +430,29 @@ mod tests {
         assert_eq!(out.len(), 8 + 7 * 8);
     }
 
+    /// The raw data of a tracepoint's sample in `out` (whole, 8-byte
+    /// aligned), as perf's reader parses it with the events' layout.
+    fn raw_data_of(out: &[u8]) -> Vec<u8> {
+        let head = RecordHead::parse(out).unwrap();
+        assert_eq!((head.size, out.len() % 8), (out.len(), 0));
+        let info = layout(b::PERF_SAMPLE_RAW as u64);
+        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            panic!("not a sample");
+        };
+        assert_eq!((s.pid, s.tid, s.timestamp), (Some(7), Some(8), Some(5_000)));
+        s.raw.unwrap().as_slice().into_owned()
+    }
+
+    /// The 8-byte word at `at` of raw data.
+    fn word(data: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(data[at..at + 8].try_into().unwrap())
+    }
+
     /// An entry written reads back as the tracepoint's sample: its raw data
     /// holds address, ip and error code where tracefs's format says.
     #[test]
     fn entries_read_back_as_the_tracepoints() {
-        let info = layout(b::PERF_SAMPLE_RAW as u64);
         let entry = EntryRecord {
             sample_id: ID,
             tracepoint: 190,
@@ -427,16 +462,9 @@ mod tests {
         };
         let mut out = Vec::new();
         entry.write(&mut out);
-        let head = RecordHead::parse(&out).unwrap();
-        assert_eq!((head.size, out.len() % 8), (out.len(), 0));
-        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
-        let Ok(EventRecord::Sample(s)) = raw.parse() else {
-            panic!("not a sample");
-        };
-        assert_eq!((s.pid, s.tid, s.timestamp), (Some(7), Some(8), Some(5_000)));
-        let data = s.raw.unwrap().as_slice().into_owned();
-        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
-        assert_eq!((word(8), word(16), word(24)), (0x7f00_1000, 0x401000, 6));
+        let data = raw_data_of(&out);
+        let fields = (word(&data, 8), word(&data, 16), word(&data, 24));
+        assert_eq!(fields, (0x7f00_1000, 0x401000, 6));
         assert_eq!(u16::from_le_bytes([data[0], data[1]]), 190);
     }
 
@@ -444,7 +472,6 @@ mod tests {
     /// the decoder reads it: `curr` set, the member, the bytes.
     #[test]
     fn rss_stat_records_read_back_as_the_tracepoints() {
-        let info = layout(b::PERF_SAMPLE_RAW as u64);
         let record = RssStatRecord {
             sample_id: ID,
             tracepoint: 646,
@@ -453,13 +480,9 @@ mod tests {
         };
         let mut out = Vec::new();
         record.write(&mut out);
-        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
-        let Ok(EventRecord::Sample(s)) = raw.parse() else {
-            panic!("not a sample");
-        };
-        let data = s.raw.unwrap().as_slice().into_owned();
-        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
-        assert_eq!((word(8) >> 32, word(16), word(24)), (1, 3, 40_960));
+        let data = raw_data_of(&out);
+        let fields = (word(&data, 8) >> 32, word(&data, 16), word(&data, 24));
+        assert_eq!(fields, (1, 3, 40_960));
         assert_eq!(u16::from_le_bytes([data[0], data[1]]), 646);
     }
 
@@ -467,7 +490,6 @@ mod tests {
     /// the number at 8, the arguments from 16.
     #[test]
     fn syscall_records_read_back_as_the_tracepoints() {
-        let info = layout(b::PERF_SAMPLE_RAW as u64);
         let record = SyscallTracepointRecord {
             sample_id: ID,
             tracepoint: 700,
@@ -476,15 +498,26 @@ mod tests {
         };
         let mut out = Vec::new();
         record.write(&mut out);
-        assert_eq!(out.len() % 8, 0);
-        let raw = RawEventRecord::new(RecordType(rec::SAMPLE), 0, RawData::Single(&out[8..]), info);
-        let Ok(EventRecord::Sample(s)) = raw.parse() else {
-            panic!("not a sample");
-        };
-        let data = s.raw.unwrap().as_slice().into_owned();
-        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
-        assert_eq!((word(8), word(16), word(24)), (11, 0x7f00_0000, 8192));
+        let data = raw_data_of(&out);
+        let fields = (word(&data, 8), word(&data, 16), word(&data, 24));
+        assert_eq!(fields, (11, 0x7f00_0000, 8192));
         assert_eq!(data.len(), 36);
+    }
+
+    /// A lost-samples record: the count, then the trailer with the event's
+    /// id and the time it was written down at.
+    #[test]
+    fn lost_samples_read_back() {
+        let mut out = Vec::new();
+        write_lost_samples(42, 17, 5_000, &mut out);
+        let head = RecordHead::parse(&out).unwrap();
+        assert_eq!(
+            (head.size, head.record_type),
+            (8 + 8 + TRAILER_BYTES, rec::LOST_SAMPLES)
+        );
+        assert_eq!(word(&out, 8), 17);
+        let common = CommonData::parse_nonsample(RawData::Single(&out[8..]), &layout(0)).unwrap();
+        assert_eq!((common.id, common.timestamp), (Some(42), Some(5_000)));
     }
 
     /// The trailer written after a record's body reads back as the

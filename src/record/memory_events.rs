@@ -1,0 +1,201 @@
+//! The BPF collector's records of the memory events (`record --resident`;
+//! `on_rss_stat`, `on_sys_enter`, `on_sys_exit` in fault.bpf.c): where the
+//! counters they read lie on this kernel, their parsing, and the
+//! tracepoints' records pfprof writes for them.
+
+use crate::format::events::own::{self, SampleId};
+use crate::format::events::{le_u32, le_u64};
+use crate::sys::procfs;
+
+use super::btf;
+
+/// `RSS_MAGIC` in fault.bpf.c: the first word of an `rss_stat` record.
+pub(super) const RSS_MAGIC: u32 = 0x7066_7231;
+/// [`RSS_MAGIC`] as a record's first bytes.
+const RSS_MAGIC_BYTES: [u8; 4] = RSS_MAGIC.to_le_bytes();
+/// `SYSCALL_MAGIC` in fault.bpf.c: the first word of a syscall's record.
+pub(super) const SYSCALL_MAGIC: u32 = 0x7066_7331;
+/// [`SYSCALL_MAGIC`] as a record's first bytes.
+const SYSCALL_MAGIC_BYTES: [u8; 4] = SYSCALL_MAGIC.to_le_bytes();
+
+/// Whether a collector's record is a memory event's (`rss_stat`, a
+/// syscall), not a fault's.
+pub(super) fn is_memory_record(raw: &[u8]) -> bool {
+    let magic = raw.get(..4);
+    magic == Some(&RSS_MAGIC_BYTES) || magic == Some(&SYSCALL_MAGIC_BYTES)
+}
+
+/// Appends the tracepoint's record for a memory event's record `raw` of
+/// the collector's, as `events`' (each its id and its tracepoint's id, in
+/// the order of `MEMORY_CALLS`); false when `raw` is not one.
+pub(super) fn write_tracepoint_record(
+    raw: &[u8],
+    events: &[(u64, u16); 6],
+    sample_id: SampleId,
+    out: &mut Vec<u8>,
+) -> bool {
+    if let Some(stat) = RssStat::parse(raw) {
+        let (id, tracepoint) = events[5];
+        own::RssStatRecord {
+            sample_id: SampleId { id, ..sample_id },
+            tracepoint,
+            member: stat.member,
+            bytes: stat.pages.saturating_mul(4096),
+        }
+        .write(out);
+    } else if let Some(call) = SyscallRecord::parse(raw) {
+        // munmap's two arguments, madvise's three, mremap's five; an
+        // exit's result.
+        let args = [2, 3, 5, 1, 1][call.call];
+        let (id, tracepoint) = events[call.call];
+        own::SyscallTracepointRecord {
+            sample_id: SampleId { id, ..sample_id },
+            tracepoint,
+            nr: call.nr,
+            args: &call.args[..args],
+        }
+        .write(out);
+    } else {
+        return false;
+    }
+    true
+}
+
+/// Where `on_rss_stat` finds a process's counters on this kernel (`struct
+/// rss_config` in fault.bpf.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RssLayout {
+    task_mm: u32,
+    mm_rss_stat: u32,
+    counter_size: u32,
+    counter_count: u32,
+    counter_counters: u32,
+    cpus: u32,
+    array_pptrs: u32,
+}
+
+impl RssLayout {
+    /// From the kernel's BTF and its CPU ids.
+    pub(super) fn of_running_kernel() -> Result<RssLayout, String> {
+        let bytes = std::fs::read(btf::VMLINUX).map_err(|e| format!("{}: {e}", btf::VMLINUX))?;
+        let types = btf::Btf::parse(&bytes).map_err(|e| e.to_string())?;
+        let offset = |s: &str, m: &str| types.member_offset(s, m).map_err(|e| e.to_string());
+        Ok(RssLayout {
+            task_mm: offset("task_struct", "mm")?,
+            mm_rss_stat: offset("mm_struct", "rss_stat")?,
+            counter_size: (types.struct_size("percpu_counter")).map_err(|e| e.to_string())?,
+            counter_count: offset("percpu_counter", "count")?,
+            counter_counters: offset("percpu_counter", "counters")?,
+            cpus: procfs::possible_cpu_ids().ok_or("the possible CPUs are not known")?,
+            array_pptrs: offset("bpf_array", "pptrs")?,
+        })
+    }
+
+    pub(super) fn config_value(&self, anon: bool) -> Vec<u8> {
+        let words = [
+            1,
+            u32::from(anon),
+            self.task_mm,
+            self.mm_rss_stat,
+            self.counter_size,
+            self.counter_count,
+            self.counter_counters,
+            self.cpus,
+            self.array_pptrs,
+        ];
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+/// An `rss_stat` record of the collector's `on_rss_stat`: counter `member`
+/// (0 file, 1 anonymous, 3 shared memory) of the writing task's own
+/// address space holds `pages` now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RssStat {
+    /// `MM_FILEPAGES` and so on.
+    pub member: u32,
+    /// The counter's value.
+    pub pages: u64,
+}
+
+impl RssStat {
+    /// Parses a record (a bpf-output sample's raw data); None when it is
+    /// not an `rss_stat` record or is cut short.
+    pub(super) fn parse(raw: &[u8]) -> Option<RssStat> {
+        (le_u32(raw, 0)? == RSS_MAGIC).then_some(())?;
+        Some(RssStat {
+            member: le_u32(raw, 4)?,
+            pages: le_u64(raw, 8)?,
+        })
+    }
+}
+
+/// A syscall's record of the collector's `on_sys_enter` or `on_sys_exit`:
+/// which of [`crate::format::records::MEMORY_CALLS`], its number, and its
+/// arguments (entries) or its result (exits, in `args[0]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SyscallRecord {
+    /// The index in `MEMORY_CALLS` (0-4).
+    pub call: usize,
+    /// The syscall's number.
+    pub nr: u32,
+    /// Its arguments, or its result.
+    pub args: [u64; 5],
+}
+
+impl SyscallRecord {
+    /// Parses a record (a bpf-output sample's raw data); None when it is
+    /// not a syscall's record, names no syscall, or is cut short.
+    pub(super) fn parse(raw: &[u8]) -> Option<SyscallRecord> {
+        (le_u32(raw, 0)? == SYSCALL_MAGIC).then_some(())?;
+        let call = le_u32(raw, 4)? as usize;
+        let arg = |i: usize| le_u64(raw, 12 + 8 * i);
+        (call < 5).then_some(SyscallRecord {
+            call,
+            nr: le_u32(raw, 8)?,
+            args: [arg(0)?, arg(1)?, arg(2)?, arg(3)?, arg(4)?],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `on_rss_stat`'s records: magic, member, pages; a fault's record or
+    /// a short one is not one.
+    #[test]
+    fn parses_rss_stat_records() {
+        let mut raw = RSS_MAGIC_BYTES.to_vec();
+        raw.extend_from_slice(&3u32.to_le_bytes());
+        raw.extend_from_slice(&(1u64 << 33).to_le_bytes());
+        let stat = RssStat::parse(&raw).unwrap();
+        assert_eq!((stat.member, stat.pages), (3, 1 << 33));
+        assert!(RssStat::parse(&raw[..15]).is_none());
+        assert!(RssStat::parse(b"pfb3\0\0\0\0\0\0\0\0\0\0\0\0").is_none());
+        let mut raw = SYSCALL_MAGIC_BYTES.to_vec();
+        for word in [2u32, 25] {
+            raw.extend_from_slice(&word.to_le_bytes());
+        }
+        for arg in 1..=5u64 {
+            raw.extend_from_slice(&arg.to_le_bytes());
+        }
+        let call = SyscallRecord::parse(&raw).unwrap();
+        assert_eq!((call.call, call.nr, call.args), (2, 25, [1, 2, 3, 4, 5]));
+        assert!(SyscallRecord::parse(&raw[..raw.len() - 1]).is_none());
+        raw[4] = 5;
+        assert!(SyscallRecord::parse(&raw).is_none());
+    }
+
+    /// The running kernel's layout of the counters `on_rss_stat` reads.
+    #[test]
+    fn rss_layout_of_the_running_kernel() {
+        if !std::path::Path::new(btf::VMLINUX).exists() {
+            return;
+        }
+        let layout = RssLayout::of_running_kernel().unwrap();
+        assert!(layout.mm_rss_stat > 0 && layout.task_mm > 0 && layout.array_pptrs > 0);
+        assert!(layout.counter_counters > layout.counter_count);
+        assert_eq!(layout.config_value(true).len(), 4 * 9);
+    }
+}
