@@ -1117,6 +1117,7 @@ mod tests {
             ("COUNT_LOST_RSS", COUNT_LOST_RSS as usize),
             ("RSS_MAGIC", memory_events::RSS_MAGIC as usize),
             ("SYSCALL_MAGIC", memory_events::SYSCALL_MAGIC as usize),
+            ("RSS_MAX_CPUS", memory_events::RSS_MAX_CPUS as usize),
             ("COUNTERS", COUNTERS),
             ("COLLECTOR_ID", COLLECTOR_ID as usize),
         ] {

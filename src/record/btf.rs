@@ -1,7 +1,7 @@
 //! The kernel's own type information (BTF, `/sys/kernel/btf/vmlinux`): where
 //! a field lies in a kernel struct on this kernel, for the BPF programs
 //! that read kernel memory by offset (`on_rss_stat` in fault.bpf.c), which
-//! pfprof hands them in the `config` map instead of relocating them.
+//! pfprof hands them in the `rss_config` map instead of relocating them.
 //!
 //! Only what that needs: the type section walked once, structs and unions
 //! by name, a member's byte offset through anonymous members (`mm_struct`

@@ -18,6 +18,11 @@ pub(super) const SYSCALL_MAGIC: u32 = 0x7066_7331;
 /// [`SYSCALL_MAGIC`] as a record's first bytes.
 const SYSCALL_MAGIC_BYTES: [u8; 4] = SYSCALL_MAGIC.to_le_bytes();
 
+/// CPU ids whose parts of a counter `on_rss_stat` sums at most
+/// (`RSS_MAX_CPUS`): beyond, its counts would be short, so the tracepoint's
+/// event is opened instead.
+pub(super) const RSS_MAX_CPUS: u32 = 256;
+
 /// Whether a collector's record is a memory event's (`rss_stat`, a
 /// syscall), not a fault's.
 pub(super) fn is_memory_record(raw: &[u8]) -> bool {
@@ -86,7 +91,9 @@ impl RssLayout {
             counter_size: (types.struct_size("percpu_counter")).map_err(|e| e.to_string())?,
             counter_count: offset("percpu_counter", "count")?,
             counter_counters: offset("percpu_counter", "counters")?,
-            cpus: procfs::possible_cpu_ids().ok_or("the possible CPUs are not known")?,
+            cpus: procfs::possible_cpu_ids()
+                .filter(|&cpus| cpus <= RSS_MAX_CPUS)
+                .ok_or("the possible CPUs are not known, or more than on_rss_stat sums")?,
             array_pptrs: offset("bpf_array", "pptrs")?,
         })
     }
