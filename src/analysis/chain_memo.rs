@@ -44,6 +44,9 @@ struct Slot {
 /// Recent chains and their stacks, direct-mapped by hash.
 pub(super) struct ChainMemo {
     slots: Vec<Slot>,
+    /// The chain asked about, its words read once for the hash and the
+    /// compare (a record's chain is read word by word through its bytes).
+    words: Vec<u64>,
     /// Lookups answered, and not.
     pub hits: u64,
     pub misses: u64,
@@ -63,6 +66,7 @@ impl Default for ChainMemo {
                     stack: 0,
                 })
                 .collect(),
+            words: Vec::new(),
             hits: 0,
             misses: 0,
         }
@@ -72,20 +76,19 @@ impl Default for ChainMemo {
 impl ChainMemo {
     /// The stack of `chain` under `key`, or where to put it once known.
     pub(super) fn get(&mut self, key: MemoKey, chain: &Chain<'_>) -> Result<StackId, Vacancy> {
+        self.words.clear();
+        self.words.extend(chain.iter());
         let mut hasher = FxBuildHasher.build_hasher();
         hasher.write_i32(key.pid);
         hasher.write_u64(key.stamp);
         hasher.write_u8(key.kernel_mode as u8);
-        for word in chain.iter() {
+        for &word in &self.words {
             hasher.write_u64(word);
         }
         // Fx's high bits are its best mixed.
         let at = (hasher.finish() >> (64 - SLOTS.trailing_zeros())) as usize;
         let slot = &self.slots[at];
-        if slot.key == Some(key)
-            && slot.chain.len() == chain.len()
-            && slot.chain.iter().copied().eq(chain.iter())
-        {
+        if slot.key == Some(key) && slot.chain == self.words {
             self.hits += 1;
             return Ok(slot.stack);
         }

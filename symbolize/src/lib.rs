@@ -176,8 +176,8 @@ struct Module {
     plt: SymbolTable,
     /// File offsets of the ELF header and of the program header table.
     header_ranges: [std::ops::Range<u64>; 2],
-    /// Lazily built DWARF context (None inside: no usable DWARF).
-    dwarf: Option<Option<dwarf::Dwarf>>,
+    /// Lazily built DWARF context, under a lock of its own.
+    dwarf: DwarfSlot,
     /// The file holding DWARF, to load lazily.
     dwarf_path: Option<PathBuf>,
     code_cache: HashMap<u64, Result<CodeSite, Reason>>,
@@ -297,7 +297,7 @@ impl Module {
     /// Lets the kernel take back the file pages of its names and DWARF.
     fn release_pages(&self) {
         self.symbols.release_pages();
-        if let Some(Some(dwarf)) = &self.dwarf {
+        if let Some(Some(dwarf)) = &*lock_dwarf(&self.dwarf) {
             dwarf.release_pages();
         }
     }
@@ -335,6 +335,18 @@ const CODE_CACHE_MAX: usize = 1 << 16;
 /// A parsed module, shared by the paths and build-id that name it; behind a
 /// lock so that a symbolizer can move to another thread.
 type Shared = Arc<Mutex<Module>>;
+
+/// A module's DWARF, read on first need (None inside: no usable DWARF).
+/// It has a lock of its own, taken after the module's when both are: a
+/// thread reading it (see [`Symbolizer::prepare`]) holds up the lookups
+/// that need it, not those of the module's symbols (the start-up
+/// tracker's, during the replay).
+type DwarfSlot = Arc<Mutex<Option<Option<dwarf::Dwarf>>>>;
+
+/// The DWARF behind `slot` (see [`lock`]).
+fn lock_dwarf(slot: &DwarfSlot) -> std::sync::MutexGuard<'_, Option<Option<dwarf::Dwarf>>> {
+    slot.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The module behind `shared`; a lookup that panicked left nothing half
 /// written that the next one would trust.
@@ -420,7 +432,12 @@ impl Symbolizer {
                 .name("pfprof-dwarf".into())
                 .spawn(move || {
                     for module in modules {
-                        load_dwarf(&mut lock(&module));
+                        // Not under the module's lock: see `DwarfSlot`.
+                        let (slot, path) = {
+                            let module = lock(&module);
+                            (module.dwarf.clone(), module.dwarf_path.clone())
+                        };
+                        load_dwarf(&mut lock_dwarf(&slot), path.as_deref());
                     }
                 });
             sender
@@ -440,7 +457,7 @@ impl Symbolizer {
         let file = elf::parse_elf(data).ok_or(Reason::NotElf)?;
         let build_id = elf::build_id(&file);
         let mut module = self.parse_with(name, &file, None, build_id, Origin::Image)?;
-        module.dwarf = Some(None);
+        module.dwarf = Arc::new(Mutex::new(Some(None)));
         module.relocations = Some(Err(Reason::Unsupported));
         self.images
             .insert(name.to_path_buf(), Arc::new(Mutex::new(module)));
@@ -615,7 +632,7 @@ impl Symbolizer {
             symbols,
             plt,
             header_ranges: [headers.elf_header, headers.program_headers],
-            dwarf: None,
+            dwarf: DwarfSlot::default(),
             dwarf_path,
             code_cache: HashMap::new(),
             relocations: None,
@@ -965,16 +982,39 @@ mod tests {
         s.prepare(&exe, None);
         let (_, module) = s.module(&exe, None).unwrap();
         let started = std::time::Instant::now();
-        while module.lock().unwrap().dwarf.is_none() {
+        let slot = module.lock().unwrap().dwarf.clone();
+        while slot.lock().unwrap().is_none() {
             assert!(started.elapsed().as_secs() < 60, "DWARF not read");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        assert!(matches!(module.lock().unwrap().dwarf, Some(Some(_))));
+        assert!(matches!(*slot.lock().unwrap(), Some(Some(_))));
         let ranges = s.function_ranges(&exe, None, &["main"]);
         let offsets: Vec<u64> = ranges.iter().map(|(_, r)| r.start).collect();
         assert_eq!(offsets.len(), 1);
         let fresh = Symbolizer::new(Options::default()).code(&exe, None, &offsets);
         assert_eq!(s.code(&exe, None, &offsets), fresh);
+    }
+
+    /// While a module's DWARF is being read (its lock held, as the
+    /// preparing thread holds it), lookups of its symbols answer at once:
+    /// the replay's start-up tracker asks for them and must not wait for
+    /// the inflate of a large debug file.
+    #[test]
+    fn symbols_answer_while_the_dwarf_is_read() {
+        let exe = std::env::current_exe().unwrap();
+        let mut s = Symbolizer::new(Options::default());
+        let (_, module) = s.module(&exe, None).unwrap();
+        let slot = module.lock().unwrap().dwarf.clone();
+        let reading = slot.lock().unwrap();
+        let (done, answered) = std::sync::mpsc::channel();
+        let asking = std::thread::spawn(move || {
+            let ranges = s.function_ranges(&exe, None, &["main"]);
+            done.send(ranges.len()).unwrap();
+        });
+        let got = answered.recv_timeout(std::time::Duration::from_secs(60));
+        drop(reading);
+        asking.join().unwrap();
+        assert_eq!(got, Ok(1), "function_ranges waited for the DWARF");
     }
 
     /// Where a recorded file is looked for: under --symfs, (with a build-id

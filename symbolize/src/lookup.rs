@@ -16,7 +16,9 @@ pub(crate) fn code_in(
 ) -> Vec<Result<CodeSite, Reason>> {
     let mut module = crate::lock(module);
     let module = &mut *module;
-    load_dwarf(module);
+    let slot = module.dwarf.clone();
+    let mut dwarf = crate::lock_dwarf(&slot);
+    load_dwarf(&mut dwarf, module.dwarf_path.as_deref());
     file_offsets
         .iter()
         .map(|&file_offset| {
@@ -26,7 +28,7 @@ pub(crate) fn code_in(
             if let Some(hit) = module.code_cache.get(&svma) {
                 return hit.clone();
             }
-            let dwarf = module.dwarf.as_ref().and_then(Option::as_ref);
+            let dwarf = dwarf.as_ref().and_then(Option::as_ref);
             let tables = [&module.symbols, &module.plt];
             let result = code_site(dwarf, tables, svma, demangle);
             // A run of hours meets ever more addresses: what a module
@@ -40,15 +42,14 @@ pub(crate) fn code_in(
         .collect()
 }
 
-/// Reads the module's DWARF sections (inflated), once.
-pub(crate) fn load_dwarf(module: &mut Module) {
-    if module.dwarf.is_none() {
-        let loaded = module
-            .dwarf_path
-            .as_deref()
+/// Reads a module's DWARF sections (inflated) from the file at `path`
+/// into `slot`, once.
+pub(crate) fn load_dwarf(slot: &mut Option<Option<dwarf::Dwarf>>, path: Option<&std::path::Path>) {
+    if slot.is_none() {
+        let loaded = path
             .and_then(|p| elf::map_file(p).ok())
             .and_then(|map| dwarf::Dwarf::load(dwarf::Bytes::Map(map)));
-        module.dwarf = Some(loaded);
+        *slot = Some(loaded);
     }
 }
 
