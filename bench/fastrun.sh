@@ -15,6 +15,9 @@
 #    against binutils `addr2line -f -i -C` on the same addresses (cold).
 #
 # perf records the fault events with data addresses (-d), as pfprof needs.
+# Step 1's `pfprof record` leaves plain copies of libc's and ld.so's debug
+# files in the build-id cache (~/.debug), as any earlier record on the
+# machine would; step 2's pfprof reads them from there.
 #
 # Usage: bash bench/fastrun.sh [RUNS]   (as root; installs inferno, linux-perf,
 # libc6-dbg)

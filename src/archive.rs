@@ -144,7 +144,7 @@ pub fn keep(cache: &mut Cache, needed: &[Needed], held: &[HeldFile], sources: &S
                 kept.added += 1;
                 kept.added_bytes += bytes;
             }
-            Ok(Stored::Present) => kept.present += 1,
+            Ok(Stored::Present | Stored::LinkedEntry) => kept.present += 1,
             Ok(Stored::OverLimit) => over_limit += 1,
             Err(e) => kept
                 .warnings

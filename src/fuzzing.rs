@@ -21,12 +21,15 @@ pub fn recording(data: &[u8]) {
 }
 
 /// An ELF file on arbitrary bytes: everything pfprof-symbolize reads from a
-/// module, at a few file offsets spread over the image.
+/// module, at a few file offsets spread over the image, and the plain copy
+/// of its compressed sections.
 pub fn elf(data: &[u8]) {
     let len = data.len() as u64;
     let mut offsets: Vec<u64> = (0..8).map(|k| len / 8 * k).collect();
     offsets.extend([0x1000, 0x1040, 0x1130, 0x2000, 0x4000, u64::MAX]);
     let _ = pfprof_symbolize::inspect_image(data, &offsets);
+    // What `record` does to a compressed debug file for the build-id cache.
+    let _ = pfprof_symbolize::with_plain_sections(data);
 }
 
 #[cfg(test)]

@@ -98,10 +98,11 @@ pub fn build_id_caches(recording: &Path, buildid_dir: Option<&Path>) -> Vec<Path
     caches
 }
 
-/// Copies the binaries `profile` names into the build-id cache; says on
+/// Copies the binaries `profile` names (and plain copies of their
+/// compressed debug files) into the build-id cache; says on
 /// stderr what could not be kept.
 pub fn keep_binaries(
-    profile: &analysis::Profile,
+    profile: &mut analysis::Profile,
     held: &[record::HeldFile],
     root: &Path,
     limit: u64,
@@ -109,6 +110,7 @@ pub fn keep_binaries(
 ) {
     use crate::format::buildid_cache::Cache;
     let needed = crate::archive::needed(profile);
+    let symbolizer = &mut profile.symbolizer;
     if needed.is_empty() {
         return;
     }
@@ -130,6 +132,41 @@ pub fn keep_binaries(
     for warning in kept.warnings {
         eprintln!("pfprof: warning: {warning}");
     }
+    if let Err(e) = keep_plain_debug_files(&mut cache, &needed, symbolizer) {
+        eprintln!(
+            "pfprof: warning: cannot keep a debug file in the build-id cache {}: {e}",
+            root.display()
+        );
+    }
+}
+
+/// Stores, for each of `needed` whose DWARF is in a separate debug file
+/// with compressed sections (Debian's `-dbg` packages), that file with its
+/// sections plain as the cache's `debug` entry: once per build, a copy
+/// that every later profile maps instead of inflating the DWARF again
+/// (libc's: 10 MB, about 20 ms of inflate a run).
+fn keep_plain_debug_files(
+    cache: &mut crate::format::buildid_cache::Cache,
+    needed: &[crate::archive::Needed],
+    symbolizer: &mut pfprof_symbolize::Symbolizer,
+) -> std::io::Result<()> {
+    use crate::format::buildid_cache::Stored;
+    for n in needed {
+        if cache.contains_debug(&n.build_id) {
+            continue;
+        }
+        let info = symbolizer.module_info(Path::new(&n.path), Some(&n.build_id));
+        let Some(debug) = info.ok().and_then(|info| info.debug_file.clone()) else {
+            continue;
+        };
+        let Some(plain) = pfprof_symbolize::plain_copy(&debug) else {
+            continue; // not compressed (or not readable: lookups say so)
+        };
+        if cache.store_debug(&n.build_id, &plain)? == Stored::OverLimit {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The model of the recording at `path`: replayed (the whole of a
@@ -174,7 +211,7 @@ pub fn analyze_and_resolve(
                 "pfprof: warning: {not_held} executable mappings were not held open (the open-file limit): their files are looked for by path"
             );
         }
-        keep_binaries(&profile, held, root, *limit, analysis.symfs.as_deref());
+        keep_binaries(&mut profile, held, root, *limit, analysis.symfs.as_deref());
     }
     let analyzed = start.elapsed();
     let (resolved, _) = resolve::resolve(profile);

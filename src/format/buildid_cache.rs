@@ -4,12 +4,15 @@
 //! the file was rebuilt, deleted, or lived in another mount namespace, and
 //! `perf report` finds the same files. `archive` fills a recording
 //! directory's own `.build-id` the same way, so that the directory names
-//! its code on a machine without the files.
+//! its code on a machine without the files. Beside `elf`, `record` stores
+//! a compressed separate debug file's plain copy as `debug` (perf's name
+//! for a debug file), which the symbolizer then maps instead of inflating
+//! the DWARF again on each run.
 //!
 //! How it writes, as everything pfprof writes: directories are created or
 //! must be real directories (not links) owned by root or the cache's owner;
 //! a file goes in under a temporary name (`O_CREAT|O_EXCL|O_NOFOLLOW`) and
-//! is hard-linked to `elf`, which fails on anything already there: an entry
+//! is hard-linked to `elf` (or `debug`), which fails on anything already there: an entry
 //! (perf's link included) is never replaced. Entries pfprof creates belong
 //! to the owner of `ROOT`. New entries stop once the regular files under
 //! `ROOT/.build-id` reach the size limit; nothing is ever deleted.
@@ -37,6 +40,9 @@ pub enum Stored {
     Present,
     /// The copy would take the cache past its size limit.
     OverLimit,
+    /// The build-id's entry is a link (perf's), which pfprof does not
+    /// write through: a `debug` entry is not added to it.
+    LinkedEntry,
 }
 
 /// A build-id cache pfprof may add to.
@@ -105,16 +111,53 @@ impl Cache {
     /// to be `build_id`) into the cache, unless an entry is there already or
     /// the copy would pass the size limit.
     pub fn store(&mut self, build_id: &[u8], source: &File) -> io::Result<Stored> {
+        if self.contains(build_id) {
+            return Ok(Stored::Present);
+        }
+        let size = source.metadata()?.len();
+        self.store_entry(build_id, "elf", size, |out| {
+            // Through a second description, so that the caller's offset stays.
+            let mut from = File::open(crate::sys::procfs::fd_path(fd_of(source)))?;
+            io::copy(&mut from, out)
+        })
+    }
+
+    /// Stores `bytes` as the entry `debug` of `build_id` (perf's name for a
+    /// separate debug file: the caller's is the debug file of that build
+    /// with its DWARF stored plain), unless there is one already or it
+    /// would pass the size limit.
+    pub fn store_debug(&mut self, build_id: &[u8], bytes: &[u8]) -> io::Result<Stored> {
+        let dir = build_id_dir(&self.root, build_id);
+        if dir.is_some_and(|dir| std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink())) {
+            return Ok(Stored::LinkedEntry);
+        }
+        self.store_entry(build_id, "debug", bytes.len() as u64, |out| {
+            io::Write::write_all(out, bytes).map(|()| bytes.len() as u64)
+        })
+    }
+
+    /// Whether the cache holds a `debug` entry for `build_id`.
+    pub fn contains_debug(&self, build_id: &[u8]) -> bool {
+        pfprof_symbolize::cached_debug_file(&self.root, build_id)
+            .is_some_and(|path| std::fs::symlink_metadata(path).is_ok())
+    }
+
+    /// Writes the entry `name` of `build_id` (`size` bytes, by `write`)
+    /// under a temporary name, then links it in: an entry already there
+    /// is left as it was.
+    fn store_entry(
+        &mut self,
+        build_id: &[u8],
+        name: &str,
+        size: u64,
+        write: impl FnOnce(&mut File) -> io::Result<u64>,
+    ) -> io::Result<Stored> {
         let Some(dir) = build_id_dir(&self.root, build_id) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a build-id of fewer than 2 bytes",
             ));
         };
-        if self.contains(build_id) {
-            return Ok(Stored::Present);
-        }
-        let size = source.metadata()?.len();
         let used = match self.used_bytes {
             Some(used) => used,
             None => *self
@@ -129,9 +172,9 @@ impl Cache {
         for d in [&tree, &fan_out, &dir] {
             self.ensure_dir(d)?;
         }
-        let temp = dir.join(format!(".elf.{}.pfprof-tmp", std::process::id()));
-        let copied = self.copy_to(source, &temp, size);
-        let linked = copied.and_then(|()| match std::fs::hard_link(&temp, dir.join("elf")) {
+        let temp = dir.join(format!(".{name}.{}.pfprof-tmp", std::process::id()));
+        let written = self.write_new(&temp, size, write);
+        let linked = written.and_then(|()| match std::fs::hard_link(&temp, dir.join(name)) {
             Ok(()) => Ok(Stored::Added(size)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Stored::Present),
             Err(e) => Err(e),
@@ -164,8 +207,14 @@ impl Cache {
         Ok(())
     }
 
-    /// Copies all of `source` into the new file `temp`.
-    fn copy_to(&self, source: &File, temp: &Path, size: u64) -> io::Result<()> {
+    /// Creates the new file `temp` and has `write` fill it with `size`
+    /// bytes.
+    fn write_new(
+        &self,
+        temp: &Path,
+        size: u64,
+        write: impl FnOnce(&mut File) -> io::Result<u64>,
+    ) -> io::Result<()> {
         let mut out = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -173,13 +222,11 @@ impl Cache {
             .custom_flags(libc::O_NOFOLLOW)
             .open(temp)?;
         std::os::unix::fs::fchown(&out, Some(self.owner.0), Some(self.owner.1))?;
-        // Through a second description, so that the caller's offset stays.
-        let mut from = File::open(crate::sys::procfs::fd_path(fd_of(source)))?;
-        let copied = io::copy(&mut from, &mut out)?;
-        if copied != size {
+        let written = write(&mut out)?;
+        if written != size {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("copied {copied} of {size} bytes (the file changed)"),
+                format!("copied {written} of {size} bytes (the file changed)"),
             ));
         }
         Ok(())
@@ -262,6 +309,48 @@ mod tests {
         let mut again = Cache::open(&root, 2500).unwrap();
         assert_eq!(again.store(&[3, 4], &source).unwrap(), Stored::OverLimit);
         assert!(!root.join(".build-id/03").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A `debug` entry goes in beside `elf` once, within the limit; perf's
+    /// entries (links) get none, and a planted `debug` link is not
+    /// written through.
+    #[test]
+    fn debug_entries_beside_elf() {
+        let dir = temp("debug");
+        let root = dir.join("cache");
+        let mut cache = Cache::open(&root, 3000).unwrap();
+        let id = [0xab, 0xcd];
+        assert!(!cache.contains_debug(&id));
+        assert_eq!(
+            cache.store_debug(&id, &[1; 1000]).unwrap(),
+            Stored::Added(1000)
+        );
+        assert!(cache.contains_debug(&id));
+        assert_eq!(
+            std::fs::read(root.join(".build-id/ab/cd/debug")).unwrap(),
+            [1; 1000]
+        );
+        assert_eq!(cache.store_debug(&id, &[2; 10]).unwrap(), Stored::Present);
+        assert_eq!(
+            cache.store_debug(&[5, 6], &[3; 2001]).unwrap(),
+            Stored::OverLimit
+        );
+
+        let elsewhere = dir.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, root.join(".build-id/ab/ef")).unwrap();
+        let linked = cache.store_debug(&[0xab, 0xef], &[4; 10]).unwrap();
+        assert_eq!(linked, Stored::LinkedEntry);
+        std::fs::create_dir(root.join(".build-id/ab/01")).unwrap();
+        let planted = elsewhere.join("planted");
+        std::os::unix::fs::symlink(&planted, root.join(".build-id/ab/01/debug")).unwrap();
+        assert_eq!(
+            cache.store_debug(&[0xab, 1], &[4; 10]).unwrap(),
+            Stored::Present
+        );
+        assert!(!planted.exists());
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -95,6 +95,7 @@ mod module_info;
 mod notes;
 mod options;
 mod perfmap;
+mod plain;
 mod plt;
 mod reloc;
 mod sys;
@@ -110,6 +111,7 @@ use std::sync::{Arc, Mutex};
 pub use kernel::{kallsyms_lines, kernel_text, KallsymsLine, KernelSymbols};
 pub use notes::gnu_build_id_in_notes;
 pub use perfmap::{read_perf_map_file, PerfMap, PerfMapError, PerfMapLimits};
+pub use plain::{plain_copy, with_plain_sections, MAX_PLAIN_BYTES};
 pub use reloc::RelocType;
 
 pub use answers::{hex, CodeSite, DataTarget, Frame, Reason};
@@ -121,7 +123,7 @@ pub use module_info::{
     SectionInfo, SegmentInfo,
 };
 use options::build_id_debug_files;
-pub use options::{build_id_dir, default_build_id_cache, Options};
+pub use options::{build_id_dir, cached_debug_file, default_build_id_cache, Options};
 
 use crate::elf::SymbolTable;
 pub use crate::unwind::{read_unwind_sections, unwind_sections, SectionBytes, UnwindSections};
@@ -651,12 +653,20 @@ impl Symbolizer {
     ) -> (Option<PathBuf>, Vec<RejectedDebugFile>) {
         use object::Object;
         let debuglink = file.gnu_debuglink().ok().flatten();
-        let candidates = elf::debug_file_candidates(
+        // A build-id cache's copy first: the same file, its DWARF plain
+        // where `record` stored it so (see `with_plain_sections`).
+        let cached = (self.options.build_id_caches.iter())
+            .filter_map(|cache| cached_debug_file(cache, build_id?))
+            .map(|path| elf::DebugCandidate {
+                path,
+                via_debuglink: false,
+            });
+        let candidates = cached.chain(elf::debug_file_candidates(
             self.stands_for.get(path).map_or(path, PathBuf::as_path),
             build_id,
             debuglink.map(|(name, _)| name),
             &self.options.debug_dirs,
-        );
+        ));
         let mut rejected = Vec::new();
         for elf::DebugCandidate {
             path: candidate,

@@ -56,6 +56,12 @@ pub fn build_id_dir(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
     })
 }
 
+/// The separate debug file of `build_id` in the build-id cache at `root`,
+/// as perf names it (`ROOT/.build-id/xx/yyyy…/debug`).
+pub fn cached_debug_file(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    build_id_dir(root, build_id).map(|dir| dir.join("debug"))
+}
+
 /// The separate debug files of `build_id` in `debug_dirs`,
 /// `DIR/.build-id/xx/yyyy….debug`, in order.
 pub(crate) fn build_id_debug_files<'a>(

@@ -644,3 +644,66 @@ fn cached_stripped_copy_yields_to_the_whole_build() {
     let report = report_with(&dir.join("out"), &cache_option);
     assert_eq!(total(&function_sites(&report, "touch_pages")), 1024);
 }
+
+/// `record` keeps a plain copy of libc's compressed debug file (Debian's
+/// libc6-dbg) in the build-id cache, as `debug` beside `elf`: the same
+/// build-id, no section compressed. A report read through the copy names
+/// every frame as one read through the compressed file does.
+#[test]
+fn compressed_debug_files_are_cached_plain() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("names_plain_debug");
+    let exe = compile_c(&dir, "touch.c", &[]);
+    let cache = dir.join("cache");
+    let cache_option = ["--buildid-dir", cache.to_str().unwrap()];
+    let (_, report) = record_with(&dir, &cache_option, &exe, &["16"]);
+    let libc = report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"].as_str().unwrap().ends_with("/libc.so.6"))
+        .unwrap_or_else(|| panic!("no libc: {}", report["modules"]));
+    let id = libc["build_id"].as_str().unwrap();
+    let packaged = PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &id[..2],
+        &id[2..]
+    ));
+    let sections = |path: &Path| {
+        let out = run(Command::new("readelf").arg("-SW").arg(path));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // readelf's flag column: C for SHF_COMPRESSED.
+    let compressed = |listing: &str| {
+        (listing.lines())
+            .filter(|l| l.contains(".debug_info") || l.contains(".debug_line "))
+            .any(|l| {
+                l.split_whitespace()
+                    .rev()
+                    .nth(3)
+                    .is_some_and(|f| f.contains('C'))
+            })
+    };
+    assert!(
+        compressed(&sections(&packaged)),
+        "{} is not compressed (or missing: libc6-dbg is installed by .ci/run)",
+        packaged.display()
+    );
+    let copy = cache.join(format!(".build-id/{}/{}/debug", &id[..2], &id[2..]));
+    assert!(copy.is_file(), "no {}", copy.display());
+    assert!(!compressed(&sections(&copy)), "{}", sections(&copy));
+    assert_eq!(build_id(&copy), id);
+
+    let out_dir = dir.join("out");
+    let empty = dir.join("empty-cache");
+    let through_copy = report_with(&out_dir, &cache_option);
+    let through_package = report_with(&out_dir, &["--buildid-dir", empty.to_str().unwrap()]);
+    let names = all_names(&through_copy);
+    assert!(
+        names.iter().any(|n| n == "__libc_start_call_main"),
+        "{names:?}"
+    );
+    assert_eq!(names, all_names(&through_package));
+}
