@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analysis::classify::{Access, FaultClass, TargetMapping};
 use crate::analysis::stacks::StackId;
@@ -39,6 +39,8 @@ const MADV_DONTNEED_LOCKED: u64 = 24;
 /// `MADV_HUGEPAGE`: the range may get huge pages, which the ledger sees
 /// only with the kernel's anonymous counts.
 const MADV_HUGEPAGE: u64 = 14;
+/// `MADV_PAGEOUT`: reclaim the range's pages now (those it can).
+const MADV_PAGEOUT: u64 = 21;
 /// `MREMAP_FIXED`: the destination was unmapped first.
 const MREMAP_FIXED: u64 = 2;
 
@@ -194,6 +196,11 @@ pub struct LedgerCounts {
     pub unattributed: u64,
     /// Pages of the ranges `madvise(MADV_HUGEPAGE)` asked huge pages for.
     pub huge_advised: u64,
+    /// Pages the kernel's counters lost without a syscall that frees them
+    /// (reclaim, `MADV_PAGEOUT`, another process's `process_madvise`):
+    /// the ledger keeps them with their sites, and reconciles its totals
+    /// with the kernel's (see [`Ledger::reconciled`]).
+    pub taken_back: u64,
 }
 
 /// The ledger. See the module's documentation.
@@ -214,6 +221,8 @@ pub struct Ledger {
     /// Pages by kind now.
     total: [u64; 3],
     peak: Peak,
+    /// Its pages less those reconciled at that moment.
+    peak_resident: u64,
     spaces: FxHashMap<i32, Space>,
     /// Per thread, the `mremap` it is in: (addr, old_len, new_len, flags).
     mremaps: FxHashMap<i32, (u64, u64, u64, u64)>,
@@ -222,6 +231,13 @@ pub struct Ledger {
     last_time: u64,
     /// The kernel's own counts (`kmem:rss_stat`), when recorded.
     kernel: KernelCounts,
+    /// Pages by kind each process holds now.
+    held: FxHashMap<i32, [u64; 3]>,
+    /// Pages the ledger holds beyond the kernel's count, for processes the
+    /// kernel took pages back from (see [`Ledger::reconciled`]): at the
+    /// peak, and at the processes' exits.
+    reconciled_at_peak: [u64; 3],
+    reconciled_at_exit: [u64; 3],
     /// The totals over time, for the timeline.
     series: Series,
 }
@@ -284,6 +300,14 @@ struct KernelCounts {
     total: [u64; 3],
     /// Per thread, pages of each kind gained since its last fault.
     gained: FxHashMap<i32, [u64; 3]>,
+    /// The processes whose counts another task lowered (reclaim), and the
+    /// pages by kind the kernel took back so.
+    taken_from: FxHashMap<i32, [u64; 3]>,
+    /// Their sum over the recording.
+    taken_back: u64,
+    /// The threads in a `madvise(MADV_PAGEOUT)`, whose own counts' drops
+    /// are the kernel taking pages back too.
+    paging_out: FxHashSet<i32>,
     /// The total at the ledger's peak, and at the processes' exits.
     at_peak: [u64; 3],
     at_exit: [u64; 3],
@@ -296,19 +320,20 @@ const FAULT_AROUND_PAGES: u64 = 16;
 const HUGE_PAGES: u64 = 512;
 
 impl KernelCounts {
-    /// `rss_stat` of a thread of `pid` (`curr`: of its own address space):
-    /// `member`'s count is `bytes` now.
-    fn on_stat(&mut self, pid: i32, tid: i32, curr: bool, member: i32, bytes: i64) {
+    /// `rss_stat` for process `pid` (thread `tid`): `member`'s count is
+    /// `bytes` now, changed by the process itself (`curr`) or by another
+    /// task. The tracepoint's own record of another task's change (the
+    /// parent's copy at fork, an exit's or exec's teardown, reclaim) names
+    /// the address space by a hash only (`mm_id`) and the changing task's
+    /// pid: left out. The collector's (`mm_id` 0) names the owner.
+    fn on_stat(&mut self, (pid, tid): (i32, i32), curr: bool, mm_id: u32, member: i32, bytes: i64) {
         let kind = match member {
             0 => MemoryKind::File,
             1 => MemoryKind::Anon,
             3 => MemoryKind::Shmem,
             _ => return,
         } as usize;
-        // Another task's change (the parent's copy at fork, an exit's or
-        // exec's teardown, reclaim) names the address space by a hash
-        // only: left out.
-        if !curr {
+        if !curr && (mm_id != 0 || !self.by_pid.contains_key(&pid)) {
             return;
         }
         self.seen = true;
@@ -321,8 +346,12 @@ impl KernelCounts {
         self.total[kind] = (self.total[kind] + pages).saturating_sub(before);
         // A process's first report is its baseline (what exec or fork
         // gave it), not pages its next fault made.
-        if !first && pages > before {
+        if curr && !first && pages > before {
             self.gained.entry(tid).or_default()[kind] += pages - before;
+        }
+        if (!curr || self.paging_out.contains(&tid)) && pages < before {
+            self.taken_from.entry(pid).or_default()[kind] += before - pages;
+            self.taken_back += before - pages;
         }
     }
 
@@ -342,6 +371,7 @@ impl KernelCounts {
 
     /// The process is gone (exit or exec): its counts leave the total.
     fn gone(&mut self, pid: i32, exited: bool) {
+        self.taken_from.remove(&pid);
         if let Some(pages) = self.by_pid.remove(&pid) {
             for (kind, &n) in pages.iter().enumerate() {
                 self.total[kind] = self.total[kind].saturating_sub(n);
@@ -368,6 +398,7 @@ impl Ledger {
         time: u64,
     ) {
         self.last_time = self.last_time.max(time);
+        self.kernel.paging_out.remove(&tid);
         let gained = self.kernel.gained.remove(&tid).unwrap_or_default();
         let effect = match effect {
             Effect::Unknown(access) => unknown_effect(gained, access),
@@ -454,6 +485,9 @@ impl Ledger {
     /// A memory syscall of thread `tid` of process `pid`.
     pub fn on_call(&mut self, (pid, tid): (i32, i32), time: u64, call: MemoryCall) {
         self.last_time = self.last_time.max(time);
+        if !matches!(call, MemoryCall::RssStat { .. }) {
+            self.kernel.paging_out.remove(&tid);
+        }
         match call {
             MemoryCall::Munmap { addr, len } => {
                 let n = self.remove(pid, addr, addr.saturating_add(len));
@@ -465,6 +499,11 @@ impl Ledger {
                     self.counts.madvise += n;
                 } else if advice == MADV_HUGEPAGE {
                     self.counts.huge_advised += len.div_ceil(PAGE_BYTES);
+                } else if advice == MADV_PAGEOUT {
+                    // Which pages it reclaims the kernel does not say: its
+                    // counts' drops until the thread's next event do.
+                    self.kernel.paging_out.insert(tid);
+                    self.kernel.taken_from.entry(pid).or_default();
                 }
             }
             MemoryCall::Mremap {
@@ -487,9 +526,10 @@ impl Ledger {
             MemoryCall::BrkDone { ret } => self.brk(pid, ret),
             MemoryCall::RssStat {
                 curr,
+                mm_id,
                 member,
                 bytes,
-            } => self.kernel.on_stat(pid, tid, curr, member, bytes),
+            } => self.kernel.on_stat((pid, tid), curr, mm_id, member, bytes),
         }
     }
 
@@ -551,12 +591,18 @@ impl Ledger {
         // report is a gain, not a baseline.
         self.kernel.by_pid.insert(pid, [0; 3]);
         self.counts.exec += self.drop_space(pid, false);
+        self.held.remove(&pid);
     }
 
     /// Process `pid` exited: its pages count at its exit, and are gone.
     pub fn exit(&mut self, pid: i32) {
+        let reconciled = self.reconciled_of(pid);
+        for (total, n) in self.reconciled_at_exit.iter_mut().zip(reconciled) {
+            *total += n;
+        }
         self.kernel.gone(pid, true);
         self.counts.exit += self.drop_space(pid, true);
+        self.held.remove(&pid);
     }
 
     /// Takes every page of `pid` away (counted at its exit when `exited`);
@@ -626,6 +672,13 @@ impl Ledger {
     /// The recording ended: the pages of processes still alive count as
     /// theirs at exit.
     pub fn finish(&mut self) {
+        let alive: Vec<i32> = self.kernel.taken_from.keys().copied().collect();
+        for pid in alive {
+            let reconciled = self.reconciled_of(pid);
+            for (total, n) in self.reconciled_at_exit.iter_mut().zip(reconciled) {
+                *total += n;
+            }
+        }
         for pages in self.kernel.by_pid.values() {
             for (at_exit, n) in self.kernel.at_exit.iter_mut().zip(pages) {
                 *at_exit += n;
@@ -669,7 +722,51 @@ impl Ledger {
 
     /// What each cause added and took away.
     pub fn counts(&self) -> LedgerCounts {
-        self.counts
+        LedgerCounts {
+            taken_back: self.kernel.taken_back,
+            ..self.counts
+        }
+    }
+
+    /// Pages by kind the ledger holds beyond the kernel's own count at
+    /// the peak and at exit, of the processes whose pages the kernel took
+    /// back without a syscall that frees them: which pages went, the
+    /// kernel does not say, so they stay with the sites that made them
+    /// resident; the totals less these are what stayed resident.
+    pub fn reconciled(&self) -> ([u64; 3], [u64; 3]) {
+        (self.reconciled_at_peak, self.reconciled_at_exit)
+    }
+
+    /// [`Ledger::reconciled`] of process `pid` now.
+    fn reconciled_of(&self, pid: i32) -> [u64; 3] {
+        let (Some(held), Some(kernel)) = (self.held.get(&pid), self.kernel.by_pid.get(&pid)) else {
+            return [0; 3];
+        };
+        if !self.kernel.taken_from.contains_key(&pid) {
+            return [0; 3];
+        }
+        // Anonymous pages only where the kernel's counts of them were
+        // recorded (transparent huge pages always on).
+        let anon = self.kernel.seen_anon;
+        [0, 1, 2].map(|kind| {
+            let counted = kind != MemoryKind::Anon as usize || anon;
+            if counted {
+                held[kind].saturating_sub(kernel[kind])
+            } else {
+                0
+            }
+        })
+    }
+
+    /// [`Ledger::reconciled_of`] summed over the processes now.
+    fn reconciled_now(&self) -> [u64; 3] {
+        let mut sum = [0; 3];
+        for &pid in self.kernel.taken_from.keys() {
+            for (total, n) in sum.iter_mut().zip(self.reconciled_of(pid)) {
+                *total += n;
+            }
+        }
+        sum
     }
 
     /// Each site with its pages at the peak (sites with none left out).
@@ -714,10 +811,20 @@ impl Ledger {
     fn add(&mut self, id: u32, pages: u64, time: u64) {
         self.touched(id);
         self.now[id as usize] += pages;
-        self.total[self.keys[id as usize].kind as usize] += pages;
+        let key = self.keys[id as usize];
+        self.total[key.kind as usize] += pages;
+        if let Owner::Process(pid) = key.owner {
+            self.held.entry(pid).or_default()[key.kind as usize] += pages;
+        }
         self.series.note(time, self.total);
-        let total: u64 = self.total.iter().sum();
-        if total > self.peak.pages.iter().sum() {
+        // The peak of what is resident: less what the kernel took back.
+        let reconciled = if self.kernel.taken_from.is_empty() {
+            [0; 3]
+        } else {
+            self.reconciled_now()
+        };
+        let resident = self.total.iter().sum::<u64>() - reconciled.iter().sum::<u64>();
+        if resident > self.peak_resident {
             for id in self.changed.drain(..) {
                 self.at_peak[id as usize] = self.now[id as usize];
             }
@@ -726,7 +833,9 @@ impl Ledger {
                 time,
                 pages: self.total,
             };
+            self.peak_resident = resident;
             self.kernel.at_peak = self.kernel.total;
+            self.reconciled_at_peak = reconciled;
         }
     }
 
@@ -734,8 +843,14 @@ impl Ledger {
         self.touched(id);
         let now = &mut self.now[id as usize];
         *now = now.saturating_sub(pages);
-        let total = &mut self.total[self.keys[id as usize].kind as usize];
+        let key = self.keys[id as usize];
+        let total = &mut self.total[key.kind as usize];
         *total = total.saturating_sub(pages);
+        if let Owner::Process(pid) = key.owner {
+            if let Some(held) = self.held.get_mut(&pid) {
+                held[key.kind as usize] = held[key.kind as usize].saturating_sub(pages);
+            }
+        }
         self.series.note(self.last_time, self.total);
     }
 }
@@ -837,6 +952,48 @@ mod tests {
         assert_eq!(ledger.now(), [0, 0, 0]);
         assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 4), (2, 6)]);
         assert_eq!(ledger.counts().munmap, 6);
+    }
+
+    /// The kernel's count lowered by another task (reclaim: the
+    /// collector's record, `mm_id` 0, `curr` false) is taken back: the
+    /// sites keep their pages, and what the ledger holds beyond the
+    /// kernel's count is reconciled at the peak (of what stayed resident)
+    /// and at exit. The tracepoint's own record of another task's change
+    /// (its `mm_id` a hash, its pid the changing task's) is left out.
+    #[test]
+    fn pages_taken_back_are_reconciled() {
+        let mut ledger = Ledger::default();
+        let stat = |ledger: &mut Ledger, curr: bool, mm_id: u32, pages: i64, time: u64| {
+            let call = MemoryCall::RssStat {
+                curr,
+                mm_id,
+                member: 1,
+                bytes: pages * PAGE_BYTES as i64,
+            };
+            ledger.on_call((1, 1), time, call);
+        };
+        stat(&mut ledger, true, 0, 0, 0);
+        touch(&mut ledger, 0x10000, 0..10, 1, 1);
+        stat(&mut ledger, true, 0, 10, 20);
+        stat(&mut ledger, false, 0x1234, 2, 21);
+        assert_eq!(ledger.counts().taken_back, 0);
+        stat(&mut ledger, false, 0, 6, 22);
+        assert_eq!(ledger.counts().taken_back, 4);
+        // 12 held, 8 resident: the peak is still the 10 before.
+        touch(&mut ledger, 0x40000, 0..2, 2, 23);
+        stat(&mut ledger, true, 0, 8, 25);
+        assert_eq!(ledger.peak().pages, [10, 0, 0]);
+        assert_eq!(ledger.reconciled().0, [0, 0, 0]);
+        // 17 held, 13 resident: a new peak, 4 of it taken back (the
+        // kernel counts a page before the fault's record).
+        touch(&mut ledger, 0x40000, 2..6, 2, 26);
+        stat(&mut ledger, true, 0, 13, 32);
+        touch(&mut ledger, 0x80000, 0..1, 2, 33);
+        assert_eq!(ledger.peak().pages, [17, 0, 0]);
+        assert_eq!(ledger.reconciled().0, [4, 0, 0]);
+        ledger.exit(1);
+        assert_eq!(ledger.reconciled().1, [4, 0, 0]);
+        assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 10), (2, 7)]);
     }
 
     /// DONTNEED takes pages away, FREE leaves them; mremap moves them

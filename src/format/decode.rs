@@ -197,6 +197,10 @@ pub enum MemoryCall {
     RssStat {
         /// The address space is the recording thread's own.
         curr: bool,
+        /// The tracepoint's hash of the address space; 0 in the BPF
+        /// collector's records, whose pid is the address space's owner's
+        /// also when another task changed it (`curr` false).
+        mm_id: u32,
         /// `MM_FILEPAGES` 0, `MM_ANONPAGES` 1, `MM_SWAPENTS` 2,
         /// `MM_SHMEMPAGES` 3.
         member: i32,

@@ -440,6 +440,13 @@ pub struct ResidentMoment {
     /// is the difference.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_kib: Option<KernelKib>,
+    /// Of `kib`, what the kernel had taken back without a syscall that
+    /// frees memory (reclaim, `MADV_PAGEOUT`): `kib` less these is what
+    /// stayed resident by pfprof's account. Which pages went the kernel
+    /// does not say, so the sites keep them. Present when the kernel took
+    /// any back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciled_kib: Option<KindKib>,
     /// The sites with the most KiB, most first.
     pub top: Vec<ResidentSite>,
 }
@@ -878,6 +885,7 @@ pub(crate) mod tests {
                 time_ns: Some(812_000_000),
                 kib: KindKib::of_pages([262_150, 410, 0]),
                 kernel_kib: Some(KernelKib::of_pages([0, 412, 0], false)),
+                reconciled_kib: None,
                 top: vec![
                     site(
                         1_048_576,
@@ -909,6 +917,7 @@ pub(crate) mod tests {
                 time_ns: None,
                 kib: KindKib::of_pages([6, 410, 0]),
                 kernel_kib: None,
+                reconciled_kib: None,
                 top: vec![site(
                     1_200,
                     "file",

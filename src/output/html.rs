@@ -853,6 +853,19 @@ fn resident(s: &mut String, report: &Report, top: usize) {
                 thousands(kernel.shmem)
             );
         }
+        if let Some(k) = &moment.reconciled_kib {
+            let _ = writeln!(
+                s,
+                "<tr><td title=\"pages the kernel reclaimed without a syscall that frees them; \
+                 their sites still count them\">&nbsp;&nbsp;of which taken back</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td></tr>",
+                thousands(k.total),
+                thousands(k.anon),
+                thousands(k.file),
+                thousands(k.shmem)
+            );
+        }
     }
     let _ = writeln!(s, "</table>");
     for (what, moment) in [("at the peak", &r.peak), ("at exit", &r.end)] {

@@ -461,6 +461,16 @@ fn resident(s: &mut String, report: &Report, top: usize) {
                 thousands(k.shmem)
             );
         }
+        if let Some(k) = &moment.reconciled_kib {
+            row(s, "  of which taken back", k);
+        }
+    }
+    if r.peak.reconciled_kib.is_some() || r.end.reconciled_kib.is_some() {
+        let _ = writeln!(
+            s,
+            "  (taken back: what the kernel reclaimed without a syscall that frees memory\n   \
+             (memory pressure, MADV_PAGEOUT); the sites below still count it)"
+        );
     }
     for (title, moment) in [("at the peak", &r.peak), ("at exit", &r.end)] {
         if moment.top.is_empty() {

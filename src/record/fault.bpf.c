@@ -370,6 +370,9 @@ struct rss_config {
 	// offsetof(struct bpf_array, pptrs): where `cpu_areas` keeps the
 	// per-CPU address of its value.
 	__u32 array_pptrs;
+	// offsetof(struct mm_struct, mm_users): 0 once the address space is
+	// being torn down.
+	__u32 mm_users;
 };
 
 struct map_def SEC("maps") rss_config = {
@@ -395,6 +398,18 @@ struct map_def SEC("maps") cpu_areas = {
 struct map_def SEC("maps") followed = {
 	.type = BPF_MAP_TYPE_LRU_HASH,
 	.key_size = sizeof(__u32),
+	.value_size = sizeof(__u32),
+	.max_entries = 65536,
+};
+
+// The address spaces of the followed processes (mm → tgid), as their own
+// `rss_stat`s showed them: so that a change another task makes to one
+// (kswapd's or another process's reclaim, process_madvise) is recorded
+// as the owner's. An entry outlives its process (LRU): a reused mm of a
+// process not followed is written for a pid the analysis knows no more.
+struct map_def SEC("maps") mm_owners = {
+	.type = BPF_MAP_TYPE_LRU_HASH,
+	.key_size = sizeof(__u64),
 	.value_size = sizeof(__u32),
 	.max_entries = 65536,
 };
@@ -888,13 +903,14 @@ INLINE void output_memory_record(void *record, __u32 size, __u32 cpu)
 		count(COUNT_LOST_RSS);
 }
 
-// A perf sample head, then the raw data: magic, member, bytes, padding.
+// A perf sample head, then the raw data: magic, member, pages, and
+// whether the change was the owner's own (the tracepoint's `curr`).
 struct rss_record {
 	struct out_head h;
 	__u32 magic;
 	__u32 member;
 	__u32 pages[2];
-	__u32 pad;
+	__u32 curr;
 };
 
 // The count of counter `member` of `mm`, as `percpu_counter_sum` makes it
@@ -945,21 +961,40 @@ int on_rss_stat(struct rss_ctx *ctx)
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
-	if (!bpf_map_lookup_elem(&followed, &tgid))
-		return 0;
-	// Its own address space (the tracepoint's `curr`): not a child's that
-	// fork is filling, nor another's by process_vm_writev.
+	__u64 target = ctx->mm;
 	__u64 mm = 0;
-	if (bpf_probe_read_kernel(&mm, 8, (void *)(bpf_get_current_task() + rss->task_mm)) ||
-	    mm != ctx->mm)
-		return 0;
-	__s64 pages = rss_count(rss, mm, member);
+	__u32 curr = 0;
+	if (bpf_map_lookup_elem(&followed, &tgid)) {
+		// Its own address space (`curr`), or one another task changes.
+		if (bpf_probe_read_kernel(&mm, 8, (void *)(bpf_get_current_task() + rss->task_mm)))
+			return 0;
+		curr = mm == target;
+	}
+	if (curr) {
+		if (!bpf_map_lookup_elem(&mm_owners, &target))
+			bpf_map_update_elem(&mm_owners, &target, &tgid, BPF_ANY);
+	} else {
+		// Another task's change to a followed process's address space:
+		// the owner's record. Not its own teardown at exit or exec (its
+		// task no longer has that mm), nor a fork's copy into a child's
+		// (not seen yet).
+		// A task with a passing reference (a /proc reader's) may drop
+		// the last one after the owner exited: teardown, not reclaim.
+		__u32 *owner = bpf_map_lookup_elem(&mm_owners, &target);
+		__s32 users = 0;
+		if (!owner || *owner == tgid ||
+		    bpf_probe_read_kernel(&users, 4, (void *)(target + rss->mm_users)) || users <= 0)
+			return 0;
+		pid_tgid = ((__u64)*owner << 32) | *owner;
+	}
+	__s64 pages = rss_count(rss, target, member);
 	if (pages < 0)
 		return 0;
 	struct rss_record r = {
 		.magic = RSS_MAGIC,
 		.member = member,
 		.pages = { (__u32)pages, (__u64)pages >> 32 },
+		.curr = curr,
 	};
 	__u32 cpu;
 	if (fill_out_head(&r.h, pid_tgid, sizeof(r), PERF_RECORD_MISC_KERNEL, &cpu))

@@ -46,6 +46,7 @@ pub(super) fn write_tracepoint_record(
             tracepoint,
             member: stat.member,
             bytes: stat.pages.saturating_mul(4096),
+            curr: stat.curr,
         }
         .write(out);
     } else if let Some(call) = SyscallRecord::parse(raw) {
@@ -77,6 +78,7 @@ pub(super) struct RssLayout {
     counter_counters: u32,
     cpus: u32,
     array_pptrs: u32,
+    mm_users: u32,
 }
 
 impl RssLayout {
@@ -95,6 +97,7 @@ impl RssLayout {
                 .filter(|&cpus| cpus <= RSS_MAX_CPUS)
                 .ok_or("the possible CPUs are not known, or more than on_rss_stat sums")?,
             array_pptrs: offset("bpf_array", "pptrs")?,
+            mm_users: offset("mm_struct", "mm_users")?,
         })
     }
 
@@ -109,20 +112,23 @@ impl RssLayout {
             self.counter_counters,
             self.cpus,
             self.array_pptrs,
+            self.mm_users,
         ];
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 }
 
 /// An `rss_stat` record of the collector's `on_rss_stat`: counter `member`
-/// (0 file, 1 anonymous, 3 shared memory) of the writing task's own
-/// address space holds `pages` now.
+/// (0 file, 1 anonymous, 3 shared memory) of the record's process holds
+/// `pages` now, changed by its own task (`curr`) or by another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct RssStat {
     /// `MM_FILEPAGES` and so on.
     pub member: u32,
     /// The counter's value.
     pub pages: u64,
+    /// Whether the process's own task changed it.
+    pub curr: bool,
 }
 
 impl RssStat {
@@ -133,6 +139,7 @@ impl RssStat {
         Some(RssStat {
             member: le_u32(raw, 4)?,
             pages: le_u64(raw, 8)?,
+            curr: le_u32(raw, 16)? != 0,
         })
     }
 }
@@ -169,16 +176,19 @@ impl SyscallRecord {
 mod tests {
     use super::*;
 
-    /// `on_rss_stat`'s records: magic, member, pages; a fault's record or
-    /// a short one is not one.
+    /// `on_rss_stat`'s records: magic, member, pages, curr; a fault's
+    /// record or a short one is not one.
     #[test]
     fn parses_rss_stat_records() {
         let mut raw = RSS_MAGIC_BYTES.to_vec();
         raw.extend_from_slice(&3u32.to_le_bytes());
         raw.extend_from_slice(&(1u64 << 33).to_le_bytes());
+        raw.extend_from_slice(&1u32.to_le_bytes());
         let stat = RssStat::parse(&raw).unwrap();
-        assert_eq!((stat.member, stat.pages), (3, 1 << 33));
-        assert!(RssStat::parse(&raw[..15]).is_none());
+        assert_eq!((stat.member, stat.pages, stat.curr), (3, 1 << 33, true));
+        raw[16] = 0;
+        assert!(!RssStat::parse(&raw).unwrap().curr);
+        assert!(RssStat::parse(&raw[..19]).is_none());
         assert!(RssStat::parse(b"pfb3\0\0\0\0\0\0\0\0\0\0\0\0").is_none());
         let mut raw = SYSCALL_MAGIC_BYTES.to_vec();
         for word in [2u32, 25] {
@@ -203,6 +213,6 @@ mod tests {
         let layout = RssLayout::of_running_kernel().unwrap();
         assert!(layout.mm_rss_stat > 0 && layout.task_mm > 0 && layout.array_pptrs > 0);
         assert!(layout.counter_counters > layout.counter_count);
-        assert_eq!(layout.config_value(true).len(), 4 * 9);
+        assert_eq!(layout.config_value(true).len(), 4 * 10);
     }
 }

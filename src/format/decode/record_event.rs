@@ -252,6 +252,7 @@ fn memory_call(kind: EventKind, raw: &RawData<'_>) -> Option<MemoryCall> {
             let word = raw_u64(raw, 8)?;
             MemoryCall::RssStat {
                 curr: (word >> 32) as u32 != 0,
+                mm_id: word as u32,
                 member: raw_u64(raw, 16)? as u32 as i32,
                 bytes: raw_u64(raw, 24)? as i64,
             }

@@ -252,9 +252,11 @@ pub fn write_lost_samples(id: u64, lost: u64, time: u64, out: &mut Vec<u8>) {
 }
 
 /// A `kmem:rss_stat` record that pfprof writes for one the BPF collector
-/// made: the writing task's own address space (`curr`) has `bytes` of
-/// kind `member` now. Its `mm_id` (a hash of a kernel address the
-/// collector does not have) is 0.
+/// made: the address space of the sample's process has `bytes` of kind
+/// `member` now, changed by its own task (`curr`) or by another (reclaim).
+/// Its `mm_id` (a hash of a kernel address the collector does not have)
+/// is 0, which tells it from the tracepoint's own records: theirs name
+/// another task's change by that hash only, with the changing task's pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RssStatRecord {
     /// Whose count, when, of which event.
@@ -265,12 +267,18 @@ pub struct RssStatRecord {
     pub member: u32,
     /// The count, in bytes.
     pub bytes: u64,
+    /// The process's own task made the change.
+    pub curr: bool,
 }
 
 impl RssStatRecord {
-    /// Appends the sample: `mm_id` and `curr` (1), `member`, `size`.
+    /// Appends the sample: `mm_id` (0) and `curr`, `member`, `size`.
     pub fn write(&self, out: &mut Vec<u8>) {
-        let fields = [1 << 32, u64::from(self.member), self.bytes];
+        let fields = [
+            u64::from(self.curr) << 32,
+            u64::from(self.member),
+            self.bytes,
+        ];
         write_tracepoint_sample(
             &self.sample_id,
             rec::MISC_KERNEL,
@@ -469,7 +477,7 @@ mod tests {
     }
 
     /// An `rss_stat` record written reads back as the tracepoint's, where
-    /// the decoder reads it: `curr` set, the member, the bytes.
+    /// the decoder reads it: `mm_id` 0, `curr`, the member, the bytes.
     #[test]
     fn rss_stat_records_read_back_as_the_tracepoints() {
         let record = RssStatRecord {
@@ -477,13 +485,21 @@ mod tests {
             tracepoint: 646,
             member: 3,
             bytes: 40_960,
+            curr: true,
         };
         let mut out = Vec::new();
         record.write(&mut out);
         let data = raw_data_of(&out);
-        let fields = (word(&data, 8) >> 32, word(&data, 16), word(&data, 24));
-        assert_eq!(fields, (1, 3, 40_960));
+        let fields = (word(&data, 8), word(&data, 16), word(&data, 24));
+        assert_eq!(fields, (1 << 32, 3, 40_960));
         assert_eq!(u16::from_le_bytes([data[0], data[1]]), 646);
+        let mut out = Vec::new();
+        RssStatRecord {
+            curr: false,
+            ..record
+        }
+        .write(&mut out);
+        assert_eq!(word(&raw_data_of(&out), 8), 0);
     }
 
     /// A syscall's record written reads back where the decoder reads it:

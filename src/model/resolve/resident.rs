@@ -19,7 +19,7 @@ const TOP_SITES: usize = 20;
 /// What the ledger cannot see, as report.json says it.
 const UNSEEN: &str = "pages the kernel fills for a syscall (execve's stack, MAP_POPULATE, \
 read into memory not yet touched) belong to no fault; pages the kernel takes back without a \
-syscall (reclaim, swap-out) are still counted";
+syscall (reclaim, MADV_PAGEOUT) stay with their sites, reconciled (reconciled_kib)";
 
 /// The resident rows of the model and the report's summary, when the
 /// profile kept a ledger.
@@ -53,17 +53,21 @@ pub(super) fn resident(
     let exit = rows(&mut ledger.at_exit());
     let kernel = ledger.kernel();
     let anon = ledger.kernel_counts_anon();
+    let reconciled = |pages: [u64; 3]| (pages != [0; 3]).then(|| KindKib::of_pages(pages));
+    let (reconciled_at_peak, reconciled_at_exit) = ledger.reconciled();
     let report = ResidentReport {
         peak: ResidentMoment {
             time_ns: Some(ledger.peak().time.saturating_sub(origin)),
             kib: KindKib::of_pages(ledger.peak().pages),
             kernel_kib: kernel.map(|(at_peak, _)| KernelKib::of_pages(at_peak, anon)),
+            reconciled_kib: reconciled(reconciled_at_peak),
             top: top_sites(profile, names, interned, &peak),
         },
         end: ResidentMoment {
             time_ns: None,
             kib: KindKib::of_pages(pages_by_kind(&exit)),
             kernel_kib: kernel.map(|(_, at_exit)| KernelKib::of_pages(at_exit, anon)),
+            reconciled_kib: reconciled(reconciled_at_exit),
             top: top_sites(profile, names, interned, &exit),
         },
         pages: ledger.counts(),
