@@ -42,10 +42,5 @@ pub mod model;
 
 pub mod output;
 
-pub mod archive;
-pub mod cli;
-pub mod continuous;
+pub mod commands;
 pub mod fuzzing;
-pub mod live;
-pub mod recording;
-pub mod top;

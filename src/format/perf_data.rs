@@ -37,17 +37,7 @@ pub use repair::*;
 pub use writer::*;
 
 /// Which faults `record` samples.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecordClass {
     /// Major faults only: cheap enough for a busy host; no tracepoints, so

@@ -15,7 +15,7 @@ use crate::output::picture;
 use crate::text::{display_safe, thousands};
 
 /// Which flame graphs to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClassSelection {
     /// Minor faults.
     Minor,

@@ -28,7 +28,7 @@ use crate::text::display_safe;
 use crate::text::{human_ns, site_label};
 
 /// What each line shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamKind {
     /// Class, address, target, latency.
     Fault,

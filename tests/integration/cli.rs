@@ -597,7 +597,7 @@ fn man_pages_and_completions_match_the_cli() {
     let generated = temp_dir("cli_man");
     let man = generated.join("man");
     std::fs::create_dir_all(&man).unwrap();
-    clap_mangen::generate_to(pfprof::cli::Cli::command(), &man).unwrap();
+    clap_mangen::generate_to(pfprof::commands::cli::Cli::command(), &man).unwrap();
     let completions = generated.join("completions");
     std::fs::create_dir_all(&completions).unwrap();
     for shell in [
@@ -605,7 +605,7 @@ fn man_pages_and_completions_match_the_cli() {
         clap_complete::Shell::Zsh,
         clap_complete::Shell::Fish,
     ] {
-        let mut cmd = pfprof::cli::Cli::command();
+        let mut cmd = pfprof::commands::cli::Cli::command();
         clap_complete::generate_to(shell, &mut cmd, "pfprof", &completions).unwrap();
     }
     let bless = std::env::var_os("PFPROF_BLESS").is_some();

@@ -16,20 +16,7 @@ const STAGES: &[(&str, &[&str])] = &[
     ("analysis", &["analysis"]),
     ("model", &["model"]),
     ("output", &["output"]),
-    (
-        "face",
-        &[
-            "recording",
-            "live",
-            "continuous",
-            "archive",
-            "top",
-            "cli",
-            "fuzzing",
-            "main",
-            "lib",
-        ],
-    ),
+    ("face", &["commands", "fuzzing", "main", "lib"]),
 ];
 
 fn stage_of(first_segment: &str) -> Option<usize> {

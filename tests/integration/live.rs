@@ -458,7 +458,10 @@ fn intervals_of_an_attached_process() {
     names.sort();
     assert_eq!(names.len(), 2, "the newest two intervals: {names:?}");
     for name in &names {
-        assert!(pfprof::continuous::is_interval_name(name), "{name}");
+        assert!(
+            pfprof::commands::continuous::is_interval_name(name),
+            "{name}"
+        );
     }
     let mut faults = 0;
     let mut starts = Vec::new();
@@ -486,7 +489,7 @@ fn intervals_of_an_attached_process() {
         );
         // The name is the start, to the second.
         assert_eq!(
-            pfprof::continuous::interval_name(profile.time_nanos),
+            pfprof::commands::continuous::interval_name(profile.time_nanos),
             *name,
             "{name}: time_nanos {}",
             profile.time_nanos

@@ -10,9 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::paths::{build_id_caches, cache_root, data_path, recording_dir};
 use crate::analysis::Profile;
+use crate::analysis::{self, AnalyzeOptions};
 use crate::format::buildid_cache::{Cache, Stored};
 use crate::record::HeldFile;
+use crate::{error, text};
 
 /// A file the recording names: its recorded path and build-id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -208,6 +211,58 @@ pub fn archive(
     without_id.sort();
     without_id.dedup();
     Ok((kept, without_id))
+}
+
+/// `pfprof archive DIR`: the binaries the recording names, copied into
+/// `DIR/.build-id`. Exit 1 when one with a build-id could not be.
+pub fn command(args: &crate::commands::cli::ArchiveArgs) -> anyhow::Result<u8> {
+    use anyhow::Context as _;
+    let data = data_path(&args.input)?;
+    let dir = recording_dir(&args.input);
+    if !crate::format::outdir::is_pfprof_recording(&data) {
+        return Err(error::CodedError::new(
+            error::exit::CONFIG,
+            format!(
+                "{} is not a pfprof recording directory (archive writes into the directory `record -o` made)",
+                args.input.display()
+            ),
+        )
+        .into());
+    }
+    let options = AnalyzeOptions {
+        symfs: args.symfs.clone(),
+        build_id_caches: build_id_caches(&data, args.buildid_dir.as_deref()),
+        ..AnalyzeOptions::default()
+    };
+    let profile = analysis::analyze(&data, options)?;
+    let sources = Sources {
+        symfs: args.symfs.clone(),
+        caches: cache_root(args.buildid_dir.as_deref())
+            .into_iter()
+            .collect(),
+    };
+    let archive_dir = dir.join(crate::format::outdir::ARCHIVE_DIR);
+    let (kept, without_id) = archive(&dir, &profile, &sources)
+        .with_context(|| format!("cannot write {}", archive_dir.display()))?;
+    for warning in &kept.warnings {
+        eprintln!("pfprof: warning: {warning}");
+    }
+    if !without_id.is_empty() {
+        eprintln!(
+            "pfprof: warning: {} files have no build-id and are not archived (a report elsewhere reads them by path): {}",
+            without_id.len(),
+            without_id.join(", ")
+        );
+    }
+    eprintln!(
+        "pfprof: archived {} files ({}) into {} ({} there already); {} now reports its names without them",
+        kept.added,
+        text::human_bytes(kept.added_bytes),
+        archive_dir.display(),
+        kept.present,
+        dir.display()
+    );
+    Ok(if kept.warnings.is_empty() { 0 } else { 1 })
 }
 
 #[cfg(test)]

@@ -186,7 +186,7 @@ pub struct RecordArgs {
     pub resident: bool,
     /// Print one line per fault while recording (`--stream=site` adds the code site).
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "fault", require_equals = true)]
-    pub stream: Option<StreamKind>,
+    pub stream: Option<StreamArg>,
     /// With --stream: a sequence number instead of the time, and no latency,
     /// so that two runs of a deterministic program print the same lines.
     #[arg(long, requires = "stream")]
@@ -214,8 +214,8 @@ pub struct RecordArgs {
     pub all_cpus: bool,
     /// Sample only these faults (the others are still counted): `major` keeps the
     /// overhead low on a busy host.
-    #[arg(long, value_enum, default_value_t = crate::format::perf_data::RecordClass::All)]
-    pub class: crate::format::perf_data::RecordClass,
+    #[arg(long, value_enum, default_value_t = ClassArg::All)]
+    pub class: ClassArg,
     /// Under sudo, run the command as root (by default it runs as the user
     /// who invoked sudo, with their groups; pfprof keeps root for the events).
     #[arg(long, conflicts_with_all = ["pids", "all_cpus"])]
@@ -329,7 +329,7 @@ pub struct FlamegraphArgs {
     pub output: Option<PathBuf>,
     /// Which class to draw (default: every class and `all`).
     #[arg(long, value_enum)]
-    pub class: Option<ClassSelection>,
+    pub class: Option<GraphArg>,
     /// Analyse the intact part of a truncated or damaged recording.
     #[arg(long)]
     pub partial: bool,
@@ -363,7 +363,7 @@ impl RecordArgs {
             Some("not with --interval")
         } else if self.period != 1 {
             Some("not with --period above 1")
-        } else if !matches!(self.class, RecordClass::All | RecordClass::Cow) {
+        } else if !matches!(self.class, ClassArg::All | ClassArg::Cow) {
             Some("not with --class major or minor")
         } else if self.no_tracepoints {
             Some("not with --no-tracepoints")
@@ -375,7 +375,7 @@ impl RecordArgs {
     /// Refuses options that do not go together (exit 2), before anything
     /// starts.
     pub fn check(&self) -> Result<(), CodedError> {
-        if self.no_tracepoints && self.class == RecordClass::Cow {
+        if self.no_tracepoints && self.class == ClassArg::Cow {
             return Err(CodedError::new(
                 exit::CONFIG,
                 "--class cow needs the fault-entry tracepoints (COW faults are told by them); drop --no-tracepoints",
@@ -430,7 +430,7 @@ impl RecordArgs {
             call_graph: self.call_graph,
             tracepoints: !self.no_tracepoints,
             resident: self.resident,
-            class: self.class,
+            class: self.class.into(),
             run_as_root: self.run_as_root,
             bpf: !self.no_bpf,
             // --interval names by path as it goes, and fills no cache.
@@ -515,6 +515,73 @@ impl DiffArgs {
             ));
         }
         Ok(())
+    }
+}
+
+/// `record --class`: clap's side of [`RecordClass`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClassArg {
+    /// Major faults only: cheap enough for a busy host; no tracepoints, so
+    /// no latency or access type.
+    Major,
+    /// Minor faults (COW included) only.
+    Minor,
+    /// What COW needs: minor faults and the fault-entry tracepoints.
+    Cow,
+    /// Everything.
+    All,
+}
+
+impl From<ClassArg> for RecordClass {
+    fn from(class: ClassArg) -> RecordClass {
+        match class {
+            ClassArg::Major => RecordClass::Major,
+            ClassArg::Minor => RecordClass::Minor,
+            ClassArg::Cow => RecordClass::Cow,
+            ClassArg::All => RecordClass::All,
+        }
+    }
+}
+
+/// `flamegraph --class`: clap's side of [`ClassSelection`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphArg {
+    /// Minor faults.
+    Minor,
+    /// Major faults.
+    Major,
+    /// Copy-on-write faults.
+    Cow,
+    /// All classes, class as the root frame.
+    All,
+}
+
+impl From<GraphArg> for ClassSelection {
+    fn from(class: GraphArg) -> ClassSelection {
+        match class {
+            GraphArg::Minor => ClassSelection::Minor,
+            GraphArg::Major => ClassSelection::Major,
+            GraphArg::Cow => ClassSelection::Cow,
+            GraphArg::All => ClassSelection::All,
+        }
+    }
+}
+
+/// `record --stream`: clap's side of [`StreamKind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StreamArg {
+    /// Class, address, target, latency.
+    Fault,
+    /// The same, plus the code site.
+    Site,
+}
+
+impl From<StreamArg> for StreamKind {
+    fn from(kind: StreamArg) -> StreamKind {
+        match kind {
+            StreamArg::Fault => StreamKind::Fault,
+            StreamArg::Site => StreamKind::Site,
+        }
     }
 }
 

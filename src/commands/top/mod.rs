@@ -1,6 +1,6 @@
 //! `pfprof top`: which processes, files and code take page faults right
 //! now. The recorder feeds `record --interval`'s worker
-//! ([`crate::continuous`]), which resolves each refresh interval into a
+//! ([`crate::commands::continuous`]), which resolves each refresh interval into a
 //! model and hands it here. This module owns the two windows of counts (the
 //! last interval, and since the start or the last reset), bounded by what
 //! is distinct, and their tables; [`screen`] shows them full-screen, and
@@ -15,7 +15,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::analysis::classify::{ClassCounts, FaultClass};
-use crate::continuous::{Continuous, Destination, Interval, Settings};
+use crate::analysis::AnalyzeOptions;
+use crate::commands::continuous::{Continuous, Destination, Interval, Settings};
 use crate::model::report::Region;
 use crate::model::Model;
 use crate::record::{self, RecordConfig};
@@ -635,6 +636,20 @@ pub fn utc_now() -> String {
         "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
         t.year, t.month, t.day, t.hour, t.minute, t.second
     )
+}
+
+/// `pfprof top`: the recording of `record -a` (or `-p`), shown live.
+pub fn command(args: crate::commands::cli::TopArgs) -> Result<u8> {
+    use std::io::IsTerminal as _;
+    args.check()?;
+    run(TopSettings {
+        record: args.record_config(),
+        delay: std::time::Duration::from_secs_f64(args.delay),
+        batch: args.batch || !std::io::stdout().is_terminal(),
+        iterations: args.iterations,
+        rows: args.top,
+        options: AnalyzeOptions::default(),
+    })
 }
 
 #[cfg(test)]

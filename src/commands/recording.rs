@@ -9,26 +9,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::analysis;
-use crate::cli::AnalysisArgs;
-use crate::format::outdir::{OutDir, DATA_FILE};
+use crate::commands::cli::AnalysisArgs;
+use crate::format::outdir::OutDir;
 use crate::model::resolve;
 use crate::{error, record};
 
-/// `-i` takes a directory or the data file itself. A directory without a
-/// recording is named as such (not as a missing `DIR/pfprof.data`).
-pub fn data_path(input: &Path) -> Result<PathBuf> {
-    if !input.is_dir() {
-        return Ok(input.to_path_buf());
-    }
-    let path = input.join(DATA_FILE);
-    if std::fs::symlink_metadata(&path).is_err() {
-        anyhow::bail!(
-            "{} is a directory without a recording (no {DATA_FILE} in it)",
-            input.display()
-        );
-    }
-    Ok(path)
-}
+use super::paths::{build_id_caches, recording_dir};
 
 /// Names the JIT frames of `profile` from the perf maps of the recording
 /// at `path` (or `/tmp`'s, for perf's recordings); with `keep_in`
@@ -83,21 +69,6 @@ pub struct Keep<'a> {
     pub cache: Option<(PathBuf, u64)>,
 }
 
-/// The build-id cache: `--buildid-dir`, else `~/.debug`.
-pub fn cache_root(buildid_dir: Option<&Path>) -> Option<PathBuf> {
-    buildid_dir
-        .map(Path::to_path_buf)
-        .or_else(crate::format::buildid_cache::default_root)
-}
-
-/// The build-id caches names are read from: the recording directory's own
-/// (`archive`), then [`cache_root`].
-pub fn build_id_caches(recording: &Path, buildid_dir: Option<&Path>) -> Vec<PathBuf> {
-    let mut caches = vec![recording_dir(recording)];
-    caches.extend(cache_root(buildid_dir));
-    caches
-}
-
 /// Copies the binaries `profile` names (and plain copies of their
 /// compressed debug files) into the build-id cache; says on
 /// stderr what could not be kept.
@@ -109,7 +80,7 @@ pub fn keep_binaries(
     symfs: Option<&Path>,
 ) {
     use crate::format::buildid_cache::Cache;
-    let needed = crate::archive::needed(profile);
+    let needed = crate::commands::archive::needed(profile);
     let symbolizer = &mut profile.symbolizer;
     if needed.is_empty() {
         return;
@@ -124,11 +95,11 @@ pub fn keep_binaries(
             return;
         }
     };
-    let sources = crate::archive::Sources {
+    let sources = crate::commands::archive::Sources {
         symfs: symfs.map(Path::to_path_buf),
         caches: Vec::new(),
     };
-    let kept = crate::archive::keep(&mut cache, &needed, held, &sources);
+    let kept = crate::commands::archive::keep(&mut cache, &needed, held, &sources);
     for warning in kept.warnings {
         eprintln!("pfprof: warning: {warning}");
     }
@@ -147,7 +118,7 @@ pub fn keep_binaries(
 /// (libc's: 10 MB, about 20 ms of inflate a run).
 fn keep_plain_debug_files(
     cache: &mut crate::format::buildid_cache::Cache,
-    needed: &[crate::archive::Needed],
+    needed: &[crate::commands::archive::Needed],
     symbolizer: &mut pfprof_symbolize::Symbolizer,
 ) -> std::io::Result<()> {
     use crate::format::buildid_cache::Stored;
@@ -222,39 +193,4 @@ pub fn analyze_and_resolve(
         );
     }
     Ok(resolved)
-}
-
-/// The directory a recording lives in (`-i` takes the directory or the file).
-pub fn recording_dir(input: &Path) -> PathBuf {
-    if input.is_dir() {
-        return input.to_path_buf();
-    }
-    // `pfprof.data` alone is in the current directory: its parent is "".
-    match input.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `-i` names a directory or its data file; a directory without a
-    /// recording says so, and the recording's directory is found either way.
-    #[test]
-    fn where_a_recording_is() {
-        let dir = std::env::temp_dir().join(format!("pfprof-recording-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let err = data_path(&dir).unwrap_err().to_string();
-        assert!(err.contains("a directory without a recording"), "{err}");
-        let data = dir.join(DATA_FILE);
-        std::fs::write(&data, b"").unwrap();
-        assert_eq!(data_path(&dir).unwrap(), data);
-        assert_eq!(data_path(&data).unwrap(), data);
-        assert_eq!(recording_dir(&dir), dir);
-        assert_eq!(recording_dir(&data), dir);
-        assert_eq!(recording_dir(Path::new("pfprof.data")), Path::new("."));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

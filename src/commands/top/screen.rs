@@ -20,7 +20,7 @@ use ratatui::widgets::{Paragraph, Row, Table, Tabs};
 use ratatui::{DefaultTerminal, Frame};
 
 use super::{summary_line, table, utc_now, CpuMeter, SortBy, View, Window};
-use crate::continuous::Interval;
+use crate::commands::continuous::Interval;
 use crate::sys::TerminalInput;
 
 /// The keys, as the last line shows them.
