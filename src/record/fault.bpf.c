@@ -407,10 +407,17 @@ struct map_def SEC("maps") followed = {
 // (kswapd's or another process's reclaim, process_madvise) is recorded
 // as the owner's. An entry outlives its process (LRU): a reused mm of a
 // process not followed is written for a pid the analysis knows no more.
+struct mm_owner {
+	// As the kernel's initial pid namespace has it, and as pfprof's does
+	// (the record's pid: another task's namespace cannot translate it).
+	__u32 tgid;
+	__u32 seen;
+};
+
 struct map_def SEC("maps") mm_owners = {
 	.type = BPF_MAP_TYPE_LRU_HASH,
 	.key_size = sizeof(__u64),
-	.value_size = sizeof(__u32),
+	.value_size = sizeof(struct mm_owner),
 	.max_entries = 65536,
 };
 
@@ -868,16 +875,17 @@ struct out_head {
 	__u32 raw_size;
 };
 
-// Fills `h` for a record of `size` bytes written by the current task
-// (`pid_tgid`, as the kernel's initial namespace has it). 0 when the
-// config is missing.
-INLINE int fill_out_head(struct out_head *h, __u64 pid_tgid, __u32 size, __u32 misc, __u32 *cpu)
+// Fills `h` for a record of `size` bytes of task `pid_tgid`: the current
+// task as the kernel's initial namespace has it (`current`), else one as
+// pfprof's namespace has it already. 0 when the config is missing.
+INLINE int fill_out_head(struct out_head *h, __u64 pid_tgid, int current, __u32 size, __u32 misc,
+			 __u32 *cpu)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return 0;
-	__u64 seen = seen_pid_tgid(cfg, pid_tgid);
+	__u64 seen = current ? seen_pid_tgid(cfg, pid_tgid) : pid_tgid;
 	__u64 time = bpf_ktime_get_ns();
 	__u64 id = COLLECTOR_ID;
 	*cpu = bpf_get_smp_processor_id();
@@ -971,8 +979,15 @@ int on_rss_stat(struct rss_ctx *ctx)
 		curr = mm == target;
 	}
 	if (curr) {
-		if (!bpf_map_lookup_elem(&mm_owners, &target))
-			bpf_map_update_elem(&mm_owners, &target, &tgid, BPF_ANY);
+		struct config *cfg;
+		if (!bpf_map_lookup_elem(&mm_owners, &target) &&
+		    (cfg = bpf_map_lookup_elem(&config, &zero))) {
+			struct mm_owner o = {
+				.tgid = tgid,
+				.seen = seen_pid_tgid(cfg, pid_tgid) >> 32,
+			};
+			bpf_map_update_elem(&mm_owners, &target, &o, BPF_ANY);
+		}
 	} else {
 		// Another task's change to a followed process's address space:
 		// the owner's record. Not its own teardown at exit or exec (its
@@ -980,12 +995,12 @@ int on_rss_stat(struct rss_ctx *ctx)
 		// (not seen yet).
 		// A task with a passing reference (a /proc reader's) may drop
 		// the last one after the owner exited: teardown, not reclaim.
-		__u32 *owner = bpf_map_lookup_elem(&mm_owners, &target);
+		struct mm_owner *owner = bpf_map_lookup_elem(&mm_owners, &target);
 		__s32 users = 0;
-		if (!owner || *owner == tgid ||
+		if (!owner || owner->tgid == tgid ||
 		    bpf_probe_read_kernel(&users, 4, (void *)(target + rss->mm_users)) || users <= 0)
 			return 0;
-		pid_tgid = ((__u64)*owner << 32) | *owner;
+		pid_tgid = ((__u64)owner->seen << 32) | owner->seen;
 	}
 	__s64 pages = rss_count(rss, target, member);
 	if (pages < 0)
@@ -997,7 +1012,7 @@ int on_rss_stat(struct rss_ctx *ctx)
 		.curr = curr,
 	};
 	__u32 cpu;
-	if (fill_out_head(&r.h, pid_tgid, sizeof(r), PERF_RECORD_MISC_KERNEL, &cpu))
+	if (fill_out_head(&r.h, pid_tgid, curr, sizeof(r), PERF_RECORD_MISC_KERNEL, &cpu))
 		output_memory_record(&r, sizeof(r), cpu);
 	return 0;
 }
@@ -1074,7 +1089,7 @@ INLINE int write_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u64 re
 		}
 	}
 	__u32 cpu;
-	if (fill_out_head(&r.h, pid_tgid, sizeof(r), PERF_RECORD_MISC_USER, &cpu))
+	if (fill_out_head(&r.h, pid_tgid, 1, sizeof(r), PERF_RECORD_MISC_USER, &cpu))
 		output_memory_record(&r, sizeof(r), cpu);
 	return 0;
 }
