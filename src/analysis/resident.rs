@@ -9,8 +9,13 @@
 //! It sees what faults and syscalls say, and the kernel's counts
 //! (`kmem:rss_stat`) place the pages a fault made beyond its own (file
 //! fault-around; a huge page, where the anonymous counts are recorded).
-//! What the kernel does without either (reclaim, swap-out, pages it fills
-//! for a syscall through `get_user_pages`) it does not see: the report says
+//! What the kernel takes back without a syscall that frees memory
+//! (reclaim, `MADV_PAGEOUT`: the kernel's counts drop, changed by another
+//! task or in such a `madvise`) it cannot place, for the kernel does not
+//! say which pages went: the sites keep them, and the ledger *reconciles*,
+//! saying how much it holds beyond the kernel's count of those processes
+//! at the peak (of what stayed resident) and at exit. Pages the kernel
+//! fills for a syscall (`get_user_pages`) it does not see: the report says
 //! so.
 //!
 //! Cost: a page is a `BTreeMap` entry of its process (page number, site id:

@@ -4,8 +4,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use super::cli::DiffArgs;
-use super::cli::Format;
+use super::cli::{DiffArgs, Format};
 use super::paths::{data_path, recording_dir};
 use super::recording::analyze_and_resolve;
 use super::startup_of_known;

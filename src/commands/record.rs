@@ -1,6 +1,8 @@
 //! `pfprof record`: record into `DIR.partial`, analyse, write every output,
 //! rename it to DIR, print the report; `--interval` profiles.
 
+use std::path::Path;
+
 use anyhow::{Context, Result};
 
 use super::cli::RecordArgs;
@@ -12,7 +14,6 @@ use crate::format::outdir::{Staging, DATA_FILE};
 use crate::format::perf_data::Exit;
 use crate::text;
 use crate::{error, record};
-use std::path::Path;
 
 /// `pfprof record`: records into `DIR.partial`, analyses, writes every
 /// output, renames it to DIR, and prints the report. The exit code is the

@@ -4,8 +4,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::cli::Format;
-use super::cli::ReportArgs;
+use super::cli::{Format, ReportArgs};
 use super::paths::data_path;
 use super::recording::analyze_and_resolve;
 use super::startup_of_known;
