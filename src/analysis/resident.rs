@@ -305,10 +305,10 @@ struct KernelCounts {
     total: [u64; 3],
     /// Per thread, pages of each kind gained since its last fault.
     gained: FxHashMap<i32, [u64; 3]>,
-    /// The processes whose counts another task lowered (reclaim), and the
-    /// pages by kind the kernel took back so.
-    taken_from: FxHashMap<i32, [u64; 3]>,
-    /// Their sum over the recording.
+    /// The processes the kernel took pages back from (another task
+    /// lowered their counts, or they paged out).
+    taken_from: FxHashSet<i32>,
+    /// The pages it took back, over the recording.
     taken_back: u64,
     /// The threads in a `madvise(MADV_PAGEOUT)`, whose own counts' drops
     /// are the kernel taking pages back too.
@@ -355,7 +355,7 @@ impl KernelCounts {
             self.gained.entry(tid).or_default()[kind] += pages - before;
         }
         if (!curr || self.paging_out.contains(&tid)) && pages < before {
-            self.taken_from.entry(pid).or_default()[kind] += before - pages;
+            self.taken_from.insert(pid);
             self.taken_back += before - pages;
         }
     }
@@ -508,7 +508,7 @@ impl Ledger {
                     // Which pages it reclaims the kernel does not say: its
                     // counts' drops until the thread's next event do.
                     self.kernel.paging_out.insert(tid);
-                    self.kernel.taken_from.entry(pid).or_default();
+                    self.kernel.taken_from.insert(pid);
                 }
             }
             MemoryCall::Mremap {
@@ -601,10 +601,7 @@ impl Ledger {
 
     /// Process `pid` exited: its pages count at its exit, and are gone.
     pub fn exit(&mut self, pid: i32) {
-        let reconciled = self.reconciled_of(pid);
-        for (total, n) in self.reconciled_at_exit.iter_mut().zip(reconciled) {
-            *total += n;
-        }
+        self.reconcile_at_exit(pid);
         self.kernel.gone(pid, true);
         self.counts.exit += self.drop_space(pid, true);
         self.held.remove(&pid);
@@ -677,12 +674,9 @@ impl Ledger {
     /// The recording ended: the pages of processes still alive count as
     /// theirs at exit.
     pub fn finish(&mut self) {
-        let alive: Vec<i32> = self.kernel.taken_from.keys().copied().collect();
+        let alive: Vec<i32> = self.kernel.taken_from.iter().copied().collect();
         for pid in alive {
-            let reconciled = self.reconciled_of(pid);
-            for (total, n) in self.reconciled_at_exit.iter_mut().zip(reconciled) {
-                *total += n;
-            }
+            self.reconcile_at_exit(pid);
         }
         for pages in self.kernel.by_pid.values() {
             for (at_exit, n) in self.kernel.at_exit.iter_mut().zip(pages) {
@@ -747,7 +741,7 @@ impl Ledger {
         let (Some(held), Some(kernel)) = (self.held.get(&pid), self.kernel.by_pid.get(&pid)) else {
             return [0; 3];
         };
-        if !self.kernel.taken_from.contains_key(&pid) {
+        if !self.kernel.taken_from.contains(&pid) {
             return [0; 3];
         }
         // Anonymous pages only where the kernel's counts of them were
@@ -763,10 +757,19 @@ impl Ledger {
         })
     }
 
+    /// Adds what process `pid` holds beyond the kernel's count to the
+    /// exit view's.
+    fn reconcile_at_exit(&mut self, pid: i32) {
+        let reconciled = self.reconciled_of(pid);
+        for (total, n) in self.reconciled_at_exit.iter_mut().zip(reconciled) {
+            *total += n;
+        }
+    }
+
     /// [`Ledger::reconciled_of`] summed over the processes now.
     fn reconciled_now(&self) -> [u64; 3] {
         let mut sum = [0; 3];
-        for &pid in self.kernel.taken_from.keys() {
+        for &pid in &self.kernel.taken_from {
             for (total, n) in sum.iter_mut().zip(self.reconciled_of(pid)) {
                 *total += n;
             }
