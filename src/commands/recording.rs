@@ -123,7 +123,8 @@ fn keep_plain_debug_files(
 ) -> std::io::Result<()> {
     use crate::format::buildid_cache::Stored;
     for n in needed {
-        if cache.contains_debug(&n.build_id) {
+        // Before the copy is made: a debug file is inflated for it.
+        if !cache.wants_debug(&n.build_id) {
             continue;
         }
         let info = symbolizer.module_info(Path::new(&n.path), Some(&n.build_id));

@@ -127,8 +127,7 @@ impl Cache {
     /// with its DWARF stored plain), unless there is one already or it
     /// would pass the size limit.
     pub fn store_debug(&mut self, build_id: &[u8], bytes: &[u8]) -> io::Result<Stored> {
-        let dir = build_id_dir(&self.root, build_id);
-        if dir.is_some_and(|dir| std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink())) {
+        if self.is_linked_entry(build_id) {
             return Ok(Stored::LinkedEntry);
         }
         self.store_entry(build_id, "debug", bytes.len() as u64, |out| {
@@ -136,10 +135,19 @@ impl Cache {
         })
     }
 
-    /// Whether the cache holds a `debug` entry for `build_id`.
-    pub fn contains_debug(&self, build_id: &[u8]) -> bool {
-        pfprof_symbolize::cached_debug_file(&self.root, build_id)
-            .is_some_and(|path| std::fs::symlink_metadata(path).is_ok())
+    /// Whether [`Cache::store_debug`] would add an entry for `build_id`
+    /// (the size limit aside): none is there, and the build-id's entry is
+    /// not perf's link. Asked before the caller builds the entry's bytes.
+    pub fn wants_debug(&self, build_id: &[u8]) -> bool {
+        let present = pfprof_symbolize::cached_debug_file(&self.root, build_id)
+            .is_some_and(|path| std::fs::symlink_metadata(path).is_ok());
+        !present && !self.is_linked_entry(build_id)
+    }
+
+    /// Whether the build-id's entry is a link (perf's).
+    fn is_linked_entry(&self, build_id: &[u8]) -> bool {
+        build_id_dir(&self.root, build_id)
+            .is_some_and(|dir| std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()))
     }
 
     /// Writes the entry `name` of `build_id` (`size` bytes, by `write`)
@@ -321,12 +329,12 @@ mod tests {
         let root = dir.join("cache");
         let mut cache = Cache::open(&root, 3000).unwrap();
         let id = [0xab, 0xcd];
-        assert!(!cache.contains_debug(&id));
+        assert!(cache.wants_debug(&id));
         assert_eq!(
             cache.store_debug(&id, &[1; 1000]).unwrap(),
             Stored::Added(1000)
         );
-        assert!(cache.contains_debug(&id));
+        assert!(!cache.wants_debug(&id));
         assert_eq!(
             std::fs::read(root.join(".build-id/ab/cd/debug")).unwrap(),
             [1; 1000]
@@ -340,6 +348,7 @@ mod tests {
         let elsewhere = dir.join("elsewhere");
         std::fs::create_dir(&elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, root.join(".build-id/ab/ef")).unwrap();
+        assert!(!cache.wants_debug(&[0xab, 0xef]));
         let linked = cache.store_debug(&[0xab, 0xef], &[4; 10]).unwrap();
         assert_eq!(linked, Stored::LinkedEntry);
         std::fs::create_dir(root.join(".build-id/ab/01")).unwrap();

@@ -437,7 +437,7 @@ fn inflate(file: &object::File<'_>) -> Vec<(&'static str, Vec<u8>)> {
     })
 }
 
-fn is_compressed(section: &object::Section<'_, '_>) -> bool {
+pub(crate) fn is_compressed(section: &object::Section<'_, '_>) -> bool {
     section
         .compressed_file_range()
         .is_ok_and(|r| r.format != object::CompressionFormat::None)

@@ -37,13 +37,7 @@ pub fn with_plain_sections(data: &[u8]) -> Option<Vec<u8>> {
     }
     // By section index: names need not be unique.
     let mut plain: HashMap<usize, Vec<u8>> = HashMap::new();
-    for section in file.sections() {
-        let Ok(range) = section.compressed_file_range() else {
-            continue;
-        };
-        if range.format == object::CompressionFormat::None {
-            continue;
-        }
+    for section in file.sections().filter(crate::dwarf::is_compressed) {
         let bytes = section.uncompressed_data().ok()?.into_owned();
         plain.insert(section.index().0, bytes);
     }
@@ -56,7 +50,8 @@ pub fn with_plain_sections(data: &[u8]) -> Option<Vec<u8>> {
     for (i, section) in builder.sections.iter_mut().enumerate() {
         if let Some(bytes) = plain.remove(&(i + 1)) {
             section.sh_size = bytes.len() as u64;
-            section.sh_flags = object::elf::SectionFlags(section.sh_flags.0 & !COMPRESSED_FLAG);
+            let flags = section.sh_flags.0 & !object::elf::SHF_COMPRESSED.0;
+            section.sh_flags = object::elf::SectionFlags(flags);
             section.data = object::build::elf::SectionData::Data(bytes.into());
         }
     }
@@ -67,9 +62,6 @@ pub fn with_plain_sections(data: &[u8]) -> Option<Vec<u8>> {
     builder.write(&mut out).ok()?;
     Some(out)
 }
-
-/// `SHF_COMPRESSED`.
-const COMPRESSED_FLAG: u64 = 1 << 11;
 
 #[cfg(test)]
 mod tests {
