@@ -5,10 +5,9 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use super::cli::{DiffArgs, Format};
-use super::paths::{data_path, recording_dir};
+use super::paths::{data_path, output_dir};
 use super::recording::analyze_and_resolve;
 use super::startup_of_known;
-use crate::format::outdir::OutDir;
 use crate::output::text as text_out;
 use crate::output::{diff, diff_svg, picture};
 use crate::{error, text};
@@ -35,12 +34,7 @@ pub(super) fn run(args: &DiffArgs) -> Result<u8> {
             writeln!(stdout)?;
         }
     }
-    let out_dir = OutDir::open_or_create(
-        &args
-            .output
-            .clone()
-            .unwrap_or_else(|| recording_dir(&args.after)),
-    )?;
+    let out_dir = output_dir(args.output.as_deref(), &args.after)?;
     let compare = if args.normalize {
         diff_svg::Compare::Shares
     } else {

@@ -3,10 +3,9 @@
 use anyhow::{Context, Result};
 
 use super::cli::FlamegraphArgs;
-use super::paths::{data_path, recording_dir};
+use super::paths::{data_path, output_dir};
 use super::recording::analyze_and_resolve;
 use super::startup_of_known;
-use crate::format::outdir::OutDir;
 use crate::output::{flamegraph, html, pprof};
 
 /// `pfprof flamegraph`: every picture `record` writes (or one class's
@@ -16,12 +15,7 @@ pub(super) fn run(args: &FlamegraphArgs) -> Result<u8> {
     let input = data_path(&args.input)?;
     let resolved = analyze_and_resolve(&input, &args.analysis, args.partial, None)?;
     startup_of_known(&resolved.report, args.analysis.startup_of.as_deref())?;
-    let out_dir = OutDir::open_or_create(
-        &args
-            .output
-            .clone()
-            .unwrap_or_else(|| recording_dir(&args.input)),
-    )?;
+    let out_dir = output_dir(args.output.as_deref(), &args.input)?;
     let context = || format!("cannot write flame graphs in {}", out_dir.path().display());
     // Every picture `record` writes, from the one list it uses.
     match args.class {

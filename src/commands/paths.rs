@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::format::outdir::DATA_FILE;
+use crate::format::outdir::{OutDir, DATA_FILE};
 
 /// `-i` takes a directory or the data file itself. A directory without a
 /// recording is named as such (not as a missing `DIR/pfprof.data`).
@@ -48,6 +48,13 @@ pub fn recording_dir(input: &Path) -> PathBuf {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     }
+}
+
+/// Where `flamegraph` and `diff` write: `-o DIR`, else the directory of
+/// the recording `input` names.
+pub fn output_dir(output: Option<&Path>, input: &Path) -> Result<OutDir> {
+    let dir = output.map_or_else(|| recording_dir(input), Path::to_path_buf);
+    OutDir::open_or_create(&dir)
 }
 
 #[cfg(test)]
