@@ -11,6 +11,12 @@
 # 2. Exactness: fixtures/resident.c (sites of known KiB) and python's
 #    imports: pfprof's KiB at the peak and at exit beside the kernel's count
 #    of file pages at the same moments, and the sites' KiB.
+# 3. What the rest of the machine pays: 1 M one-byte `dd` reads and writes
+#    (2 M syscalls, none of them recorded) alone, beside `pfprof record
+#    --resident -- sleep`, beside `pfprof record -- sleep`, and beside
+#    `perf record -a -e syscalls:sys_enter_munmap` (the kernel's
+#    syscall-tracing path, which any syscall tracepoint turns on for every
+#    task: the floor), interleaved, medians of RUNS.
 #
 # Usage: bash bench/resident.sh [RUNS]   (as root)
 #        PFPROF=/path/to/pfprof bash bench/resident.sh
@@ -19,6 +25,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-5}
 command -v bc >/dev/null || { apt-get update -qq && apt-get install -y -qq bc; }
 [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time; }
+command -v perf >/dev/null || { apt-get update -qq && apt-get install -y -qq linux-perf; }
 grep -q ' tracefs ' /proc/mounts || mount -t tracefs nodev /sys/kernel/tracing || true
 if [ -z "${PFPROF:-}" ]; then cargo build --release --quiet; fi
 pfprof=${PFPROF:-$PWD/target/release/pfprof}
@@ -77,4 +84,34 @@ top = ", ".join(f"{s['function']} {s['kib']}" for s in r["peak"]["top"][:4])
 print(f"   {sys.argv[2]:<10} top at the peak: {top}")
 print(f"   {sys.argv[2]:<10} pages: {r['pages']}")
 EOF
+done
+
+echo "3. the machine's other syscalls: 1 M one-byte dd reads and writes (median of $runs)"
+dd_seconds() {
+  /usr/bin/time -f %e dd if=/dev/zero of=/dev/null bs=1 count=1000000 2>&1 | tail -1
+}
+# Runs dd with "$@" (a recorder of 30 s) beside it, once; "" alone.
+beside() {
+  if [ $# -eq 0 ]; then dd_seconds; return; fi
+  "$@" >/dev/null 2>&1 &
+  local recorder=$!
+  # Past the 2 s after which `record --resident` moves the syscalls'
+  # records to their own tracepoints (record/bpf.rs's MemoryWatch).
+  sleep 3
+  dd_seconds
+  kill -INT "$recorder" 2>/dev/null || true
+  wait "$recorder" 2>/dev/null || true
+}
+: >"$work/alone"; : >"$work/resident"; : >"$work/plain"; : >"$work/perf"
+for _ in $(seq "$runs"); do
+  beside >>"$work/alone"
+  beside "$pfprof" record -q --resident -o "$work/o1" -- sleep 30 >>"$work/resident"
+  beside "$pfprof" record -q -o "$work/o2" -- sleep 30 >>"$work/plain"
+  beside perf record -q -a -e syscalls:sys_enter_munmap -o "$work/perf.data" -- sleep 30 >>"$work/perf"
+done
+alone=$(median <"$work/alone")
+for what in resident plain perf; do
+  m=$(median <"$work/$what")
+  printf '   beside %-9s %6s s against %6s s alone: %5.2fx, %4.0f ns more a syscall\n' \
+    "$what" "$m" "$alone" "$(echo "$m / $alone" | bc -l)" "$(echo "($m - $alone) * 1000000000 / 2000000" | bc -l)"
 done

@@ -213,9 +213,8 @@ pub struct FaultCollector {
     /// The same entry programs as raw tracepoint programs, when the kernel
     /// loads them.
     raw_entries: Option<(OwnedFd, OwnedFd)>,
-    /// `on_rss_stat`, `on_sys_enter` and `on_sys_exit`, when the kernel
-    /// loads them, and their `rss_config` map.
-    memory: Option<([OwnedFd; 3], OwnedFd)>,
+    /// The memory events' programs, when the kernel loads them.
+    memory: Option<MemoryPrograms>,
     /// The ring buffers, each with the CPUs that write it (online ones
     /// when loaded).
     rings: Vec<(Vec<i32>, OwnedFd)>,
@@ -233,6 +232,99 @@ pub struct FaultCollector {
     _entries: OwnedFd,
     /// Possible CPUs: the values a lookup of a per-CPU map returns.
     cpus: u32,
+}
+
+/// The programs of `record --resident`'s memory events.
+struct MemoryPrograms {
+    /// `on_rss_stat`.
+    rss: OwnedFd,
+    /// Its `rss_config` map (the syscalls' programs read it too).
+    config: OwnedFd,
+    /// `on_sys_enter`, `on_sys_exit`: the syscalls' records from the raw
+    /// tracepoints on every syscall.
+    raw: [OwnedFd; 2],
+    /// The same from the five syscalls' own tracepoints, in the order of
+    /// [`crate::format::records::MEMORY_TRACEPOINT_PATHS`].
+    by_events: [OwnedFd; 5],
+}
+
+/// The memory programs attached ([`FaultCollector::watch_memory`]). The
+/// syscalls' records come first from the raw tracepoints on every syscall,
+/// whose closing costs nothing; [`MemoryWatch::move_to_events`] moves them
+/// to the five syscalls' own tracepoints, which cost the machine's other
+/// syscalls a third as much, but whose closing waits for RCU grace periods
+/// (0.3 s): worth it once a recording has run a while.
+pub struct MemoryWatch {
+    /// `on_rss_stat`'s and the raw tracepoints' attachments.
+    links: Vec<OwnedFd>,
+    /// The syscalls' tracepoints' events and attachments, once moved.
+    events: Vec<OwnedFd>,
+    /// Whether [`MemoryWatch::move_to_events`] was called.
+    tried: bool,
+    config: OwnedFd,
+    /// The layout, anonymous pages or not, and (filled in when moving)
+    /// which programs write the syscalls' records.
+    layout: memory_events::RssLayout,
+    anon: bool,
+    /// The five programs, and the ids of their tracepoints.
+    programs: Vec<(OwnedFd, u64)>,
+}
+
+impl MemoryWatch {
+    /// Moves the syscalls' records to the programs on their own
+    /// tracepoints (see [`MemoryWatch`]); on failure they stay where they
+    /// were. No record is lost or written twice: the config says which
+    /// programs write, and both are attached while it changes.
+    pub fn move_to_events(&mut self) -> io::Result<()> {
+        if std::mem::replace(&mut self.tried, true) {
+            return Ok(());
+        }
+        let paths = crate::format::records::MEMORY_TRACEPOINT_PATHS;
+        let mut events = Vec::new();
+        for ((prog, id), path) in self.programs.iter().zip(paths) {
+            // One event of the machine (all tasks, one CPU): its program
+            // runs at every hit of the tracepoint, on every CPU.
+            let mut attr = crate::sys::new_attr();
+            attr.type_ = b::PERF_TYPE_TRACEPOINT;
+            attr.config = *id;
+            attr.__bindgen_anon_1.sample_period = 1;
+            let link = crate::sys::perf_event_open(&attr, -1, 0)
+                .and_then(|event| Ok([sysbpf::link_to_event(&event, prog)?, event]));
+            events.extend(link.map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?);
+        }
+        let value = self.layout.config_value(self.anon, true);
+        sysbpf::map_update(&self.config, &0u32.to_le_bytes(), &value)?;
+        self.events = events;
+        // The raw tracepoints' (after `on_rss_stat`'s): they return at once.
+        self.links.truncate(1);
+        Ok(())
+    }
+
+    /// Whether [`MemoryWatch::move_to_events`] was called (once is enough:
+    /// refused, the raw tracepoints stay).
+    pub fn tried_events(&self) -> bool {
+        self.tried
+    }
+
+    /// Turns the programs off, then closes their attachments: on a thread
+    /// of its own when the syscalls' tracepoints' events must close, which
+    /// the analysis need not wait for.
+    pub fn stop(self) {
+        let _ = sysbpf::map_update(
+            &self.config,
+            &0u32.to_le_bytes(),
+            &memory_events::RssLayout::OFF,
+        );
+        drop(self.links);
+        if self.events.is_empty() {
+            return;
+        }
+        let events = self.events;
+        // Refused a thread, the closure and its events are dropped here.
+        let _ = std::thread::Builder::new()
+            .name("pfprof-detach".into())
+            .spawn(move || drop(events));
+    }
 }
 
 /// A map definition of the object's `maps` section.
@@ -505,13 +597,22 @@ impl FaultCollector {
             .and_then(|u| Ok((u, load("raw_tracepoint/kernel", raw, "pfprof_raw_k")?)))
             .ok();
         let memory = settings.memory.then_some(()).and_then(|()| {
-            let map = take("rss_config", Some(MAP_ARRAY)).ok()?;
-            let programs = [
-                load("raw_tracepoint/rss_stat", raw, "pfprof_rss").ok()?,
-                load("raw_tracepoint/sys_enter", raw, "pfprof_sys_in").ok()?,
-                load("raw_tracepoint/sys_exit", raw, "pfprof_sys_out").ok()?,
-            ];
-            Some((programs, map))
+            let syscall = |(section, name)| load(section, tracepoint, name).ok();
+            Some(MemoryPrograms {
+                config: take("rss_config", Some(MAP_ARRAY)).ok()?,
+                rss: load("raw_tracepoint/rss_stat", raw, "pfprof_rss").ok()?,
+                raw: [
+                    load("raw_tracepoint/sys_enter", raw, "pfprof_sys_in").ok()?,
+                    load("raw_tracepoint/sys_exit", raw, "pfprof_sys_out").ok()?,
+                ],
+                by_events: [
+                    syscall(("tracepoint/munmap", "pfprof_munmap"))?,
+                    syscall(("tracepoint/madvise", "pfprof_madvise"))?,
+                    syscall(("tracepoint/mremap", "pfprof_mremap"))?,
+                    syscall(("tracepoint/mremap_exit", "pfprof_mremap_x"))?,
+                    syscall(("tracepoint/brk_exit", "pfprof_brk_x"))?,
+                ],
+            })
         });
         let completion = load(&completion_section(&settings), perf, "pfprof_fault")?;
         let jump = take("completion", Some(MAP_PROG_ARRAY))?;
@@ -658,20 +759,41 @@ impl FaultCollector {
     /// Has the collector write the memory events of the followed
     /// processes under [`MEMORY_IDS`]: `on_rss_stat` their own file and
     /// shared-memory counts (`anon`: anonymous too; see [`memory_events::RssStat`]), read
-    /// by the offsets the running kernel's BTF gives; `on_sys_enter` and
-    /// `on_sys_exit` the syscalls that give memory back (see
-    /// [`memory_events::SyscallRecord`]). Returns their attachments.
-    pub fn watch_memory(&self, anon: bool) -> io::Result<Vec<OwnedFd>> {
+    /// by the offsets the running kernel's BTF gives; the syscalls'
+    /// programs the syscalls that give memory back (see
+    /// [`memory_events::SyscallRecord`]), whose tracepoints' ids are
+    /// `syscall_ids` (the first five of
+    /// [`crate::format::records::MEMORY_TRACEPOINT_PATHS`]).
+    pub fn watch_memory(&self, anon: bool, syscall_ids: &[u64]) -> io::Result<MemoryWatch> {
         let unsupported = |what: String| io::Error::new(io::ErrorKind::Unsupported, what);
-        let ([rss, enter, exit], map) = (self.memory.as_ref())
+        let memory = (self.memory.as_ref())
             .ok_or_else(|| unsupported("the kernel refused the memory programs".into()))?;
+        if syscall_ids.len() != memory.by_events.len() {
+            return Err(unsupported(
+                "not every syscall's tracepoint is known".into(),
+            ));
+        }
         let layout = memory_events::RssLayout::of_running_kernel().map_err(unsupported)?;
-        sysbpf::map_update(map, &0u32.to_le_bytes(), &layout.config_value(anon))?;
-        Ok(vec![
-            sysbpf::attach_raw_tracepoint("rss_stat", rss)?,
+        let value = layout.config_value(anon, false);
+        sysbpf::map_update(&memory.config, &0u32.to_le_bytes(), &value)?;
+        let [enter, exit] = &memory.raw;
+        let links = vec![
+            sysbpf::attach_raw_tracepoint("rss_stat", &memory.rss)?,
             sysbpf::attach_raw_tracepoint("sys_enter", enter)?,
             sysbpf::attach_raw_tracepoint("sys_exit", exit)?,
-        ])
+        ];
+        let programs = (memory.by_events.iter().zip(syscall_ids))
+            .map(|(prog, &id)| Ok((prog.try_clone()?, id)))
+            .collect::<io::Result<_>>()?;
+        Ok(MemoryWatch {
+            links,
+            events: Vec::new(),
+            tried: false,
+            config: memory.config.try_clone()?,
+            layout,
+            anon,
+            programs,
+        })
     }
 
     /// Remembers the unwinding of a stack (see [`Unwound`]) in the kernel's
@@ -1187,5 +1309,40 @@ mod tests {
                 Err(e) => panic!("{e}"),
             }
         }
+    }
+
+    /// The memory programs attach here, and move to the syscalls' own
+    /// tracepoints (where they do not attach, `record` falls back to the
+    /// tracepoints' events, which the ledger's tests tell from the
+    /// collector's only by what another task takes back).
+    #[test]
+    fn memory_programs_attach() {
+        if sys::euid() != 0 {
+            return;
+        }
+        let tracefs = sys::procfs::find_or_mount_tracefs().unwrap();
+        let paths = crate::format::records::MEMORY_TRACEPOINT_PATHS;
+        let ids: Vec<u64> = (paths[..5].iter())
+            .map(|path| sys::procfs::tracepoint_id(&tracefs, path).unwrap())
+            .collect();
+        let settings = Settings {
+            chain: ChainMode::None,
+            kernel_frames: false,
+            own_pid: Some(1),
+            every_fault: true,
+            ring_bytes: 1 << 16,
+            memory: true,
+        };
+        let collector = FaultCollector::load(settings).unwrap();
+        let mut watch = collector.watch_memory(false, &ids).unwrap();
+        // rss_stat's and the raw tracepoints' links.
+        assert_eq!(watch.links.len(), 3);
+        watch.move_to_events().unwrap();
+        assert!(watch.tried_events());
+        // Each syscall's event and link; the raw tracepoints' closed.
+        assert_eq!(watch.events.len(), 2 * 5);
+        assert_eq!(watch.links.len(), 1);
+        watch.stop();
+        assert!(collector.watch_memory(false, &ids[..4]).is_err());
     }
 }

@@ -373,6 +373,9 @@ struct rss_config {
 	// offsetof(struct mm_struct, mm_users): 0 once the address space is
 	// being torn down.
 	__u32 mm_users;
+	// Which programs write the syscalls' records: 0 the raw tracepoints'
+	// on every syscall, 1 the five syscalls' tracepoints' (see below).
+	__u32 by_events;
 };
 
 struct map_def SEC("maps") rss_config = {
@@ -1019,28 +1022,26 @@ int on_rss_stat(struct rss_ctx *ctx)
 
 // The syscalls that give memory back, for the followed processes: what
 // the `syscalls:sys_enter_*`/`sys_exit_*` tracepoints would record, written
-// as `rss_stat`'s is (one program on all syscalls instead of five events
-// opened per task and CPU, whose closing waits for an RCU grace period
-// each: python's imports waited 0.1 s more at exit). x86-64 numbers;
-// a 32-bit task's syscalls are not those tracepoints' either.
-struct sys_ctx {
-	__u64 regs;
-	__u64 id_or_ret;
-};
+// as `rss_stat`'s is (not those tracepoints' events per task and CPU, whose
+// closing waits for an RCU grace period each: python's imports waited
+// 0.1 s more at exit). Two ways, the same records:
+// - raw tracepoints on every syscall's entry and exit: every syscall on
+//   the machine runs the program (150 ns each here, an empty program as
+//   much), but closing them costs nothing;
+// - a program on each of the five syscalls' tracepoints, each attached to
+//   one event of the machine (a tracepoint's programs run for all its
+//   hits): other syscalls pay only the kernel's syscall-tracing path
+//   (50 ns), but closing each event waits for RCU grace periods (0.3 s
+//   for the five).
+// A recording starts with the first and moves to the second once it has
+// run a few seconds (`by_events`; record/bpf.rs's `MemoryWatch`).
+// x86-64 numbers; a 32-bit task's syscalls are neither's.
 
 #define SYSCALL_MAGIC 0x70667331 /* "pfs1" */
 #define NR_MUNMAP 11
 #define NR_BRK 12
 #define NR_MREMAP 25
 #define NR_MADVISE 28
-// pt_regs: the arguments' registers, the syscall's number, cs.
-#define REGS_DI 112
-#define REGS_SI 104
-#define REGS_DX 96
-#define REGS_R10 56
-#define REGS_R8 72
-#define REGS_ORIG_AX 120
-#define REGS_CS 136
 
 // A perf sample head, then the raw data: magic, which call (the order of
 // `MEMORY_CALLS` in format/records.rs), its number, five words.
@@ -1053,6 +1054,44 @@ struct syscall_record {
 	__u64 args[5];
 };
 
+// The config when the followed process's syscall is for the programs of
+// kind `by_events` to write, else 0.
+INLINE struct rss_config *syscall_config(__u32 by_events)
+{
+	__u32 zero = 0;
+	struct rss_config *rss = bpf_map_lookup_elem(&rss_config, &zero);
+	if (!rss || !rss->on || rss->by_events != by_events)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	return bpf_map_lookup_elem(&followed, &tgid) ? rss : 0;
+}
+
+// Writes `r` (its call, number and words filled) for the current task.
+INLINE void write_syscall(struct syscall_record *r)
+{
+	r->magic = SYSCALL_MAGIC;
+	__u32 cpu;
+	if (fill_out_head(&r->h, bpf_get_current_pid_tgid(), 1, sizeof(*r), PERF_RECORD_MISC_USER,
+			  &cpu))
+		output_memory_record(r, sizeof(*r), cpu);
+}
+
+// The raw tracepoints' arguments: the syscall's registers, and its number
+// (entry) or result (exit).
+struct sys_ctx {
+	__u64 regs;
+	__u64 id_or_ret;
+};
+
+// pt_regs: the arguments' registers, the syscall's number, cs.
+#define REGS_DI 112
+#define REGS_SI 104
+#define REGS_DX 96
+#define REGS_R10 56
+#define REGS_R8 72
+#define REGS_ORIG_AX 120
+#define REGS_CS 136
+
 INLINE __u64 reg(__u64 regs, __u32 offset)
 {
 	__u64 value = 0;
@@ -1060,20 +1099,13 @@ INLINE __u64 reg(__u64 regs, __u32 offset)
 	return value;
 }
 
-// Writes call `call` (syscall `nr`) of a followed process, `args` from
-// `regs` (enter) or the result (exit); 0 when the task is not followed.
-INLINE int write_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u64 ret)
+// Call `call` (syscall `nr`) from the raw tracepoints: `nargs` arguments
+// from `regs`, or (`nargs` 0) the result `ret`.
+INLINE int write_raw_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u64 ret)
 {
-	__u32 zero = 0;
-	struct rss_config *rss = bpf_map_lookup_elem(&rss_config, &zero);
-	if (!rss || !rss->on)
-		return 0;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
-	if (!bpf_map_lookup_elem(&followed, &tgid) || reg(regs, REGS_CS) != USER_CS_64)
+	if (!syscall_config(0) || reg(regs, REGS_CS) != USER_CS_64)
 		return 0;
 	struct syscall_record r = {
-		.magic = SYSCALL_MAGIC,
 		.call = call,
 		.nr = nr,
 	};
@@ -1088,9 +1120,7 @@ INLINE int write_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u64 re
 			r.args[4] = reg(regs, REGS_R8);
 		}
 	}
-	__u32 cpu;
-	if (fill_out_head(&r.h, pid_tgid, 1, sizeof(r), PERF_RECORD_MISC_USER, &cpu))
-		output_memory_record(&r, sizeof(r), cpu);
+	write_syscall(&r);
 	return 0;
 }
 
@@ -1099,11 +1129,11 @@ int on_sys_enter(struct sys_ctx *ctx)
 {
 	switch (ctx->id_or_ret) {
 	case NR_MUNMAP:
-		return write_syscall(ctx->regs, 0, NR_MUNMAP, 2, 0);
+		return write_raw_syscall(ctx->regs, 0, NR_MUNMAP, 2, 0);
 	case NR_MADVISE:
-		return write_syscall(ctx->regs, 1, NR_MADVISE, 3, 0);
+		return write_raw_syscall(ctx->regs, 1, NR_MADVISE, 3, 0);
 	case NR_MREMAP:
-		return write_syscall(ctx->regs, 2, NR_MREMAP, 5, 0);
+		return write_raw_syscall(ctx->regs, 2, NR_MREMAP, 5, 0);
 	}
 	return 0;
 }
@@ -1113,10 +1143,76 @@ int on_sys_exit(struct sys_ctx *ctx)
 {
 	__u64 nr = reg(ctx->regs, REGS_ORIG_AX);
 	if (nr == NR_MREMAP)
-		return write_syscall(ctx->regs, 3, NR_MREMAP, 0, ctx->id_or_ret);
+		return write_raw_syscall(ctx->regs, 3, NR_MREMAP, 0, ctx->id_or_ret);
 	if (nr == NR_BRK)
-		return write_syscall(ctx->regs, 4, NR_BRK, 0, ctx->id_or_ret);
+		return write_raw_syscall(ctx->regs, 4, NR_BRK, 0, ctx->id_or_ret);
 	return 0;
+}
+
+// What the kernel hands a syscall tracepoint's program: its registers'
+// address where the tracepoint's record has its common fields, the
+// syscall's number, then its arguments (at exit: its result).
+struct syscall_ctx {
+	__u64 regs;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[5];
+};
+
+// Call `call` from its tracepoint: its first `nargs` arguments, or (exit,
+// `nargs` 1) its result. Returns 0: the event's own sample (it has no
+// ring) is not written.
+INLINE int write_tp_syscall(struct syscall_ctx *ctx, __u32 call, __u32 nargs)
+{
+	if (!syscall_config(1))
+		return 0;
+	struct syscall_record r = {
+		.call = call,
+		.nr = ctx->nr,
+	};
+	// No word beyond the tracepoint's record: the kernel refuses to attach
+	// a program that reads past it.
+	r.args[0] = ctx->args[0];
+	if (nargs > 1)
+		r.args[1] = ctx->args[1];
+	if (nargs > 2)
+		r.args[2] = ctx->args[2];
+	if (nargs > 3) {
+		r.args[3] = ctx->args[3];
+		r.args[4] = ctx->args[4];
+	}
+	write_syscall(&r);
+	return 0;
+}
+
+SEC("tracepoint/munmap")
+int on_munmap(struct syscall_ctx *ctx)
+{
+	return write_tp_syscall(ctx, 0, 2);
+}
+
+SEC("tracepoint/madvise")
+int on_madvise(struct syscall_ctx *ctx)
+{
+	return write_tp_syscall(ctx, 1, 3);
+}
+
+SEC("tracepoint/mremap")
+int on_mremap(struct syscall_ctx *ctx)
+{
+	return write_tp_syscall(ctx, 2, 5);
+}
+
+SEC("tracepoint/mremap_exit")
+int on_mremap_exit(struct syscall_ctx *ctx)
+{
+	return write_tp_syscall(ctx, 3, 1);
+}
+
+SEC("tracepoint/brk_exit")
+int on_brk_exit(struct syscall_ctx *ctx)
+{
+	return write_tp_syscall(ctx, 4, 1);
 }
 
 // The minor-faults events run the completion program, the major-faults

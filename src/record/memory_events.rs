@@ -1,5 +1,5 @@
 //! The BPF collector's records of the memory events (`record --resident`;
-//! `on_rss_stat`, `on_sys_enter`, `on_sys_exit` in fault.bpf.c): where the
+//! `on_rss_stat` and the syscalls' programs in fault.bpf.c): where the
 //! counters they read lie on this kernel, their parsing, and the
 //! tracepoints' records pfprof writes for them.
 
@@ -101,7 +101,13 @@ impl RssLayout {
         })
     }
 
-    pub(super) fn config_value(&self, anon: bool) -> Vec<u8> {
+    /// `rss_config` turned off (its first word, `on`, 0).
+    pub(super) const OFF: [u8; 44] = [0; 44];
+
+    /// `rss_config`'s value: on, with anonymous pages' counts (`anon`),
+    /// the syscalls' records written by the programs on their own
+    /// tracepoints (`by_events`) or on every syscall's.
+    pub(super) fn config_value(&self, anon: bool, by_events: bool) -> Vec<u8> {
         let words = [
             1,
             u32::from(anon),
@@ -113,6 +119,7 @@ impl RssLayout {
             self.cpus,
             self.array_pptrs,
             self.mm_users,
+            u32::from(by_events),
         ];
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
@@ -213,6 +220,7 @@ mod tests {
         let layout = RssLayout::of_running_kernel().unwrap();
         assert!(layout.mm_rss_stat > 0 && layout.task_mm > 0 && layout.array_pptrs > 0);
         assert!(layout.counter_counters > layout.counter_count);
-        assert_eq!(layout.config_value(true).len(), 4 * 10);
+        assert_eq!(layout.config_value(true, false).len(), 4 * 11);
+        assert_eq!(RssLayout::OFF.len(), 4 * 11);
     }
 }

@@ -752,7 +752,10 @@ struct OpenPlan {
     entry_links: Option<Vec<OwnedFd>>,
     /// The collector's memory programs attached, when the ledger is kept
     /// and the kernel takes them (see [`SpecOptions::memory_watched`]).
-    memory_links: Option<Vec<OwnedFd>>,
+    memory_watch: Option<bpf::MemoryWatch>,
+    /// Why the collector does not write the memory events, when it does
+    /// not (the tracepoints' events record them then).
+    memory_note: Option<String>,
     /// Data pages per ring: as asked, or the default, halved down to
     /// `min_pages` while the locked-memory limits refuse it.
     pages: usize,
@@ -810,7 +813,8 @@ fn open_plan(
         collector,
         collector_note,
         entry_links: None,
-        memory_links: None,
+        memory_watch: None,
+        memory_note: None,
         pages: asked_pages,
         asked_pages,
         min_pages,
@@ -829,7 +833,7 @@ impl OpenPlan {
             let options = SpecOptions {
                 collector: self.collector.is_some(),
                 entries_paired: self.entry_links.is_some(),
-                memory_watched: self.memory_links.is_some(),
+                memory_watched: self.memory_watch.is_some(),
             };
             let specs = event_specs(
                 cfg,
@@ -877,10 +881,14 @@ impl OpenPlan {
                 && events::ledger_wanted(cfg)
         });
         match collector {
-            None => self.memory_links = None,
-            Some(collector) if self.memory_links.is_none() => {
+            None => self.memory_watch = None,
+            Some(collector) if self.memory_watch.is_none() => {
                 let anon = sys::procfs::huge_pages_always();
-                self.memory_links = collector.watch_memory(anon).ok();
+                let ids = self.tracepoints.memory.iter().flatten();
+                let syscall_ids: Vec<u64> = ids.take(5).copied().collect();
+                let watched = collector.watch_memory(anon, &syscall_ids);
+                self.memory_note = watched.as_ref().err().map(|e| e.to_string());
+                self.memory_watch = watched.ok();
             }
             Some(_) => {}
         }
@@ -974,6 +982,15 @@ impl OpenPlan {
         {
             eprintln!("pfprof: warning: page-fault tracepoints unavailable ({note}); recording minor/major only, COW and access types will be marked unavailable");
         }
+        if let Some(note) = (self.memory_note.as_ref())
+            .filter(|_| self.collector.is_some() && self.memory_watch.is_none())
+        {
+            eprintln!(
+                "pfprof: note: the BPF collector's memory programs could not be attached \
+                 ({note}); the memory events are recorded through their tracepoints, which \
+                 do not show pages another task takes back (reclaim)"
+            );
+        }
         if let Some(note) = &self.collector_note {
             let how = match cfg.call_graph {
                 CallGraph::Dwarf { .. } => "perf's stack copies (larger records",
@@ -1021,7 +1038,8 @@ mod tests {
             collector: None,
             collector_note: None,
             entry_links: None,
-            memory_links: None,
+            memory_watch: None,
+            memory_note: None,
             pages,
             asked_pages: pages,
             min_pages: 8,

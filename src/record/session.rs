@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::bpf::FaultCollector;
+use super::bpf::{FaultCollector, MemoryWatch};
 use super::build_ids::BuildIds;
 use super::dwarf::{EntryEvents, Output, StackRewriter};
 use super::files::{self, MappedFiles};
@@ -219,6 +219,9 @@ pub(super) struct Session<'a> {
     /// The collector's raw tracepoint programs: closed just before the
     /// fault events stop.
     entry_links: Vec<OwnedFd>,
+    /// The collector's memory programs, attached: turned off with the
+    /// entries' (see [`Session::detach`]).
+    memory_watch: Option<MemoryWatch>,
     live: Option<Feed<'a>>,
     files: MappedFiles,
     /// The build-ids the kernel's mmap records lack, without a rewriter
@@ -265,10 +268,11 @@ impl<'a> Session<'a> {
             probe,
             tracepoints,
             entry_links: raw_links,
-            memory_links,
+            memory_watch,
             ..
         } = plan;
         let mut entry_links = Vec::new();
+        let mut watched = None;
         if let Some(rewriter) = rewriter.as_mut() {
             prepare_rewriter(rewriter, cfg, probe.as_ref());
             if let Some(collector) = collector {
@@ -279,9 +283,8 @@ impl<'a> Session<'a> {
                     });
                 let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
                 rewriter.set_collector(collector, dwarf, entries);
-                // Closed with the entries' links, before the events stop.
-                if let Some((links, tracepoints)) = memory_links.zip(tracepoints.memory) {
-                    entry_links.extend(links);
+                if let Some((watch, tracepoints)) = memory_watch.zip(tracepoints.memory) {
+                    watched = Some(watch);
                     let events =
                         std::array::from_fn(|i| (super::bpf::MEMORY_IDS[i], tracepoints[i] as u16));
                     rewriter.set_memory_events(events);
@@ -324,6 +327,7 @@ impl<'a> Session<'a> {
             rewriter,
             bpf_rings,
             entry_links,
+            memory_watch: watched,
             live,
             files,
             build_ids: BuildIds::default(),
@@ -404,6 +408,11 @@ impl<'a> Session<'a> {
     }
 }
 
+/// How long a recording runs before the syscalls' records move to their own
+/// tracepoints (see [`MemoryWatch`]): shorter runs keep the raw
+/// tracepoints, which cost every syscall more but close at once.
+const SYSCALLS_BY_EVENTS_AFTER: Duration = Duration::from_secs(2);
+
 /// Why the drain loop ended.
 pub(super) struct Ended {
     /// How the command ended (None: attached or system-wide).
@@ -468,6 +477,7 @@ impl Session<'_> {
                 let drained = drained.and_then(|_| {
                     if last_checkpoint.elapsed() > Duration::from_secs(1) {
                         last_checkpoint = Instant::now();
+                        self.settle_memory_watch();
                         self.writer.checkpoint()?;
                         checkpoints += 1;
                         if timing && checkpoints % 10 == 0 {
@@ -532,10 +542,42 @@ impl Session<'_> {
         )
     }
 
+    /// Detaches the collector's programs from the events of the faults'
+    /// entries (before those events stop, or the entries of faults no
+    /// longer completed would count as unfinished), and turns its memory
+    /// programs off (what they would write now comes after the last drain).
+    fn detach(&mut self) {
+        self.entry_links.clear();
+        if let Some(watch) = self.memory_watch.take() {
+            watch.stop();
+        }
+    }
+
+    /// Once the recording has run [`SYSCALLS_BY_EVENTS_AFTER`], moves the
+    /// syscalls' records to their own tracepoints (see [`MemoryWatch`]).
+    fn settle_memory_watch(&mut self) {
+        let Some(watch) = self.memory_watch.as_mut() else {
+            return;
+        };
+        if watch.tried_events() || self.start.elapsed() < SYSCALLS_BY_EVENTS_AFTER {
+            return;
+        }
+        let moved = watch.move_to_events();
+        if std::env::var_os("PFPROF_TIMING").is_some() {
+            match moved {
+                Ok(()) => eprintln!(
+                    "pfprof: timing: the syscalls' records come from their own tracepoints from {:.1} s",
+                    self.start.elapsed().as_secs_f64()
+                ),
+                Err(e) => eprintln!("pfprof: timing: the syscalls' tracepoints refused: {e}"),
+            }
+        }
+    }
+
     /// Stops writing after `error` (the events are disabled); `afterwards`
     /// says what becomes of the processes.
     fn stop(&mut self, error: &io::Error, afterwards: &str) {
-        self.entry_links.clear();
+        self.detach();
         let message = stop_on_write_error(
             &mut self.writer,
             &self.fds,
@@ -605,7 +647,7 @@ impl Session<'_> {
         let wall_ns = self.start.elapsed().as_nanos() as u64;
         // Descendants that outlive the command, and attached processes, are no
         // longer followed (they keep running untouched).
-        self.entry_links.clear();
+        self.detach();
         for fd in self.fds.iter().flatten() {
             let _ = sys::disable(fd);
         }
