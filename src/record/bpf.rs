@@ -262,8 +262,8 @@ pub struct MemoryWatch {
     /// Whether [`MemoryWatch::move_to_events`] was called.
     tried: bool,
     config: OwnedFd,
-    /// The layout, anonymous pages or not, and (filled in when moving)
-    /// which programs write the syscalls' records.
+    /// What `rss_config` holds besides which programs write: the
+    /// kernel's layout, and whether anonymous pages are counted.
     layout: memory_events::RssLayout,
     anon: bool,
     /// The five programs, and the ids of their tracepoints.
@@ -273,8 +273,11 @@ pub struct MemoryWatch {
 impl MemoryWatch {
     /// Moves the syscalls' records to the programs on their own
     /// tracepoints (see [`MemoryWatch`]); on failure they stay where they
-    /// were. No record is lost or written twice: the config says which
-    /// programs write, and both are attached while it changes.
+    /// were. Both are attached while the config says which programs write,
+    /// so no record is lost: the raw tracepoint's program, attached first,
+    /// runs first at a syscall, and a syscall the change falls between the
+    /// two programs of is written twice, which the ledger takes as once
+    /// (its removals and a brk's or mremap's result are idempotent).
     pub fn move_to_events(&mut self) -> io::Result<()> {
         if std::mem::replace(&mut self.tried, true) {
             return Ok(());
