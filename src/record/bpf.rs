@@ -53,7 +53,7 @@ use crate::format::events::{le_u32, le_u64, le_u64s};
 use crate::sys::{bpf as sysbpf, procfs, PerfEventAttr};
 use crate::unwind::UserRegs;
 
-use super::memory_events;
+use super::memory_events::{self, MemoryWatch};
 use super::ring::BpfRing;
 
 /// The compiled collector (see `build-bpf.sh`).
@@ -246,88 +246,6 @@ struct MemoryPrograms {
     /// The same from the five syscalls' own tracepoints, in the order of
     /// [`crate::format::records::MEMORY_TRACEPOINT_PATHS`].
     by_events: [OwnedFd; 5],
-}
-
-/// The memory programs attached ([`FaultCollector::watch_memory`]). The
-/// syscalls' records come first from the raw tracepoints on every syscall,
-/// whose closing costs nothing; [`MemoryWatch::move_to_events`] moves them
-/// to the five syscalls' own tracepoints, which cost the machine's other
-/// syscalls a third as much, but whose closing waits for RCU grace periods
-/// (0.3 s): worth it once a recording has run a while.
-pub struct MemoryWatch {
-    /// `on_rss_stat`'s and the raw tracepoints' attachments.
-    links: Vec<OwnedFd>,
-    /// The syscalls' tracepoints' events and attachments, once moved.
-    events: Vec<OwnedFd>,
-    /// Whether [`MemoryWatch::move_to_events`] was called.
-    tried: bool,
-    config: OwnedFd,
-    /// What `rss_config` holds besides which programs write: the
-    /// kernel's layout, and whether anonymous pages are counted.
-    layout: memory_events::RssLayout,
-    anon: bool,
-    /// The five programs, and the ids of their tracepoints.
-    programs: Vec<(OwnedFd, u64)>,
-}
-
-impl MemoryWatch {
-    /// Moves the syscalls' records to the programs on their own
-    /// tracepoints (see [`MemoryWatch`]); on failure they stay where they
-    /// were. Both are attached while the config says which programs write,
-    /// so no record is lost: the raw tracepoint's program, attached first,
-    /// runs first at a syscall, and a syscall the change falls between the
-    /// two programs of is written twice, which the ledger takes as once
-    /// (its removals and a brk's or mremap's result are idempotent).
-    pub fn move_to_events(&mut self) -> io::Result<()> {
-        if std::mem::replace(&mut self.tried, true) {
-            return Ok(());
-        }
-        let paths = crate::format::records::MEMORY_TRACEPOINT_PATHS;
-        let mut events = Vec::new();
-        for ((prog, id), path) in self.programs.iter().zip(paths) {
-            // One event of the machine (all tasks, one CPU): its program
-            // runs at every hit of the tracepoint, on every CPU.
-            let mut attr = crate::sys::new_attr();
-            attr.type_ = b::PERF_TYPE_TRACEPOINT;
-            attr.config = *id;
-            attr.__bindgen_anon_1.sample_period = 1;
-            let link = crate::sys::perf_event_open(&attr, -1, 0)
-                .and_then(|event| Ok([sysbpf::link_to_event(&event, prog)?, event]));
-            events.extend(link.map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?);
-        }
-        let value = self.layout.config_value(self.anon, true);
-        sysbpf::map_update(&self.config, &0u32.to_le_bytes(), &value)?;
-        self.events = events;
-        // The raw tracepoints' (after `on_rss_stat`'s): they return at once.
-        self.links.truncate(1);
-        Ok(())
-    }
-
-    /// Whether [`MemoryWatch::move_to_events`] was called (once is enough:
-    /// refused, the raw tracepoints stay).
-    pub fn tried_events(&self) -> bool {
-        self.tried
-    }
-
-    /// Turns the programs off, then closes their attachments: on a thread
-    /// of its own when the syscalls' tracepoints' events must close, which
-    /// the analysis need not wait for.
-    pub fn stop(self) {
-        let _ = sysbpf::map_update(
-            &self.config,
-            &0u32.to_le_bytes(),
-            &memory_events::RssLayout::OFF,
-        );
-        drop(self.links);
-        if self.events.is_empty() {
-            return;
-        }
-        let events = self.events;
-        // Refused a thread, the closure and its events are dropped here.
-        let _ = std::thread::Builder::new()
-            .name("pfprof-detach".into())
-            .spawn(move || drop(events));
-    }
 }
 
 /// A map definition of the object's `maps` section.
@@ -788,15 +706,8 @@ impl FaultCollector {
         let programs = (memory.by_events.iter().zip(syscall_ids))
             .map(|(prog, &id)| Ok((prog.try_clone()?, id)))
             .collect::<io::Result<_>>()?;
-        Ok(MemoryWatch {
-            links,
-            events: Vec::new(),
-            tried: false,
-            config: memory.config.try_clone()?,
-            layout,
-            anon,
-            programs,
-        })
+        let config = memory.config.try_clone()?;
+        Ok(MemoryWatch::new(links, config, (layout, anon), programs))
     }
 
     /// Remembers the unwinding of a stack (see [`Unwound`]) in the kernel's
@@ -1339,12 +1250,11 @@ mod tests {
         let collector = FaultCollector::load(settings).unwrap();
         let mut watch = collector.watch_memory(false, &ids).unwrap();
         // rss_stat's and the raw tracepoints' links.
-        assert_eq!(watch.links.len(), 3);
+        assert_eq!(watch.attached(), (3, 0));
         watch.move_to_events().unwrap();
         assert!(watch.tried_events());
         // Each syscall's event and link; the raw tracepoints' closed.
-        assert_eq!(watch.events.len(), 2 * 5);
-        assert_eq!(watch.links.len(), 1);
+        assert_eq!(watch.attached(), (1, 2 * 5));
         watch.stop();
         assert!(collector.watch_memory(false, &ids[..4]).is_err());
     }

@@ -1,6 +1,6 @@
 //! The events a recording opens: what each asks the kernel for (the fault
 //! events, the fault-entry tracepoints, the uprobe on `main`) and what the
-//! recording says of it.
+//! recording says of it; which tracepoints the kernel has.
 
 use std::ffi::CString;
 use std::path::Path;
@@ -14,6 +14,66 @@ use crate::format::events::own;
 use crate::format::perf_data::RecordClass;
 use crate::format::records as rec;
 use crate::sys::{self, procfs, PerfEventAttr};
+
+/// The fault-entry tracepoints, or why they are not recorded.
+pub(super) struct Tracepoints {
+    /// The ids of `page_fault_user` and `page_fault_kernel`.
+    pub(super) ids: Option<(u64, u64)>,
+    /// The ids of the syscalls that give memory back
+    /// ([`rec::MEMORY_TRACEPOINT_PATHS`]), recorded with the fault entries
+    /// when the kernel has them all.
+    pub(super) memory: Option<[u64; 6]>,
+    /// Why not (None when they are recorded).
+    pub(super) note: Option<String>,
+    /// Their formats, for perf (which refuses tracepoints without).
+    pub(super) formats: Option<crate::format::perf_compat::TracingData>,
+}
+
+/// Finds the tracepoints in tracefs (mounting it if needed), unless the
+/// recording does without them.
+pub(super) fn find_tracepoints(cfg: &RecordConfig) -> Tracepoints {
+    let found = if cfg.class == RecordClass::Major {
+        Err("not needed for --class major".to_string())
+    } else if cfg.tracepoints {
+        procfs::find_or_mount_tracefs().and_then(|tfs| {
+            let ids = (
+                procfs::tracepoint_id(&tfs, rec::TRACEPOINT_PATHS[0])?,
+                procfs::tracepoint_id(&tfs, rec::TRACEPOINT_PATHS[1])?,
+            );
+            let memory =
+                rec::MEMORY_TRACEPOINT_PATHS.map(|path| procfs::tracepoint_id(&tfs, path).ok());
+            let memory = memory
+                .iter()
+                .all(Option::is_some)
+                .then(|| memory.map(Option::unwrap_or_default));
+            let mut paths = rec::TRACEPOINT_PATHS.to_vec();
+            if memory.is_some() {
+                paths.extend(rec::MEMORY_TRACEPOINT_PATHS);
+            }
+            Ok((
+                ids,
+                memory,
+                crate::format::perf_compat::TracingData::read(&tfs, &paths).ok(),
+            ))
+        })
+    } else {
+        Err("disabled with --no-tracepoints".to_string())
+    };
+    match found {
+        Ok((ids, memory, formats)) => Tracepoints {
+            ids: Some(ids),
+            memory,
+            note: None,
+            formats,
+        },
+        Err(why) => Tracepoints {
+            ids: None,
+            memory: None,
+            note: Some(why),
+            formats: None,
+        },
+    }
+}
 
 pub(super) struct EventSpec {
     pub(super) name: &'static str,
@@ -129,7 +189,7 @@ pub(super) fn main_probe(program: &Path) -> Option<MainProbe> {
 pub(super) fn event_specs(
     cfg: &RecordConfig,
     mmap_pages: usize,
-    found: &super::Tracepoints,
+    found: &Tracepoints,
     probe: Option<&MainProbe>,
     options: SpecOptions,
 ) -> Vec<EventSpec> {
@@ -424,15 +484,15 @@ mod tests {
         assert_eq!(written, bpf::MEMORY_IDS.map(Some));
         assert!(specs[10].filter.is_none());
         // Without the fault entries, no syscalls either.
-        let none = super::super::Tracepoints {
+        let none = super::Tracepoints {
             ids: None,
             ..tracepoints()
         };
         assert_eq!(event_specs(&cfg, 64, &none, None, paired).len(), 2);
     }
 
-    fn tracepoints() -> super::super::Tracepoints {
-        super::super::Tracepoints {
+    fn tracepoints() -> super::Tracepoints {
+        super::Tracepoints {
             ids: Some((1, 2)),
             memory: Some([3, 4, 5, 6, 7, 8]),
             note: None,

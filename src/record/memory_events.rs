@@ -1,11 +1,17 @@
-//! The BPF collector's records of the memory events (`record --resident`;
-//! `on_rss_stat` and the syscalls' programs in fault.bpf.c): where the
-//! counters they read lie on this kernel, their parsing, and the
-//! tracepoints' records pfprof writes for them.
+//! The BPF collector's memory events (`record --resident`; `on_rss_stat`
+//! and the syscalls' programs in fault.bpf.c): where the counters they
+//! read lie on this kernel, their programs attached and moved
+//! ([`MemoryWatch`]), their records' parsing, and the tracepoints' records
+//! pfprof writes for them.
+
+use std::io;
+use std::os::fd::OwnedFd;
+
+use perf_event_open_sys::bindings as b;
 
 use crate::format::events::own::{self, SampleId};
 use crate::format::events::{le_u32, le_u64};
-use crate::sys::procfs;
+use crate::sys::{bpf as sysbpf, procfs};
 
 use super::btf;
 
@@ -122,6 +128,112 @@ impl RssLayout {
             u32::from(by_events),
         ];
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+/// The memory programs attached (`FaultCollector::watch_memory` in bpf.rs). The
+/// syscalls' records come first from the raw tracepoints on every syscall,
+/// whose closing costs nothing; [`MemoryWatch::move_to_events`] moves them
+/// to the five syscalls' own tracepoints, which cost the machine's other
+/// syscalls a third as much, but whose closing waits for RCU grace periods
+/// (0.3 s): worth it once a recording has run a while.
+pub struct MemoryWatch {
+    /// `on_rss_stat`'s and the raw tracepoints' attachments.
+    links: Vec<OwnedFd>,
+    /// The syscalls' tracepoints' events and attachments, once moved.
+    events: Vec<OwnedFd>,
+    /// Whether [`MemoryWatch::move_to_events`] was called.
+    tried: bool,
+    config: OwnedFd,
+    /// What `rss_config` holds besides which programs write: the
+    /// kernel's layout, and whether anonymous pages are counted.
+    layout: RssLayout,
+    anon: bool,
+    /// The five programs, and the ids of their tracepoints.
+    programs: Vec<(OwnedFd, u64)>,
+}
+
+impl MemoryWatch {
+    /// The watch of `links` (`on_rss_stat`'s, then the raw tracepoints'),
+    /// the `rss_config` map `config` filled from `layout` (and whether
+    /// anonymous pages are counted), and the syscalls' tracepoints'
+    /// programs with their tracepoints' ids.
+    pub(super) fn new(
+        links: Vec<OwnedFd>,
+        config: OwnedFd,
+        (layout, anon): (RssLayout, bool),
+        programs: Vec<(OwnedFd, u64)>,
+    ) -> MemoryWatch {
+        MemoryWatch {
+            links,
+            events: Vec::new(),
+            tried: false,
+            config,
+            layout,
+            anon,
+            programs,
+        }
+    }
+
+    /// Moves the syscalls' records to the programs on their own
+    /// tracepoints (see [`MemoryWatch`]); on failure they stay where they
+    /// were. Both are attached while the config says which programs write,
+    /// so no record is lost: the raw tracepoint's program, attached first,
+    /// runs first at a syscall, and a syscall the change falls between the
+    /// two programs of is written twice, which the ledger takes as once
+    /// (its removals and a brk's or mremap's result are idempotent).
+    pub fn move_to_events(&mut self) -> io::Result<()> {
+        if std::mem::replace(&mut self.tried, true) {
+            return Ok(());
+        }
+        let paths = crate::format::records::MEMORY_TRACEPOINT_PATHS;
+        let mut events = Vec::new();
+        for ((prog, id), path) in self.programs.iter().zip(paths) {
+            // One event of the machine (all tasks, one CPU): its program
+            // runs at every hit of the tracepoint, on every CPU.
+            let mut attr = crate::sys::new_attr();
+            attr.type_ = b::PERF_TYPE_TRACEPOINT;
+            attr.config = *id;
+            attr.__bindgen_anon_1.sample_period = 1;
+            let link = crate::sys::perf_event_open(&attr, -1, 0)
+                .and_then(|event| Ok([sysbpf::link_to_event(&event, prog)?, event]));
+            events.extend(link.map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?);
+        }
+        let value = self.layout.config_value(self.anon, true);
+        sysbpf::map_update(&self.config, &0u32.to_le_bytes(), &value)?;
+        self.events = events;
+        // The raw tracepoints' (after `on_rss_stat`'s): they return at once.
+        self.links.truncate(1);
+        Ok(())
+    }
+
+    /// Whether [`MemoryWatch::move_to_events`] was called (once is enough:
+    /// refused, the raw tracepoints stay).
+    pub fn tried_events(&self) -> bool {
+        self.tried
+    }
+
+    /// How many attachments are open: `on_rss_stat`'s and the raw
+    /// tracepoints', and the syscalls' tracepoints' events and theirs.
+    #[cfg(test)]
+    pub(super) fn attached(&self) -> (usize, usize) {
+        (self.links.len(), self.events.len())
+    }
+
+    /// Turns the programs off, then closes their attachments: on a thread
+    /// of its own when the syscalls' tracepoints' events must close, which
+    /// the analysis need not wait for.
+    pub fn stop(self) {
+        let _ = sysbpf::map_update(&self.config, &0u32.to_le_bytes(), &RssLayout::OFF);
+        drop(self.links);
+        if self.events.is_empty() {
+            return;
+        }
+        let events = self.events;
+        // Refused a thread, the closure and its events are dropped here.
+        let _ = std::thread::Builder::new()
+            .name("pfprof-detach".into())
+            .spawn(move || drop(events));
     }
 }
 

@@ -50,12 +50,14 @@ use crate::format::call_graph::CallGraph;
 use crate::format::decode::Event;
 use crate::format::perf_data::RecordClass;
 use crate::format::perf_data::{EventDesc, Exit, PerfDataWriter, RecordMode, RecordingMeta};
-use crate::format::records as rec;
 use crate::sys::procfs;
 use crate::sys::{self, ExitStatus};
 use bpf::FaultCollector;
 use dwarf::{Handling, StackRewriter};
-use events::{chains_recorded, event_specs, main_probe, EventSpec, MainProbe, SpecOptions};
+use events::{
+    chains_recorded, event_specs, find_tracepoints, main_probe, EventSpec, MainProbe, SpecOptions,
+    Tracepoints,
+};
 pub use files::HeldFile;
 pub use limits::{default_mmap_pages, parse_mmap_pages, MAX_MMAP_PAGES};
 use limits::{
@@ -252,9 +254,6 @@ fn permission_error(e: &io::Error) -> anyhow::Error {
     )
     .into()
 }
-
-/// The tracepoints pfprof records (tracefs `events/` paths).
-const TRACEPOINTS: [&str; 2] = rec::TRACEPOINT_PATHS;
 
 struct OpenEvents {
     /// fds[event][cpu]
@@ -679,66 +678,6 @@ fn follow(cfg: &RecordConfig) -> Result<Followed> {
     }
 }
 
-/// The fault-entry tracepoints, or why they are not recorded.
-struct Tracepoints {
-    /// The ids of `page_fault_user` and `page_fault_kernel`.
-    ids: Option<(u64, u64)>,
-    /// The ids of the syscalls that give memory back
-    /// ([`rec::MEMORY_TRACEPOINT_PATHS`]), recorded with the fault entries
-    /// when the kernel has them all.
-    memory: Option<[u64; 6]>,
-    /// Why not (None when they are recorded).
-    note: Option<String>,
-    /// Their formats, for perf (which refuses tracepoints without).
-    formats: Option<crate::format::perf_compat::TracingData>,
-}
-
-/// Finds the tracepoints in tracefs (mounting it if needed), unless the
-/// recording does without them.
-fn find_tracepoints(cfg: &RecordConfig) -> Tracepoints {
-    let found = if cfg.class == RecordClass::Major {
-        Err("not needed for --class major".to_string())
-    } else if cfg.tracepoints {
-        procfs::find_or_mount_tracefs().and_then(|tfs| {
-            let ids = (
-                procfs::tracepoint_id(&tfs, TRACEPOINTS[0])?,
-                procfs::tracepoint_id(&tfs, TRACEPOINTS[1])?,
-            );
-            let memory =
-                rec::MEMORY_TRACEPOINT_PATHS.map(|path| procfs::tracepoint_id(&tfs, path).ok());
-            let memory = memory
-                .iter()
-                .all(Option::is_some)
-                .then(|| memory.map(Option::unwrap_or_default));
-            let mut paths = TRACEPOINTS.to_vec();
-            if memory.is_some() {
-                paths.extend(rec::MEMORY_TRACEPOINT_PATHS);
-            }
-            Ok((
-                ids,
-                memory,
-                crate::format::perf_compat::TracingData::read(&tfs, &paths).ok(),
-            ))
-        })
-    } else {
-        Err("disabled with --no-tracepoints".to_string())
-    };
-    match found {
-        Ok((ids, memory, formats)) => Tracepoints {
-            ids: Some(ids),
-            memory,
-            note: None,
-            formats,
-        },
-        Err(why) => Tracepoints {
-            ids: None,
-            memory: None,
-            note: Some(why),
-            formats: None,
-        },
-    }
-}
-
 /// What the events are opened with, lowered one step at a time when the
 /// kernel refuses ([`OpenPlan::lower`]).
 struct OpenPlan {
@@ -752,7 +691,7 @@ struct OpenPlan {
     entry_links: Option<Vec<OwnedFd>>,
     /// The collector's memory programs attached, when the ledger is kept
     /// and the kernel takes them (see [`SpecOptions::memory_watched`]).
-    memory_watch: Option<bpf::MemoryWatch>,
+    memory_watch: Option<memory_events::MemoryWatch>,
     /// Why the collector does not write the memory events, when it does
     /// not (the tracepoints' events record them then).
     memory_note: Option<String>,

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::bpf::{FaultCollector, MemoryWatch};
+use super::bpf::FaultCollector;
 use super::build_ids::BuildIds;
 use super::dwarf::{EntryEvents, Output, StackRewriter};
 use super::files::{self, MappedFiles};
+use super::memory_events::MemoryWatch;
 use super::ring::{BpfRing, Ring};
 use super::synth;
 use super::{
