@@ -521,7 +521,12 @@ impl FaultCollector {
             let syscall = |(section, name)| load(section, tracepoint, name).ok();
             Some(MemoryPrograms {
                 config: take("rss_config", Some(MAP_ARRAY)).ok()?,
-                rss: load("raw_tracepoint/rss_stat", raw, "pfprof_rss").ok()?,
+                rss: load(
+                    &memory_events::rss_stat_section(procfs::possible_cpu_ids()),
+                    raw,
+                    "pfprof_rss",
+                )
+                .ok()?,
                 raw: [
                     load("raw_tracepoint/sys_enter", raw, "pfprof_sys_in").ok()?,
                     load("raw_tracepoint/sys_exit", raw, "pfprof_sys_out").ok()?,
@@ -1153,7 +1158,6 @@ mod tests {
             ("COUNT_LOST_RSS", COUNT_LOST_RSS as usize),
             ("RSS_MAGIC", memory_events::RSS_MAGIC as usize),
             ("SYSCALL_MAGIC", memory_events::SYSCALL_MAGIC as usize),
-            ("RSS_MAX_CPUS", memory_events::RSS_MAX_CPUS as usize),
             ("COUNTERS", COUNTERS),
             ("COLLECTOR_ID", COLLECTOR_ID as usize),
         ] {
@@ -1166,6 +1170,10 @@ mod tests {
         }
         let entries = format!(".max_entries = {CACHE_ENTRIES},");
         assert!(source.contains(&entries), "fault.bpf.c: {entries}");
+        for build in memory_events::RSS_STAT_BUILDS {
+            let program = format!("\nRSS_STAT_PROGRAM({build})\n");
+            assert!(source.contains(&program), "fault.bpf.c: {program}");
+        }
     }
 
     /// The committed object is what `build-bpf.sh` makes of fault.bpf.c

@@ -858,8 +858,10 @@ struct rss_ctx {
 	__u64 member;
 };
 
-// The largest CPU id summed (beyond it, the counter's central count only).
-#define RSS_MAX_CPUS 256
+// The program comes in three builds that sum up to 8, 64 or 256 CPUs
+// (beyond, the counter's central count only): the verifier walks each
+// turn of the loop, 40 ms of the kernel's CPU for 256, and the loader
+// takes the smallest that covers the machine's CPU ids.
 #define RSS_MAGIC 0x70667231 /* "pfr1" */
 #define MM_ANONPAGES 1
 #define MM_SWAPENTS 2
@@ -926,7 +928,7 @@ struct rss_record {
 
 // The count of counter `member` of `mm`, as `percpu_counter_sum` makes it
 // (without its lock: a change racing the sum is the next record's).
-INLINE __s64 rss_count(struct rss_config *rss, __u64 mm, __u32 member)
+INLINE __s64 rss_count(struct rss_config *rss, __u64 mm, __u32 member, __u32 max_cpus)
 {
 	__u64 counter = mm + rss->mm_rss_stat + member * rss->counter_size;
 	__s64 count = 0;
@@ -945,7 +947,7 @@ INLINE __s64 rss_count(struct rss_config *rss, __u64 mm, __u32 member)
 	__u64 base = 0;
 	if (bpf_probe_read_kernel(&base, 8, (void *)(*(volatile __u64 *)number + rss->array_pptrs)))
 		return -1;
-	for (__u32 cpu = 0; cpu < RSS_MAX_CPUS; cpu++) {
+	for (__u32 cpu = 0; cpu < max_cpus; cpu++) {
 		if (cpu >= rss->cpus)
 			break;
 		void *area = bpf_map_lookup_percpu_elem(&cpu_areas, &zero, cpu);
@@ -961,8 +963,7 @@ INLINE __s64 rss_count(struct rss_config *rss, __u64 mm, __u32 member)
 	return count < 0 ? 0 : count;
 }
 
-SEC("raw_tracepoint/rss_stat")
-int on_rss_stat(struct rss_ctx *ctx)
+INLINE int on_rss_stat(struct rss_ctx *ctx, __u32 max_cpus)
 {
 	__u32 zero = 0;
 	struct rss_config *rss = bpf_map_lookup_elem(&rss_config, &zero);
@@ -1005,7 +1006,7 @@ int on_rss_stat(struct rss_ctx *ctx)
 			return 0;
 		pid_tgid = ((__u64)owner->seen << 32) | owner->seen;
 	}
-	__s64 pages = rss_count(rss, target, member);
+	__s64 pages = rss_count(rss, target, member, max_cpus);
 	if (pages < 0)
 		return 0;
 	struct rss_record r = {
@@ -1019,6 +1020,16 @@ int on_rss_stat(struct rss_ctx *ctx)
 		output_memory_record(&r, sizeof(r), cpu);
 	return 0;
 }
+
+#define RSS_STAT_PROGRAM(n)                                    \
+	SEC("raw_tracepoint/rss_stat/" #n)                     \
+	int on_rss_stat_##n(struct rss_ctx *ctx)               \
+	{                                                      \
+		return on_rss_stat(ctx, n);                    \
+	}
+RSS_STAT_PROGRAM(8)
+RSS_STAT_PROGRAM(64)
+RSS_STAT_PROGRAM(256)
 
 // The syscalls that give memory back, for the followed processes: what
 // the `syscalls:sys_enter_*`/`sys_exit_*` tracepoints would record, written

@@ -24,10 +24,26 @@ pub(super) const SYSCALL_MAGIC: u32 = 0x7066_7331;
 /// [`SYSCALL_MAGIC`] as a record's first bytes.
 const SYSCALL_MAGIC_BYTES: [u8; 4] = SYSCALL_MAGIC.to_le_bytes();
 
-/// CPU ids whose parts of a counter `on_rss_stat` sums at most
-/// (`RSS_MAX_CPUS`): beyond, its counts would be short, so the tracepoint's
-/// event is opened instead.
-pub(super) const RSS_MAX_CPUS: u32 = 256;
+/// The builds of `on_rss_stat` (fault.bpf.c's `RSS_STAT_PROGRAM`): the CPU
+/// ids whose parts of a counter each sums at most. The verifier walks each
+/// turn of the sum's loop (40 ms of the kernel's CPU for 256, 1.5 for 8),
+/// so the loader takes the smallest that covers the machine.
+pub(super) const RSS_STAT_BUILDS: [u32; 3] = [8, 64, 256];
+
+/// CPU ids whose parts of a counter `on_rss_stat` sums at most: beyond,
+/// its counts would be short, so the tracepoint's event is opened instead.
+pub(super) const RSS_MAX_CPUS: u32 = RSS_STAT_BUILDS[RSS_STAT_BUILDS.len() - 1];
+
+/// The section of the `on_rss_stat` build for a machine of `cpu_ids`
+/// possible CPU ids (the largest when they are not known).
+pub(super) fn rss_stat_section(cpu_ids: Option<u32>) -> String {
+    let cpu_ids = cpu_ids.unwrap_or(RSS_MAX_CPUS);
+    let build = RSS_STAT_BUILDS
+        .into_iter()
+        .find(|&build| build >= cpu_ids)
+        .unwrap_or(RSS_MAX_CPUS);
+    format!("raw_tracepoint/rss_stat/{build}")
+}
 
 /// Whether a collector's record is a memory event's (`rss_stat`, a
 /// syscall), not a fault's.
@@ -90,7 +106,7 @@ pub(super) struct RssLayout {
 impl RssLayout {
     /// From the kernel's BTF and its CPU ids.
     pub(super) fn of_running_kernel() -> Result<RssLayout, String> {
-        let bytes = std::fs::read(btf::VMLINUX).map_err(|e| format!("{}: {e}", btf::VMLINUX))?;
+        let bytes = btf::VmlinuxBytes::load().map_err(|e| format!("{}: {e}", btf::VMLINUX))?;
         let types = btf::Btf::parse(&bytes).map_err(|e| e.to_string())?;
         let offset = |s: &str, m: &str| types.member_offset(s, m).map_err(|e| e.to_string());
         Ok(RssLayout {
@@ -294,6 +310,25 @@ impl SyscallRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The smallest build that sums every CPU id; the largest when the
+    /// ids are not known or more than any sums.
+    #[test]
+    fn rss_stat_build_covers_the_cpus() {
+        let build = |ids| {
+            rss_stat_section(ids)
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(build(Some(2)), "8");
+        assert_eq!(build(Some(8)), "8");
+        assert_eq!(build(Some(9)), "64");
+        assert_eq!(build(Some(256)), "256");
+        assert_eq!(build(Some(4096)), "256");
+        assert_eq!(build(None), "256");
+    }
 
     /// `on_rss_stat`'s records: magic, member, pages, curr; a fault's
     /// record or a short one is not one.
