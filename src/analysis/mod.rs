@@ -10,6 +10,7 @@ mod chain_memo;
 pub mod classify;
 pub mod foreign;
 pub mod latency;
+mod page_table;
 pub mod process;
 mod profile;
 pub mod relocation_pages;
