@@ -464,7 +464,8 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
     let Some(resident) = &model.resident else {
         return Ok(Vec::new());
     };
-    let mut svgs = Vec::new();
+    let mut svgs: Vec<Svg> = Vec::new();
+    let mut peak: Option<(Vec<String>, &str)> = None;
     for (graph, rows, title) in [
         (
             Graph::Resident,
@@ -481,6 +482,23 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
         let lines: Vec<String> = (folded.iter())
             .map(|(stack, kib)| format!("{stack} {kib}"))
             .collect();
+        // A program that ends at its peak holds at exit what it held
+        // there: the same graph, retitled (drawing it is half the cost of
+        // these two graphs).
+        let retitled = peak
+            .as_ref()
+            .zip(svgs.first())
+            .and_then(|((lines_at, title_at), svg)| {
+                (*lines_at == lines)
+                    .then(|| retitle(svg, graph, title_at, title))
+                    .flatten()
+            });
+        if let Some(svg) = retitled {
+            write_folded(dir, &graph.file_stem(), &lines)?;
+            dir.write(&format!("{}.svg", graph.file_stem()), svg.text.as_bytes())?;
+            svgs.push(svg);
+            continue;
+        }
         let look = Look {
             colors: Palette::Basic(BasicPalette::Mem),
             count_name: "KiB",
@@ -491,8 +509,21 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
         svgs.push(
             write_folded_and_svg_counting(dir, graph, &lines, title.into(), subtitle, look)?.0,
         );
+        peak.get_or_insert((lines, title));
     }
     Ok(svgs)
+}
+
+/// `svg` as graph `graph` under `title` instead of `was`, when `was` is
+/// written once in it (as inferno writes a title with no character to
+/// escape) and so cannot be mistaken for a frame's name.
+fn retitle(svg: &Svg, graph: Graph, was: &str, title: &str) -> Option<Svg> {
+    let plain = |t: &str| !t.contains(['&', '<', '>', '"', '\'']);
+    (plain(was) && plain(title) && svg.text.matches(was).count() == 1).then(|| Svg {
+        graph,
+        text: svg.text.replacen(was, title, 1),
+        empty: svg.empty,
+    })
 }
 
 /// Writes `<class>-latency.folded` and `.svg`: stacks weighted by the time
@@ -637,5 +668,24 @@ mod tests {
             .unwrap()
             .contains("touch_pages"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The exit graph of a program that ended at its peak is the peak's,
+    /// retitled; not when the title could be mistaken for a frame's name
+    /// or would need escaping.
+    #[test]
+    fn retitles_only_a_title_written_once() {
+        let svg = |text: &str| Svg {
+            graph: Graph::Resident,
+            text: text.into(),
+            empty: false,
+        };
+        let once = svg("<text id=\"title\">At the peak</text><g>main</g>");
+        let exit = retitle(&once, Graph::ResidentExit, "At the peak", "At exit").unwrap();
+        assert_eq!(exit.text, "<text id=\"title\">At exit</text><g>main</g>");
+        assert_eq!(exit.graph, Graph::ResidentExit);
+        let twice = svg("<text>At the peak</text><g>At the peak</g>");
+        assert!(retitle(&twice, Graph::ResidentExit, "At the peak", "At exit").is_none());
+        assert!(retitle(&once, Graph::ResidentExit, "At the peak", "At <exit>").is_none());
     }
 }

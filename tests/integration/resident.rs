@@ -113,6 +113,9 @@ fn resident_memory_by_site_at_peak_and_exit() {
         );
         let svg = std::fs::read_to_string(run_dir.join("out/resident.svg")).unwrap();
         assert!(svg.contains("touch_anon"), "{mode}");
+        let exit_svg = std::fs::read_to_string(run_dir.join("out/resident-exit.svg")).unwrap();
+        assert!(exit_svg.contains("Resident memory at exit"), "{mode}");
+        assert!(!exit_svg.contains("at the peak"), "{mode}");
         let timeline = std::fs::read_to_string(run_dir.join("out/timeline.svg")).unwrap();
         assert!(timeline.contains("resident memory by kind"), "{mode}");
         let page = std::fs::read_to_string(run_dir.join("out/index.html")).unwrap();
@@ -127,6 +130,33 @@ fn resident_memory_by_site_at_peak_and_exit() {
             "{text}"
         );
     }
+}
+
+/// A program that ends at its peak (fixtures/bss_write.c frees nothing):
+/// the exit graph holds the peak's lines, titled for exit (drawn once and
+/// retitled), where resident.c's, which gives pages back, differ.
+#[test]
+fn a_program_that_ends_at_its_peak_draws_the_same_graph_twice() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("resident_peak_at_exit");
+    let exe = compile_c(&dir, "bss_write.c", &[]);
+    let (out, _) = record_with(&dir, &["--resident"], &exe, &[]);
+    assert!(out.status.success());
+    let read = |name: &str| std::fs::read_to_string(dir.join("out").join(name)).unwrap();
+    let (peak, exit) = (read("resident.folded"), read("resident-exit.folded"));
+    assert_eq!(peak, exit);
+    assert!(
+        peak.lines()
+            .any(|l| l.contains(";touch_bss;") && l.ends_with(" 1024")),
+        "{peak}"
+    );
+    let peak_title = "Resident memory at the peak (KiB, by the fault that made it present)";
+    let exit_title = "Resident memory at exit (KiB still held when each process ended)";
+    let (peak_svg, exit_svg) = (read("resident.svg"), read("resident-exit.svg"));
+    assert!(peak_svg.contains(peak_title) && !peak_svg.contains(exit_title));
+    assert_eq!(exit_svg, peak_svg.replacen(peak_title, exit_title, 1));
 }
 
 /// fixtures/resident.c's sites: (function, kind, KiB at the peak, at exit).
@@ -396,8 +426,20 @@ fn assert_reconciled(resident: &Value) {
     );
     let taken = resident["pages"]["taken_back"].as_u64().unwrap();
     assert!((120..=128).contains(&taken), "{resident:#}");
+    // What the ledger holds beyond the kernel's count: the pages taken
+    // back less the one or two the process faults in again (seen: 128
+    // taken, 504 KiB), and on a machine short of memory perhaps a few the
+    // process's own allocations reclaimed from it (its count drops in its
+    // own context, outside a syscall the ledger follows; one failure of
+    // 480..=520 under the whole suite, figures not kept): up to 2% of its
+    // file pages.
     let reconciled = resident["end"]["reconciled_kib"]["file"].as_u64().unwrap();
-    assert!((480..=520).contains(&reconciled), "{resident:#}");
+    let file_kib = resident["end"]["kib"]["file"].as_u64().unwrap();
+    let taken_kib = taken * 4;
+    assert!(
+        (taken_kib - 16..=taken_kib + file_kib / 50).contains(&reconciled),
+        "{resident:#}"
+    );
     assert_near_kernel(resident, "peak");
     assert_near_kernel(resident, "end");
 }
