@@ -149,12 +149,23 @@ pub struct Aggregator(Analyzer);
 impl Aggregator {
     /// An analyzer for a recording described by `meta` (its mode, call
     /// graph and pfprof's pid); `has_entries` when the fault-entry
-    /// tracepoints are recorded.
-    pub fn new(options: AnalyzeOptions, meta: RecordingMeta, has_entries: bool) -> Aggregator {
+    /// tracepoints are recorded, `ledger` when the memory syscalls are
+    /// (`record --interval --resident`: the resident pages are kept across
+    /// intervals, each seeing its own peak and end).
+    pub fn new(
+        options: AnalyzeOptions,
+        meta: RecordingMeta,
+        has_entries: bool,
+        ledger: bool,
+    ) -> Aggregator {
         let mut analyzer = Analyzer::new(options);
         analyzer.prune_exited = true;
         analyzer.timeline = false;
         analyzer.begin(&meta);
+        let every_fault = meta.period == 1 && meta.mode != RecordMode::System;
+        if ledger && every_fault {
+            analyzer.profile.resident = Some(resident::Ledger::default());
+        }
         analyzer.profile.meta = Some(meta);
         analyzer.profile.has_entries = has_entries;
         Aggregator(analyzer)
@@ -178,8 +189,13 @@ impl Aggregator {
         let analyzer = &mut self.0;
         let p = &mut analyzer.profile;
         p.settle();
+        let stacks = std::mem::take(&mut p.stacks);
+        let resident =
+            (p.resident.as_mut()).map(|ledger| ledger.take_interval(&stacks, &mut p.stacks));
+        let resident_pids = resident.iter().flat_map(|view| view.owners());
         let pids: std::collections::BTreeSet<i32> = (p.process_counts.keys().copied())
             .chain(p.counts.keys().filter_map(|k| k.owner.pid()))
+            .chain(resident_pids)
             .collect();
         let mut totals = std::mem::take(&mut p.totals);
         if !p.has_entries {
@@ -192,7 +208,7 @@ impl Aggregator {
             cmdline: p.cmdline.clone(),
             processes: p.processes.names_of(pids),
             process_counts: std::mem::take(&mut p.process_counts),
-            stacks: std::mem::take(&mut p.stacks),
+            stacks,
             counts: std::mem::take(&mut p.counts),
             latencies: std::mem::take(&mut p.latencies),
             timeline: timeline::Timeline::default(),
@@ -209,7 +225,7 @@ impl Aggregator {
             jit_maps: FxHashMap::default(),
             jit_warnings: Vec::new(),
             run: None,
-            resident: None,
+            resident,
         };
         // The stacks remembered belong to the table given away.
         if std::env::var_os("PFPROF_TIMING").is_some() {
@@ -1122,8 +1138,12 @@ mod tests {
 
     #[test]
     fn intervals_forget_exited_processes_but_not_a_reused_pid() {
-        let mut aggregator =
-            Aggregator::new(AnalyzeOptions::default(), RecordingMeta::default(), false);
+        let mut aggregator = Aggregator::new(
+            AnalyzeOptions::default(),
+            RecordingMeta::default(),
+            false,
+            false,
+        );
         let fork = |pid| Event::Fork {
             pid,
             ppid: 1,

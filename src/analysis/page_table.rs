@@ -152,6 +152,15 @@ impl PageTable {
             .filter(|&id| id != EMPTY)
     }
 
+    /// Gives each page the site `renumbered` maps its site to.
+    pub(super) fn renumber(&mut self, renumbered: impl Fn(u32) -> u32) {
+        for chunk in self.chunks.values_mut() {
+            for id in chunk.ids.iter_mut().filter(|id| **id != EMPTY) {
+                *id = renumbered(*id);
+            }
+        }
+    }
+
     /// (page, site) of the pages held in chunk `key`.
     fn chunk_pages(&self, key: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
         let ids = self.chunks.get(&key).map(|chunk| &chunk.ids[..]);

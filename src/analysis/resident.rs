@@ -24,6 +24,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+mod interval;
+
 use crate::analysis::classify::{Access, FaultClass, TargetMapping};
 use crate::analysis::page_table::PageTable;
 use crate::analysis::stacks::StackId;

@@ -169,7 +169,13 @@ impl Tap for Continuous {
             .name("pfprof-intervals".into())
             .spawn(move || writer.run(rx, &done))
             .context("cannot start the interval thread")?;
-        let aggregator = Aggregator::new(self.settings.options.clone(), meta.clone(), has_entries);
+        let ledger = events.iter().any(|e| rec::MUNMAP.is_named(&e.name));
+        let aggregator = Aggregator::new(
+            self.settings.options.clone(),
+            meta.clone(),
+            has_entries,
+            ledger,
+        );
         let interval_ns = self.settings.interval.as_nanos() as u64;
         self.running = Some(Running {
             aggregator,

@@ -514,6 +514,26 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
     Ok(svgs)
 }
 
+/// Writes `resident.folded` and `resident-exit.folded` only (an
+/// interval's: the peak within it, and each process's pages at its exit
+/// in it or at its end), when the model has resident rows.
+pub fn write_resident_folded(dir: &OutDir, model: &Model) -> io::Result<()> {
+    let Some(resident) = &model.resident else {
+        return Ok(());
+    };
+    for (graph, rows) in [
+        (Graph::Resident, &resident.peak),
+        (Graph::ResidentExit, &resident.exit),
+    ] {
+        let (folded, _) = crate::output::folded::fold_resident(rows, model);
+        let lines: Vec<String> = (folded.iter())
+            .map(|(stack, kib)| format!("{stack} {kib}"))
+            .collect();
+        write_folded(dir, &graph.file_stem(), &lines)?;
+    }
+    Ok(())
+}
+
 /// `svg` as graph `graph` under `title` instead of `was`, when `was` is
 /// written once in it (as inferno writes a title with no character to
 /// escape) and so cannot be mistaken for a frame's name.

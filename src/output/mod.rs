@@ -85,6 +85,7 @@ pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> 
     // Each output's memory goes before the next is built: a long run's
     // peak is the largest one, not their sum.
     drop(lines);
+    flamegraph::write_resident_folded(dir, model)?;
     write_reports(dir, model, top)?;
     pprof::write(dir, model, time_ns)?;
     Ok(())

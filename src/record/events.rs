@@ -127,7 +127,6 @@ pub(super) struct SpecOptions {
 pub(super) fn ledger_wanted(cfg: &RecordConfig) -> bool {
     cfg.resident
         && !matches!(cfg.target, Target::System)
-        && cfg.data_path.is_some()
         && cfg.period == 1
         && matches!(cfg.class, RecordClass::All | RecordClass::Cow)
 }
@@ -388,10 +387,9 @@ mod tests {
             data_path: Some("pfprof.data".into()),
             ..test_config()
         };
-        // No memory events without a recording (intervals), nor when
-        // faults are sampled.
+        // No memory events unless asked for, nor when faults are sampled.
         let interval = RecordConfig {
-            data_path: None,
+            resident: false,
             ..test_config()
         };
         let sampled = RecordConfig {

@@ -13,7 +13,7 @@ use crate::util::{
 };
 
 /// Starts wait_signal and waits until it says it is ready.
-fn start_waiter(exe: &std::path::Path) -> Child {
+pub(crate) fn start_waiter(exe: &std::path::Path) -> Child {
     let mut child = Command::new(exe).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())

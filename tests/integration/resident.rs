@@ -443,3 +443,63 @@ fn assert_reconciled(resident: &Value) {
     assert_near_kernel(resident, "peak");
     assert_near_kernel(resident, "end");
 }
+
+/// `record --interval --resident -p` (fixtures/resident_phases.c, 1 s
+/// intervals): the ledger goes on across intervals, each with its own
+/// peak and end. An interval in the first sleep ends with touch_first's
+/// 1,024 KiB; one in the second with touch_second's 512 and none of
+/// touch_first's (munmap gave them back); phase 2's interval peaks at
+/// both. Each interval writes its resident.folded and resident-exit.folded.
+#[test]
+fn intervals_keep_the_ledger_and_see_their_own_peak_and_end() {
+    if !can_record() {
+        return;
+    }
+    let _shared = crate::util::shared();
+    let dir = temp_dir("resident_intervals");
+    let exe = compile_c(&dir, "resident_phases.c", &[]);
+    let mut phases = crate::live::start_waiter(&exe);
+    let out_dir = dir.join("out");
+    let pid = phases.id().to_string();
+    let args = [
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--interval",
+        "1",
+        "--resident",
+    ];
+    let recorder = crate::live::start_pfprof(&[&args[..], &["-p", &pid]].concat());
+    assert!(crate::util::signal(phases.id(), "USR1"));
+    assert!(phases.wait().unwrap().success());
+    let out = recorder.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+
+    let mut names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut ends = Vec::new();
+    let mut peaks = Vec::new();
+    for name in &names {
+        let interval = out_dir.join(name);
+        for file in ["resident.folded", "resident-exit.folded"] {
+            assert!(interval.join(file).is_file(), "{name}/{file}");
+        }
+        let report = crate::util::read_report(&interval.join("report.json"));
+        let resident = &report["resident"];
+        assert!(resident.is_object(), "{name}: {report:#}");
+        let kib = |moment: &str, function: &str| site_kib(resident, moment, function, "anon");
+        ends.push((kib("end", "touch_first"), kib("end", "touch_second")));
+        peaks.push((kib("peak", "touch_first"), kib("peak", "touch_second")));
+    }
+    assert!(ends.contains(&(1024, 0)), "{names:?}: ends {ends:?}");
+    assert!(ends.contains(&(0, 512)), "{names:?}: ends {ends:?}");
+    assert!(peaks.contains(&(1024, 512)), "{names:?}: peaks {peaks:?}");
+    // Once given back, touch_first's pages are in no later interval.
+    let gone = ends.iter().position(|&end| end == (0, 512)).unwrap();
+    assert!(
+        ends[gone..].iter().all(|&(first, _)| first == 0),
+        "{ends:?}"
+    );
+}
