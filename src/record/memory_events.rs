@@ -206,11 +206,15 @@ impl MemoryWatch {
         let mut events = Vec::new();
         for ((prog, id), path) in self.programs.iter().zip(paths) {
             // One event of the machine (all tasks, one CPU): its program
-            // runs at every hit of the tracepoint, on every CPU.
+            // runs at every hit of the tracepoint, on every CPU. A
+            // counting event: the program lets the hit through (others'
+            // events on the tracepoint record it), and this one only
+            // adds to its count.
             let mut attr = crate::sys::new_attr();
             attr.type_ = b::PERF_TYPE_TRACEPOINT;
             attr.config = *id;
-            attr.__bindgen_anon_1.sample_period = 1;
+            attr.__bindgen_anon_1.sample_period = 0;
+            attr.sample_type = 0;
             let link = crate::sys::perf_event_open(&attr, -1, 0)
                 .and_then(|event| Ok([sysbpf::link_to_event(&event, prog)?, event]));
             events.extend(link.map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?);

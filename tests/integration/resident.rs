@@ -224,6 +224,56 @@ fn resident_memory_after_the_syscalls_move_to_their_tracepoints() {
     assert_near_kernel(resident, "end");
 }
 
+/// A recording whose syscalls' records have moved to their tracepoints'
+/// programs leaves those tracepoints to everyone else: a `--no-bpf`
+/// recording beside it (its records come from perf events on the same
+/// tracepoints) still sees every `munmap`, `madvise` and `mremap` of
+/// fixtures/resident.c. (The programs returned 0, which drops a hit for
+/// every perf event on the tracepoint: this test then lost the madvise
+/// and the mremap.)
+#[test]
+fn a_moved_recording_leaves_the_tracepoints_to_others() {
+    if !can_record() {
+        return;
+    }
+    let _shared = crate::util::shared();
+    let dir = temp_dir("resident_beside_moved");
+    let exe = compile_c(&dir, "resident.c", &[]);
+    let data = dir.join("resident.dat");
+    let mut moved = pfprof()
+        .env("PFPROF_TIMING", "1")
+        .args(["record", "-q", "--resident", "-o"])
+        .arg(dir.join("moved"))
+        .args(["--", "sleep", "8"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = moved.stderr.take().unwrap();
+    let said = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map_while(Result::ok)
+        .any(|line| line.contains("the syscalls' records come from their own tracepoints"));
+    assert!(
+        said,
+        "the first recording did not move its syscalls' records"
+    );
+    let beside = dir.join("beside");
+    std::fs::create_dir_all(&beside).unwrap();
+    let (out, report) = record_with(
+        &beside,
+        &["--resident", "--no-bpf"],
+        &exe,
+        &[data.to_str().unwrap()],
+    );
+    let _ = moved.kill();
+    let _ = moved.wait();
+    assert!(out.status.success());
+    let resident = &report["resident"];
+    assert_resident_fixture(resident, "beside a moved recording");
+    let pages = &resident["pages"];
+    assert_eq!(pages["madvise"], 32, "{pages}");
+    assert_eq!(pages["mremap_moved"], 32, "{pages}");
+}
+
 /// Through fork (the child's copies at its own site, its parent's pages it
 /// inherited), a thread that exits, glibc's malloc (a mapped block freed,
 /// heap pages trimmed), the program break lowered and a shared memfd
