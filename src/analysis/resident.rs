@@ -317,6 +317,16 @@ struct KernelCounts {
     /// The total at the ledger's peak, and at the processes' exits.
     at_peak: [u64; 3],
     at_exit: [u64; 3],
+    /// A process asked for huge pages (`madvise(MADV_HUGEPAGE)`): the
+    /// collector writes the anonymous counts from then on.
+    hugepage_asked: bool,
+    /// The anonymous counts began then, not with the recording: the
+    /// kernel's anonymous total is not known, and a process's first
+    /// anonymous count is its baseline unless it is in `anon_known`.
+    anon_late: bool,
+    /// Processes whose anonymous count the ledger knows from their start
+    /// (exec'd or forked while recorded).
+    anon_known: FxHashSet<i32>,
 }
 
 /// Pages a file fault maps at most, its own among them: the kernel's
@@ -342,20 +352,23 @@ impl KernelCounts {
         if !curr && (mm_id != 0 || !self.by_pid.contains_key(&pid)) {
             return;
         }
+        let anon = kind == MemoryKind::Anon as usize;
+        self.anon_late |= anon && !self.seen_anon && self.hugepage_asked;
         self.seen = true;
-        self.seen_anon |= kind == MemoryKind::Anon as usize;
+        self.seen_anon |= anon;
         let pages = bytes.max(0) as u64 / PAGE_BYTES;
-        let first = !self.by_pid.contains_key(&pid);
+        // Its first report (or, counted late, its first anonymous one)
+        // is its baseline, not pages its next fault made.
+        let first = !self.by_pid.contains_key(&pid)
+            || (anon && self.anon_late && self.anon_known.insert(pid));
         let now = self.by_pid.entry(pid).or_default();
         let before = now[kind];
         now[kind] = pages;
         self.total[kind] = (self.total[kind] + pages).saturating_sub(before);
-        // A process's first report is its baseline (what exec or fork
-        // gave it), not pages its next fault made.
         if curr && !first && pages > before {
             self.gained.entry(tid).or_default()[kind] += pages - before;
         }
-        if (!curr || self.paging_out.contains(&tid)) && pages < before {
+        if !first && (!curr || self.paging_out.contains(&tid)) && pages < before {
             self.taken_from.insert(pid);
             self.taken_back += before - pages;
         }
@@ -373,11 +386,13 @@ impl KernelCounts {
             *total += n;
         }
         self.by_pid.insert(child, pages);
+        self.anon_known.insert(child);
     }
 
     /// The process is gone (exit or exec): its counts leave the total.
     fn gone(&mut self, pid: i32, exited: bool) {
         self.taken_from.remove(&pid);
+        self.anon_known.remove(&pid);
         if let Some(pages) = self.by_pid.remove(&pid) {
             for (kind, &n) in pages.iter().enumerate() {
                 self.total[kind] = self.total[kind].saturating_sub(n);
@@ -503,6 +518,7 @@ impl Ledger {
                     let n = self.remove(pid, addr, addr.saturating_add(len));
                     self.counts.madvise += n;
                 } else if advice == MADV_HUGEPAGE {
+                    self.kernel.hugepage_asked = true;
                     self.counts.huge_advised += len.div_ceil(PAGE_BYTES);
                 } else if advice == MADV_PAGEOUT {
                     // Which pages it reclaims the kernel does not say: its
@@ -595,6 +611,7 @@ impl Ledger {
         // page; the stack the kernel filled is anonymous), so its first
         // report is a gain, not a baseline.
         self.kernel.by_pid.insert(pid, [0; 3]);
+        self.kernel.anon_known.insert(pid);
         self.counts.exec += self.drop_space(pid, false);
         self.held.remove(&pid);
     }
@@ -707,8 +724,16 @@ impl Ledger {
     }
 
     /// Whether the kernel's counts include anonymous pages (recorded where
-    /// transparent huge pages are always on).
+    /// transparent huge pages are always on; counted from a process's
+    /// first request for huge pages on, the total is not known).
     pub fn kernel_counts_anon(&self) -> bool {
+        self.kernel.seen_anon && !self.kernel.anon_late
+    }
+
+    /// Whether the anonymous counts were recorded, from the start or from
+    /// a process's first request for huge pages: each huge page is then
+    /// placed whole at the site that faulted it.
+    pub fn huge_pages_placed(&self) -> bool {
         self.kernel.seen_anon
     }
 
@@ -993,6 +1018,43 @@ mod tests {
         ledger.exit(1);
         assert_eq!(ledger.reconciled().1, [4, 0, 0]);
         assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 10), (2, 7)]);
+    }
+
+    /// Anonymous counts that begin at a request for huge pages (where
+    /// transparent huge pages are `madvise`): a process's first one is its
+    /// baseline, not a gain its next fault made; the huge page a fault
+    /// then makes counts 512 pages at its site; the kernel's anonymous
+    /// total is not known.
+    #[test]
+    fn anonymous_counts_from_a_request_for_huge_pages_on() {
+        let mut ledger = Ledger::default();
+        let stat = |ledger: &mut Ledger, member: i32, pages: i64, time: u64| {
+            let call = MemoryCall::RssStat {
+                curr: true,
+                mm_id: 0,
+                member,
+                bytes: pages * PAGE_BYTES as i64,
+            };
+            ledger.on_call((1, 1), time, call);
+        };
+        stat(&mut ledger, 0, 5, 0);
+        touch(&mut ledger, 0x10000, 0..10, 1, 1);
+        let huge = MemoryCall::Madvise {
+            addr: 0x200000,
+            len: HUGE_PAGES * PAGE_BYTES,
+            advice: MADV_HUGEPAGE,
+        };
+        ledger.on_call((1, 1), 20, huge);
+        // The first anonymous count: the ten pages and two of the stack.
+        stat(&mut ledger, 1, 12, 21);
+        stat(&mut ledger, 1, 12 + HUGE_PAGES as i64, 22);
+        let range = Some((0x200000, 0x200000 + HUGE_PAGES * PAGE_BYTES));
+        ledger.fault((1, 1), 0x200000, range, site(2), ANON, 23);
+        assert_eq!(ledger.now(), [10 + HUGE_PAGES, 0, 0]);
+        assert_eq!(pages_of(&ledger, &ledger.now), [(1, 10), (2, HUGE_PAGES)]);
+        assert_eq!(ledger.counts().unattributed, 0);
+        assert!(ledger.huge_pages_placed());
+        assert!(!ledger.kernel_counts_anon());
     }
 
     /// DONTNEED takes pages away, FREE leaves them; mremap moves them

@@ -865,6 +865,7 @@ struct rss_ctx {
 #define RSS_MAGIC 0x70667231 /* "pfr1" */
 #define MM_ANONPAGES 1
 #define MM_SWAPENTS 2
+#define MADV_HUGEPAGE 14
 
 // The perf sample head of the memory events' records (`struct
 // sample_head` without its pad), up to the raw data's size.
@@ -1078,8 +1079,14 @@ INLINE struct rss_config *syscall_config(__u32 by_events)
 }
 
 // Writes `r` (its call, number and words filled) for the current task.
-INLINE void write_syscall(struct syscall_record *r)
+INLINE void write_syscall(struct rss_config *rss, struct syscall_record *r)
 {
+	// A process that asks for huge pages: from then on the anonymous
+	// counts are written too, where a huge page's other 511 pages show
+	// (they are otherwise left out: `rss_stat` fires at every anonymous
+	// fault, and only huge pages need them).
+	if (r->call == 1 && r->args[2] == MADV_HUGEPAGE)
+		rss->anon = 1;
 	r->magic = SYSCALL_MAGIC;
 	__u32 cpu;
 	if (fill_out_head(&r->h, bpf_get_current_pid_tgid(), 1, sizeof(*r), PERF_RECORD_MISC_USER,
@@ -1114,7 +1121,8 @@ INLINE __u64 reg(__u64 regs, __u32 offset)
 // from `regs`, or (`nargs` 0) the result `ret`.
 INLINE int write_raw_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u64 ret)
 {
-	if (!syscall_config(0) || reg(regs, REGS_CS) != USER_CS_64)
+	struct rss_config *rss = syscall_config(0);
+	if (!rss || reg(regs, REGS_CS) != USER_CS_64)
 		return 0;
 	struct syscall_record r = {
 		.call = call,
@@ -1131,7 +1139,7 @@ INLINE int write_raw_syscall(__u64 regs, __u32 call, __u32 nr, __u32 nargs, __u6
 			r.args[4] = reg(regs, REGS_R8);
 		}
 	}
-	write_syscall(&r);
+	write_syscall(rss, &r);
 	return 0;
 }
 
@@ -1178,7 +1186,8 @@ struct syscall_ctx {
 // pfprof's own event only counts.
 INLINE int write_tp_syscall(struct syscall_ctx *ctx, __u32 call, __u32 nargs)
 {
-	if (!syscall_config(1))
+	struct rss_config *rss = syscall_config(1);
+	if (!rss)
 		return 1;
 	struct syscall_record r = {
 		.call = call,
@@ -1195,7 +1204,7 @@ INLINE int write_tp_syscall(struct syscall_ctx *ctx, __u32 call, __u32 nargs)
 		r.args[3] = ctx->args[3];
 		r.args[4] = ctx->args[4];
 	}
-	write_syscall(&r);
+	write_syscall(rss, &r);
 	return 1;
 }
 

@@ -219,7 +219,12 @@ impl MemoryWatch {
                 .and_then(|event| Ok([sysbpf::link_to_event(&event, prog)?, event]));
             events.extend(link.map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?);
         }
-        let value = self.layout.config_value(self.anon, true);
+        // The anonymous counts as the programs left them (on since a
+        // process asked for huge pages).
+        let mut now = RssLayout::OFF;
+        sysbpf::map_lookup(&self.config, &0u32.to_le_bytes(), &mut now)?;
+        let anon = self.anon || now[4..8] != [0; 4];
+        let value = self.layout.config_value(anon, true);
         sysbpf::map_update(&self.config, &0u32.to_le_bytes(), &value)?;
         self.events = events;
         // The raw tracepoints' (after `on_rss_stat`'s): they return at once.

@@ -406,7 +406,7 @@ pub(super) fn warnings(
     warnings.extend(profile.jit_warnings.iter().cloned().map(Warning::JitMap));
     if let Some(ledger) = profile.resident.as_ref() {
         let advised = ledger.counts().huge_advised;
-        if advised > 0 && !ledger.kernel_counts_anon() {
+        if advised > 0 && !ledger.huge_pages_placed() {
             let advised_kib = advised * crate::analysis::resident::PAGE_BYTES / 1024;
             warnings.push(Warning::HugePagesUnseen { advised_kib });
         }
