@@ -215,6 +215,8 @@ pub struct FaultCollector {
     raw_entries: Option<(OwnedFd, OwnedFd)>,
     /// The memory events' programs, when the kernel loads them.
     memory: Option<MemoryPrograms>,
+    /// `on_exec`'s attachment to `sched_process_exec` (dwarf mode).
+    _exec_link: Option<OwnedFd>,
     /// The ring buffers, each with the CPUs that write it (online ones
     /// when loaded).
     rings: Vec<(Vec<i32>, OwnedFd)>,
@@ -540,6 +542,12 @@ impl FaultCollector {
                 ],
             })
         });
+        // Dwarf's stack tops are forgotten at exec in the kernel, at once
+        // (see `on_exec`); refused, pfprof's own forgetting remains.
+        let exec_link = matches!(settings.chain, ChainMode::Dwarf { .. })
+            .then(|| load("raw_tracepoint/exec", raw, "pfprof_exec").ok())
+            .flatten()
+            .and_then(|prog| sysbpf::attach_raw_tracepoint("sched_process_exec", &prog).ok());
         let completion = load(&completion_section(&settings), perf, "pfprof_fault")?;
         let jump = take("completion", Some(MAP_PROG_ARRAY))?;
         let completion_fd = std::os::fd::AsRawFd::as_raw_fd(&completion) as u32;
@@ -550,6 +558,7 @@ impl FaultCollector {
             },
         )?;
         Ok(FaultCollector {
+            _exec_link: exec_link,
             raw_entries,
             memory,
             on_major: load("perf_event/major", perf, "pfprof_major")?,

@@ -44,6 +44,7 @@
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value,
 				   __u64 flags) = (void *)2;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static long (*bpf_tail_call)(void *ctx, void *prog_array, __u32 index) = (void *)12;
 static __u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
@@ -681,6 +682,23 @@ INLINE __u64 seen_pid_tgid(struct config *cfg, __u64 pid_tgid)
 			return ((__u64)ns.tgid << 32) | ns.pid;
 	}
 	return pid_tgid;
+}
+
+// A task exec'd (`sched_process_exec`): its thread's `stack_tops` entry was
+// the old program's. pfprof forgets it too when its drain reaches the
+// exec's record, but the new program faults at once: where its stack lies
+// where the old one's did (no ASLR), its first copies were cut at the old
+// top and its chains counted truncated.
+SEC("raw_tracepoint/exec")
+int on_exec(void *ctx)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return 0;
+	__u32 tid = (__u32)seen_pid_tgid(cfg, bpf_get_current_pid_tgid());
+	bpf_map_delete_elem(&stack_tops, &tid);
+	return 0;
 }
 
 // The perf sample header of the record in `s` (`size` bytes from `type`);

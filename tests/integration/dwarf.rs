@@ -503,6 +503,33 @@ fn collector_and_perf_stack_copies_agree() {
     );
 }
 
+/// A program that execs itself on the same thread, its new stack (no
+/// ASLR) where the old one's lay but reaching higher (fixtures/
+/// exec_deep.c): the old program's stack top, learnt by the drain while the
+/// program slept, must not cut the new program's copies. It did, for the
+/// first faults of every run (26 chains of 164 truncated) until the
+/// collector forgot the top at the exec itself, not when the drain reached
+/// its record.
+#[test]
+fn an_exec_forgets_the_old_stack_top_at_once() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("dwarf_exec");
+    let exe = compile_c(&dir, "exec_deep.c", &["-O2", "-fomit-frame-pointer"]);
+    let padding = "x".repeat(1024);
+    let setarch = std::path::Path::new("/usr/bin/setarch");
+    let (_, report) = record_with(&dir, &[], setarch, &["-R", exe.to_str().unwrap(), &padding]);
+    assert_complete_stacks(&report);
+    let rows = function_sites(&report, "fill");
+    assert_eq!(total(&rows), 32, "{}", show(&rows));
+    for r in &rows {
+        let s = stack_names(r);
+        assert_eq!(s.first(), Some(&"_start"), "{s:?}");
+        assert!(has_run(&s, &["main", "level1", "level2", "fill"]), "{s:?}");
+    }
+}
+
 /// In frame-pointer mode too the collector (one record per fault, the
 /// chain walked by its own loop, as the kernel walks it) and perf's own samples (`--no-bpf`: the
 /// software event's chain and the tracepoint) record the same profile: the
