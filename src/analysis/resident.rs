@@ -359,8 +359,8 @@ impl KernelCounts {
         let pages = bytes.max(0) as u64 / PAGE_BYTES;
         // Its first report (or, counted late, its first anonymous one)
         // is its baseline, not pages its next fault made.
-        let first = !self.by_pid.contains_key(&pid)
-            || (anon && self.anon_late && self.anon_known.insert(pid));
+        let first_anon = anon && self.anon_late && self.anon_known.insert(pid);
+        let first = !self.by_pid.contains_key(&pid) || first_anon;
         let now = self.by_pid.entry(pid).or_default();
         let before = now[kind];
         now[kind] = pages;
@@ -1055,6 +1055,27 @@ mod tests {
         assert_eq!(ledger.counts().unattributed, 0);
         assert!(ledger.huge_pages_placed());
         assert!(!ledger.kernel_counts_anon());
+        // A process first seen by an anonymous count: that one is its
+        // baseline, its next a gain (three pages, one the fault's own: two
+        // no fault made).
+        let stat2 = |ledger: &mut Ledger, pages: i64, time: u64| {
+            let call = MemoryCall::RssStat {
+                curr: true,
+                mm_id: 0,
+                member: 1,
+                bytes: pages * PAGE_BYTES as i64,
+            };
+            ledger.on_call((2, 2), time, call);
+        };
+        stat2(&mut ledger, 40, 30);
+        stat2(&mut ledger, 43, 31);
+        let site2 = SiteOf {
+            owner: Owner::Process(2),
+            ..site(3)
+        };
+        ledger.fault((2, 2), 0x700000, None, site2, ANON, 32);
+        assert_eq!(ledger.counts().unattributed, 2);
+        assert_eq!(ledger.now(), [11 + HUGE_PAGES, 0, 0]);
     }
 
     /// DONTNEED takes pages away, FREE leaves them; mremap moves them
