@@ -162,8 +162,7 @@ impl Aggregator {
         analyzer.prune_exited = true;
         analyzer.timeline = false;
         analyzer.begin(&meta);
-        let every_fault = meta.period == 1 && meta.mode != RecordMode::System;
-        if ledger && every_fault {
+        if ledger && ledger_fits(&meta) {
             analyzer.profile.resident = Some(resident::Ledger::default());
         }
         analyzer.profile.meta = Some(meta);
@@ -245,6 +244,13 @@ impl Aggregator {
         }
         taken
     }
+}
+
+/// Whether a recording described by `meta` can keep the resident-page
+/// ledger: every fault sampled, and not system-wide (a host's every page
+/// would be kept).
+fn ledger_fits(meta: &RecordingMeta) -> bool {
+    meta.period == 1 && meta.mode != RecordMode::System
 }
 
 /// What the resident-page ledger needs of a fault: what it did to its
@@ -429,12 +435,10 @@ impl Analyzer {
         }
         // The ledger of resident pages: where every fault of the recorded
         // processes is a sample and the syscalls that give memory back
-        // were recorded; not system-wide (a host's every page would be
-        // kept), not for intervals.
+        // were recorded (intervals keep theirs: `Aggregator::new`).
         let calls = header.kinds.contains(&decode::EventKind::Munmap);
-        let every_fault = header.sampling.is_none()
-            && (header.meta.as_ref())
-                .map_or(true, |m| m.period == 1 && m.mode != RecordMode::System);
+        let every_fault =
+            header.sampling.is_none() && header.meta.as_ref().map_or(true, ledger_fits);
         if calls && every_fault && !self.prune_exited && !self.live {
             self.profile.resident = Some(resident::Ledger::default());
         }

@@ -478,10 +478,7 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
             "Resident memory at exit (KiB still held when each process ended)",
         ),
     ] {
-        let (folded, special) = crate::output::folded::fold_resident(rows, model);
-        let lines: Vec<String> = (folded.iter())
-            .map(|(stack, kib)| format!("{stack} {kib}"))
-            .collect();
+        let (lines, special) = resident_lines(rows, model);
         // A program that ends at its peak holds at exit what it held
         // there: the same graph, retitled (drawing it is half the cost of
         // these two graphs).
@@ -525,13 +522,19 @@ pub fn write_resident_folded(dir: &OutDir, model: &Model) -> io::Result<()> {
         (Graph::Resident, &resident.peak),
         (Graph::ResidentExit, &resident.exit),
     ] {
-        let (folded, _) = crate::output::folded::fold_resident(rows, model);
-        let lines: Vec<String> = (folded.iter())
-            .map(|(stack, kib)| format!("{stack} {kib}"))
-            .collect();
-        write_folded(dir, &graph.file_stem(), &lines)?;
+        write_folded(dir, &graph.file_stem(), &resident_lines(rows, model).0)?;
     }
     Ok(())
+}
+
+/// The folded lines (`stack KiB`) of resident rows, and their special
+/// frames.
+fn resident_lines(rows: &[crate::model::ResidentRow], model: &Model) -> (Vec<String>, Special) {
+    let (folded, special) = crate::output::folded::fold_resident(rows, model);
+    let lines = (folded.iter())
+        .map(|(stack, kib)| format!("{stack} {kib}"))
+        .collect();
+    (lines, special)
 }
 
 /// `svg` as graph `graph` under `title` instead of `was`, when `was` is
