@@ -123,6 +123,13 @@ impl Stacks {
             Some(node.frame())
         })
     }
+
+    /// `stack`'s caller (its stack less the leaf) and leaf frame; `None`
+    /// for the empty stack.
+    pub fn node(&self, stack: StackId) -> Option<(StackId, FrameKey)> {
+        let node = self.nodes.get(stack as usize)?;
+        Some((node.parent, node.frame()))
+    }
 }
 
 /// Interned stacks.

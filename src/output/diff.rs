@@ -191,10 +191,7 @@ pub fn resident_lines(model: &Model) -> Vec<String> {
         return Vec::new();
     };
     let (folded, _) = crate::output::folded::fold_resident(&resident.peak, model);
-    folded
-        .into_iter()
-        .map(|(stack, kib)| format!("{stack} {kib}"))
-        .collect()
+    crate::output::folded::into_counted_lines(folded)
 }
 
 /// The folded stacks a differential flame graph compares.
@@ -204,7 +201,7 @@ pub fn folded_lines(model: &Model, startup: bool) -> Vec<String> {
         folded
             .startup
             .iter()
-            .map(|(stack, n)| format!("{stack} {n}"))
+            .map(|(stack, n)| crate::output::folded::counted_line(stack, *n))
             .collect()
     } else {
         class_lines(&folded.by_class, ClassSelection::All)

@@ -437,7 +437,7 @@ pub fn write_startup(
     let lines: Vec<String> = folded
         .startup
         .iter()
-        .map(|(stack, n)| format!("{stack} {n}"))
+        .map(|(stack, n)| crate::output::folded::counted_line(stack, *n))
         .collect();
     let title = format!("Start-up page faults (exec to main) of {scope}");
     write_folded_and_svg_counting(
@@ -531,10 +531,7 @@ pub fn write_resident_folded(dir: &OutDir, model: &Model) -> io::Result<()> {
 /// frames.
 fn resident_lines(rows: &[crate::model::ResidentRow], model: &Model) -> (Vec<String>, Special) {
     let (folded, special) = crate::output::folded::fold_resident(rows, model);
-    let lines = (folded.iter())
-        .map(|(stack, kib)| format!("{stack} {kib}"))
-        .collect();
-    (lines, special)
+    (crate::output::folded::into_counted_lines(folded), special)
 }
 
 /// `svg` as graph `graph` under `title` instead of `was`, when `was` is
@@ -556,7 +553,7 @@ pub fn write_latency(dir: &OutDir, folded: &FoldedStacks, subtitle: &str) -> io:
     for class in FaultClass::ALL {
         let lines: Vec<String> = folded.latency[class as usize]
             .iter()
-            .map(|(stack, ns)| format!("{stack} {ns}"))
+            .map(|(stack, ns)| crate::output::folded::counted_line(stack, *ns))
             .collect();
         let title = format!(
             "{} page-fault latency (ns in the kernel)",
