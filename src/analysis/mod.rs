@@ -247,10 +247,9 @@ impl Aggregator {
 }
 
 /// Whether a recording described by `meta` can keep the resident-page
-/// ledger: every fault sampled, and not system-wide (a host's every page
-/// would be kept).
+/// ledger: every fault sampled.
 fn ledger_fits(meta: &RecordingMeta) -> bool {
-    meta.period == 1 && meta.mode != RecordMode::System
+    meta.period == 1
 }
 
 /// What the resident-page ledger needs of a fault: what it did to its

@@ -472,6 +472,9 @@ fn resident(s: &mut String, report: &Report, top: usize) {
              (memory pressure, MADV_PAGEOUT); the sites below still count it)"
         );
     }
+    for line in crate::text::wrap(&format!("(not seen: {})", r.unseen), 78, 3) {
+        let _ = writeln!(s, "  {}", line.trim_start());
+    }
     for (title, moment) in [("at the peak", &r.peak), ("at exit", &r.end)] {
         if moment.top.is_empty() {
             continue;

@@ -121,14 +121,10 @@ pub(super) struct SpecOptions {
 }
 
 /// Whether the recording keeps the resident-page ledger
-/// (`analysis/resident.rs`), which needs every fault and a recording: not
-/// system-wide (it would keep a host's pages), not for intervals (no
-/// recording), not when faults are sampled.
+/// (`analysis/resident.rs`), which needs every fault: not when faults are
+/// sampled.
 pub(super) fn ledger_wanted(cfg: &RecordConfig) -> bool {
-    cfg.resident
-        && !matches!(cfg.target, Target::System)
-        && cfg.period == 1
-        && matches!(cfg.class, RecordClass::All | RecordClass::Cow)
+    cfg.resident && cfg.period == 1 && matches!(cfg.class, RecordClass::All | RecordClass::Cow)
 }
 
 pub(super) fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {

@@ -738,7 +738,7 @@ INLINE void write_fault(struct perf_ctx *ctx, __u32 flags, const __u32 mode, con
 	__u64 seen = seen_pid_tgid(cfg, pid_tgid);
 	int own = cfg->own_tgid && (__u32)(seen >> 32) == cfg->own_tgid;
 	struct rss_config *rss = bpf_map_lookup_elem(&rss_config, &zero);
-	if (rss && rss->on) {
+	if (rss && rss->on && !own) {
 		__u32 tgid = pid_tgid >> 32;
 		if (!bpf_map_lookup_elem(&followed, &tgid))
 			bpf_map_update_elem(&followed, &tgid, &zero, BPF_ANY);

@@ -562,3 +562,71 @@ fn intervals_keep_the_ledger_and_see_their_own_peak_and_end() {
         "{ends:?}"
     );
 }
+
+/// `record -a --resident`: every process's pages first touched while it
+/// records, by program. fixtures/resident.c (under a name of its own) run
+/// meanwhile holds its sites' KiB exactly in the exit graph (each process
+/// at its exit), and at the peak, which is the fixture's while it runs
+/// alone; pfprof's own pages are in neither; the report says that pages
+/// resident before the recording began are the kernel's count's only.
+#[test]
+fn the_hosts_resident_memory_by_program() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("resident_system");
+    let built = compile_c(&dir, "resident.c", &[]);
+    let exe = dir.join("rsd_host");
+    std::fs::copy(&built, &exe).unwrap();
+    let data = dir.join("resident.dat");
+    let out_dir = dir.join("out");
+    // Alone: the peak of the host's followed processes is the fixture's.
+    let _alone = crate::util::exclusive();
+    let args = ["-q", "-a", "--resident", "--duration", "60", "-o"];
+    let recorder = crate::live::start_pfprof(&[&args[..], &[out_dir.to_str().unwrap()]].concat());
+    let fixture = std::process::Command::new(&exe)
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(fixture.status.success());
+    assert!(crate::util::signal(recorder.id(), "INT"));
+    let out = recorder.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+
+    let read = |name: &str| std::fs::read_to_string(out_dir.join(name)).unwrap();
+    let kib = |folded: &str, site: &str| -> u64 {
+        folded
+            .lines()
+            .filter(|l| l.starts_with("rsd_host;") && l.contains(site))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let (peak, exit) = (read("resident.folded"), read("resident-exit.folded"));
+    for (site, at_peak, at_exit) in [
+        (";touch_anon;[anon] ", 1024, 640),
+        (";touch_remap;[anon] ", 128, 128),
+        (";touch_grown;", 128, 128),
+        (";read_file;[resident.dat] ", 256, 256),
+    ] {
+        assert_eq!(kib(&exit, site), at_exit, "{site}: {exit}");
+        assert_eq!(kib(&peak, site), at_peak, "{site}: {peak}");
+    }
+    for folded in [&peak, &exit] {
+        assert!(
+            !folded.lines().any(|l| l.starts_with("pfprof;")),
+            "{folded}"
+        );
+    }
+    let report = crate::util::read_report(&out_dir.join("report.json"));
+    let resident = &report["resident"];
+    assert!(
+        resident["unseen"]
+            .as_str()
+            .unwrap()
+            .starts_with("pages resident before the recording began"),
+        "{resident:#}"
+    );
+    // On the recording's clock, from its start (not the kernel's uptime).
+    let peak_ns = resident["peak"]["time_ns"].as_u64().unwrap();
+    assert!(peak_ns < 60_000_000_000, "{peak_ns}");
+}

@@ -643,7 +643,10 @@ impl<'a> Emitter<'a> {
             let record = self.table.raw_record(data, key);
             let stats = &mut *self.stats;
             stats.records += 1;
-            stats.first_time = Some(stats.first_time.map_or(time, |t| t.min(time)));
+            // Not the kernel's map, which is written at time 0.
+            if time > 0 {
+                stats.first_time = Some(stats.first_time.map_or(time, |t| t.min(time)));
+            }
             stats.last_time = Some(stats.last_time.map_or(time, |t| t.max(time)));
             let kind = self.kinds[attr_index];
             let fault_kind = matches!(kind, EventKind::Minor | EventKind::Major);

@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::resident::{MemoryKind, ResidentKey};
 use crate::analysis::Profile;
+use crate::format::perf_data::RecordMode;
 use crate::model::report::{KernelKib, KindKib, ResidentMoment, ResidentReport, ResidentSite};
 use crate::model::{ResidentRow, ResidentRows};
 
@@ -17,9 +18,21 @@ use super::names::Names;
 const TOP_SITES: usize = 20;
 
 /// What the ledger cannot see, as report.json says it.
-const UNSEEN: &str = "pages the kernel fills for a syscall (execve's stack, MAP_POPULATE, \
-read into memory not yet touched) belong to no fault; pages the kernel takes back without a \
-syscall (reclaim, MADV_PAGEOUT) stay with their sites, reconciled (reconciled_kib)";
+macro_rules! unseen {
+    () => {
+        "pages the kernel fills for a syscall (execve's stack, MAP_POPULATE, read into memory \
+         not yet touched) belong to no fault; pages the kernel takes back without a syscall \
+         (reclaim, MADV_PAGEOUT) stay with their sites, reconciled (reconciled_kib)"
+    };
+}
+const UNSEEN: &str = unseen!();
+
+/// [`UNSEEN`] of a recording of processes that ran before it (`-p`, `-a`).
+const UNSEEN_ATTACHED: &str = concat!(
+    "pages resident before the recording began belong to no fault it saw (only the kernel's \
+     count has them); ",
+    unseen!()
+);
 
 /// The resident rows of the model and the report's summary, when the
 /// profile kept a ledger.
@@ -71,7 +84,10 @@ pub(super) fn resident(
             top: top_sites(profile, names, interned, &exit),
         },
         pages: ledger.counts(),
-        unseen: UNSEEN,
+        unseen: match profile.meta.as_ref().map(|m| m.mode) {
+            Some(RecordMode::Attach | RecordMode::System) => UNSEEN_ATTACHED,
+            _ => UNSEEN,
+        },
     };
     let series = ledger.series().to_vec();
     Some((ResidentRows { peak, exit, series }, report))
