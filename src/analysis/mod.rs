@@ -498,7 +498,13 @@ impl Analyzer {
                 let copied = (self.profile.processes.by_pid.get(&ppid))
                     .map(|p| p.space.private_file_ranges())
                     .unwrap_or_default();
-                ledger.fork(pid, ppid, Owner::Process(pid), &copied);
+                // The child runs its parent's program until it execs.
+                let owner = if self.by_program {
+                    Owner::Program(self.profile.processes.program_of(ppid))
+                } else {
+                    Owner::Process(pid)
+                };
+                ledger.fork(pid, ppid, owner, &copied);
             }
         }
         self.profile.processes.on_fork(pid, ppid, tid)
@@ -526,8 +532,15 @@ impl Analyzer {
             self.classify_fault(sample, entry, kernel_mode);
         let (stack, cached) = self.stack_of(sample, kernel_mode, in_exec);
         if let Some(ledger) = &mut self.profile.resident {
+            // By program where the profile counts by program (system-wide):
+            // a build's thousand compiler runs share their sites.
+            let owner = if self.by_program {
+                Owner::Program(self.profile.processes.program_of(sample.pid))
+            } else {
+                Owner::Process(sample.pid)
+            };
             let site = resident::SiteOf {
-                owner: Owner::Process(sample.pid),
+                owner,
                 stack,
                 target,
             };

@@ -441,14 +441,14 @@ impl Ledger {
             Some(old) if replaced && old != id => {
                 space.pages.insert(page, id);
                 self.counts.replaced += 1;
-                self.sub(old, 1);
-                self.add(id, 1, time);
+                self.sub(pid, old, 1);
+                self.add(pid, id, 1, time);
             }
             Some(_) => {}
             None => {
                 space.pages.insert(page, id);
                 self.counts.faulted += 1;
-                self.add(id, 1, time);
+                self.add(pid, id, 1, time);
             }
         }
         // Pages of the fault's kind the kernel counted beyond its own: the
@@ -497,7 +497,7 @@ impl Ledger {
         }
         self.counts.around += placed;
         if placed > 0 {
-            self.add(id, placed, time);
+            self.add(pid, id, placed, time);
         }
         placed
     }
@@ -599,7 +599,7 @@ impl Ledger {
         };
         let gone = take_range(&mut space.pages, start, end);
         for &(_, id) in &gone {
-            self.sub(id, 1);
+            self.sub(pid, id, 1);
         }
         gone.len() as u64
     }
@@ -635,7 +635,7 @@ impl Ledger {
             if exited {
                 self.at_exit[id as usize] += 1;
             }
-            self.sub(id, 1);
+            self.sub(pid, id, 1);
         }
         n
     }
@@ -681,7 +681,7 @@ impl Ledger {
             });
             pages.insert(page, id);
             by_kind[key.kind as usize] += 1;
-            self.add(id, 1, self.last_time);
+            self.add(child, id, 1, self.last_time);
         }
         self.kernel.forked(child, by_kind);
         self.counts.forked += pages.len();
@@ -841,14 +841,15 @@ impl Ledger {
         }
     }
 
-    fn add(&mut self, id: u32, pages: u64, time: u64) {
+    /// `pages` more of site `id` in process `pid`'s address space (a
+    /// site's owner may be its program: system-wide, its processes share
+    /// it).
+    fn add(&mut self, pid: i32, id: u32, pages: u64, time: u64) {
         self.touched(id);
         self.now[id as usize] += pages;
         let key = self.keys[id as usize];
         self.total[key.kind as usize] += pages;
-        if let Owner::Process(pid) = key.owner {
-            self.held.entry(pid).or_default()[key.kind as usize] += pages;
-        }
+        self.held.entry(pid).or_default()[key.kind as usize] += pages;
         self.series.note(time, self.total);
         // The peak of what is resident: less what the kernel took back.
         let reconciled = if self.kernel.taken_from.is_empty() {
@@ -872,17 +873,16 @@ impl Ledger {
         }
     }
 
-    fn sub(&mut self, id: u32, pages: u64) {
+    /// `pages` fewer of site `id` in process `pid`'s address space.
+    fn sub(&mut self, pid: i32, id: u32, pages: u64) {
         self.touched(id);
         let now = &mut self.now[id as usize];
         *now = now.saturating_sub(pages);
         let key = self.keys[id as usize];
         let total = &mut self.total[key.kind as usize];
         *total = total.saturating_sub(pages);
-        if let Owner::Process(pid) = key.owner {
-            if let Some(held) = self.held.get_mut(&pid) {
-                held[key.kind as usize] = held[key.kind as usize].saturating_sub(pages);
-            }
+        if let Some(held) = self.held.get_mut(&pid) {
+            held[key.kind as usize] = held[key.kind as usize].saturating_sub(pages);
         }
         self.series.note(self.last_time, self.total);
     }
@@ -976,6 +976,46 @@ mod tests {
         assert_eq!(ledger.now(), [0, 0, 0]);
         assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 4), (2, 6)]);
         assert_eq!(ledger.counts().munmap, 6);
+    }
+
+    /// System-wide, a site belongs to a program: two of its processes (one
+    /// forked from the other) share it, each exit adds what that process
+    /// held, and what each process holds is still its own (the kernel's
+    /// per-process count, reconciled against it, is).
+    #[test]
+    fn processes_of_one_program_share_its_sites() {
+        let program = Owner::Program(7);
+        let site = |stack| SiteOf {
+            owner: program,
+            stack,
+            target: TargetKey::Anon,
+        };
+        let mut ledger = Ledger::default();
+        for i in 0..6 {
+            ledger.fault((1, 1), 0x10000 + i * PAGE_BYTES, None, site(1), ANON, i);
+        }
+        ledger.fork(2, 1, program, &[]);
+        for i in 0..3 {
+            ledger.fault(
+                (2, 2),
+                0x80000 + i * PAGE_BYTES,
+                None,
+                site(1),
+                ANON,
+                10 + i,
+            );
+        }
+        ledger.fault((2, 2), 0x90000, None, site(2), ANON, 13);
+        assert_eq!(ledger.keys.len(), 2, "{:?}", ledger.keys);
+        assert_eq!(pages_of(&ledger, &ledger.now), [(1, 15), (2, 1)]);
+        assert_eq!(ledger.held[&1], [6, 0, 0]);
+        assert_eq!(ledger.held[&2], [10, 0, 0]);
+        ledger.exit(2);
+        assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 9), (2, 1)]);
+        assert_eq!(ledger.held[&1], [6, 0, 0]);
+        ledger.exit(1);
+        assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 15), (2, 1)]);
+        assert_eq!(ledger.now(), [0, 0, 0]);
     }
 
     /// The kernel's count lowered by another task (reclaim: the
