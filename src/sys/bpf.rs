@@ -220,7 +220,7 @@ pub fn prog_load(prog_type: u32, insns: &[u64], license: &str, name: &str) -> io
         };
         // The verifier gives up with EAGAIN when a signal is pending for
         // the loading thread (a child's SIGCHLD to the process), more
-        // likely the longer it verifies (the dwarf program: ~0.1 s); as
+        // likely the longer it verifies (the dwarf program: ~20 ms); as
         // libbpf does, try again a few times.
         let mut attempts = 5;
         loop {
