@@ -182,7 +182,7 @@ pub struct RecordArgs {
     /// the syscalls that give memory back (munmap, madvise, mremap, brk)
     /// and the kernel's counts of file pages; with -a, every process's
     /// pages first touched while it records. Not by default: a short run
-    /// pays its flame graphs, about 10% more CPU (more where the kernel
+    /// pays its flame graphs, 10-15% more CPU (more where the kernel
     /// refuses the BPF programs that record these events, and the
     /// tracepoints' events are opened).
     #[arg(long)]
