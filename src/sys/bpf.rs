@@ -1,6 +1,7 @@
 //! The `bpf()` system call, as far as pfprof's collector needs it: create a
-//! map, look up, update and delete an element, load a program, and attach
-//! it to a perf event or a raw tracepoint.
+//! map, look up, update and delete an element, load a program (and ask how
+//! long the verifier's walk of it was), and attach it to a perf event or a
+//! raw tracepoint.
 //! The argument structs are prefixes of the kernel's `union bpf_attr`: the
 //! kernel zero-fills what a shorter struct leaves out.
 
@@ -17,6 +18,7 @@ const BPF_PROG_LOAD: libc::c_long = 5;
 /// `BPF_RAW_TRACEPOINT_OPEN`, `BPF_LINK_CREATE`.
 const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
 const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 /// `BPF_PERF_EVENT`, the attach type of a link to a perf event.
 const ATTACH_PERF_EVENT: u32 = 41;
 
@@ -250,6 +252,33 @@ pub fn prog_load(prog_type: u32, insns: &[u64], license: &str, name: &str) -> io
             }
         }
     }
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD`'s arguments.
+#[repr(C)]
+struct ObjInfo {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// Where `struct bpf_prog_info` holds `verified_insns` (kernels from 5.16).
+const VERIFIED_INSNS_AT: usize = 216;
+
+/// How many instructions the verifier processed when it loaded `prog`
+/// (what its log's "processed N insns" says); `None` where the kernel
+/// does not say.
+pub fn verified_insns(prog: &OwnedFd) -> io::Result<Option<u32>> {
+    let mut info = [0u8; 256];
+    let mut attr = ObjInfo {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: info.len() as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    let end = VERIFIED_INSNS_AT + 4;
+    Ok((attr.info_len as usize >= end)
+        .then(|| u32::from_le_bytes(info[VERIFIED_INSNS_AT..end].try_into().unwrap_or_default())))
 }
 
 /// Runs `prog` (a raw tracepoint program) at each hit of the tracepoint
