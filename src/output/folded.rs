@@ -278,32 +278,26 @@ fn stack_line(
     (comm, stack, target): (&str, StackId, &TargetRow),
     special: &mut Special,
 ) {
-    stack_prefix(line, model, comm, stack, special);
-    push_target(line, target, special);
-}
-
-/// Writes into `line` the part of a folded line before its target:
-/// `comm;root;…;leaf`.
-fn stack_prefix(
-    line: &mut String,
-    model: &Model,
-    comm: &str,
-    stack: StackId,
-    special: &mut Special,
-) {
     line.clear();
     push_frame_name(line, comm);
     for f in model.functions_root_first(stack) {
         line.push(';');
         let start = line.len();
         push_frame_name(line, &f.function);
-        if matches!(
-            f.kind,
-            FrameKind::Unknown | FrameKind::Exec | FrameKind::UnnamedJit
-        ) && !special.contains_key(&line[start..])
-        {
-            special.insert(line[start..].to_string(), f.kind);
-        }
+        note_special(special, &line[start..], f.kind);
+    }
+    push_target(line, target, special);
+}
+
+/// Adds a frame's name as a line spells it to `special` when its kind is
+/// drawn apart (nothing named it, `[execve]`, JIT code without a name).
+fn note_special(special: &mut Special, spelled: &str, kind: FrameKind) {
+    if matches!(
+        kind,
+        FrameKind::Unknown | FrameKind::Exec | FrameKind::UnnamedJit
+    ) && !special.contains_key(spelled)
+    {
+        special.insert(spelled.to_string(), kind);
     }
 }
 
@@ -328,8 +322,7 @@ pub fn fold_resident(rows: &[crate::model::ResidentRow], model: &Model) -> (Fold
     // joined and looked up row by row took 12 ms.
     let mut texts = StackTexts::new(model);
     let mut targets: FxHashMap<usize, u32> = FxHashMap::default();
-    let mut target_texts: Vec<String> = Vec::new();
-    let mut target_ids: FxHashMap<String, u32> = FxHashMap::default();
+    let mut target_texts = Parts::default();
     let mut sums: FxHashMap<(&str, u32, u32), u64> = FxHashMap::default();
     for row in rows {
         let target = *targets
@@ -337,11 +330,7 @@ pub fn fold_resident(rows: &[crate::model::ResidentRow], model: &Model) -> (Fold
             .or_insert_with(|| {
                 let mut text = String::new();
                 push_target(&mut text, &row.target, &mut texts.special);
-                let next = u32::try_from(target_texts.len()).unwrap_or(u32::MAX);
-                *target_ids.entry(text).or_insert_with_key(|text| {
-                    target_texts.push(text.clone());
-                    next
-                })
+                target_texts.of_text(Cow::Owned(text))
             });
         *sums
             .entry((&row.comm, texts.of(row.stack), target))
@@ -351,7 +340,7 @@ pub fn fold_resident(rows: &[crate::model::ResidentRow], model: &Model) -> (Fold
     let mut names = Vec::new();
     for ((comm, text, target), pages) in sums {
         let comm = frame_name(comm);
-        let target = &target_texts[target as usize];
+        let target = &target_texts.texts[target as usize];
         texts.names(text, &mut names);
         // At its size, with room for a count (see [`into_counted_lines`]):
         // grown by doubling, a kilobyte line's reallocations were a third
@@ -437,13 +426,7 @@ impl<'m> StackTexts<'m> {
             return node;
         }
         let spelled = frame_name(name);
-        if matches!(
-            frame.kind,
-            FrameKind::Unknown | FrameKind::Exec | FrameKind::UnnamedJit
-        ) && !self.special.contains_key(spelled.as_ref())
-        {
-            self.special.insert(spelled.to_string(), frame.kind);
-        }
+        note_special(&mut self.special, &spelled, frame.kind);
         let node = u32::try_from(self.nodes.len()).unwrap_or(NO_TEXT);
         self.nodes.push((parent, spelled));
         self.by_name.insert(key, node);
