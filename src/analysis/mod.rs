@@ -531,14 +531,14 @@ impl Analyzer {
         let (class, access, target, (effect, mapping)) =
             self.classify_fault(sample, entry, kernel_mode);
         let (stack, cached) = self.stack_of(sample, kernel_mode, in_exec);
+        // By program where the profile counts by program (system-wide),
+        // the ledger too: a build's thousand compiler runs share sites.
+        let owner = if self.by_program {
+            Owner::Program(self.profile.processes.program_of(sample.pid))
+        } else {
+            Owner::Process(sample.pid)
+        };
         if let Some(ledger) = &mut self.profile.resident {
-            // By program where the profile counts by program (system-wide):
-            // a build's thousand compiler runs share their sites.
-            let owner = if self.by_program {
-                Owner::Program(self.profile.processes.program_of(sample.pid))
-            } else {
-                Owner::Process(sample.pid)
-            };
             let site = resident::SiteOf {
                 owner,
                 stack,
@@ -568,11 +568,6 @@ impl Analyzer {
                 *first = (sample.time, stack);
             }
         }
-        let owner = if self.by_program {
-            Owner::Program(profile.processes.program_of(sample.pid))
-        } else {
-            Owner::Process(sample.pid)
-        };
         if self.timeline {
             profile.timeline.add(
                 sample.time,
