@@ -2,8 +2,8 @@
 //! complaint: the tracepoints' formats (`HEADER_TRACING_DATA`: perf refuses
 //! a file with tracepoint events and no formats), the machine's
 //! architecture (`HEADER_ARCH`). The kernel's text mapping perf also wants
-//! (else it warns that the kernel maps were restricted) is record's, from
-//! `pfprof_symbolize::kernel_text`. The build-id table perf
+//! (else it warns that the kernel maps were restricted) is record's
+//! (`record/kernel_text.rs`). The build-id table perf
 //! reads too is perf_data's, which reads it back from perf's recordings.
 //!
 //! The tracing data is laid out as perf's `trace-event-info.c` writes it and

@@ -28,6 +28,7 @@ pub(crate) mod build_ids;
 pub(crate) mod dwarf;
 mod events;
 pub(crate) mod files;
+mod kernel_text;
 mod limits;
 mod memory_events;
 mod remembered;
@@ -513,23 +514,13 @@ pub fn record(cfg: &RecordConfig, tap: Option<&mut (dyn Tap + 'static)>) -> Resu
     // From here on, a launched command is reaped on every way out (its
     // guard, `Launched`), whatever fails.
     let mut followed = follow(cfg)?;
-    // Only after the fork: glibc's first thread installs a handler for
-    // its signal 33, which the command would then not inherit ignored.
-    let kernel_text = std::thread::Builder::new()
-        .name("pfprof-kallsyms".into())
-        .spawn(session::read_kernel_text);
     let tracepoints = find_tracepoints(cfg);
     let cpus = procfs::online_cpus();
     let probe = followed.command.as_ref().and_then(|c| main_probe(&c.path));
     let mut plan = open_plan(cfg, &followed, &cpus, tracepoints, probe)?;
     let opened = plan.open(cfg, &followed.tasks, &cpus)?;
     plan.warn(cfg, cpus.len());
-    let kernel_text = match kernel_text {
-        Ok(reading) => reading
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        Err(_) => session::read_kernel_text(),
-    };
+    let kernel_text = kernel_text::read();
     let mut session = Session::new(cfg, &followed, plan, opened, cpus.len(), tap, kernel_text)?;
     // Before the events start: on a busy host, describing the running
     // processes at ordinary priority took 67 ms, while the collector, which

@@ -900,13 +900,6 @@ pub(super) fn create_writer(
     Ok((writer, kernel_text.is_some()))
 }
 
-/// The kernel's text (`_text` to `_etext`), for the recording's kernel
-/// mapping. Read on a thread of its own while the collector loads: the
-/// kernel takes ~40 ms to format kallsyms' 120,000 lines.
-pub(super) fn read_kernel_text() -> Option<(u64, u64)> {
-    procfs::kallsyms().and_then(|k| pfprof_symbolize::kernel_text(&k))
-}
-
 /// Raises the draining thread's priority as far as allowed, and says so
 /// when that is not the real-time class; returns which it got.
 ///

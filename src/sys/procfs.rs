@@ -210,6 +210,36 @@ pub fn kallsyms() -> Option<String> {
     std::fs::read_to_string("/proc/kallsyms").ok()
 }
 
+/// The first whole lines of `/proc/kallsyms`, at most `limit` bytes: the
+/// kernel formats only the lines read.
+pub fn kallsyms_head(limit: usize) -> Option<String> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(limit);
+    std::fs::File::open("/proc/kallsyms")
+        .ok()?
+        .take(limit as u64)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    bytes.truncate(whole);
+    String::from_utf8(bytes).ok()
+}
+
+/// The lowest address of a loaded module's core (`/proc/modules`' last
+/// column; zeros when kptr_restrict hides them, then None).
+pub fn lowest_module_address() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/modules").ok()?;
+    lowest_module_in(&text)
+}
+
+fn lowest_module_in(text: &str) -> Option<u64> {
+    text.lines()
+        .filter_map(|line| line.split_ascii_whitespace().nth(5))
+        .filter_map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .filter(|&a| a != 0)
+        .min()
+}
+
 /// Online CPUs, from `/sys/devices/system/cpu/online` ("0-3,5"); when that
 /// cannot be read, as many as the CPUs available from 0.
 pub fn online_cpus() -> Vec<i32> {
@@ -305,6 +335,21 @@ pub fn kernel_build_id() -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn lowest_module_of_the_modules_file() {
+        let text = "ext4 1011712 2 - Live 0xffffffffc0a00000\n\
+                    crc16 12288 1 ext4, Live 0xffffffffc0400000 (E)\n\
+                    hidden 4096 0 - Live 0x0000000000000000\n\
+                    short line\n";
+        assert_eq!(lowest_module_in(text), Some(0xffffffffc0400000));
+        assert_eq!(
+            lowest_module_in("hidden 4096 0 - Live 0x0000000000000000\n"),
+            None
+        );
+        assert_eq!(lowest_module_in(""), None);
+    }
+
     use super::*;
 
     /// The THP mode in brackets is the one in force.
