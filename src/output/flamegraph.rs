@@ -130,6 +130,21 @@ pub struct Svg {
     pub text: String,
     /// Whether it has no faults (a placeholder saying so).
     pub empty: bool,
+    /// When it is another graph under another title (a program that ends
+    /// at its peak holds at exit what it held there): that graph.
+    pub retitled: Option<Retitled>,
+}
+
+/// A graph drawn as another one, only its title changed: the page carries
+/// the other's document once and changes the title as it shows this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retitled {
+    /// The graph whose document this is.
+    pub of: Graph,
+    /// Its title, written once in it, with no character to escape.
+    pub was: String,
+    /// This graph's title in its place.
+    pub title: String,
 }
 
 /// How a flame graph is drawn.
@@ -307,6 +322,7 @@ fn finish(
         graph,
         text,
         empty: lines.is_empty(),
+        retitled: None,
     };
     Ok((svg, map))
 }
@@ -543,6 +559,11 @@ fn retitle(svg: &Svg, graph: Graph, was: &str, title: &str) -> Option<Svg> {
         graph,
         text: svg.text.replacen(was, title, 1),
         empty: svg.empty,
+        retitled: Some(Retitled {
+            of: svg.graph,
+            was: was.into(),
+            title: title.into(),
+        }),
     })
 }
 
@@ -699,11 +720,17 @@ mod tests {
             graph: Graph::Resident,
             text: text.into(),
             empty: false,
+            retitled: None,
         };
         let once = svg("<text id=\"title\">At the peak</text><g>main</g>");
         let exit = retitle(&once, Graph::ResidentExit, "At the peak", "At exit").unwrap();
         assert_eq!(exit.text, "<text id=\"title\">At exit</text><g>main</g>");
         assert_eq!(exit.graph, Graph::ResidentExit);
+        let of = exit.retitled.unwrap();
+        assert_eq!(
+            (of.of, &*of.was, &*of.title),
+            (Graph::Resident, "At the peak", "At exit")
+        );
         let twice = svg("<text>At the peak</text><g>At the peak</g>");
         assert!(retitle(&twice, Graph::ResidentExit, "At the peak", "At exit").is_none());
         assert!(retitle(&once, Graph::ResidentExit, "At the peak", "At <exit>").is_none());

@@ -100,18 +100,28 @@ const SCRIPT: &str = r#"
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
     return new Response(stream).text();
   }
-  var packed = document.querySelectorAll('iframe[data-gz]'), pending = packed.length;
+  // A graph that is another under a new title (data-same: the other's
+  // panel) takes the other's document, retitled.
+  var packed = document.querySelectorAll('iframe[data-gz], iframe[data-same]');
+  var pending = packed.length, documents = {};
   function loaded() {
     if (--pending === 0) document.body.dataset.graphs = 'loaded';
   }
   if (pending === 0) document.body.dataset.graphs = 'loaded';
+  Array.prototype.forEach.call(packed, function (frame) {
+    if (frame.dataset.gz) documents[frame.parentNode.id] = inflate(frame.dataset.gz);
+  });
   Array.prototype.forEach.call(packed, function (frame) {
     frame.addEventListener('load', function once() {
       if (!frame.hasAttribute('srcdoc')) return; // the first about:blank
       frame.removeEventListener('load', once);
       loaded();
     });
-    inflate(frame.dataset.gz).then(function (doc) {
+    var same = frame.dataset.same;
+    var doc = same ? (documents['graph-' + same] || Promise.reject('no graph ' + same))
+      .then(function (d) { return d.replace(frame.dataset.was, frame.dataset.title); })
+      : documents[frame.parentNode.id];
+    doc.then(function (doc) {
       frame.removeAttribute('data-gz');
       frame.setAttribute('srcdoc', doc);
     }, function (err) {
@@ -208,15 +218,15 @@ fn frame_document(svg: &str) -> String {
 
 /// `text` gzipped, in base64: how a flame graph's document travels in the
 /// page. inferno's SVGs repeat their markup for every frame, so they shrink
-/// about tenfold (gzip level 4: level 6 took 60% more time for 4% less,
-/// level 9 twice level 6's for 6% less),
-/// which keeps a page of eight graphs small enough to
-/// attach to a bug report; the page's script inflates them
-/// (`DecompressionStream`) into each frame's `srcdoc`.
+/// eightfold, which keeps a page of eight graphs small enough to attach to
+/// a bug report; the page's script inflates them (`DecompressionStream`)
+/// into each frame's `srcdoc`. Level 2: on python's nine graphs (4.7 MB)
+/// zlib-rs took 8.6 ms at level 1 (14.9% of the size), 11.5 at 2 (12.1%),
+/// 19.2 at 4 (10.6%), 30.7 at 6 (10.0%); every `record` pays it.
 pub fn gzip_base64(text: &str) -> String {
     use base64::Engine as _;
     use std::io::Write as _;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(4));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(2));
     // Writing into a Vec cannot fail.
     let _ = gz.write_all(text.as_bytes());
     let bytes = gz.finish().unwrap_or_default();
@@ -481,7 +491,10 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
         let compressing: Vec<_> = order
             .iter()
             .map(|svg| {
-                scope.spawn(|| (!svg.empty).then(|| gzip_base64(&frame_document(&svg.text))))
+                scope.spawn(|| {
+                    (!svg.empty && svg.retitled.is_none())
+                        .then(|| gzip_base64(&frame_document(&svg.text)))
+                })
             })
             .collect();
         compressing
@@ -529,6 +542,18 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
         );
         if svg.empty {
             let _ = write!(s, "<p class=\"empty-graph\">{}</p>", esc(&empty_text));
+        } else if let Some(of) = &svg.retitled {
+            // The other graph's document, compressed once for both.
+            let height = svg_height(&svg.text) + 4;
+            let _ = write!(
+                s,
+                "<iframe title=\"{}\" style=\"height:min({height}px,80vh)\" data-same=\"{}\" \
+                 data-was=\"{}\" data-title=\"{}\"></iframe>",
+                esc(&label),
+                esc(&of.of.file_stem()),
+                esc(&of.was),
+                esc(&of.title)
+            );
         } else {
             let height = svg_height(&svg.text) + 4;
             let _ = write!(

@@ -8,7 +8,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{can_record, compile_c, function_sites, pfprof, record, run, temp_dir, total};
+use crate::util::{
+    can_record, compile_c, function_sites, pfprof, record, record_with, run, temp_dir, total,
+};
 
 /// The browser, or None (with a message) where it is missing and CI unset.
 fn chromium() -> Option<PathBuf> {
@@ -242,7 +244,9 @@ window.addEventListener('load', function () { whenGraphsLoaded(function () {
   var frames = document.querySelectorAll('[role=tabpanel] iframe');
   for (var i = 0; i < frames.length; i++) {
     var d = frames[i].contentDocument, g = d.getElementById('frames');
+    var heading = d.getElementById('title');
     out.graphs.push({ panel: frames[i].parentNode.id, frames: g ? g.children.length : -1,
+      heading: heading ? heading.textContent : null,
       imgs: d.querySelectorAll('img').length, scripts: d.querySelectorAll('script').length,
       titles: Array.prototype.map.call(d.querySelectorAll('#frames title'), function (t) { return t.textContent; }).join('\n') });
   }
@@ -282,6 +286,50 @@ window.addEventListener('load', function () { whenGraphsLoaded(function () {
 }); });
 </script>"#;
 
+/// A recording's page, ready for the browser.
+struct Page {
+    browser: PathBuf,
+    dir: PathBuf,
+    index: PathBuf,
+    html: String,
+    report: Value,
+}
+
+/// With chromium and the right to record: `fixture` (with `args`) recorded
+/// with `options` into a new directory `name`, and its index.html, checked
+/// self-contained.
+fn recorded_page(name: &str, fixture: &str, options: &[&str], args: &[&str]) -> Option<Page> {
+    if !can_record() {
+        return None;
+    }
+    let browser = chromium()?;
+    let dir = temp_dir(name);
+    let exe = compile_c(&dir, fixture, &[]);
+    let (output, report) = record_with(&dir, options, &exe, args);
+    let (index, html) = checked_page(&dir, &output);
+    Some(Page {
+        browser,
+        dir,
+        index,
+        html,
+        report,
+    })
+}
+
+/// A recording's index.html in `dir/out` (the recording a success),
+/// checked self-contained: its path and its text.
+fn checked_page(dir: &Path, output: &std::process::Output) -> (PathBuf, String) {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let index = dir.join("out/index.html");
+    let html = std::fs::read_to_string(&index).unwrap();
+    assert_self_contained(&html);
+    (index, html)
+}
+
 /// Runs [`HARNESS`] on a copy of `index` searching for `term` and returns its findings.
 fn check_in_browser(browser: &Path, dir: &Path, index: &Path, term: &str) -> Value {
     let page = std::fs::read_to_string(index).unwrap();
@@ -303,23 +351,16 @@ fn check_in_browser(browser: &Path, dir: &Path, index: &Path, term: &str) -> Val
 /// screenshot is not blank. `flamegraph` writes the page too.
 #[test]
 fn index_html_in_chromium() {
-    if !can_record() {
-        return;
-    }
-    let Some(browser) = chromium() else {
+    let Some(Page {
+        browser,
+        dir,
+        index,
+        report,
+        ..
+    }) = recorded_page("html_index", "touch.c", &[], &["4"])
+    else {
         return;
     };
-    let dir = temp_dir("html_index");
-    let exe = compile_c(&dir, "touch.c", &[]);
-    let (output, report) = record(&dir, &exe, &["4"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let index = dir.join("out/index.html");
-    let html = std::fs::read_to_string(&index).unwrap();
-    assert_self_contained(&html);
 
     let found = check_in_browser(&browser, &dir, &index, "touch_pages");
     let graphs = found["graphs"].as_array().unwrap();
@@ -427,6 +468,52 @@ fn index_html_in_chromium() {
     }
 }
 
+/// A program that ends at its peak: the page carries the resident graph
+/// once (no second `data-gz`) and shows it under both tabs, the exit's
+/// under its own title, as resident-exit.svg has it.
+#[test]
+fn a_graph_the_same_at_exit_is_carried_once() {
+    let Some(Page {
+        browser,
+        dir,
+        index,
+        html,
+        ..
+    }) = recorded_page("html_same_at_exit", "bss_write.c", &["--resident"], &[])
+    else {
+        return;
+    };
+    assert_eq!(html.matches("data-same=\"resident\"").count(), 1);
+    let found = check_in_browser(&browser, &dir, &index, "touch_bss");
+    let graph = |panel: &str| {
+        found["graphs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["panel"] == panel)
+            .unwrap_or_else(|| panic!("no {panel}: {found}"))
+            .clone()
+    };
+    let (peak, exit) = (graph("graph-resident"), graph("graph-resident-exit"));
+    assert!(peak["frames"].as_u64().unwrap() > 0, "{peak}");
+    assert_eq!(peak["frames"], exit["frames"]);
+    assert_eq!(peak["titles"], exit["titles"]);
+    assert!(
+        peak["titles"].as_str().unwrap().contains("touch_bss"),
+        "{peak}"
+    );
+    let svg_title = |name: &str| {
+        let svg = std::fs::read_to_string(dir.join("out").join(name)).unwrap();
+        let at = svg.find("id=\"title\"").unwrap();
+        let text = &svg[at..];
+        let text = &text[text.find('>').unwrap() + 1..];
+        text[..text.find('<').unwrap()].to_string()
+    };
+    assert_eq!(peak["heading"], svg_title("resident.svg").as_str());
+    assert_eq!(exit["heading"], svg_title("resident-exit.svg").as_str());
+    assert_ne!(peak["heading"], exit["heading"]);
+}
+
 /// The placeholders of `fixtures/hostile_names.c` (the function's renamed
 /// at compile time to make room) and the markup written over them.
 const HOSTILE: [(&[u8], &[u8]); 2] = [
@@ -458,14 +545,7 @@ fn hostile_names_stay_text_in_index_html() {
     let exe = dir.join("hostile");
     crate::util::write_patched(&built, &HOSTILE, &exe);
     let (output, _) = record(&dir, &exe, &["</script><u>arg"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let index = dir.join("out/index.html");
-    let html = std::fs::read_to_string(&index).unwrap();
-    assert_self_contained(&html);
+    let (index, _) = checked_page(&dir, &output);
 
     let dom = browse(&browser, &dir, &index, &["--dump-dom"]);
     let lower = dom.to_ascii_lowercase();
