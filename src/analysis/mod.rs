@@ -926,13 +926,14 @@ fn finish(
     profile.meta = header.meta;
     profile.cmdline = header.cmdline;
     profile.kernel_build_id = header.kernel_build_id;
-    if profile.meta.is_none() {
-        // perf writes PERF_RECORD_LOST_SAMPLES at the end from each event's
-        // lost count (read_format LOST): the samples its ring's
-        // PERF_RECORD_LOST records already counted. Not twice.
+    if profile.meta.as_ref().map_or(true, |m| m.lost_samples_whole) {
+        // perf (and pfprof without its collector: record/lost.rs) writes
+        // PERF_RECORD_LOST_SAMPLES at the end from each event's lost count
+        // (read_format LOST): the samples its ring's PERF_RECORD_LOST
+        // records already counted. Not twice.
         let totals = &mut profile.totals;
         let l = &mut totals.lost_by_class;
-        let attributed = l.minor + l.major + l.entries;
+        let attributed = l.minor + l.major + l.entries + l.memory_calls;
         l.unattributed = l.unattributed.saturating_sub(attributed);
         totals.lost = attributed + l.unattributed;
     }

@@ -209,6 +209,11 @@ pub struct RecordingMeta {
     /// the kernel (the recording then holds only the paired entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished_entries: Option<u64>,
+    /// The recording ends with each event's whole count of the records it
+    /// lost (`PERF_RECORD_LOST_SAMPLES` from `PERF_FORMAT_LOST`, as perf
+    /// writes them), which the ring's `PERF_RECORD_LOST`s are part of.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost_samples_whole: bool,
     /// `kernel.perf_event_max_stack`: where the kernel cuts frame-pointer chains.
     #[serde(default)]
     pub max_stack: Option<u32>,

@@ -147,6 +147,10 @@ pub(super) fn base_attr(cfg: &RecordConfig) -> PerfEventAttr {
     // Faults taken in kernel mode on user memory (read() into a fresh buffer)
     // are kernel-mode events: keep them, but leave kernel frames out.
     attr.set_exclude_callchain_kernel(if cfg.kernel_callchains { 0 } else { 1 });
+    // Each event counts what its ring turned away (`record/lost.rs`).
+    if procfs::kernel_at_least(6, 0) {
+        attr.read_format |= b::PERF_FORMAT_LOST as u64;
+    }
     attr
 }
 

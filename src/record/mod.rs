@@ -30,6 +30,7 @@ mod events;
 pub(crate) mod files;
 mod kernel_text;
 mod limits;
+mod lost;
 mod memory_events;
 mod remembered;
 pub mod ring;

@@ -662,6 +662,10 @@ impl Session<'_> {
                 self.stop(&e, now);
             }
         }
+        let lost_samples_whole = self.write_error.is_none()
+            && self.bpf_rings.is_empty()
+            && super::lost::lost_samples(&self.fds, sys::monotonic_ns())
+                .is_some_and(|records| self.writer.write_records(&records).is_ok());
         // Everything drained: the analysis that follows is ordinary work.
         if priority == RecorderPriority::Fifo {
             let _ = sys::ordinary_priority();
@@ -685,6 +689,7 @@ impl Session<'_> {
         let meta = RecordingMeta {
             exit: exit.clone(),
             unfinished_entries,
+            lost_samples_whole,
             kernel_minor: sum(&self.fds[0]),
             kernel_major: sum(&self.fds[1]),
             unwind: self.rewriter.as_ref().map(|r| r.stats().clone()),

@@ -207,17 +207,27 @@ pub fn disable(fd: &OwnedFd) -> io::Result<()> {
 /// Reads the event's counter: every event the kernel counted, sampled or not,
 /// including those of exited inherited children.
 pub fn read_counter(fd: &OwnedFd) -> io::Result<u64> {
-    let mut value = 0u64;
-    // SAFETY: reads at most 8 bytes into a live u64.
-    let n = unsafe { libc::read(fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
-    if n != 8 {
-        return Err(if n < 0 {
-            io::Error::last_os_error()
-        } else {
-            io::ErrorKind::UnexpectedEof.into()
-        });
+    read_values(fd).map(|(value, _)| value)
+}
+
+/// The records the event could not write to its ring (full), when it was
+/// opened with `PERF_FORMAT_LOST` (kernels from 6.0); None otherwise.
+pub fn read_lost(fd: &OwnedFd) -> io::Result<Option<u64>> {
+    read_values(fd).map(|(_, lost)| lost)
+}
+
+/// The event's value and, with `PERF_FORMAT_LOST`, its lost count: the
+/// kernel writes as many words as the read format asks for.
+fn read_values(fd: &OwnedFd) -> io::Result<(u64, Option<u64>)> {
+    let mut values = [0u64; 2];
+    // SAFETY: reads at most 16 bytes into a live [u64; 2].
+    let n = unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), 16) };
+    match n {
+        16 => Ok((values[0], Some(values[1]))),
+        8 => Ok((values[0], None)),
+        n if n < 0 => Err(io::Error::last_os_error()),
+        _ => Err(io::ErrorKind::UnexpectedEof.into()),
     }
-    Ok(value)
 }
 
 /// What a wait on a terminal found.

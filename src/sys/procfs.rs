@@ -192,6 +192,22 @@ pub fn os_release() -> String {
     kernel_setting("osrelease").unwrap_or_default()
 }
 
+/// Whether the running kernel's release is `major.minor` or later (false
+/// when it does not parse).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    release_at_least(&os_release(), (major, minor))
+}
+
+fn release_at_least(release: &str, want: (u32, u32)) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= want,
+        _ => false,
+    }
+}
+
 /// Whether transparent huge pages are on for all anonymous memory
 /// (`/sys/kernel/mm/transparent_hugepage/enabled` says `[always]`): a
 /// fault may then make 512 pages resident at once.
@@ -335,6 +351,17 @@ pub fn kernel_build_id() -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_compared() {
+        assert!(release_at_least("6.18.0-1-amd64", (6, 0)));
+        assert!(release_at_least("6.0.0", (6, 0)));
+        assert!(!release_at_least("5.19.17-cloud", (6, 0)));
+        assert!(release_at_least("10.1", (6, 0)));
+        assert!(!release_at_least("", (6, 0)));
+        assert!(!release_at_least("6", (6, 0)));
+    }
 
     #[test]
     fn lowest_module_of_the_modules_file() {
@@ -349,8 +376,6 @@ mod tests {
         );
         assert_eq!(lowest_module_in(""), None);
     }
-
-    use super::*;
 
     /// The THP mode in brackets is the one in force.
     #[test]
