@@ -488,3 +488,77 @@ pub(super) fn timeline_points(
     sites.sort_unstable_by_key(|p| (p.time, p.leaf));
     (timeline, sites)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Targets = BTreeMap<(FaultClass, String, Region, Option<String>), u64>;
+
+    /// Counts by (class, object, region, section).
+    fn targets(rows: &[(FaultClass, &str, Region, Option<&str>, u64)]) -> Targets {
+        rows.iter()
+            .map(|&(class, object, region, section, n)| {
+                ((class, object.into(), region, section.map(Into::into)), n)
+            })
+            .collect()
+    }
+
+    /// A file's row sums its sections and classes; a major fault outside a
+    /// file's pages is a swap-in; most major faults first, then most
+    /// others, then by path.
+    #[test]
+    fn file_rows_sum_sections_and_order_by_major_faults() {
+        use FaultClass::{Cow, Major, Minor};
+        let rows = file_rows(&targets(&[
+            (Minor, "/lib/libc.so.6", Region::File, Some(".text"), 40),
+            (Major, "/lib/libc.so.6", Region::File, Some(".text"), 3),
+            (Cow, "/lib/libc.so.6", Region::File, Some(".data"), 5),
+            (Major, "/lib/libc.so.6", Region::Anon, Some(".bss"), 2),
+            (Minor, "[heap]", Region::Heap, None, 900),
+            (Major, "[anon]", Region::Anon, None, 5),
+            (Minor, "/usr/bin/b", Region::File, None, 7),
+            (Minor, "/usr/bin/a", Region::File, None, 7),
+        ]));
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| (&*r.path, r.major, r.minor, r.cow, r.swap))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/lib/libc.so.6", 5, 40, 5, 2),
+                ("[anon]", 5, 0, 0, 5),
+                ("[heap]", 0, 900, 0, 0),
+                ("/usr/bin/a", 0, 7, 0, 0),
+                ("/usr/bin/b", 0, 7, 0, 0),
+            ]
+        );
+    }
+
+    /// One row per class, object and section, most faults first, ties by
+    /// object.
+    #[test]
+    fn target_summary_rows_by_count() {
+        use FaultClass::{Cow, Minor};
+        let rows = target_summary_rows(&targets(&[
+            (Minor, "/usr/bin/b", Region::File, Some(".text"), 3),
+            (Cow, "/usr/bin/b", Region::Anon, Some(".bss"), 9),
+            (Minor, "/usr/bin/a", Region::File, Some(".text"), 3),
+            (Minor, "[stack]", Region::Stack, None, 1),
+        ]));
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| (r.class, &*r.object, r.region, r.section.as_deref(), r.count))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Cow, "/usr/bin/b", Region::Anon, Some(".bss"), 9),
+                (Minor, "/usr/bin/a", Region::File, Some(".text"), 3),
+                (Minor, "/usr/bin/b", Region::File, Some(".text"), 3),
+                (Minor, "[stack]", Region::Stack, None, 1),
+            ]
+        );
+    }
+}
