@@ -942,7 +942,7 @@ fn finish(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::format::decode::tests::{minor_faults_attr, sample_with_chain};
     use crate::format::perf_data::{EventDesc, PerfDataWriter};
@@ -1189,7 +1189,7 @@ mod tests {
 
     /// A recording of `n` faults with the same three-frame stack in one
     /// mapped file, on fresh anonymous pages.
-    fn recording(path: &Path, n: u64) {
+    pub(crate) fn recording(path: &Path, n: u64) {
         let events = vec![EventDesc {
             attr: minor_faults_attr(),
             name: "minor-faults".into(),

@@ -143,3 +143,54 @@ fn resolve_with(profile: &Profile, symbolizer: &mut Symbolizer) -> Model {
         resident: resident.map(|(rows, _)| rows),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::classify::FaultClass;
+    use crate::analysis::{analyze, AnalyzeOptions};
+    use crate::model::region::Region;
+
+    /// The steps end to end on a recording of known faults: 40 minor
+    /// faults of process 7 (`app`) on fresh anonymous pages, all from one
+    /// three-frame stack in a file that is not there: one process row, one
+    /// site with that stack (its frames each once in the frame table), one
+    /// target and one file row, the totals.
+    #[test]
+    fn a_recording_of_known_faults_resolves_to_its_rows() {
+        let dir = std::env::temp_dir().join(format!("pfprof-resolve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("known.data");
+        crate::analysis::tests::recording(&path, 40);
+        let profile = analyze(&path, AnalyzeOptions::default()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let (model, _) = resolve(profile);
+        let report = &model.report;
+        assert_eq!(report.totals.faults.minor, 40);
+        assert_eq!(report.totals.faults.total(), 40);
+        let processes: Vec<_> = (report.processes.iter())
+            .map(|p| (p.pid, &*p.comm, p.minor, p.major, p.cow))
+            .collect();
+        assert_eq!(processes, [(7, "app", 40, 0, 0)]);
+        let [site] = &report.sites[..] else {
+            panic!("{:?}", report.sites);
+        };
+        assert_eq!(
+            (site.count, &site.pids[..], &*site.comm),
+            (40, &[7][..], "app")
+        );
+        assert_eq!(site.target.region, Region::Anon);
+        let stack = &report.stacks[site.stack_id as usize];
+        assert_eq!(stack.len(), 3, "{:?}", report.frames);
+        assert_eq!(report.frames.len(), 3);
+        let targets: Vec<_> = (report.targets.iter())
+            .map(|t| (t.class, t.region, t.count))
+            .collect();
+        assert_eq!(targets, [(FaultClass::Minor, Region::Anon, 40)]);
+        let files: Vec<_> = (report.files.iter())
+            .map(|f| (f.minor, f.major, f.cow))
+            .collect();
+        assert_eq!(files, [(40, 0, 0)]);
+        assert_eq!(report.files[0].path, report.targets[0].object);
+    }
+}
