@@ -357,3 +357,26 @@ fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// No file of `src/` or `symbolize/src/` holds more than 1,000 lines before
+/// its tests (`#[cfg(test)]`): a room a person can hold.
+#[test]
+fn no_source_file_holds_more_than_1000_lines_before_its_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "symbolize/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            let lines = without_tests(&text).lines().count();
+            (lines > 1_000).then(|| format!("{} ({lines})", file.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "over 1,000 lines before the tests: {long:?}"
+    );
+}
