@@ -26,7 +26,10 @@
     });
     var same = frame.dataset.same;
     var doc = same ? (documents['graph-' + same] || Promise.reject('no graph ' + same))
-      .then(function (d) { return d.replace(frame.dataset.was, frame.dataset.title); })
+      .then(function (d) {
+        // A function: the title taken as text, `$` and all.
+        return d.replace(frame.dataset.was, function () { return frame.dataset.title; });
+      })
       : documents[frame.parentNode.id];
     doc.then(function (doc) {
       frame.removeAttribute('data-gz');
