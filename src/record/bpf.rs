@@ -242,6 +242,8 @@ struct MemoryPrograms {
     rss: OwnedFd,
     /// Its `rss_config` map (the syscalls' programs read it too).
     config: OwnedFd,
+    /// `rss_mode`: which of the syscalls' programs write.
+    mode: OwnedFd,
     /// `on_sys_enter`, `on_sys_exit`: the syscalls' records from the raw
     /// tracepoints on every syscall.
     raw: [OwnedFd; 2],
@@ -523,6 +525,7 @@ impl FaultCollector {
             let syscall = |(section, name)| load(section, tracepoint, name).ok();
             Some(MemoryPrograms {
                 config: take("rss_config", Some(MAP_ARRAY)).ok()?,
+                mode: take("rss_mode", Some(MAP_ARRAY)).ok()?,
                 rss: load(
                     &memory_events::rss_stat_section(procfs::possible_cpu_ids()),
                     raw,
@@ -709,8 +712,9 @@ impl FaultCollector {
             ));
         }
         let layout = memory_events::RssLayout::of_running_kernel().map_err(unsupported)?;
-        let value = layout.config_value(anon, false);
+        let value = layout.config_value(anon);
         sysbpf::map_update(&memory.config, &0u32.to_le_bytes(), &value)?;
+        sysbpf::map_update(&memory.mode, &0u32.to_le_bytes(), &0u32.to_le_bytes())?;
         let [enter, exit] = &memory.raw;
         let links = vec![
             sysbpf::attach_raw_tracepoint("rss_stat", &memory.rss)?,
@@ -720,8 +724,8 @@ impl FaultCollector {
         let programs = (memory.by_events.iter().zip(syscall_ids))
             .map(|(prog, &id)| Ok((prog.try_clone()?, id)))
             .collect::<io::Result<_>>()?;
-        let config = memory.config.try_clone()?;
-        Ok(MemoryWatch::new(links, config, (layout, anon), programs))
+        let maps = (memory.config.try_clone()?, memory.mode.try_clone()?);
+        Ok(MemoryWatch::new(links, maps, programs))
     }
 
     /// Remembers the unwinding of a stack (see [`Unwound`]) in the kernel's

@@ -374,15 +374,23 @@ struct rss_config {
 	// offsetof(struct mm_struct, mm_users): 0 once the address space is
 	// being torn down.
 	__u32 mm_users;
-	// Which programs write the syscalls' records: 0 the raw tracepoints'
-	// on every syscall, 1 the five syscalls' tracepoints' (see below).
-	__u32 by_events;
 };
 
 struct map_def SEC("maps") rss_config = {
 	.type = BPF_MAP_TYPE_ARRAY,
 	.key_size = sizeof(__u32),
 	.value_size = sizeof(struct rss_config),
+	.max_entries = 1,
+};
+
+// Which programs write the syscalls' records: 0 the raw tracepoints' on
+// every syscall, 1 the five syscalls' tracepoints' (see below). A map of
+// its own, which pfprof alone writes: the programs write rss_config's
+// `anon`, which a rewrite of rss_config to move the records could undo.
+struct map_def SEC("maps") rss_mode = {
+	.type = BPF_MAP_TYPE_ARRAY,
+	.key_size = sizeof(__u32),
+	.value_size = sizeof(__u32),
 	.max_entries = 1,
 };
 
@@ -1104,7 +1112,8 @@ INLINE struct rss_config *syscall_config(__u32 by_events)
 {
 	__u32 zero = 0;
 	struct rss_config *rss = bpf_map_lookup_elem(&rss_config, &zero);
-	if (!rss || !rss->on || rss->by_events != by_events)
+	__u32 *mode = bpf_map_lookup_elem(&rss_mode, &zero);
+	if (!rss || !rss->on || !mode || *mode != by_events)
 		return 0;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	return bpf_map_lookup_elem(&followed, &tgid) ? rss : 0;

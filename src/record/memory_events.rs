@@ -124,12 +124,10 @@ impl RssLayout {
     }
 
     /// `rss_config` turned off (its first word, `on`, 0).
-    pub(super) const OFF: [u8; 44] = [0; 44];
+    pub(super) const OFF: [u8; 40] = [0; 40];
 
-    /// `rss_config`'s value: on, with anonymous pages' counts (`anon`),
-    /// the syscalls' records written by the programs on their own
-    /// tracepoints (`by_events`) or on every syscall's.
-    pub(super) fn config_value(&self, anon: bool, by_events: bool) -> Vec<u8> {
+    /// `rss_config`'s value: on, with anonymous pages' counts (`anon`).
+    pub(super) fn config_value(&self, anon: bool) -> Vec<u8> {
         let words = [
             1,
             u32::from(anon),
@@ -141,7 +139,6 @@ impl RssLayout {
             self.cpus,
             self.array_pptrs,
             self.mm_users,
-            u32::from(by_events),
         ];
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
@@ -160,24 +157,21 @@ pub struct MemoryWatch {
     events: Vec<OwnedFd>,
     /// Whether [`MemoryWatch::move_to_events`] was called.
     tried: bool,
+    /// `rss_config`, turned off at the end.
     config: OwnedFd,
-    /// What `rss_config` holds besides which programs write: the
-    /// kernel's layout, and whether anonymous pages are counted.
-    layout: RssLayout,
-    anon: bool,
+    /// `rss_mode`: which programs write the syscalls' records.
+    mode: OwnedFd,
     /// The five programs, and the ids of their tracepoints.
     programs: Vec<(OwnedFd, u64)>,
 }
 
 impl MemoryWatch {
     /// The watch of `links` (`on_rss_stat`'s, then the raw tracepoints'),
-    /// the `rss_config` map `config` filled from `layout` (and whether
-    /// anonymous pages are counted), and the syscalls' tracepoints'
-    /// programs with their tracepoints' ids.
+    /// the maps `rss_config` (`config`) and `rss_mode` (`mode`), and the
+    /// syscalls' tracepoints' programs with their tracepoints' ids.
     pub(super) fn new(
         links: Vec<OwnedFd>,
-        config: OwnedFd,
-        (layout, anon): (RssLayout, bool),
+        (config, mode): (OwnedFd, OwnedFd),
         programs: Vec<(OwnedFd, u64)>,
     ) -> MemoryWatch {
         MemoryWatch {
@@ -185,8 +179,7 @@ impl MemoryWatch {
             events: Vec::new(),
             tried: false,
             config,
-            layout,
-            anon,
+            mode,
             programs,
         }
     }
@@ -219,13 +212,9 @@ impl MemoryWatch {
                 .and_then(|event| Ok([sysbpf::link_to_event(&event, prog)?, event]));
             events.extend(link.map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?);
         }
-        // The anonymous counts as the programs left them (on since a
-        // process asked for huge pages).
-        let mut now = RssLayout::OFF;
-        sysbpf::map_lookup(&self.config, &0u32.to_le_bytes(), &mut now)?;
-        let anon = self.anon || now[4..8] != [0; 4];
-        let value = self.layout.config_value(anon, true);
-        sysbpf::map_update(&self.config, &0u32.to_le_bytes(), &value)?;
+        // `rss_mode` alone: `rss_config`'s `anon`, which the programs
+        // set when a process asks for huge pages, stays as they left it.
+        sysbpf::map_update(&self.mode, &0u32.to_le_bytes(), &1u32.to_le_bytes())?;
         self.events = events;
         // The raw tracepoints' (after `on_rss_stat`'s): they return at once.
         self.links.truncate(1);
@@ -376,7 +365,7 @@ mod tests {
         let layout = RssLayout::of_running_kernel().unwrap();
         assert!(layout.mm_rss_stat > 0 && layout.task_mm > 0 && layout.array_pptrs > 0);
         assert!(layout.counter_counters > layout.counter_count);
-        assert_eq!(layout.config_value(true, false).len(), 4 * 11);
-        assert_eq!(RssLayout::OFF.len(), 4 * 11);
+        assert_eq!(layout.config_value(true).len(), 4 * 10);
+        assert_eq!(RssLayout::OFF.len(), 4 * 10);
     }
 }
