@@ -483,6 +483,17 @@ impl Analyzer {
         self.profile.processes.on_comm(pid, tid, name, exec);
     }
 
+    /// Whom process `pid`'s faults count for: system-wide (`by_program`)
+    /// the program that process `runs_program_of` runs (a child runs its
+    /// parent's until it execs), else the process itself.
+    fn owner(&mut self, pid: i32, runs_program_of: i32) -> Owner {
+        if self.by_program {
+            Owner::Program(self.profile.processes.program_of(runs_program_of))
+        } else {
+            Owner::Process(pid)
+        }
+    }
+
     /// A new process (a copy of its parent's address space) or thread.
     fn on_fork(&mut self, pid: i32, ppid: i32, tid: i32) {
         if process::is_new_process(pid, ppid, tid) {
@@ -493,17 +504,13 @@ impl Analyzer {
         if let Some(unwinder) = &mut self.unwinder {
             unwinder.on_fork(pid, ppid);
         }
-        if let Some(ledger) = &mut self.profile.resident {
-            if process::is_new_process(pid, ppid, tid) {
-                let copied = (self.profile.processes.by_pid.get(&ppid))
-                    .map(|p| p.space.private_file_ranges())
-                    .unwrap_or_default();
-                // The child runs its parent's program until it execs.
-                let owner = if self.by_program {
-                    Owner::Program(self.profile.processes.program_of(ppid))
-                } else {
-                    Owner::Process(pid)
-                };
+        if self.profile.resident.is_some() && process::is_new_process(pid, ppid, tid) {
+            let copied = (self.profile.processes.by_pid.get(&ppid))
+                .map(|p| p.space.private_file_ranges())
+                .unwrap_or_default();
+            // The child runs its parent's program until it execs.
+            let owner = self.owner(pid, ppid);
+            if let Some(ledger) = &mut self.profile.resident {
                 ledger.fork(pid, ppid, owner, &copied);
             }
         }
@@ -531,13 +538,9 @@ impl Analyzer {
         let (class, access, target, (effect, mapping)) =
             self.classify_fault(sample, entry, kernel_mode);
         let (stack, cached) = self.stack_of(sample, kernel_mode, in_exec);
-        // By program where the profile counts by program (system-wide),
-        // the ledger too: a build's thousand compiler runs share sites.
-        let owner = if self.by_program {
-            Owner::Program(self.profile.processes.program_of(sample.pid))
-        } else {
-            Owner::Process(sample.pid)
-        };
+        // The ledger's owner is the profile's: a build's thousand compiler
+        // runs share sites.
+        let owner = self.owner(sample.pid, sample.pid);
         if let Some(ledger) = &mut self.profile.resident {
             let site = resident::SiteOf {
                 owner,
