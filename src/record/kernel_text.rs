@@ -17,11 +17,11 @@ const HEAD_BYTES: usize = 4096;
 /// The kernel's text: `_text`, and `_etext` or a bound on it. None when the
 /// addresses are hidden (kptr_restrict) or kallsyms cannot be read.
 pub(super) fn read() -> Option<(u64, u64)> {
-    let start = procfs::kallsyms_head(HEAD_BYTES)
-        .and_then(|head| pfprof_symbolize::kernel_text(&head))
-        .map(|(start, _)| start);
-    if let Some(end) = start.and_then(|s| image_bound(s, procfs::lowest_module_address())) {
-        return start.map(|s| (s, end));
+    let head = procfs::kallsyms_head(HEAD_BYTES).and_then(|h| pfprof_symbolize::kernel_text(&h));
+    if let Some((start, _)) = head {
+        if let Some(end) = image_bound(start, procfs::lowest_module_address()) {
+            return Some((start, end));
+        }
     }
     procfs::kallsyms().and_then(|k| pfprof_symbolize::kernel_text(&k))
 }
