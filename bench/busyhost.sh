@@ -29,7 +29,8 @@
 #
 # Tools: bare, interval (record -a --interval 10 --keep 3, dwarf stacks),
 # interval60 (--interval 60), interval-fp (--call-graph fp), top (top
-# --batch -d 1), record-a (record -a), perf-g (perf record -a -g -c 1),
+# --batch -d 1), record-a (record -a), record-a-res (record -a
+# --resident: the ledger's cost on a busy host), perf-g (perf record -a -g -c 1),
 # perf-dwarf (perf record -a --call-graph dwarf -c 1); perf on the fault
 # events with data addresses, as pfprof records them.
 #
@@ -207,8 +208,10 @@ for ((r = 1; r <= rounds; r++)); do
       top)
         m=$(measure "$pfprof" top --batch -d 1 -n "$secs")
         c=$(pfprof_top) ;;
-      record-a)
-        m=$(measure "$pfprof" record -q -a --duration "$secs" -o "$work/all")
+      record-a|record-a-res)
+        args=()
+        [ "$t" = record-a-res ] && args=(--resident)
+        m=$(measure "$pfprof" record -q -a "${args[@]}" --duration "$secs" -o "$work/all")
         c=$(pfprof_all); disk=$(du -sb "$work/all" | cut -f1) ;;
       perf-g)
         m=$(measure perf record -q -a -g -d -c 1 -e minor-faults,major-faults -o "$work/perf.data" -- sleep "$secs")

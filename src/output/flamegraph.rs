@@ -482,6 +482,8 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
     };
     let mut svgs: Vec<Svg> = Vec::new();
     let mut peak: Option<(Vec<String>, &str)> = None;
+    // Rows the same at exit as at the peak make the same lines: folded once.
+    let same_rows = same_resident_rows(&resident.peak, &resident.exit);
     for (graph, rows, title) in [
         (
             Graph::Resident,
@@ -494,24 +496,23 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
             "Resident memory at exit (KiB still held when each process ended)",
         ),
     ] {
-        let (lines, special) = resident_lines(rows, model);
         // A program that ends at its peak holds at exit what it held
         // there: the same graph, retitled (drawing it is half the cost of
         // these two graphs).
         let retitled = peak
             .as_ref()
             .zip(svgs.first())
+            .filter(|_| same_rows)
             .and_then(|((lines_at, title_at), svg)| {
-                (*lines_at == lines)
-                    .then(|| retitle(svg, graph, title_at, title))
-                    .flatten()
+                retitle(svg, graph, title_at, title).map(|svg| (svg, lines_at))
             });
-        if let Some(svg) = retitled {
-            write_folded(dir, &graph.file_stem(), &lines)?;
+        if let Some((svg, lines)) = retitled {
+            write_folded(dir, &graph.file_stem(), lines)?;
             dir.write(&format!("{}.svg", graph.file_stem()), svg.text.as_bytes())?;
             svgs.push(svg);
             continue;
         }
+        let (lines, special) = resident_lines(rows, model);
         let look = Look {
             colors: Palette::Basic(BasicPalette::Mem),
             count_name: "KiB",
@@ -550,12 +551,32 @@ fn resident_lines(rows: &[crate::model::ResidentRow], model: &Model) -> (Vec<Str
     (crate::output::folded::into_counted_lines(folded), special)
 }
 
+/// Whether two lists of resident rows are the same, row by row (then
+/// their lines are too).
+fn same_resident_rows(a: &[crate::model::ResidentRow], b: &[crate::model::ResidentRow]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            a.owner == b.owner
+                && a.comm == b.comm
+                && a.stack == b.stack
+                && std::sync::Arc::ptr_eq(&a.target, &b.target)
+                && a.kind == b.kind
+                && a.pages == b.pages
+        })
+}
+
 /// `svg` as graph `graph` under `title` instead of `was`, when `was` is
-/// written once in it (as inferno writes a title with no character to
-/// escape) and so cannot be mistaken for a frame's name.
+/// the text of its title element and comes first in it (as inferno writes
+/// a title with no character to escape, before any frame): the first `was`
+/// is what the page's script replaces too. Only the head is searched, not
+/// the whole document (a megabyte for a real program).
 fn retitle(svg: &Svg, graph: Graph, was: &str, title: &str) -> Option<Svg> {
     let plain = |t: &str| !t.contains(['&', '<', '>', '"', '\'']);
-    (plain(was) && plain(title) && svg.text.matches(was).count() == 1).then(|| Svg {
+    let at = svg.text.find(was)?;
+    let element = svg.text[..at].rfind('<')?;
+    let is_title = svg.text[element..at].contains("id=\"title\"")
+        && svg.text[at + was.len()..].starts_with("</text>");
+    (plain(was) && plain(title) && is_title).then(|| Svg {
         graph,
         text: svg.text.replacen(was, title, 1),
         empty: svg.empty,

@@ -25,6 +25,8 @@ impl Ledger {
     /// is resident now, its sites keyed by stacks interned in `new`.
     pub fn take_interval(&mut self, old: &StackTable, new: &mut StackTable) -> Ledger {
         let view = self.interval_view();
+        // The sites are renumbered and rekeyed below.
+        self.forget_recent_sites();
         self.restart_peak();
         self.forget_dead_sites();
         self.carry_stacks(old, new);
