@@ -86,9 +86,15 @@ struct Running {
     late: bool,
     /// Intervals that ran past their end.
     stretched: u64,
-    /// What the kernel had counted when the interval began, and now.
+    /// What the kernel had counted when the interval began, and at the
+    /// last read.
     kernel_at_start: Option<KernelCounts>,
     kernel_now: Option<KernelCounts>,
+    /// The first read at or after the interval's end: where it ends, so
+    /// that its records and the kernel's count cover the same faults (a
+    /// count read at any other pass, up to 250 ms after the edge, made
+    /// busy intervals read "110% captured", their neighbours "90%").
+    edge: Option<(u64, KernelCounts)>,
     tx: Sender<Message>,
     writer: JoinHandle<Result<Summary>>,
 }
@@ -186,6 +192,7 @@ impl Tap for Continuous {
             stretched: 0,
             kernel_at_start: None,
             kernel_now: None,
+            edge: None,
             tx,
             writer,
         });
@@ -195,25 +202,34 @@ impl Tap for Continuous {
     fn event(&mut self, time: u64, event: Event<'_>) {
         let interval_ns = self.settings.interval.as_nanos() as u64;
         if let Some(r) = &mut self.running {
-            if time >= r.end_ns {
-                r.close_through(time, interval_ns);
+            if r.edge.is_some_and(|(at, _)| time >= at) {
+                r.close_at_edge(interval_ns);
             }
             r.aggregator.feed(event);
         }
     }
 
-    fn settled(&mut self, cutoff: u64, kernel: Option<KernelCounts>) {
+    fn settled(&mut self, cutoff: u64) {
         let interval_ns = self.settings.interval.as_nanos() as u64;
         if let Some(r) = &mut self.running {
-            r.kernel_now = kernel;
-            if r.kernel_at_start.is_none() {
-                // The counts before the first records came: nothing was
-                // followed earlier than the first read.
-                r.kernel_at_start = Some(KernelCounts::default());
-            }
             // u64::MAX: everything was drained; `finish` follows.
-            if cutoff >= r.end_ns && cutoff != u64::MAX {
-                r.close_through(cutoff, interval_ns);
+            if cutoff != u64::MAX && r.edge.is_some_and(|(at, _)| cutoff >= at) {
+                r.close_at_edge(interval_ns);
+            }
+        }
+    }
+
+    fn wants_counts(&self, now: u64) -> bool {
+        (self.running.as_ref()).is_some_and(|r| now >= r.end_ns && r.edge.is_none())
+    }
+
+    fn counted(&mut self, at: u64, kernel: KernelCounts) {
+        if let Some(r) = &mut self.running {
+            r.kernel_now = Some(kernel);
+            // Counted from the events' start: the first interval's too.
+            r.kernel_at_start.get_or_insert_with(KernelCounts::default);
+            if at >= r.end_ns && r.edge.is_none() {
+                r.edge = Some((at, kernel));
             }
         }
     }
@@ -222,9 +238,10 @@ impl Tap for Continuous {
         let Some(mut r) = self.running.take() else {
             return;
         };
-        // The partial interval, up to now.
+        // The partial interval, up to now, with the count read after the
+        // events stopped and every record was drained.
         let now = crate::sys::monotonic_ns().clamp(r.start_ns + 1, r.end_ns);
-        r.hand_over(now);
+        r.hand_over(now, r.kernel_now);
         let _ = r.tx.send(Message::Finish);
         let stretched = r.stretched;
         self.summary = Some(
@@ -240,33 +257,34 @@ impl Tap for Continuous {
 }
 
 impl Running {
-    /// `now` is past the interval's end: hands it to the writer, ending
-    /// at its end, or (when the writer was busy as the end passed, and
-    /// later records went into it) at `now`. While the writer is busy the
-    /// interval runs on.
-    fn close_through(&mut self, now: u64, interval_ns: u64) {
+    /// The records have reached the edge (the first count read after the
+    /// interval's end, a pass later than the end at most): hands the
+    /// interval to the writer, ending there. While the writer is busy the
+    /// interval runs on, to the edge of a later read.
+    fn close_at_edge(&mut self, interval_ns: u64) {
+        let Some((at, counts)) = self.edge.take() else {
+            return;
+        };
         if self.pending.load(Ordering::Acquire) > 0 {
             self.late = true;
             return;
         }
-        let end = if std::mem::take(&mut self.late) {
+        self.hand_over(at, Some(counts));
+        self.end_ns = if std::mem::take(&mut self.late) {
             self.stretched += 1;
-            now
+            at + interval_ns
         } else {
-            self.end_ns
+            // On the grid, not drifting by a pass each interval.
+            (self.end_ns + interval_ns).max(at + 1)
         };
-        self.hand_over(end);
-        self.end_ns = end + interval_ns;
     }
 
-    /// Hands the interval ending at `end_ns` to the writer; the next
-    /// starts there.
-    fn hand_over(&mut self, end_ns: u64) {
+    /// Hands the interval ending at `end_ns` to the writer, with the
+    /// kernel's count then; the next starts there.
+    fn hand_over(&mut self, end_ns: u64, kernel: Option<KernelCounts>) {
         let mut profile = self.aggregator.take();
-        // The kernel's count over the interval, as read at the pass that
-        // ended it (a few ms of faults either side of the edges).
         if let (Some(meta), Some(start), Some(now)) =
-            (profile.meta.as_mut(), self.kernel_at_start, self.kernel_now)
+            (profile.meta.as_mut(), self.kernel_at_start, kernel)
         {
             meta.kernel_minor = Some(now.minor.saturating_sub(start.minor));
             meta.kernel_major = Some(now.major.saturating_sub(start.major));

@@ -54,7 +54,7 @@ impl Tap for Live {
         }
     }
 
-    fn settled(&mut self, _cutoff: u64, _kernel: Option<crate::record::KernelCounts>) {}
+    fn settled(&mut self, _cutoff: u64) {}
 
     fn finish(&mut self) {
         let Some(r) = self.running.take() else {

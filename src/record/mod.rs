@@ -446,10 +446,19 @@ pub trait Tap {
     /// One record, at `time`: faults with their chains (dwarf mode: as
     /// unwound) and their entries when the collector paired them.
     fn event(&mut self, time: u64, event: Event<'_>);
-    /// Every record older than `cutoff` has been given to [`Tap::event`];
-    /// `kernel` is what the kernel counted of the followed faults so far
-    /// (read about every 250 ms; None when it cannot say).
-    fn settled(&mut self, cutoff: u64, kernel: Option<KernelCounts>);
+    /// Every record older than `cutoff` has been given to [`Tap::event`].
+    fn settled(&mut self, cutoff: u64);
+    /// Whether the kernel's counts should be read at the pass starting at
+    /// `now` (monotonic); they are read at the last pass in any case.
+    fn wants_counts(&self, _now: u64) -> bool {
+        false
+    }
+    /// What the kernel had counted of the followed faults at `at`
+    /// (monotonic, just before the read): every fault a record stamped
+    /// before `at` reports, and none stamped after but those of the read's
+    /// few microseconds (a fault is counted just before its record is
+    /// stamped).
+    fn counted(&mut self, _at: u64, _kernel: KernelCounts) {}
     /// The recording is over.
     fn finish(&mut self);
 }

@@ -37,8 +37,6 @@ use crate::sys::{self, ExitStatus};
 pub(super) struct Feed<'a> {
     tap: &'a mut (dyn Tap + 'static),
     decoder: Option<LiveDecoder>,
-    /// The kernel's counts last read, and when.
-    kernel: Option<(Instant, KernelCounts)>,
 }
 
 impl Feed<'_> {
@@ -48,20 +46,24 @@ impl Feed<'_> {
         }
     }
 
-    fn settled(&mut self, cutoff: u64, fds: &[Vec<OwnedFd>]) {
+    fn settled(&mut self, cutoff: u64) {
         if let Some(decoder) = &mut self.decoder {
             let tap = &mut *self.tap;
             decoder.flush_before(cutoff, |time, event| tap.event(time, event));
         }
-        // A read per event and CPU: not every pass.
-        let stale = self
-            .kernel
-            .map_or(true, |(at, _)| at.elapsed() >= Duration::from_millis(250));
-        if stale {
-            self.kernel = kernel_counts(fds).map(|counts| (Instant::now(), counts));
+        self.tap.settled(cutoff);
+    }
+
+    /// Reads the kernel's counts for the tap, at a pass's start (before
+    /// its cutoff): when it asks (a read per event and CPU, so not every
+    /// pass), or `always`.
+    fn count(&mut self, fds: &[Vec<OwnedFd>], always: bool) {
+        let at = sys::monotonic_ns();
+        if always || self.tap.wants_counts(at) {
+            if let Some(counts) = kernel_counts(fds) {
+                self.tap.counted(at, counts);
+            }
         }
-        self.tap
-            .settled(cutoff, self.kernel.map(|(_, counts)| counts));
     }
 }
 
@@ -140,6 +142,10 @@ pub(super) fn drain_all(
     mut feed: Option<&mut Feed<'_>>,
     last: bool,
 ) -> io::Result<usize> {
+    // The counts first: a record stamped after them comes in a later pass.
+    if let Some(feed) = feed.as_deref_mut() {
+        feed.count(fds, last);
+    }
     // Every record stamped before this moment is in a ring buffer by now
     // (give a record 2 ms between its timestamp and its write).
     let cutoff = sys::monotonic_ns().saturating_sub(2_000_000);
@@ -195,7 +201,7 @@ pub(super) fn drain_all(
         }
     }
     if let Some(feed) = feed {
-        feed.settled(cutoff, fds);
+        feed.settled(cutoff);
     }
     if total > 0 || last {
         writer.end_pass(last)?;
@@ -303,11 +309,7 @@ impl<'a> Session<'a> {
                         Some(LiveDecoder::new(&descs).context("an event attribute did not parse")?)
                     }
                 };
-                Some(Feed {
-                    tap,
-                    decoder,
-                    kernel: None,
-                })
+                Some(Feed { tap, decoder })
             }
             None => None,
         };
@@ -703,8 +705,8 @@ impl Session<'_> {
         };
         drop(std::mem::take(&mut self.rings));
         if let Some(live) = self.live.as_mut() {
-            live.kernel = None;
-            live.settled(u64::MAX, &self.fds);
+            live.count(&self.fds, true);
+            live.settled(u64::MAX);
             live.tap.finish();
         }
         if self.write_error.is_none() {
