@@ -94,7 +94,9 @@ struct Running {
     /// that its records and the kernel's count cover the same faults (a
     /// count read at any other pass, up to 250 ms after the edge, made
     /// busy intervals read "110% captured", their neighbours "90%").
-    edge: Option<(u64, KernelCounts)>,
+    edge: Option<(u64, KernelCounts, u64)>,
+    /// The spread of the read the interval began at (see [`Tap::counted`]).
+    spread_at_start: u64,
     tx: Sender<Message>,
     writer: JoinHandle<Result<Summary>>,
 }
@@ -193,6 +195,7 @@ impl Tap for Continuous {
             kernel_at_start: None,
             kernel_now: None,
             edge: None,
+            spread_at_start: 0,
             tx,
             writer,
         });
@@ -202,7 +205,7 @@ impl Tap for Continuous {
     fn event(&mut self, time: u64, event: Event<'_>) {
         let interval_ns = self.settings.interval.as_nanos() as u64;
         if let Some(r) = &mut self.running {
-            if r.edge.is_some_and(|(at, _)| time >= at) {
+            if r.edge.is_some_and(|(at, ..)| time >= at) {
                 r.close_at_edge(interval_ns);
             }
             r.aggregator.feed(event);
@@ -213,7 +216,7 @@ impl Tap for Continuous {
         let interval_ns = self.settings.interval.as_nanos() as u64;
         if let Some(r) = &mut self.running {
             // u64::MAX: everything was drained; `finish` follows.
-            if cutoff != u64::MAX && r.edge.is_some_and(|(at, _)| cutoff >= at) {
+            if cutoff != u64::MAX && r.edge.is_some_and(|(at, ..)| cutoff >= at) {
                 r.close_at_edge(interval_ns);
             }
         }
@@ -223,13 +226,13 @@ impl Tap for Continuous {
         (self.running.as_ref()).is_some_and(|r| now >= r.end_ns && r.edge.is_none())
     }
 
-    fn counted(&mut self, at: u64, kernel: KernelCounts) {
+    fn counted(&mut self, at: u64, kernel: KernelCounts, spread: u64) {
         if let Some(r) = &mut self.running {
             r.kernel_now = Some(kernel);
             // Counted from the events' start: the first interval's too.
             r.kernel_at_start.get_or_insert_with(KernelCounts::default);
             if at >= r.end_ns && r.edge.is_none() {
-                r.edge = Some((at, kernel));
+                r.edge = Some((at, kernel, spread));
             }
         }
     }
@@ -241,7 +244,7 @@ impl Tap for Continuous {
         // The partial interval, up to now, with the count read after the
         // events stopped and every record was drained.
         let now = crate::sys::monotonic_ns().clamp(r.start_ns + 1, r.end_ns);
-        r.hand_over(now, r.kernel_now);
+        r.hand_over(now, r.kernel_now, 0);
         let _ = r.tx.send(Message::Finish);
         let stretched = r.stretched;
         self.summary = Some(
@@ -262,14 +265,14 @@ impl Running {
     /// interval to the writer, ending there. While the writer is busy the
     /// interval runs on, to the edge of a later read.
     fn close_at_edge(&mut self, interval_ns: u64) {
-        let Some((at, counts)) = self.edge.take() else {
+        let Some((at, counts, spread)) = self.edge.take() else {
             return;
         };
         if self.pending.load(Ordering::Acquire) > 0 {
             self.late = true;
             return;
         }
-        self.hand_over(at, Some(counts));
+        self.hand_over(at, Some(counts), spread);
         self.end_ns = if std::mem::take(&mut self.late) {
             self.stretched += 1;
             at + interval_ns
@@ -280,15 +283,18 @@ impl Running {
     }
 
     /// Hands the interval ending at `end_ns` to the writer, with the
-    /// kernel's count then; the next starts there.
-    fn hand_over(&mut self, end_ns: u64, kernel: Option<KernelCounts>) {
+    /// kernel's count then and that read's spread; the next starts there.
+    fn hand_over(&mut self, end_ns: u64, kernel: Option<KernelCounts>, spread: u64) {
         let mut profile = self.aggregator.take();
         if let (Some(meta), Some(start), Some(now)) =
             (profile.meta.as_mut(), self.kernel_at_start, kernel)
         {
             meta.kernel_minor = Some(now.minor.saturating_sub(start.minor));
             meta.kernel_major = Some(now.major.saturating_sub(start.major));
+            let edges = self.spread_at_start + spread;
+            meta.kernel_spread = (edges > 0).then_some(edges);
             self.kernel_at_start = Some(now);
+            self.spread_at_start = spread;
         }
         self.pending.fetch_add(1, Ordering::AcqRel);
         let closed = Closed {

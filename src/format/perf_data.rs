@@ -161,6 +161,11 @@ pub struct RecordingMeta {
     pub kernel_minor: Option<u64>,
     /// The kernel's count of major faults of the process tree.
     pub kernel_major: Option<u64>,
+    /// Faults the kernel's counts may hold that fall on the other side of
+    /// the recording's edges, or miss that fall inside: those it counted
+    /// while the counts were read (an interval of `record --interval` ends
+    /// at a read, which takes tens of microseconds). None: exact.
+    pub kernel_spread: Option<u64>,
     /// Whether the `exceptions:page_fault_*` tracepoints were recorded (error codes, COW).
     pub tracepoints: bool,
     /// Why the tracepoints are missing, when they are.

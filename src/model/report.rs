@@ -32,6 +32,13 @@ pub struct Totals {
     pub kernel_minor: Option<u64>,
     /// The kernel's own major-fault count.
     pub kernel_major: Option<u64>,
+    /// Faults either way that the kernel's counts may hold across the
+    /// interval's edges (see [`RecordingMeta::kernel_spread`]): a shortfall
+    /// within it is no fault missing. Absent when the counts are exact.
+    ///
+    /// [`RecordingMeta::kernel_spread`]: crate::format::perf_data::RecordingMeta::kernel_spread
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_spread: Option<u64>,
     /// False when the tracepoints were unavailable: COW cannot be told apart.
     pub cow_available: bool,
     /// Major faults on files.
@@ -552,8 +559,9 @@ impl Report {
     /// stand for the missing faults, over captured plus those.
     pub fn missing(&self) -> (u64, f64) {
         let captured = self.captured() + self.totals.pfprof_faults;
+        let spread = self.totals.kernel_spread.unwrap_or(0);
         let (missing, whole) = match self.expected() {
-            Some(expected) => (expected.saturating_sub(captured), expected),
+            Some(expected) => (expected.saturating_sub(captured + spread), expected),
             None => {
                 let l = &self.totals.lost_by_class;
                 let lost = l.minor + l.major + l.unattributed;
@@ -638,6 +646,21 @@ pub(crate) mod tests {
             assert_eq!(r.completeness_warnings().len(), warnings, "case {i}");
             assert_eq!(r.incomplete(), missing > 0 || lost > 0, "case {i}");
         }
+    }
+
+    /// An interval's count, read while faults went on, may hold a few
+    /// faults either side of its edges: a shortfall within that spread is
+    /// no fault missing, one beyond it is all missing.
+    #[test]
+    fn a_shortfall_within_the_kernels_spread_is_complete() {
+        let mut r = completeness_case(577_591, 0, 0, Some(577_596));
+        assert_eq!(r.missing().0, 5);
+        r.totals.kernel_spread = Some(7);
+        assert_eq!(r.missing().0, 0);
+        assert!(!r.incomplete());
+        assert!(r.completeness_warnings().is_empty());
+        r.totals.kernel_spread = Some(2);
+        assert_eq!(r.missing().0, 3);
     }
 
     /// The sample report with `captured` minor faults, `lost` records
@@ -739,6 +762,7 @@ pub(crate) mod tests {
                 pfprof_faults: 0,
                 kernel_minor: Some(262_755),
                 kernel_major: Some(67),
+                kernel_spread: None,
                 cow_available: true,
                 major_file: 67,
                 major_swap: 0,

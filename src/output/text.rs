@@ -118,8 +118,12 @@ pub fn completeness_line(report: &Report) -> String {
                     }
                 ),
             };
+            // An interval's count was read while faults went on.
+            let spread = t.kernel_spread.map_or(String::new(), |n| {
+                format!("; the kernel's ±{} at the edges", thousands(n))
+            });
             format!(
-                "captured {} of {} faults ({pct:.1}%{own}){sampled}; lost records: {}",
+                "captured {} of {} faults ({pct:.1}%{own}{spread}){sampled}; lost records: {}",
                 thousands(captured),
                 thousands(kernel),
                 thousands(t.lost)
@@ -707,6 +711,13 @@ mod tests {
             assert_eq!(completeness_line(&r), line);
             assert_eq!(crate::output::picture::totals_line(&r), totals);
         }
+        // An interval's count, read while faults went on.
+        let mut r = crate::model::report::tests::completeness_case(995, 0, 0, Some(1000));
+        r.totals.kernel_spread = Some(7);
+        assert_eq!(
+            completeness_line(&r),
+            "captured 995 of 1,000 faults (99.5%; the kernel's ±7 at the edges); lost records: 0; truncated stacks: 0"
+        );
     }
 
     /// The target column keeps section and symbol, cutting the object

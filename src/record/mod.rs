@@ -456,9 +456,9 @@ pub trait Tap {
     /// What the kernel had counted of the followed faults at `at`
     /// (monotonic, just before the read): every fault a record stamped
     /// before `at` reports, and none stamped after but those of the read's
-    /// few microseconds (a fault is counted just before its record is
-    /// stamped).
-    fn counted(&mut self, _at: u64, _kernel: KernelCounts) {}
+    /// microseconds, about `spread` (twice what a second read just after
+    /// counted more).
+    fn counted(&mut self, _at: u64, _kernel: KernelCounts, _spread: u64) {}
     /// The recording is over.
     fn finish(&mut self);
 }

@@ -347,6 +347,7 @@ pub(super) fn totals(profile: &Profile) -> Totals {
         pfprof_faults: t.pfprof_faults,
         kernel_minor: meta.and_then(|m| m.kernel_minor),
         kernel_major: meta.and_then(|m| m.kernel_major),
+        kernel_spread: meta.and_then(|m| m.kernel_spread),
         cow_available: profile.has_entries,
         major_file: t.major_file,
         major_swap: t.major_swap,
