@@ -151,8 +151,9 @@ pub(super) fn drain_all(
     last: bool,
 ) -> io::Result<usize> {
     // The counts first: a record stamped after them comes in a later pass.
+    // (The last pass's are read by `finish`, once everything is drained.)
     if let Some(feed) = feed.as_deref_mut() {
-        feed.count(fds, last);
+        feed.count(fds, false);
     }
     // Every record stamped before this moment is in a ring buffer by now
     // (give a record 2 ms between its timestamp and its write).
