@@ -44,3 +44,14 @@ pub mod output;
 
 pub mod commands;
 pub mod fuzzing;
+
+/// A fresh, empty directory for a unit test: `$TMPDIR/pfprof-NAME-PID`
+/// (each test its own NAME: the tests of one binary run in parallel), what
+/// an earlier run with the same pid left there removed first.
+#[cfg(test)]
+pub(crate) fn test_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("pfprof-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1261,8 +1261,7 @@ pub(crate) mod tests {
     /// next writer, so its count is unattributed.
     #[test]
     fn lost_records_by_class() {
-        let dir = std::env::temp_dir().join(format!("pfprof-lost-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("lost");
         let path = dir.join("lost.data");
         let mut major_attr = minor_faults_attr();
         major_attr[8..16].copy_from_slice(&6u64.to_le_bytes()); // PAGE_FAULTS_MAJ
@@ -1305,8 +1304,7 @@ pub(crate) mod tests {
     /// the same number of allocations (only amortised buffer growth).
     #[test]
     fn per_sample_path_does_not_allocate() {
-        let dir = std::env::temp_dir().join(format!("pfprof-allocs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("allocs");
         let mut allocs = Vec::new();
         for n in [2_000u64, 20_000] {
             let path = dir.join(format!("a{n}.data"));

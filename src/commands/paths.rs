@@ -65,8 +65,7 @@ mod tests {
     /// recording says so, and the recording's directory is found either way.
     #[test]
     fn where_a_recording_is() {
-        let dir = std::env::temp_dir().join(format!("pfprof-recording-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("recording");
         let err = data_path(&dir).unwrap_err().to_string();
         assert!(err.contains("a directory without a recording"), "{err}");
         let data = dir.join(DATA_FILE);

@@ -608,8 +608,7 @@ pub(crate) mod tests {
     /// the first event; an unknown id is a bad record.
     #[test]
     fn finds_events_by_sample_id() {
-        let dir = std::env::temp_dir().join(format!("pfprof-sample-id-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("sample-id");
         let path = dir.join("id.data");
         let attr = |config: u32| {
             let mut attr = crate::sys::new_attr();
@@ -667,8 +666,7 @@ pub(crate) mod tests {
     /// with an unknown id is counted as bad, not fatal.
     #[test]
     fn merges_cpus_by_time() {
-        let dir = std::env::temp_dir().join(format!("pfprof-merge-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("merge");
         let path = dir.join("m.data");
         // Two events: a record's id picks its event (one event would take
         // every record, as perf does).
@@ -719,8 +717,7 @@ pub(crate) mod tests {
     /// as those without.
     #[test]
     fn reads_what_is_written_for_perf() {
-        let dir = std::env::temp_dir().join(format!("pfprof-perfcompat-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("perfcompat");
         let path = dir.join("p.data");
         let mut attr = minor_faults_attr();
         let sample_type = u64::from_le_bytes(attr[24..32].try_into().unwrap());

@@ -176,9 +176,7 @@ mod tests {
     /// A map written before `since` belongs to an earlier process.
     #[test]
     fn stale_maps_are_not_kept() {
-        let dir = std::env::temp_dir().join(format!("pfprof-jitmaps-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("jitmaps");
         let path = dir.join("perf-1.map");
         std::fs::write(&path, b"1000 10 f\n").unwrap();
         let limits = limits();

@@ -538,10 +538,7 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("pfprof-outdir-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        crate::test_dir(&format!("outdir-{name}"))
     }
 
     /// A finished recording: PERFILE2 with pfprof's metadata bit.

@@ -346,8 +346,7 @@ mod tests {
     /// anything is allocated from it.
     #[test]
     fn read_layout_checks_every_field() {
-        let dir = std::env::temp_dir().join(format!("pfprof-layout-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("layout");
         let path = dir.join("l.data");
         let events = vec![
             EventDesc {
@@ -484,8 +483,7 @@ mod tests {
     /// pfprof's own; the file still reads back.
     #[test]
     fn added_features_in_bit_order() {
-        let dir = std::env::temp_dir().join(format!("pfprof-features-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("features");
         let path = dir.join("f.data");
         let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
         w.write_records(&record(16)).unwrap();
@@ -515,8 +513,7 @@ mod tests {
     /// records, gets an EVENT_DESC naming pfprof's events, and is readable.
     #[test]
     fn repair_keeps_complete_records() {
-        let dir = std::env::temp_dir().join(format!("pfprof-repair-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("repair");
         let path = dir.join("r.data");
         let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
         for len in [16, 24, 32] {
@@ -649,8 +646,7 @@ mod tests {
     /// id), anything else as the main-entry uprobe.
     #[test]
     fn repair_names_events_from_attrs() {
-        let dir = std::env::temp_dir().join(format!("pfprof-repair-names-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("repair-names");
         let path = dir.join("n.data");
         let unnamed = |attr: Vec<u8>| EventDesc {
             attr,
@@ -709,8 +705,7 @@ mod tests {
     /// (the image would not read either).
     #[test]
     fn repair_checks_attrs_as_the_reader() {
-        let dir = std::env::temp_dir().join(format!("pfprof-repair-attrs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("repair-attrs");
         let path = dir.join("a.data");
         let mut w = PerfDataWriter::create(&path, repair_events()).unwrap();
         w.write_records(&record(16)).unwrap();

@@ -319,8 +319,7 @@ mod tests {
     /// only once.
     #[test]
     fn stamps_files_across_cuts() {
-        let dir = std::env::temp_dir().join(format!("pfprof-files-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("files");
         let file = dir.join("lib.so");
         std::fs::write(&file, b"0123456789").unwrap();
         let meta = std::fs::metadata(&file).unwrap();

@@ -51,8 +51,7 @@ mod tests {
     fn own_vdso_names_exported_functions() {
         let image = own_image().expect("a [vdso] mapping");
         let id = own_build_id().expect("a build-id");
-        let dir = std::env::temp_dir().join(format!("pfprof-vdso-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("vdso");
         let copy = dir.join("vdso.so");
         std::fs::write(&copy, &image).unwrap();
         let out = std::process::Command::new("readelf")

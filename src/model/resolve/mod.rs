@@ -158,8 +158,7 @@ mod tests {
     /// target and one file row, the totals.
     #[test]
     fn a_recording_of_known_faults_resolves_to_its_rows() {
-        let dir = std::env::temp_dir().join(format!("pfprof-resolve-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("resolve");
         let path = dir.join("known.data");
         crate::analysis::tests::recording(&path, 40);
         let profile = analyze(&path, AnalyzeOptions::default()).unwrap();

@@ -434,8 +434,7 @@ mod tests {
     /// missing file is left to the symbolizer.
     #[test]
     fn changed_since_table() {
-        let dir = std::env::temp_dir().join(format!("pfprof-stamps-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("stamps");
         let file = dir.join("app");
         std::fs::write(&file, b"0123456789").unwrap();
         let now = FileStamp::of(&std::fs::metadata(&file).unwrap());
