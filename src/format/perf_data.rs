@@ -214,6 +214,12 @@ pub struct RecordingMeta {
     /// the kernel (the recording then holds only the paired entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished_entries: Option<u64>,
+    /// Faults in the kernel's counts that it never ran pfprof's collector
+    /// for (it runs no perf event's BPF program while that CPU is in BPF
+    /// code already): the counts less the collector's runs, read once the
+    /// events were disabled. None without the collector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collector_skipped: Option<u64>,
     /// The recording ends with each event's whole count of the records it
     /// lost (`PERF_RECORD_LOST_SAMPLES` from `PERF_FORMAT_LOST`, as perf
     /// writes them), which the ring's `PERF_RECORD_LOST`s are part of.

@@ -39,6 +39,13 @@ pub struct Totals {
     /// [`RecordingMeta::kernel_spread`]: crate::format::perf_data::RecordingMeta::kernel_spread
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_spread: Option<u64>,
+    /// Faults in the kernel's counts that it never ran pfprof's collector
+    /// for (see [`RecordingMeta::collector_skipped`]): missing, with their
+    /// reason. Absent without the collector.
+    ///
+    /// [`RecordingMeta::collector_skipped`]: crate::format::perf_data::RecordingMeta::collector_skipped
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collector_skipped: Option<u64>,
     /// False when the tracepoints were unavailable: COW cannot be told apart.
     pub cow_available: bool,
     /// Major faults on files.
@@ -597,8 +604,12 @@ impl Report {
                 recorder: self.recorder,
             });
         }
+        let skipped = t.collector_skipped.unwrap_or(0).min(missing);
+        if skipped > 0 {
+            warnings.push(Warning::CollectorSkipped { faults: skipped });
+        }
         let explained =
-            t.lost_by_class.minor + t.lost_by_class.major + t.lost_by_class.unattributed;
+            t.lost_by_class.minor + t.lost_by_class.major + t.lost_by_class.unattributed + skipped;
         if missing > explained {
             warnings.push(Warning::UnexplainedMissing {
                 faults: missing - explained,
@@ -661,6 +672,29 @@ pub(crate) mod tests {
         assert!(r.completeness_warnings().is_empty());
         r.totals.kernel_spread = Some(2);
         assert_eq!(r.missing().0, 3);
+    }
+
+    /// Faults the kernel counted without running the collector are
+    /// missing, with their reason: the warning says why and no more is
+    /// left unexplained; the shortfall beyond them still is.
+    #[test]
+    fn faults_the_kernel_skipped_the_collector_for_are_explained() {
+        let mut r = completeness_case(1_398_666, 0, 0, Some(1_398_669));
+        r.totals.collector_skipped = Some(3);
+        assert_eq!(r.missing().0, 3);
+        assert!(r.incomplete());
+        assert_eq!(
+            r.completeness_warnings(),
+            vec![Warning::CollectorSkipped { faults: 3 }]
+        );
+        r.totals.faults.minor -= 2;
+        assert_eq!(
+            r.completeness_warnings(),
+            vec![
+                Warning::CollectorSkipped { faults: 3 },
+                Warning::UnexplainedMissing { faults: 2 }
+            ]
+        );
     }
 
     /// The sample report with `captured` minor faults, `lost` records
@@ -763,6 +797,7 @@ pub(crate) mod tests {
                 kernel_minor: Some(262_755),
                 kernel_major: Some(67),
                 kernel_spread: None,
+                collector_skipped: None,
                 cow_available: true,
                 major_file: 67,
                 major_swap: 0,

@@ -32,6 +32,11 @@ pub enum Warning {
         /// How many.
         faults: u64,
     },
+    /// Faults the kernel counted without running pfprof's collector.
+    CollectorSkipped {
+        /// How many.
+        faults: u64,
+    },
     /// pfprof's own faults, left out of a system-wide profile.
     OwnFaultsLeftOut {
         /// How many.
@@ -96,6 +101,7 @@ impl Warning {
             self,
             Warning::LostRecords { .. }
                 | Warning::UnexplainedMissing { .. }
+                | Warning::CollectorSkipped { .. }
                 | Warning::OwnFaultsLeftOut { .. }
                 | Warning::FpStacksCut { .. }
         )

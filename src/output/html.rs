@@ -267,6 +267,9 @@ fn figures_table(s: &mut String, report: &Report) {
             ),
         );
     }
+    if let Some(n) = t.collector_skipped.filter(|&n| n > 0) {
+        row(s, "skipped by the kernel", figure("skipped", n));
+    }
     row(
         s,
         "truncated stacks",

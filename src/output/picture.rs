@@ -9,6 +9,8 @@
 //! set after inferno has drawn it ([`recolor_by_class`]), from the colours
 //! inferno gives the same names in each class's own graph.
 
+use std::fmt::Write as _;
+
 use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::Options;
 
@@ -99,6 +101,9 @@ pub fn totals_line(report: &Report) -> String {
             thousands(captured)
         ),
     };
+    if let Some(n) = report.totals.collector_skipped.filter(|&n| n > 0) {
+        let _ = write!(s, ", {} skipped by the kernel", thousands(n));
+    }
     if report.incomplete() {
         s.push_str(" — results incomplete");
     }

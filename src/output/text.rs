@@ -135,6 +135,9 @@ pub fn completeness_line(report: &Report) -> String {
             thousands(t.lost)
         ),
     };
+    if let Some(n) = t.collector_skipped.filter(|&n| n > 0) {
+        let _ = write!(line, "; skipped by the kernel: {}", thousands(n));
+    }
     let dwarf = matches!(t.call_graph, Some(CallGraph::Dwarf { .. }));
     if dwarf || (t.call_graph == Some(CallGraph::Fp) && t.truncated_stacks > 0) {
         let _ = write!(
@@ -717,6 +720,17 @@ mod tests {
         assert_eq!(
             completeness_line(&r),
             "captured 995 of 1,000 faults (99.5%; the kernel's ±7 at the edges); lost records: 0; truncated stacks: 0"
+        );
+        // Faults the kernel counted without running the collector.
+        let mut r = crate::model::report::tests::completeness_case(997, 0, 0, Some(1000));
+        r.totals.collector_skipped = Some(3);
+        assert_eq!(
+            completeness_line(&r),
+            "captured 997 of 1,000 faults (99.7%); lost records: 0; skipped by the kernel: 3; truncated stacks: 0 — INCOMPLETE"
+        );
+        assert_eq!(
+            crate::output::picture::totals_line(&r),
+            "1,000 faults: captured 997 (99.7%), lost 0 records, 3 skipped by the kernel — results incomplete"
         );
     }
 

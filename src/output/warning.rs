@@ -89,9 +89,18 @@ fn sentence(warning: &Warning) -> String {
             )
         }
         Warning::UnexplainedMissing { faults } => format!(
-            "results incomplete: {} faults counted by the kernel are missing from the \
-             recording and no lost record accounts for them",
-            thousands(*faults)
+            "results incomplete: {} counted by the kernel {} missing from the recording \
+             and no lost record accounts for {}",
+            faults_noun(*faults),
+            if *faults == 1 { "is" } else { "are" },
+            if *faults == 1 { "it" } else { "them" },
+        ),
+        Warning::CollectorSkipped { faults } => format!(
+            "results incomplete: the kernel counted {} without running pfprof's collector \
+             (it runs no perf event's BPF program while that CPU is in BPF code \
+             already); no record holds {}",
+            faults_noun(*faults),
+            if *faults == 1 { "it" } else { "them" },
         ),
         Warning::OwnFaultsLeftOut { faults } => format!(
             "pfprof's own {} faults are left out of this system-wide profile",
@@ -135,6 +144,12 @@ fn sentence(warning: &Warning) -> String {
 }
 
 /// What a recording perf made cannot say.
+/// `1 fault`, `1,000 faults`.
+fn faults_noun(faults: u64) -> String {
+    let s = if faults == 1 { "" } else { "s" };
+    format!("{} fault{s}", thousands(faults))
+}
+
 fn perf_note(note: PerfNote) -> String {
     match note {
         PerfNote::SampledPeriod(n) => format!(
@@ -220,6 +235,17 @@ mod tests {
                 Warning::UnexplainedMissing { faults: 1000 },
                 "results incomplete: 1,000 faults counted by the kernel are missing from the \
                  recording and no lost record accounts for them",
+            ),
+            (
+                Warning::UnexplainedMissing { faults: 1 },
+                "results incomplete: 1 fault counted by the kernel is missing from the \
+                 recording and no lost record accounts for it",
+            ),
+            (
+                Warning::CollectorSkipped { faults: 3 },
+                "results incomplete: the kernel counted 3 faults without running pfprof's \
+                 collector (it runs no perf event's BPF program while that CPU is in BPF code \
+                 already); no record holds them",
             ),
             (
                 Warning::Module {

@@ -55,6 +55,7 @@ use crate::unwind::UserRegs;
 
 use super::memory_events::{self, MemoryWatch};
 use super::ring::BpfRing;
+use super::KernelCounts;
 
 /// The compiled collector (see `build-bpf.sh`).
 pub static OBJECT: &[u8] = include_bytes!("fault.bpf.o");
@@ -94,13 +95,17 @@ const MAP_ARRAY_OF_MAPS: u32 = 12;
 const MAP_RINGBUF: u32 = 27;
 
 /// The counters of fault.bpf.c (`COUNT_*`), in the `counters` map.
-const COUNTERS: usize = 6;
+const COUNTERS: usize = 8;
 /// `COUNT_LOST`, `COUNT_LOST_MAJOR`, `COUNT_LOST_RSS`: records of minor
 /// (COW included) and of major faults, and `rss_stat` records, that found
 /// their ring full.
 const COUNT_LOST: u32 = 3;
 const COUNT_LOST_MAJOR: u32 = 4;
 const COUNT_LOST_RSS: u32 = 5;
+/// `COUNT_SEEN`, `COUNT_SEEN_MAJOR`: the faults the completion programs
+/// ran for, minor and major.
+const COUNT_SEEN: u32 = 6;
+const COUNT_SEEN_MAJOR: u32 = 7;
 
 /// The sample id of the collector's records (`COLLECTOR_ID` in
 /// fault.bpf.c): no event of the kernel's, whose ids count up from 1.
@@ -627,6 +632,15 @@ impl FaultCollector {
             self.counter(COUNT_LOST_MAJOR)?,
             self.counter(COUNT_LOST_RSS)?,
         ])
+    }
+
+    /// Of the faults the kernel counted (`kernel`, read once the events
+    /// stopped), those it did not run the completion programs for (see
+    /// `COUNT_SEEN` in fault.bpf.c): no record holds them.
+    pub fn skipped(&self, kernel: KernelCounts) -> Option<u64> {
+        let minor = self.counter(COUNT_SEEN).ok()?;
+        let major = self.counter(COUNT_SEEN_MAJOR).ok()?;
+        Some(kernel.minor.saturating_sub(minor) + kernel.major.saturating_sub(major))
     }
 
     /// Counter `which` (`COUNT_*`), summed over the CPUs.
@@ -1169,6 +1183,8 @@ mod tests {
             ("COUNT_LOST", COUNT_LOST as usize),
             ("COUNT_LOST_MAJOR", COUNT_LOST_MAJOR as usize),
             ("COUNT_LOST_RSS", COUNT_LOST_RSS as usize),
+            ("COUNT_SEEN", COUNT_SEEN as usize),
+            ("COUNT_SEEN_MAJOR", COUNT_SEEN_MAJOR as usize),
             ("RSS_MAGIC", memory_events::RSS_MAGIC as usize),
             ("SYSCALL_MAGIC", memory_events::SYSCALL_MAGIC as usize),
             ("COUNTERS", COUNTERS),

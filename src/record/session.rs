@@ -688,21 +688,21 @@ impl Session<'_> {
         let (sig, count) = sys::pending_signal();
         self.add_perf_features();
         let (held_files, not_held) = self.files.take_held();
-        let sum = |event: &[OwnedFd]| -> Option<u64> {
-            event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
-        };
         // Paired in the kernel, the entries left without completion are
         // the collector's count.
         let unfinished_entries = (self.rewriter.as_ref())
             .and_then(StackRewriter::collector_pairs)
             .and_then(|collector| collector.counters().ok())
             .map(|c| c.unfinished_entries);
+        let kernel = kernel_counts(&self.fds);
+        let collector = self.rewriter.as_ref().and_then(StackRewriter::collector);
         let meta = RecordingMeta {
             exit: exit.clone(),
             unfinished_entries,
+            collector_skipped: collector.zip(kernel).and_then(|(c, k)| c.skipped(k)),
             lost_samples_whole,
-            kernel_minor: sum(&self.fds[0]),
-            kernel_major: sum(&self.fds[1]),
+            kernel_minor: kernel.map(|k| k.minor),
+            kernel_major: kernel.map(|k| k.major),
             unwind: self.rewriter.as_ref().map(|r| r.stats().clone()),
             interrupted_by: (count > 0).then_some(sig).or(ended.stopped_by),
             data_bytes: self.writer.data_size(),

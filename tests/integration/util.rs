@@ -201,6 +201,11 @@ pub(crate) fn assert_complete(report: &Value) {
     let kernel = t["kernel_minor"].as_u64().unwrap() + t["kernel_major"].as_u64().unwrap();
     assert_eq!(captured, kernel, "{t}");
     assert_eq!(t["cow_available"], true, "{t}");
+    // The collector ran for every fault the kernel counted (its own count
+    // of them, major faults' too, agrees).
+    if t["collector"] == "bpf" {
+        assert_eq!(t["collector_skipped"], 0, "{t}");
+    }
 }
 
 /// A site's stack as function names, root first.

@@ -348,6 +348,7 @@ pub(super) fn totals(profile: &Profile) -> Totals {
         kernel_minor: meta.and_then(|m| m.kernel_minor),
         kernel_major: meta.and_then(|m| m.kernel_major),
         kernel_spread: meta.and_then(|m| m.kernel_spread),
+        collector_skipped: meta.and_then(|m| m.collector_skipped),
         cow_available: profile.has_entries,
         major_file: t.major_file,
         major_swap: t.major_swap,
