@@ -454,10 +454,10 @@ pub trait Tap {
         false
     }
     /// What the kernel had counted of the followed faults at `at`
-    /// (monotonic, just before the read): every fault a record stamped
-    /// before `at` reports, and none stamped after but those of the read's
-    /// microseconds, about `spread` (twice what a second read just after
-    /// counted more).
+    /// (monotonic, the middle of the read): every fault a record stamped
+    /// before `at` reports, and none stamped after, but for those of the
+    /// read's microseconds, about `spread` either way (twice what a second
+    /// read just after counted more).
     fn counted(&mut self, _at: u64, _kernel: KernelCounts, _spread: u64) {}
     /// The recording is over.
     fn finish(&mut self);

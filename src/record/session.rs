@@ -62,15 +62,17 @@ impl Feed<'_> {
         if always || self.tap.wants_counts(at) {
             // Each CPU's count is read through an interrupt to it (25-60 us
             // in a VM), and faults go on meanwhile: a second read says
-            // about how many. A few, which vary from read to read: once
-            // that held 21 of 23 busy intervals' differences, twice every
-            // one but where faults were truly missing.
-            let (Some(counts), Some(again)) = (kernel_counts(fds), kernel_counts(fds)) else {
+            // about how many.
+            let counts = kernel_counts(fds);
+            let read = sys::monotonic_ns();
+            let (Some(counts), Some(again)) = (counts, kernel_counts(fds)) else {
                 return;
             };
             let total = |c: KernelCounts| c.minor + c.major;
             let spread = 2 * total(again).saturating_sub(total(counts));
-            self.tap.counted(at, counts, spread);
+            // Each CPU's count is of some moment of the read: the middle
+            // cuts as many faults counted late as it leaves uncounted.
+            self.tap.counted(at + (read - at) / 2, counts, spread);
         }
     }
 }
