@@ -60,7 +60,12 @@ impl TimeQueue {
     /// Hands `take` the records stamped at or before `limit` (None: none),
     /// in time order, and keeps the others.
     pub fn pop_through(&mut self, limit: Option<u64>, take: impl FnOnce(&[TimeOrdered])) {
-        self.keys.sort_unstable();
+        // The keys come nearly in order (pfprof writes records in time
+        // order but for the fault entries, stamped a little earlier; perf
+        // in a run per CPU): the stable sort merges such runs, where the
+        // unstable one partitions them all over again (11% of a busy
+        // host's replay against 3%). No two keys are equal.
+        self.keys.sort();
         let ready = limit.map_or(0, |limit| self.keys.partition_point(|k| k.time <= limit));
         take(&self.keys[..ready]);
         self.keys.drain(..ready);
