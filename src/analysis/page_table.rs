@@ -59,6 +59,7 @@ impl PageTable {
     }
 
     /// The site of `page`, if it is held.
+    #[cfg(test)]
     pub(super) fn get(&self, page: u64) -> Option<u32> {
         let (chunk, slot) = split(page);
         let id = self.chunks.get(&chunk)?.ids[slot];
@@ -83,13 +84,54 @@ impl PageTable {
         }
     }
 
-    /// Holds `page` for site `id` unless it is held; whether it was not.
-    pub(super) fn insert_if_vacant(&mut self, page: u64, id: u32) -> bool {
-        if self.get(page).is_some() {
-            return false;
+    /// The site of `page` if it is held; else holds it for site `id` (a
+    /// fault's first touch: one probe).
+    pub(super) fn get_or_insert(&mut self, page: u64, id: u32) -> Option<u32> {
+        debug_assert_ne!(id, EMPTY);
+        let (key, slot) = split(page);
+        let chunk = self.chunks.entry(key).or_insert_with(|| {
+            self.order.insert(key);
+            Chunk::EMPTY
+        });
+        match chunk.ids[slot] {
+            EMPTY => {
+                chunk.ids[slot] = id;
+                chunk.used += 1;
+                self.len += 1;
+                None
+            }
+            old => Some(old),
         }
-        self.insert(page, id);
-        true
+    }
+
+    /// Holds the first `n` pages of `pages` not held for site `id` (the
+    /// kernel maps the pages beside a fault that it has and skips those
+    /// mapped); how many. A chunk is found once, not once a page.
+    pub(super) fn fill_vacant(&mut self, pages: std::ops::Range<u64>, id: u32, n: u64) -> u64 {
+        debug_assert_ne!(id, EMPTY);
+        let mut placed = 0;
+        let mut page = pages.start;
+        while page < pages.end && placed < n {
+            let (key, first) = split(page);
+            let chunk = self.chunks.entry(key).or_insert_with(|| {
+                self.order.insert(key);
+                Chunk::EMPTY
+            });
+            let last = (pages.end - key * CHUNK_PAGES).min(CHUNK_PAGES) as usize;
+            for slot in &mut chunk.ids[first..last] {
+                if placed == n {
+                    break;
+                }
+                if *slot == EMPTY {
+                    *slot = id;
+                    chunk.used += 1;
+                    placed += 1;
+                }
+            }
+            page = (key + 1) * CHUNK_PAGES;
+        }
+        self.len += placed;
+        placed
     }
 
     /// Takes away the pages of `pages`; (page, site) of each, in order.
@@ -175,9 +217,9 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// Against a `BTreeMap`, through inserts, replacements, vacant inserts
-    /// and ranges taken that start, end and lie inside chunks, across
-    /// several, and hold nothing.
+    /// Against a `BTreeMap`, through inserts, replacements, first touches,
+    /// vacant pages filled, and ranges taken that start, end and lie inside
+    /// chunks, across several, and hold nothing.
     #[test]
     fn behaves_as_a_sorted_map() {
         let mut table = PageTable::default();
@@ -192,14 +234,23 @@ mod tests {
         for round in 0..4000u64 {
             let page = next() % 300 + if round % 3 == 0 { 1 << 30 } else { 0 };
             let id = (next() % 50) as u32;
-            match next() % 5 {
+            match next() % 6 {
                 0 | 1 => assert_eq!(table.insert(page, id), model.insert(page, id)),
                 2 => {
-                    let vacant = !model.contains_key(&page);
-                    if vacant {
-                        model.insert(page, id);
+                    let held = model.get(&page).copied();
+                    model.entry(page).or_insert(id);
+                    assert_eq!(table.get_or_insert(page, id), held);
+                }
+                5 => {
+                    let (end, n) = (page + next() % 40, next() % 20);
+                    let vacant: Vec<u64> = (page..end)
+                        .filter(|p| !model.contains_key(p))
+                        .take(n as usize)
+                        .collect();
+                    for &p in &vacant {
+                        model.insert(p, id);
                     }
-                    assert_eq!(table.insert_if_vacant(page, id), vacant);
+                    assert_eq!(table.fill_vacant(page..end, id, n), vacant.len() as u64);
                 }
                 3 => {
                     let end = page + next() % 40;

@@ -160,6 +160,9 @@ fn unknown_effect(gained: [u64; 3], access: Access) -> Effect {
 #[derive(Default)]
 struct Space {
     pages: PageTable,
+    /// Its pages by kind (what it holds of each site's kind; kept here,
+    /// where each fault finds it, not in a map of its own).
+    held: [u64; 3],
     /// The program break `brk` returned last.
     brk: Option<u64>,
 }
@@ -243,8 +246,6 @@ pub struct Ledger {
     last_time: u64,
     /// The kernel's own counts (`kmem:rss_stat`), when recorded.
     kernel: KernelCounts,
-    /// Pages by kind each process holds now.
-    held: FxHashMap<i32, [u64; 3]>,
     /// Pages the ledger holds beyond the kernel's count, for processes the
     /// kernel took pages back from (see [`Ledger::reconciled`]): at the
     /// peak, and at the processes' exits.
@@ -443,18 +444,21 @@ impl Ledger {
         });
         let page = addr_avma >> PAGE_SHIFT;
         let space = self.spaces.entry(pid).or_default();
-        match space.pages.get(page) {
+        match space.pages.get_or_insert(page, id) {
             Some(old) if replaced && old != id => {
                 space.pages.insert(page, id);
+                let old_kind = self.keys[old as usize].kind as usize;
+                space.held[old_kind] = space.held[old_kind].saturating_sub(1);
+                space.held[kind as usize] += 1;
                 self.counts.replaced += 1;
-                self.sub(pid, old, 1);
-                self.add(pid, id, 1, time);
+                self.sub(old, 1);
+                self.add(id, 1, time);
             }
             Some(_) => {}
             None => {
-                space.pages.insert(page, id);
+                space.held[kind as usize] += 1;
                 self.counts.faulted += 1;
-                self.add(pid, id, 1, time);
+                self.add(id, 1, time);
             }
         }
         // Pages of the fault's kind the kernel counted beyond its own: the
@@ -492,18 +496,11 @@ impl Ledger {
         let first = (page & !(window - 1)).max(start >> PAGE_SHIFT);
         let last = (first + window).min(end.div_ceil(PAGE_BYTES));
         let space = self.spaces.entry(pid).or_default();
-        let mut placed = 0;
-        for p in first..last {
-            if placed == n {
-                break;
-            }
-            if space.pages.insert_if_vacant(p, id) {
-                placed += 1;
-            }
-        }
+        let placed = space.pages.fill_vacant(first..last, id, n);
+        space.held[self.keys[id as usize].kind as usize] += placed;
         self.counts.around += placed;
         if placed > 0 {
-            self.add(pid, id, placed, time);
+            self.add(id, placed, time);
         }
         placed
     }
@@ -605,7 +602,11 @@ impl Ledger {
         };
         let gone = take_range(&mut space.pages, start, end);
         for (id, n) in runs(gone.iter().map(|&(_, id)| id)) {
-            self.sub(pid, id, n);
+            let kind = self.keys[id as usize].kind as usize;
+            space.held[kind] = space.held[kind].saturating_sub(n);
+        }
+        for (id, n) in runs(gone.iter().map(|&(_, id)| id)) {
+            self.sub(id, n);
         }
         gone.len() as u64
     }
@@ -619,7 +620,6 @@ impl Ledger {
         self.kernel.by_pid.insert(pid, [0; 3]);
         self.kernel.anon_known.insert(pid);
         self.counts.exec += self.drop_space(pid, false);
-        self.held.remove(&pid);
     }
 
     /// Process `pid` exited: its pages count at its exit, and are gone.
@@ -627,7 +627,6 @@ impl Ledger {
         self.reconcile_at_exit(pid);
         self.kernel.gone(pid, true);
         self.counts.exit += self.drop_space(pid, true);
-        self.held.remove(&pid);
     }
 
     /// Takes every page of `pid` away (counted at its exit when `exited`);
@@ -641,7 +640,7 @@ impl Ledger {
             if exited {
                 self.at_exit[id as usize] += pages;
             }
-            self.sub(pid, id, pages);
+            self.sub(id, pages);
         }
         n
     }
@@ -687,11 +686,23 @@ impl Ledger {
             });
             pages.insert(page, id);
             by_kind[key.kind as usize] += 1;
-            self.add(child, id, 1, self.last_time);
         }
+        // The child's pages are held before the total grows (the peak's
+        // reconciliation reads what each process holds).
+        let sites: Vec<u32> = pages.ids().collect();
         self.kernel.forked(child, by_kind);
         self.counts.forked += pages.len();
-        self.spaces.insert(child, Space { pages, brk });
+        self.spaces.insert(
+            child,
+            Space {
+                pages,
+                held: by_kind,
+                brk,
+            },
+        );
+        for (id, n) in runs(sites) {
+            self.add(id, n, self.last_time);
+        }
     }
 
     /// The recording ended: the pages of processes still alive count as
@@ -769,7 +780,8 @@ impl Ledger {
 
     /// [`Ledger::reconciled`] of process `pid` now.
     fn reconciled_of(&self, pid: i32) -> [u64; 3] {
-        let (Some(held), Some(kernel)) = (self.held.get(&pid), self.kernel.by_pid.get(&pid)) else {
+        let held = self.spaces.get(&pid).map(|space| &space.held);
+        let (Some(held), Some(kernel)) = (held, self.kernel.by_pid.get(&pid)) else {
             return [0; 3];
         };
         if !self.kernel.taken_from.contains(&pid) {
@@ -866,15 +878,14 @@ impl Ledger {
         }
     }
 
-    /// `pages` more of site `id` in process `pid`'s address space (a
-    /// site's owner may be its program: system-wide, its processes share
-    /// it).
-    fn add(&mut self, pid: i32, id: u32, pages: u64, time: u64) {
+    /// `pages` more of site `id` (a site's owner may be its program:
+    /// system-wide, its processes share it); the caller counts them in its
+    /// process's `held` first.
+    fn add(&mut self, id: u32, pages: u64, time: u64) {
         self.touched(id);
         self.now[id as usize] += pages;
         let key = self.keys[id as usize];
         self.total[key.kind as usize] += pages;
-        self.held.entry(pid).or_default()[key.kind as usize] += pages;
         self.series.note(time, self.total);
         // The peak of what is resident: less what the kernel took back.
         let reconciled = if self.kernel.taken_from.is_empty() {
@@ -898,17 +909,14 @@ impl Ledger {
         }
     }
 
-    /// `pages` fewer of site `id` in process `pid`'s address space.
-    fn sub(&mut self, pid: i32, id: u32, pages: u64) {
+    /// `pages` fewer of site `id` (its process's `held` is the caller's).
+    fn sub(&mut self, id: u32, pages: u64) {
         self.touched(id);
         let now = &mut self.now[id as usize];
         *now = now.saturating_sub(pages);
         let key = self.keys[id as usize];
         let total = &mut self.total[key.kind as usize];
         *total = total.saturating_sub(pages);
-        if let Some(held) = self.held.get_mut(&pid) {
-            held[key.kind as usize] = held[key.kind as usize].saturating_sub(pages);
-        }
         self.series.note(self.last_time, self.total);
     }
 }
@@ -1083,11 +1091,11 @@ mod tests {
         ledger.fault((2, 2), 0x90000, None, site(2), ANON, 13);
         assert_eq!(ledger.keys.len(), 2, "{:?}", ledger.keys);
         assert_eq!(pages_of(&ledger, &ledger.now), [(1, 15), (2, 1)]);
-        assert_eq!(ledger.held[&1], [6, 0, 0]);
-        assert_eq!(ledger.held[&2], [10, 0, 0]);
+        assert_eq!(ledger.spaces[&1].held, [6, 0, 0]);
+        assert_eq!(ledger.spaces[&2].held, [10, 0, 0]);
         ledger.exit(2);
         assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 9), (2, 1)]);
-        assert_eq!(ledger.held[&1], [6, 0, 0]);
+        assert_eq!(ledger.spaces[&1].held, [6, 0, 0]);
         ledger.exit(1);
         assert_eq!(pages_of(&ledger, &ledger.at_exit), [(1, 15), (2, 1)]);
         assert_eq!(ledger.now(), [0, 0, 0]);
