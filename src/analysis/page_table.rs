@@ -52,6 +52,19 @@ fn split(page: u64) -> (u64, usize) {
     (page / CHUNK_PAGES, (page % CHUNK_PAGES) as usize)
 }
 
+/// Chunk `key` of `chunks` (listed in `order`), made empty when there is
+/// none.
+fn chunk_mut<'a>(
+    chunks: &'a mut FxHashMap<u64, Chunk>,
+    order: &mut BTreeSet<u64>,
+    key: u64,
+) -> &'a mut Chunk {
+    chunks.entry(key).or_insert_with(|| {
+        order.insert(key);
+        Chunk::EMPTY
+    })
+}
+
 impl PageTable {
     /// How many pages are held.
     pub(super) fn len(&self) -> u64 {
@@ -70,10 +83,7 @@ impl PageTable {
     pub(super) fn insert(&mut self, page: u64, id: u32) -> Option<u32> {
         debug_assert_ne!(id, EMPTY);
         let (key, slot) = split(page);
-        let chunk = self.chunks.entry(key).or_insert_with(|| {
-            self.order.insert(key);
-            Chunk::EMPTY
-        });
+        let chunk = chunk_mut(&mut self.chunks, &mut self.order, key);
         let old = std::mem::replace(&mut chunk.ids[slot], id);
         if old == EMPTY {
             chunk.used += 1;
@@ -89,10 +99,7 @@ impl PageTable {
     pub(super) fn get_or_insert(&mut self, page: u64, id: u32) -> Option<u32> {
         debug_assert_ne!(id, EMPTY);
         let (key, slot) = split(page);
-        let chunk = self.chunks.entry(key).or_insert_with(|| {
-            self.order.insert(key);
-            Chunk::EMPTY
-        });
+        let chunk = chunk_mut(&mut self.chunks, &mut self.order, key);
         match chunk.ids[slot] {
             EMPTY => {
                 chunk.ids[slot] = id;
@@ -113,10 +120,7 @@ impl PageTable {
         let mut page = pages.start;
         while page < pages.end && placed < n {
             let (key, first) = split(page);
-            let chunk = self.chunks.entry(key).or_insert_with(|| {
-                self.order.insert(key);
-                Chunk::EMPTY
-            });
+            let chunk = chunk_mut(&mut self.chunks, &mut self.order, key);
             let last = (pages.end - key * CHUNK_PAGES).min(CHUNK_PAGES) as usize;
             for slot in &mut chunk.ids[first..last] {
                 if placed == n {
