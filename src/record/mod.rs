@@ -27,6 +27,7 @@ mod btf;
 pub(crate) mod build_ids;
 pub(crate) mod dwarf;
 mod events;
+mod feed;
 pub(crate) mod files;
 mod kernel_text;
 mod limits;

@@ -13,13 +13,14 @@ use anyhow::{Context, Result};
 use super::bpf::FaultCollector;
 use super::build_ids::BuildIds;
 use super::dwarf::{EntryEvents, Output, StackRewriter};
+use super::feed::{kernel_counts, Feed};
 use super::files::{self, MappedFiles};
 use super::memory_events::MemoryWatch;
 use super::ring::{BpfRing, Ring};
 use super::synth;
 use super::{
-    chains_recorded, rescan, stop_on_write_error, target_meta, Followed, KernelCounts, Launched,
-    MainProbe, OpenEvents, OpenPlan, RecordConfig, Recorded, Tap, Target, Tracepoints,
+    chains_recorded, rescan, stop_on_write_error, target_meta, Followed, Launched, MainProbe,
+    OpenEvents, OpenPlan, RecordConfig, Recorded, Tap, Target, Tracepoints,
 };
 use crate::format::call_graph::CallGraph;
 use crate::format::decode::{Event, LiveDecoder};
@@ -30,64 +31,6 @@ use crate::format::records as rec;
 use crate::sys::procfs;
 use crate::sys::vdso;
 use crate::sys::{self, ExitStatus};
-
-/// The tap and how records reach it: typed from the rewriter, or (without
-/// one: `--call-graph fp` or `none` through perf's own samples) decoded from
-/// the drained bytes, in time order once settled.
-pub(super) struct Feed<'a> {
-    tap: &'a mut (dyn Tap + 'static),
-    decoder: Option<LiveDecoder>,
-}
-
-impl Feed<'_> {
-    fn bytes(&mut self, bytes: &[u8]) {
-        if let Some(decoder) = &mut self.decoder {
-            decoder.push(bytes);
-        }
-    }
-
-    fn settled(&mut self, cutoff: u64) {
-        if let Some(decoder) = &mut self.decoder {
-            let tap = &mut *self.tap;
-            decoder.flush_before(cutoff, |time, event| tap.event(time, event));
-        }
-        self.tap.settled(cutoff);
-    }
-
-    /// Reads the kernel's counts for the tap, at a pass's start (before
-    /// its cutoff): when it asks (a read per event and CPU, so not every
-    /// pass), or `always`.
-    fn count(&mut self, fds: &[Vec<OwnedFd>], always: bool) {
-        let at = sys::monotonic_ns();
-        if always || self.tap.wants_counts(at) {
-            // Each CPU's count is read through an interrupt to it (25-60 us
-            // in a VM), and faults go on meanwhile: a second read says
-            // about how many.
-            let counts = kernel_counts(fds);
-            let read = sys::monotonic_ns();
-            let (Some(counts), Some(again)) = (counts, kernel_counts(fds)) else {
-                return;
-            };
-            let total = |c: KernelCounts| c.minor + c.major;
-            let spread = 2 * total(again).saturating_sub(total(counts));
-            // Each CPU's count is of some moment of the read: the middle
-            // cuts as many faults counted late as it leaves uncounted.
-            self.tap.counted(at + (read - at) / 2, counts, spread);
-        }
-    }
-}
-
-/// The kernel's counts of the faults the events follow (`fds[0]`, minor;
-/// `fds[1]`, major).
-pub(super) fn kernel_counts(fds: &[Vec<OwnedFd>]) -> Option<KernelCounts> {
-    let sum = |event: &[OwnedFd]| -> Option<u64> {
-        event.iter().map(|fd| sys::read_counter(fd).ok()).sum()
-    };
-    Some(KernelCounts {
-        minor: sum(fds.first()?)?,
-        major: sum(fds.get(1)?)?,
-    })
-}
 
 /// Where drained records go: the stamps of mapped files, the recording,
 /// and the tap.
