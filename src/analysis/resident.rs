@@ -601,11 +601,12 @@ impl Ledger {
             return 0;
         };
         let gone = take_range(&mut space.pages, start, end);
-        for (id, n) in runs(gone.iter().map(|&(_, id)| id)) {
+        let gone_runs: Vec<(u32, u64)> = runs(gone.iter().map(|&(_, id)| id)).collect();
+        for &(id, n) in &gone_runs {
             let kind = self.keys[id as usize].kind as usize;
             space.held[kind] = space.held[kind].saturating_sub(n);
         }
-        for (id, n) in runs(gone.iter().map(|&(_, id)| id)) {
+        for (id, n) in gone_runs {
             self.sub(id, n);
         }
         gone.len() as u64

@@ -887,8 +887,8 @@ INLINE int on_fault(struct perf_ctx *ctx, const __u32 mode, const __u32 kernel_f
 	if (!in)
 		return 0;
 	__u32 flags = in->major ? FLAG_MAJOR : 0;
-	// A major fault's was counted by `on_major`, which the jump to here
-	// can fail after.
+	// A major fault is counted by `on_major`, before its jump here (a
+	// failed jump is a lost record, not a skip).
 	if (!in->major)
 		count(COUNT_SEEN);
 	in->major = 0;
