@@ -28,6 +28,16 @@ use crate::user;
 
 /// The recording in an output directory.
 pub const DATA_FILE: &str = "pfprof.data";
+/// The text report.
+pub const REPORT_TXT: &str = "report.txt";
+/// The JSON report.
+pub const REPORT_JSON: &str = "report.json";
+/// The timeline.
+pub const TIMELINE_SVG: &str = "timeline.svg";
+/// The pprof profile.
+pub const PROFILE_PB_GZ: &str = "profile.pb.gz";
+/// The page.
+pub const INDEX_HTML: &str = "index.html";
 
 /// Every name pfprof writes in an output directory, besides the JIT perf
 /// maps it keeps (`perf-PID.map`, see `jitmaps`). A directory holding
@@ -35,9 +45,9 @@ pub const DATA_FILE: &str = "pfprof.data";
 /// deletes it.
 pub const OUTPUT_NAMES: &[&str] = &[
     DATA_FILE,
-    "report.txt",
-    "report.json",
-    "timeline.svg",
+    REPORT_TXT,
+    REPORT_JSON,
+    TIMELINE_SVG,
     "minor.folded",
     "minor.svg",
     "major.folded",
@@ -60,8 +70,8 @@ pub const OUTPUT_NAMES: &[&str] = &[
     "resident-exit.svg",
     "diff.folded",
     "diff.svg",
-    "profile.pb.gz",
-    "index.html",
+    PROFILE_PB_GZ,
+    INDEX_HTML,
 ];
 
 /// The build-id cache `pfprof archive` writes into a recording directory.

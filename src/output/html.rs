@@ -31,7 +31,7 @@ use crate::text::xml_text as esc;
 use crate::text::{human_ns, thousands};
 
 /// The page's file name.
-pub const FILE_NAME: &str = "index.html";
+pub const FILE_NAME: &str = crate::format::outdir::INDEX_HTML;
 
 /// Writes `index.html` into `dir`.
 pub fn write(

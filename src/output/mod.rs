@@ -3,7 +3,7 @@
 use std::io;
 use std::path::Path;
 
-use crate::format::outdir::OutDir;
+use crate::format::outdir::{self, OutDir};
 use crate::model::Model;
 use folded::fold;
 
@@ -39,7 +39,7 @@ pub fn write_pictures(dir: &OutDir, model: &Model, top: usize) -> io::Result<()>
             svgs.extend(flamegraph::write_latency(dir, &folded, &subtitle)?);
             svgs.extend(flamegraph::write_resident(dir, model, &subtitle)?);
             let timeline = timeline::render(model);
-            dir.write("timeline.svg", timeline.as_bytes())?;
+            dir.write(outdir::TIMELINE_SVG, timeline.as_bytes())?;
             Ok((svgs, timeline))
         });
         let classes = flamegraph::write_class_graphs(dir, &folded, &subtitle);
@@ -94,7 +94,7 @@ pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> 
 /// Writes `report.txt` and `report.json`.
 fn write_reports(dir: &OutDir, model: &Model, top: usize) -> io::Result<()> {
     let report = &model.report;
-    dir.write("report.txt", text::report_txt(report, top).as_bytes())?;
+    dir.write(outdir::REPORT_TXT, text::report_txt(report, top).as_bytes())?;
     let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    dir.write("report.json", &json)
+    dir.write(outdir::REPORT_JSON, &json)
 }

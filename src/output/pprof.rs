@@ -38,7 +38,7 @@ pub mod proto {
 use proto::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
 
 /// The output's name in the output directory.
-pub const FILE_NAME: &str = "profile.pb.gz";
+pub const FILE_NAME: &str = crate::format::outdir::PROFILE_PB_GZ;
 
 /// The string table: index 0 is "", as the format requires.
 struct Strings {
