@@ -680,17 +680,19 @@ impl Ledger {
         let brk = space.brk;
         let mut pages = PageTable::default();
         let mut by_kind = [0; 3];
+        let mut ids = Vec::with_capacity(private.len());
         for (page, key) in private {
             let id = self.site(ResidentKey {
                 owner: child_owner,
                 ..key
             });
             pages.insert(page, id);
+            ids.push(id);
             by_kind[key.kind as usize] += 1;
         }
-        // The child's pages are held before the total grows (the peak's
-        // reconciliation reads what each process holds).
-        let sites: Vec<u32> = pages.ids().collect();
+        // The total grows once the child holds its pages and the kernel's
+        // view of it is new (the peak's reconciliation reads both), by runs
+        // of one site in page order.
         self.kernel.forked(child, by_kind);
         self.counts.forked += pages.len();
         self.spaces.insert(
@@ -701,7 +703,7 @@ impl Ledger {
                 brk,
             },
         );
-        for (id, n) in runs(sites) {
+        for (id, n) in runs(ids) {
             self.add(id, n, self.last_time);
         }
     }

@@ -525,6 +525,12 @@ impl Report {
             .filter_map(|&i| self.frames.get(i as usize))
     }
 
+    /// Faults the kernel counted without running the collector, when
+    /// there were any (see [`Totals::collector_skipped`]).
+    pub fn skipped_by_kernel(&self) -> Option<u64> {
+        self.totals.collector_skipped.filter(|&n| n > 0)
+    }
+
     /// Total faults recorded.
     pub fn captured(&self) -> u64 {
         self.totals.faults.total()
@@ -604,7 +610,7 @@ impl Report {
                 recorder: self.recorder,
             });
         }
-        let skipped = t.collector_skipped.unwrap_or(0).min(missing);
+        let skipped = self.skipped_by_kernel().unwrap_or(0).min(missing);
         if skipped > 0 {
             warnings.push(Warning::CollectorSkipped { faults: skipped });
         }

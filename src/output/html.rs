@@ -267,7 +267,7 @@ fn figures_table(s: &mut String, report: &Report) {
             ),
         );
     }
-    if let Some(n) = t.collector_skipped.filter(|&n| n > 0) {
+    if let Some(n) = report.skipped_by_kernel() {
         row(s, "skipped by the kernel", figure("skipped", n));
     }
     row(

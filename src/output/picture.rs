@@ -101,7 +101,7 @@ pub fn totals_line(report: &Report) -> String {
             thousands(captured)
         ),
     };
-    if let Some(n) = report.totals.collector_skipped.filter(|&n| n > 0) {
+    if let Some(n) = report.skipped_by_kernel() {
         let _ = write!(s, ", {} skipped by the kernel", thousands(n));
     }
     if report.incomplete() {

@@ -135,7 +135,7 @@ pub fn completeness_line(report: &Report) -> String {
             thousands(t.lost)
         ),
     };
-    if let Some(n) = t.collector_skipped.filter(|&n| n > 0) {
+    if let Some(n) = report.skipped_by_kernel() {
         let _ = write!(line, "; skipped by the kernel: {}", thousands(n));
     }
     let dwarf = matches!(t.call_graph, Some(CallGraph::Dwarf { .. }));

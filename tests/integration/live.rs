@@ -508,8 +508,9 @@ fn intervals_of_an_attached_process() {
 
 /// `record -a --interval 1` beside a steady stream of faults (the touch
 /// fixture, again and again): each interval ends where the kernel's count
-/// was read, so its records and that count cover the same faults, but for
-/// the few of the read's microseconds (an IPI per CPU). With a count read
+/// was read (the middle of the read), so its records and that count cover
+/// the same faults, but for the few of the read's microseconds (an IPI per
+/// CPU). With a count read
 /// at any pass up to 250 ms from the edge, busy intervals read 110%
 /// captured and their neighbours 90%.
 #[test]
