@@ -141,33 +141,72 @@ impl PageTable {
     /// Takes away the pages of `pages`; (page, site) of each, in order.
     pub(super) fn take_range(&mut self, pages: std::ops::Range<u64>) -> Vec<(u64, u32)> {
         let mut taken = Vec::new();
+        self.take_each(pages, |page, id| taken.push((page, id)));
+        taken
+    }
+
+    /// Takes away the pages of `pages`; the runs of equal sites among
+    /// them, in order: (site, pages). An `munmap` of a loop's buffer is
+    /// one run, not a list of its pages.
+    pub(super) fn take_runs(&mut self, pages: std::ops::Range<u64>) -> Vec<(u32, u64)> {
+        let mut runs: Vec<(u32, u64)> = Vec::new();
+        self.take_each(pages, |_, id| match runs.last_mut() {
+            Some((last, n)) if *last == id => *n += 1,
+            _ => runs.push((id, 1)),
+        });
+        runs
+    }
+
+    /// Takes away the pages of `pages`, telling `f` each (page, site) in
+    /// order. A chunk inside the range goes whole.
+    fn take_each(&mut self, pages: std::ops::Range<u64>, mut f: impl FnMut(u64, u32)) {
         if pages.is_empty() {
-            return taken;
+            return;
         }
         let first_chunk = pages.start / CHUNK_PAGES;
         let last_chunk = (pages.end - 1) / CHUNK_PAGES;
-        let mut emptied = Vec::new();
-        for &key in self.order.range(first_chunk..=last_chunk) {
+        let keys: Vec<u64> = self
+            .order
+            .range(first_chunk..=last_chunk)
+            .copied()
+            .collect();
+        let mut taken = 0;
+        for key in keys {
+            let base = key * CHUNK_PAGES;
+            let whole = pages.start <= base
+                && base
+                    .checked_add(CHUNK_PAGES)
+                    .is_some_and(|end| end <= pages.end);
+            if whole {
+                let Some(chunk) = self.chunks.remove(&key) else {
+                    continue;
+                };
+                self.order.remove(&key);
+                for (slot, &id) in chunk.ids.iter().enumerate() {
+                    if id != EMPTY {
+                        f(base + slot as u64, id);
+                    }
+                }
+                taken += u64::from(chunk.used);
+                continue;
+            }
             let Some(chunk) = self.chunks.get_mut(&key) else {
                 continue;
             };
             for (slot, id) in chunk.ids.iter_mut().enumerate() {
-                let page = key * CHUNK_PAGES + slot as u64;
+                let page = base + slot as u64;
                 if *id != EMPTY && pages.contains(&page) {
-                    taken.push((page, std::mem::replace(id, EMPTY)));
+                    f(page, std::mem::replace(id, EMPTY));
                     chunk.used -= 1;
+                    taken += 1;
                 }
             }
             if chunk.used == 0 {
-                emptied.push(key);
+                self.chunks.remove(&key);
+                self.order.remove(&key);
             }
         }
-        for key in emptied {
-            self.chunks.remove(&key);
-            self.order.remove(&key);
-        }
-        self.len -= taken.len() as u64;
-        taken
+        self.len -= taken;
     }
 
     /// (page, site) of the pages of `pages`, in order.
@@ -222,8 +261,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     /// Against a `BTreeMap`, through inserts, replacements, first touches,
-    /// vacant pages filled, and ranges taken that start, end and lie inside
-    /// chunks, across several, and hold nothing.
+    /// vacant pages filled, and ranges taken (page by page and as runs) that
+    /// start, end and lie inside chunks, cover whole ones, and hold nothing.
     #[test]
     fn behaves_as_a_sorted_map() {
         let mut table = PageTable::default();
@@ -263,7 +302,18 @@ mod tests {
                     for (p, _) in &want {
                         model.remove(p);
                     }
-                    assert_eq!(table.take_range(page..end), want);
+                    if round % 2 == 0 {
+                        assert_eq!(table.take_range(page..end), want);
+                    } else {
+                        let mut runs: Vec<(u32, u64)> = Vec::new();
+                        for (_, id) in want {
+                            match runs.last_mut() {
+                                Some((last, n)) if *last == id => *n += 1,
+                                _ => runs.push((id, 1)),
+                            }
+                        }
+                        assert_eq!(table.take_runs(page..end), runs);
+                    }
                 }
                 _ => {
                     let end = page + next() % 40;
@@ -283,7 +333,7 @@ mod tests {
         want.sort_unstable();
         assert_eq!(ids, want);
         // Emptied chunks go: taking everything leaves nothing to walk.
-        table.take_range(0..u64::MAX);
+        table.take_runs(0..u64::MAX);
         assert!(table.len() == 0 && table.chunks.is_empty() && table.order.is_empty());
     }
 
@@ -298,5 +348,7 @@ mod tests {
         assert_eq!(table.take_range(start..end), vec![]);
         assert_eq!(table.range(0..u64::MAX).count(), 2);
         assert_eq!(table.take_range(0..4), vec![(3, 1)]);
+        assert_eq!(table.take_runs(0..u64::MAX), vec![(7, 1)]);
+        assert_eq!(table.len(), 0);
     }
 }

@@ -577,7 +577,7 @@ impl Ledger {
             return;
         };
         let kept_end = addr.saturating_add(old_len.min(new_len));
-        let moved = take_range(&mut space.pages, addr, kept_end);
+        let moved = space.pages.take_range(page_range(addr, kept_end));
         let shift = |page: u64| page - (addr >> PAGE_SHIFT) + (new_start >> PAGE_SHIFT);
         self.counts.mremap_moved += moved.len() as u64;
         for (page, id) in moved {
@@ -600,16 +600,17 @@ impl Ledger {
         let Some(space) = self.spaces.get_mut(&pid) else {
             return 0;
         };
-        let gone = take_range(&mut space.pages, start, end);
-        let gone_runs: Vec<(u32, u64)> = runs(gone.iter().map(|&(_, id)| id)).collect();
+        let gone_runs = space.pages.take_runs(page_range(start, end));
+        let mut gone = 0;
         for &(id, n) in &gone_runs {
             let kind = self.keys[id as usize].kind as usize;
             space.held[kind] = space.held[kind].saturating_sub(n);
+            gone += n;
         }
         for (id, n) in gone_runs {
             self.sub(id, n);
         }
-        gone.len() as u64
+        gone
     }
 
     /// Process `pid` exec'd: its pages are gone.
@@ -953,9 +954,9 @@ fn runs(ids: impl IntoIterator<Item = u32>) -> impl Iterator<Item = (u32, u64)> 
     })
 }
 
-/// Removes and returns the pages of `[start, end)` (avma).
-fn take_range(pages: &mut PageTable, start: u64, end: u64) -> Vec<(u64, u32)> {
-    pages.take_range((start >> PAGE_SHIFT)..end.div_ceil(PAGE_BYTES))
+/// The pages `[start, end)` (avma) covers, in part or whole.
+fn page_range(start: u64, end: u64) -> std::ops::Range<u64> {
+    (start >> PAGE_SHIFT)..end.div_ceil(PAGE_BYTES)
 }
 
 #[cfg(test)]
