@@ -7,28 +7,32 @@
 //!
 //! 1. [`sys`], [`text`], [`error`], [`user`]: the base (syscalls and
 //!    `/proc`, text formatting, errors, the invoking user).
-//! 2. [`unwind`]: registers + a stack copy + CFI → return addresses; a
+//! 2. [`space`]: a process's mappings, the one model of an address space
+//!    that the unwinder and the analysis read.
+//! 3. [`unwind`]: registers + a stack copy + CFI → return addresses; a
 //!    library that recording (live) and analysis (perf's dwarf files) call.
-//! 3. [`format`]: the perf.data container: write, read, validate, repair,
+//! 4. [`format`]: the perf.data container: write, read, validate, repair,
 //!    and the output directory that holds it.
-//! 4. [`record`]: perf events, ring buffers → `pfprof.data`.
-//! 5. [`analysis`]: replay of a recording: address spaces over time,
-//!    classes, interned raw stacks, start-up windows, latency.
-//! 6. [`model`]: symbolization of each unique address once, and the one
+//! 5. [`record`]: perf events, ring buffers → `pfprof.data`.
+//! 6. [`analysis`]: replay of a recording: address spaces over time,
+//!    classes, interned raw stacks, start-up windows, latency, the
+//!    resident-page ledger.
+//! 7. [`model`]: symbolization of each unique address once, and the one
 //!    symbolized profile every output reads.
-//! 7. [`output`]: one small module per output (folded stacks, flame graphs,
+//! 8. [`output`]: one small module per output (folded stacks, flame graphs,
 //!    timeline, report.txt, report.json, pprof, stream, diff).
-//! 8. [`recording`], [`live`], [`continuous`], [`top`], [`archive`], [`cli`]:
-//!    the face, which wires stages together (a recording on disk → the
-//!    model, the live stream, the intervals of `record --interval`, the live
-//!    view, the build-id cache and `archive`); `report` and `flamegraph`
-//!    replay a recording through the same path `record` takes after
-//!    recording.
+//! 9. [`commands`]: the face, a module per subcommand, which wires stages
+//!    together (a recording on disk → the model, the live stream, the
+//!    intervals of `record --interval`, the live view, the build-id cache
+//!    and `archive`); `report` and `flamegraph` replay a recording through
+//!    the same path `record` takes after recording.
 
 pub mod error;
 pub mod sys;
 pub mod text;
 pub mod user;
+
+pub mod space;
 
 pub mod unwind;
 

@@ -31,10 +31,11 @@ use crate::analysis::startup::StartupTracker;
 use crate::format::call_graph::CallGraph;
 use crate::format::decode::{
     self, Chain, DecodeError, DecodeStats, Event, FaultEntry, FaultSample, MmapRecord, PairedEntry,
+    UnwoundChain,
 };
 use crate::format::perf_data::{RecordMode, RecordingMeta};
 use crate::format::records as rec;
-use crate::unwind::{StackUnwinder, UserSample, MAX_FRAMES, TRUNCATED_FRAME};
+use crate::unwind::{Outcome, StackUnwinder, UserSample, MAX_FRAMES, TRUNCATED_FRAME};
 use pfprof_symbolize::{Options as SymbolizerOptions, Symbolizer};
 
 pub use profile::{LostByClass, Owner, ProcessTally, Profile, SampleKey, Tally, TargetKey, Totals};
@@ -74,7 +75,7 @@ struct Analyzer {
     last: Option<Classified>,
     /// Unwinds perf's `--call-graph dwarf` samples.
     unwinder: Option<StackUnwinder>,
-    /// The unwound chain, as the kernel would have written it.
+    /// The user frames of the sample being unwound (kept for its buffer).
     unwound: Vec<u64>,
     /// Forget exited processes between intervals (`record --interval`,
     /// where a busy host starts thousands of processes an hour).
@@ -324,17 +325,12 @@ impl Analyzer {
         }
     }
 
-    /// Unwinds a sample's user stack (perf's `--call-graph dwarf`) into the
-    /// call chain the kernel would have written (its kernel part, then the
-    /// user frames), and counts the fault with it.
+    /// Unwinds a sample's user stack (perf's `--call-graph dwarf`), and
+    /// counts the fault with its kernel part and the frames found.
     fn on_unwound_fault(&mut self, sample: &FaultSample<'_>) {
         let (Some(unwinder), Some((regs, stack))) = (&mut self.unwinder, sample.user_stack) else {
             return self.on_fault(sample);
         };
-        self.unwound.clear();
-        if let Some(kernel) = &sample.callchain {
-            self.unwound.extend(kernel.iter());
-        }
         let user = UserSample {
             pid: sample.pid,
             time: sample.time,
@@ -345,14 +341,16 @@ impl Analyzer {
             bounded: false,
             pressed: false,
         };
-        unwinder.unwind_user_part(user, true, &mut self.unwound);
-        let unwound = std::mem::take(&mut self.unwound);
+        let mut frames = std::mem::take(&mut self.unwound);
+        let outcome = unwinder.unwind_frames(user, &mut frames);
+        let truncated = matches!(outcome, Outcome::Truncated(_));
+        let chain = UnwoundChain::new(sample.callchain, &frames, truncated);
         self.on_fault(&FaultSample {
-            callchain: Some(Chain::Words(&unwound)),
+            callchain: Some(Chain::Unwound(&chain)),
             user_stack: None,
             ..*sample
         });
-        self.unwound = unwound;
+        self.unwound = frames;
     }
 
     /// What the recording's metadata says about how to read it.

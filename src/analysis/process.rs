@@ -12,6 +12,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::format::decode::MmapRecord;
+use crate::space;
 use crate::sys::maps::MappingPath;
 
 /// Index into [`Modules`].
@@ -123,15 +124,9 @@ pub enum MapKind {
     Anon,
 }
 
-/// One mapping of a process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
-    /// First address (avma).
-    pub start_avma: u64,
-    /// End address (exclusive).
-    pub end_avma: u64,
-    /// File offset of `start_avma` (virtual, for `BssTail`).
-    pub file_offset: u64,
+/// What the analysis keeps of a mapping beside its range and file offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapAttrs {
     /// Backing.
     pub kind: MapKind,
     /// PROT_* bits.
@@ -140,80 +135,45 @@ pub struct Mapping {
     pub flags: u32,
 }
 
+/// One mapping of a process (its `file_offset` virtual for a `BssTail`).
+pub type Mapping = space::Mapping<MapAttrs>;
+
 impl Mapping {
-    /// File offset of an address inside the mapping.
-    pub fn file_offset_of(&self, avma: u64) -> u64 {
-        self.file_offset + (avma - self.start_avma)
-    }
     /// Private (copy-on-write) mapping.
     pub fn is_private(&self) -> bool {
-        self.flags & libc::MAP_SHARED as u32 == 0
+        self.value.flags & libc::MAP_SHARED as u32 == 0
     }
     /// Writable mapping.
     pub fn is_writable(&self) -> bool {
-        self.prot & libc::PROT_WRITE as u32 != 0
+        self.value.prot & libc::PROT_WRITE as u32 != 0
     }
     /// Backed by a file's page cache (the anonymous `.bss` tail is not).
     pub fn is_file_backed(&self) -> bool {
-        matches!(self.kind, MapKind::File(_))
+        matches!(self.value.kind, MapKind::File(_))
     }
 }
 
-/// The mappings of one process, sorted by address, non-overlapping.
+/// The mappings of one process ([`space::Mappings`]), and how high they
+/// ever reached.
 #[derive(Debug, Clone, Default)]
 pub struct AddressSpace {
-    maps: Vec<Mapping>,
+    maps: space::Mappings<MapAttrs>,
     /// Highest end of any user mapping ever inserted.
     top: u64,
-    /// Where [`AddressSpace::find`] last found a mapping: faults come in
-    /// runs in one mapping, so it is tried before the search. (Any mapping
-    /// holding the address is the one: they do not overlap.)
-    last_found: std::cell::Cell<usize>,
 }
 
 impl AddressSpace {
     /// Adds a mapping, trimming or splitting whatever it covers.
     pub fn insert(&mut self, new: Mapping) {
-        if new.end_avma <= new.start_avma {
-            return;
-        }
-        let mut kept = Vec::new();
-        let first = self.maps.partition_point(|m| m.end_avma <= new.start_avma);
-        let mut last = first;
-        while last < self.maps.len() && self.maps[last].start_avma < new.end_avma {
-            let old = &self.maps[last];
-            if old.start_avma < new.start_avma {
-                let mut left = old.clone();
-                left.end_avma = new.start_avma;
-                kept.push(left);
-            }
-            if old.end_avma > new.end_avma {
-                let mut right = old.clone();
-                right.file_offset = old.file_offset_of(new.end_avma);
-                right.start_avma = new.end_avma;
-                kept.push(right);
-            }
-            last += 1;
-        }
-        if new.end_avma <= USER_TOP {
+        if new.end_avma <= USER_TOP && new.start_avma < new.end_avma {
             self.top = self.top.max(new.end_avma);
         }
-        kept.push(new);
-        kept.sort_by_key(|m| m.start_avma);
-        self.maps.splice(first..last, kept);
+        self.maps.insert(new);
     }
 
     /// The mapping containing `avma`.
     pub fn find(&self, avma: u64) -> Option<&Mapping> {
-        if let Some(m) = self.maps.get(self.last_found.get()) {
-            if (m.start_avma..m.end_avma).contains(&avma) {
-                return Some(m);
-            }
-        }
-        let i = self.maps.partition_point(|m| m.start_avma <= avma);
-        let m = self.maps.get(i.checked_sub(1)?)?;
-        self.last_found.set(i - 1);
-        (avma < m.end_avma).then_some(m)
+        self.maps.find(avma)
     }
 
     /// The address ranges of the private file mappings (the ones whose
@@ -222,15 +182,13 @@ impl AddressSpace {
     pub fn private_file_ranges(&self) -> Vec<std::ops::Range<u64>> {
         (self.maps.iter())
             .filter(|m| m.is_file_backed() && m.is_private())
-            .map(|m| m.start_avma..m.end_avma)
+            .map(|m| m.avma_range())
             .collect()
     }
 
     /// The mapping ending exactly at `avma`.
     fn ending_at(&self, avma: u64) -> Option<&Mapping> {
-        let i = self.maps.partition_point(|m| m.start_avma < avma);
-        let m = self.maps.get(i.checked_sub(1)?)?;
-        (m.end_avma == avma).then_some(m)
+        self.maps.ending_at(avma)
     }
 
     /// Whether an anonymous mapping at `avma` is the first `brk` heap: the
@@ -242,13 +200,13 @@ impl AddressSpace {
     fn first_heap_at(&self, avma: u64, exe: Option<ModuleId>) -> bool {
         const BRK_RANDOM_RANGE: u64 = 1 << 30;
         let Some(exe) = exe else { return false };
-        if self.maps.iter().any(|m| m.kind == MapKind::Heap) {
+        if self.maps.iter().any(|m| m.value.kind == MapKind::Heap) {
             return false;
         }
-        let exe_end = self
-            .maps
-            .iter()
-            .filter(|m| matches!(m.kind, MapKind::File(id) | MapKind::BssTail(id) if id == exe))
+        let exe_end = (self.maps.iter())
+            .filter(
+                |m| matches!(m.value.kind, MapKind::File(id) | MapKind::BssTail(id) if id == exe),
+            )
             .map(|m| m.end_avma)
             .max();
         exe_end.is_some_and(|end| avma >= end && avma - end <= BRK_RANDOM_RANGE)
@@ -477,21 +435,24 @@ impl Processes {
         let modules = &self.modules;
         let process = self.by_pid.get_mut(&pid).expect("created above");
         let (kind, file_offset) = match kind {
-            MapKind::Anon => match process.space.ending_at(avma) {
+            MapKind::Anon => {
                 // ld.so (and the kernel's ELF loader) maps the .bss pages past
                 // an object's last page as anonymous memory right after it
                 // (a memfd has no .bss).
-                Some(
-                    prev @ &Mapping {
-                        kind: MapKind::File(module),
-                        ..
-                    },
-                ) if prev.is_writable() && modules.get(module).is_file() => {
-                    (MapKind::BssTail(module), prev.file_offset_of(avma))
+                let bss_of = (process.space.ending_at(avma))
+                    .filter(|prev| prev.is_writable())
+                    .and_then(|prev| match prev.value.kind {
+                        MapKind::File(module) if modules.get(module).is_file() => {
+                            Some((module, prev.file_offset_of(avma)))
+                        }
+                        _ => None,
+                    });
+                match bss_of {
+                    Some((module, offset)) => (MapKind::BssTail(module), offset),
+                    None if process.space.first_heap_at(avma, process.exe) => (MapKind::Heap, 0),
+                    None => (MapKind::Anon, 0),
                 }
-                _ if process.space.first_heap_at(avma, process.exe) => (MapKind::Heap, 0),
-                _ => (MapKind::Anon, 0),
-            },
+            }
             other => (other, file_offset),
         };
         if process.exe.is_none() {
@@ -506,9 +467,7 @@ impl Processes {
             start_avma: avma,
             end_avma,
             file_offset,
-            kind,
-            prot,
-            flags,
+            value: MapAttrs { kind, prot, flags },
         });
         kind
     }
@@ -572,12 +531,12 @@ impl Process {
     pub fn place_in(&self, found: Option<&Mapping>, avma: u64) -> Place {
         let process = self;
         match found {
-            Some(m) => match m.kind {
+            Some(m) => match m.value.kind {
                 MapKind::File(module) | MapKind::BssTail(module) | MapKind::Pseudo(module) => {
                     Place::Module {
                         module,
                         file_offset: m.file_offset_of(avma),
-                        kind: m.kind,
+                        kind: m.value.kind,
                     }
                 }
                 kind => Place::Region(kind),
@@ -632,9 +591,11 @@ mod tests {
             start_avma: start,
             end_avma: end,
             file_offset: off,
-            kind: MapKind::Anon,
-            prot: 3,
-            flags: 2,
+            value: MapAttrs {
+                kind: MapKind::Anon,
+                prot: 3,
+                flags: 2,
+            },
         }
     }
 

@@ -30,7 +30,7 @@ use crate::format::perf_data::{
 };
 use crate::format::records as rec;
 use crate::sys::MappedFile;
-use crate::unwind::UserRegs;
+use crate::unwind::{UserRegs, TRUNCATED_FRAME};
 
 mod record_event;
 mod replay;
@@ -210,13 +210,16 @@ pub enum MemoryCall {
 }
 
 /// A call chain, leaf first, with perf's context marks: as a record holds
-/// it, or as pfprof unwound it (or its collector wrote it) while recording.
+/// it, or as pfprof unwound it (or its collector wrote it) while recording,
+/// or a recorded kernel part with the user frames unwound while reading.
 #[derive(Clone, Copy)]
 pub enum Chain<'a> {
     /// In a record.
     Raw(RawDataU64<'a>),
     /// Words in memory.
     Words(&'a [u64]),
+    /// Unwound from a recorded stack copy (perf's `--call-graph dwarf`).
+    Unwound(&'a UnwoundChain<'a>),
 }
 
 impl Chain<'_> {
@@ -225,6 +228,7 @@ impl Chain<'_> {
         match self {
             Chain::Raw(raw) => raw.len(),
             Chain::Words(words) => words.len(),
+            Chain::Unwound(unwound) => unwound.len(),
         }
     }
 
@@ -238,12 +242,65 @@ impl Chain<'_> {
         match self {
             Chain::Raw(raw) => raw.get(i),
             Chain::Words(words) => words.get(i).copied(),
+            Chain::Unwound(unwound) => unwound.get(i),
         }
     }
 
     /// Every entry, leaf first.
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.len()).map_while(|i| self.get(i))
+    }
+}
+
+/// A sample's chain whose user part was unwound from its stack copy: the
+/// kernel's part as recorded, and the user frames as found (the sampled
+/// IP, then each return address), kept apart and typed. Read as a
+/// [`Chain`], it is what the kernel writes when it walks the user stack
+/// itself: the kernel's part, perf's user mark, the frames, and
+/// [`TRUNCATED_FRAME`] after them when the walk stopped early.
+#[derive(Clone, Copy)]
+pub struct UnwoundChain<'a> {
+    kernel: Option<Chain<'a>>,
+    /// Entries of `kernel` before its own user part, if it has one.
+    kernel_len: usize,
+    frames: &'a [u64],
+    truncated: bool,
+}
+
+impl<'a> UnwoundChain<'a> {
+    /// The chain of `kernel` (as recorded) and user `frames` found by a
+    /// walk that stopped early when `truncated`. A kernel part that goes
+    /// on into user frames (recorded without `exclude_callchain_user`)
+    /// is read up to its user mark: the unwound frames replace those.
+    pub fn new(kernel: Option<Chain<'a>>, frames: &'a [u64], truncated: bool) -> Self {
+        let kernel_len = kernel.map_or(0, |chain| {
+            let user = chain.iter().position(|a| a == rec::CONTEXT_USER);
+            user.unwrap_or(chain.len())
+        });
+        UnwoundChain {
+            kernel,
+            kernel_len,
+            frames,
+            truncated,
+        }
+    }
+
+    /// Entries, marks included.
+    fn len(&self) -> usize {
+        self.kernel_len + 1 + self.frames.len() + usize::from(self.truncated)
+    }
+
+    /// Entry `i`.
+    fn get(&self, i: usize) -> Option<u64> {
+        if i < self.kernel_len {
+            return self.kernel?.get(i);
+        }
+        match i - self.kernel_len {
+            0 => Some(rec::CONTEXT_USER),
+            n if n <= self.frames.len() => Some(self.frames[n - 1]),
+            n if self.truncated && n == self.frames.len() + 1 => Some(TRUNCATED_FRAME),
+            _ => None,
+        }
     }
 }
 

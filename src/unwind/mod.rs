@@ -29,11 +29,12 @@ mod files;
 mod rows;
 mod walk;
 
+use crate::space::{Mapping, Mappings};
 use files::{first_file, is_anonymous, is_file_path, load_file, locate, UnwindFile};
 use rows::AtSvma;
 use walk::{walk, Sampled};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -437,13 +438,11 @@ impl UnwindStats {
 /// A mapped file's CFI and its load bias (avma - svma).
 type FileCfi = (Arc<UnwindFile>, u64);
 
-/// An executable mapping.
+/// What the unwinder keeps of an executable mapping.
 #[derive(Clone)]
 struct Region {
-    end: u64,
-    /// The file offset of its first byte, and its path: what a part of it
-    /// that a later mapping leaves needs to be placed again.
-    file_offset: u64,
+    /// Its path: what a part of it that a later mapping leaves needs to
+    /// be placed again.
     name: Arc<str>,
     /// The file's entry point (avma), if it has one.
     entry: Option<u64>,
@@ -476,8 +475,8 @@ enum Code {
 #[derive(Clone, Default)]
 struct Space {
     unwinder: UnwinderX86_64<Data>,
-    /// Executable mappings by start address.
-    modules: BTreeMap<u64, Region>,
+    /// The executable mappings.
+    code: Mappings<Region>,
     /// The image before the last exec, for samples stamped before it that
     /// are unwound after it.
     before_exec: Option<(u64, Box<Space>)>,
@@ -503,10 +502,7 @@ impl Space {
     /// What kind of code `avma` is in, and the file with its CFI and load
     /// bias when it has some.
     fn locate(&self, avma: u64) -> Option<(Code, Option<&FileCfi>)> {
-        let (_, region) = self.modules.range(..=avma).next_back()?;
-        if avma >= region.end {
-            return None;
-        }
+        let region = &self.code.find(avma)?.value;
         let Some(cfi) = &region.cfi else {
             let code = if region.anonymous {
                 Code::Jit
@@ -524,57 +520,42 @@ impl Space {
         Some((code, Some(cfi)))
     }
 
-    /// Removes what a new mapping over `range` replaced: the regions it
-    /// covers, and the part it covers of those it overlaps, which keep
-    /// their parts outside it (the analysis's address space keeps them
-    /// too): an `mprotect` of a page of JIT code, or of a file's text,
-    /// leaves the rest of the mapping as it was. Whether it touched code.
+    /// Removes what a new mapping over `range` replaced: the code it
+    /// covers, and the part it covers of the code it overlaps, which keeps
+    /// its parts outside it (the analysis's address space keeps them too):
+    /// an `mprotect` of a page of JIT code, or of a file's text, leaves the
+    /// rest of the mapping as it was. Whether it touched code.
     fn unmap(&mut self, range: &Range<u64>) -> bool {
-        let starts: Vec<u64> = self
-            .modules
-            .range(..range.end)
-            .filter(|(_, region)| region.end > range.start)
-            .map(|(&start, _)| start)
-            .collect();
-        let touched = !starts.is_empty();
-        for start in starts {
-            let Some(region) = self.modules.remove(&start) else {
-                continue;
-            };
-            if region.cfi.is_some() {
-                self.unwinder.remove_module(start);
+        let cuts = self.code.remove(range.clone());
+        for cut in &cuts {
+            if cut.was.value.cfi.is_some() {
+                self.unwinder.remove_module(cut.was.start_avma);
             }
-            if start < range.start {
-                self.keep_part(start, start..range.start, &region);
-            }
-            if region.end > range.end {
-                self.keep_part(start, range.end..region.end, &region);
+            for part in cut.kept.iter().flatten() {
+                self.place_part(part);
             }
         }
         let gone: Vec<u64> = self.sigreturn.range(range.clone()).copied().collect();
         for avma in gone {
             self.sigreturn.remove(&avma);
         }
-        touched
+        !cuts.is_empty()
     }
 
-    /// Keeps `part` of the region that started at `start`, with its CFI
-    /// placed for that part (none when the part holds no segment).
-    fn keep_part(&mut self, start: u64, part: Range<u64>, region: &Region) {
-        let file_offset = region.file_offset + (part.start - start);
-        let mut kept = Region {
-            end: part.end,
-            file_offset,
-            cfi: None,
-            ..region.clone()
+    /// Places the CFI of `part`, what a cut left of a mapping (none when
+    /// the part holds no segment of its file).
+    fn place_part(&mut self, part: &Range<u64>) {
+        let Some(kept) = self.code.starting_at_mut(part.start) else {
+            return;
         };
-        if let Some((file, _)) = &region.cfi {
-            if let Some((module, bias)) = file.module(&region.name, part.clone(), file_offset) {
-                kept.cfi = Some((file.clone(), bias));
-                self.unwinder.add_module(module);
-            }
+        let Some((file, _)) = kept.value.cfi.take() else {
+            return;
+        };
+        if let Some((module, bias)) = file.module(&kept.value.name, part.clone(), kept.file_offset)
+        {
+            kept.value.cfi = Some((file, bias));
+            self.unwinder.add_module(module);
         }
-        self.modules.insert(part.start, kept);
     }
 
     fn at(&self, time: u64) -> &Space {
@@ -714,14 +695,17 @@ impl StackUnwinder {
             Some((module, (entry != 0).then(|| entry.wrapping_add(bias)), cfi))
         });
         let region = Region {
-            end: avma.end,
-            file_offset,
             name: Arc::from(name),
             entry: module.as_ref().and_then(|m| m.1),
             cfi: module.as_ref().map(|m| m.2.clone()),
             anonymous: is_anonymous(path),
         };
-        space.modules.insert(avma.start, region);
+        space.code.insert(Mapping {
+            start_avma: avma.start,
+            end_avma: avma.end,
+            file_offset,
+            value: region,
+        });
         if let Some((module, _, _)) = module {
             space.unwinder.add_module(module);
         }
@@ -856,23 +840,14 @@ impl StackUnwinder {
     }
 
     /// Completes a sample's call chain as the kernel writes one when it
-    /// walks the user stack itself: `chain` holds the kernel's part (its
-    /// context marks included), then come perf's user mark and the frames
-    /// [`StackUnwinder::unwind`] finds. A kernel part that goes on into
-    /// user frames (a recording made without `exclude_callchain_user`) is
-    /// cut at its user mark first: the unwound frames replace those. On
-    /// [`Outcome::Unknown`] `chain` keeps the kernel's part only.
-    pub fn unwind_user_part(
-        &mut self,
-        sample: UserSample<'_>,
-        final_attempt: bool,
-        chain: &mut Vec<u64>,
-    ) -> Outcome {
-        self.unwind_user_part_reading(sample, final_attempt, chain, None)
-    }
-
-    /// [`StackUnwinder::unwind_user_part`], noting in `reads` (when given)
-    /// what the walk read of the stack.
+    /// walks the user stack itself (what the recorder writes): `chain`
+    /// holds the kernel's part (its context marks included), then come
+    /// perf's user mark and the frames [`StackUnwinder::unwind`] finds. A
+    /// kernel part that goes on into user frames (a recording made without
+    /// `exclude_callchain_user`) is cut at its user mark first: the unwound
+    /// frames replace those. On [`Outcome::Unknown`] `chain` keeps the
+    /// kernel's part only. What the walk read of the stack goes to `reads`,
+    /// when given.
     pub fn unwind_user_part_reading(
         &mut self,
         sample: UserSample<'_>,
@@ -888,6 +863,19 @@ impl StackUnwinder {
         let outcome = self.unwind_reading(sample, final_attempt, chain, reads);
         if outcome == Outcome::Unknown {
             chain.truncate(kernel_len);
+        }
+        outcome
+    }
+
+    /// Unwinds a sample of a finished recording (every mapping of it is
+    /// known) into `frames`, cleared first: the sampled IP, then each
+    /// return address, without marks; and how the walk ended
+    /// ([`Outcome::Truncated`]: it stopped early).
+    pub fn unwind_frames(&mut self, sample: UserSample<'_>, frames: &mut Vec<u64>) -> Outcome {
+        frames.clear();
+        let outcome = self.unwind(sample, true, frames);
+        if matches!(outcome, Outcome::Truncated(_)) && frames.last() == Some(&TRUNCATED_FRAME) {
+            frames.pop();
         }
         outcome
     }
@@ -1367,6 +1355,7 @@ pub(crate) mod tests {
     /// sample held back leaves the kernel's part alone.
     #[test]
     fn user_part_after_the_kernel_part() {
+        use crate::format::decode::{Chain, UnwoundChain};
         let snap = snapshot();
         let kernel = (-128i64) as u64; // PERF_CONTEXT_KERNEL
         assert_eq!(CONTEXT_USER, (-512i64) as u64);
@@ -1378,17 +1367,31 @@ pub(crate) mod tests {
         ] {
             let mut u = unwinder_with_nofp(&snap);
             let mut chain = given.clone();
-            let got = u.unwind_user_part(
+            let got = u.unwind_user_part_reading(
                 UserSample {
                     kernel_mode: true,
                     ..snap.sample()
                 },
                 true,
                 &mut chain,
+                None,
             );
             assert_eq!(got, Outcome::Truncated(Stop::NoUnwindInfo), "{given:x?}");
             assert_eq!(chain[..want.len()], want[..], "{given:x?}");
             assert_eq!(chain.len(), want.len() + 2, "main's caller, the marker");
+            // The analysis's typed chain (frames without marks, and whether
+            // the walk stopped early) reads as the words the recorder writes.
+            let mut u = unwinder_with_nofp(&snap);
+            let mut frames = Vec::new();
+            let sample = UserSample {
+                kernel_mode: true,
+                ..snap.sample()
+            };
+            assert_eq!(u.unwind_frames(sample, &mut frames), got);
+            assert_eq!(frames.len(), snap.expected.len() + 1, "main's caller");
+            let typed = UnwoundChain::new(Some(Chain::Words(&given)), &frames, true);
+            let read: Vec<u64> = Chain::Unwound(&typed).iter().collect();
+            assert_eq!(read, chain, "{given:x?}");
         }
         let mut u = unwinder_with_nofp(&snap);
         let mut chain = vec![kernel, 0xffff_1000];
@@ -1396,7 +1399,7 @@ pub(crate) mod tests {
             ip: 0x10,
             ..snap.regs
         };
-        let held = u.unwind_user_part(
+        let held = u.unwind_user_part_reading(
             UserSample {
                 kernel_mode: true,
                 regs,
@@ -1404,6 +1407,7 @@ pub(crate) mod tests {
             },
             false,
             &mut chain,
+            None,
         );
         assert_eq!(
             (held, &chain[..]),
@@ -1466,7 +1470,8 @@ pub(crate) mod tests {
         let snap = snapshot();
         let mut u = unwinder_with_nofp(&snap);
         let entry_space = u.spaces.get_mut(&PID).unwrap();
-        let (_, region) = entry_space.modules.iter_mut().next().unwrap();
+        let first = entry_space.code.iter().next().unwrap().start_avma;
+        let region = &mut entry_space.code.starting_at_mut(first).unwrap().value;
         // Pretend `a`'s return site into main is the entry code.
         region.entry = Some(snap.expected[5] - 1 - 8);
         let mut chain = Vec::new();

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// The stages, earliest first, as the first segment of a module path.
 const STAGES: &[(&str, &[&str])] = &[
     ("base", &["sys", "text", "error", "user"]),
+    ("space", &["space"]),
     ("unwind", &["unwind"]),
     ("format", &["format"]),
     ("record", &["record"]),
