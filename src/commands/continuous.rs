@@ -24,7 +24,7 @@ use pfprof_symbolize::Symbolizer;
 
 use crate::analysis::{Aggregator, AnalyzeOptions, Profile};
 use crate::format::decode::Event;
-use crate::format::outdir::{OutDir, OUTPUT_NAMES};
+use crate::format::outdir::{is_output_file, OutDir};
 use crate::format::perf_data::{EventDesc, RecordingMeta};
 use crate::format::records as rec;
 use crate::model::resolve;
@@ -545,7 +545,7 @@ fn remove_interval(path: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(path)? {
         let entry = entry?;
         let name = entry.file_name();
-        let ours = name.to_str().is_some_and(|n| OUTPUT_NAMES.contains(&n));
+        let ours = name.to_str().is_some_and(is_output_file);
         if ours && !entry.file_type()?.is_dir() {
             std::fs::remove_file(entry.path())?;
         }

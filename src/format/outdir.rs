@@ -39,40 +39,68 @@ pub const PROFILE_PB_GZ: &str = "profile.pb.gz";
 /// The page.
 pub const INDEX_HTML: &str = "index.html";
 
-/// Every name pfprof writes in an output directory, besides the JIT perf
-/// maps it keeps (`perf-PID.map`, see `jitmaps`). A directory holding
-/// anything else is not (only) pfprof's, and pfprof neither moves nor
-/// deletes it.
-pub const OUTPUT_NAMES: &[&str] = &[
+/// The flame graphs, by their files' name without the extension: each is
+/// written as `STEM.folded` and `STEM.svg`.
+pub mod graph {
+    /// Every class.
+    pub const ALL: &str = "all";
+    /// Minor faults.
+    pub const MINOR: &str = "minor";
+    /// Major faults.
+    pub const MAJOR: &str = "major";
+    /// Copy-on-write faults.
+    pub const COW: &str = "cow";
+    /// The start-up windows.
+    pub const STARTUP: &str = "startup";
+    /// Minor faults by their time in the kernel.
+    pub const MINOR_LATENCY: &str = "minor-latency";
+    /// Major faults by their time in the kernel.
+    pub const MAJOR_LATENCY: &str = "major-latency";
+    /// Copy-on-write faults by their time in the kernel.
+    pub const COW_LATENCY: &str = "cow-latency";
+    /// Resident memory at the peak.
+    pub const RESIDENT: &str = "resident";
+    /// Resident memory at each process's exit.
+    pub const RESIDENT_EXIT: &str = "resident-exit";
+    /// Two runs compared (`pfprof diff`).
+    pub const DIFF: &str = "diff";
+    /// All of them.
+    pub const STEMS: &[&str] = &[
+        ALL,
+        MINOR,
+        MAJOR,
+        COW,
+        STARTUP,
+        MINOR_LATENCY,
+        MAJOR_LATENCY,
+        COW_LATENCY,
+        RESIDENT,
+        RESIDENT_EXIT,
+        DIFF,
+    ];
+}
+
+/// The names pfprof writes in an output directory besides the graphs'
+/// ([`graph::STEMS`]) and the JIT perf maps it keeps (`perf-PID.map`, see
+/// `jitmaps`).
+const OUTPUT_FILES: &[&str] = &[
     DATA_FILE,
     REPORT_TXT,
     REPORT_JSON,
     TIMELINE_SVG,
-    "minor.folded",
-    "minor.svg",
-    "major.folded",
-    "major.svg",
-    "cow.folded",
-    "cow.svg",
-    "all.folded",
-    "all.svg",
-    "startup.folded",
-    "startup.svg",
-    "minor-latency.folded",
-    "minor-latency.svg",
-    "major-latency.folded",
-    "major-latency.svg",
-    "cow-latency.folded",
-    "cow-latency.svg",
-    "resident.folded",
-    "resident.svg",
-    "resident-exit.folded",
-    "resident-exit.svg",
-    "diff.folded",
-    "diff.svg",
     PROFILE_PB_GZ,
     INDEX_HTML,
 ];
+
+/// Whether pfprof writes `name` in an output directory (besides the JIT
+/// perf maps it keeps). A directory holding anything else is not (only)
+/// pfprof's, and pfprof neither moves nor deletes it.
+pub fn is_output_file(name: &str) -> bool {
+    let graph_file = name.rsplit_once('.').is_some_and(|(stem, extension)| {
+        matches!(extension, "folded" | "svg") && graph::STEMS.contains(&stem)
+    });
+    graph_file || OUTPUT_FILES.contains(&name)
+}
 
 /// The build-id cache `pfprof archive` writes into a recording directory.
 pub const ARCHIVE_DIR: &str = ".build-id";
@@ -130,7 +158,7 @@ pub fn is_map_name(name: &str) -> bool {
 }
 
 fn is_output_name(name: &str) -> bool {
-    let known = |name: &str| OUTPUT_NAMES.contains(&name) || is_map_name(name);
+    let known = |name: &str| is_output_file(name) || is_map_name(name);
     known(name) || temp_target(name).is_some_and(known)
 }
 
@@ -194,7 +222,7 @@ impl OutDir {
         &self.path
     }
 
-    /// Writes the output `name` (one of [`OUTPUT_NAMES`], or a kept perf
+    /// Writes the output `name` (one [`is_output_file`] knows, or a kept perf
     /// map) through `write`
     /// into a new temporary file, then renames it over `name`: a reader sees
     /// the old file or the whole new one, and a link planted at `name` is
@@ -204,7 +232,7 @@ impl OutDir {
         name: &str,
         write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
     ) -> io::Result<()> {
-        if !(OUTPUT_NAMES.contains(&name) || is_map_name(name)) {
+        if !(is_output_file(name) || is_map_name(name)) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{name} is not one of pfprof's output names"),
@@ -584,6 +612,13 @@ mod tests {
         for (name, ours) in [
             ("report.txt", true),
             ("pfprof.data", true),
+            ("resident-exit.folded", true),
+            ("diff.svg", true),
+            ("perf-12.map", true),
+            ("timeline.folded", false),
+            ("all.png", false),
+            ("minor", false),
+            (".svg", false),
             (".minor.svg.1234.pfprof-tmp", true),
             (".minor.svg..pfprof-tmp", false),
             (".notes.txt.1.pfprof-tmp", false),

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 
-use crate::format::outdir::OutDir;
+use crate::format::outdir::{graph, OutDir};
 use crate::text::thousands;
 use crate::text::xml_text;
 
@@ -441,16 +441,14 @@ pub fn write(
     subtitle: &str,
 ) -> io::Result<()> {
     let merged = merge(before, after);
-    dir.write_with("diff.folded", |out| {
+    dir.write_with(&format!("{}.folded", graph::DIFF), |out| {
         for (stack, b, a) in &merged {
             writeln!(out, "{stack} {b} {a}")?;
         }
         Ok(())
     })?;
-    dir.write(
-        "diff.svg",
-        svg(&merged, compare, title, subtitle).as_bytes(),
-    )
+    let svg = svg(&merged, compare, title, subtitle);
+    dir.write(&format!("{}.svg", graph::DIFF), svg.as_bytes())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use inferno::flamegraph::color::{BackgroundColor, BasicPalette, Palette, Palette
 use inferno::flamegraph::{self, Options};
 
 use crate::analysis::classify::FaultClass;
-use crate::format::outdir::OutDir;
+use crate::format::outdir::{self, OutDir};
 use crate::model::Model;
 use crate::output::folded::{ClassLines, Folded, FoldedStacks, Special};
 use crate::output::picture;
@@ -84,15 +84,19 @@ pub enum Graph {
 
 impl Graph {
     /// Its files' name without the extension: `all`, `minor`, `startup`,
-    /// `cow-latency`.
-    pub fn file_stem(self) -> String {
+    /// `cow-latency` (named in [`outdir::graph`]).
+    pub fn file_stem(self) -> &'static str {
         match self {
-            Graph::All => "all".into(),
-            Graph::Class(class) => class.name().into(),
-            Graph::Startup => "startup".into(),
-            Graph::Latency(class) => format!("{}-latency", class.name()),
-            Graph::Resident => "resident".into(),
-            Graph::ResidentExit => "resident-exit".into(),
+            Graph::All => outdir::graph::ALL,
+            Graph::Class(FaultClass::Minor) => outdir::graph::MINOR,
+            Graph::Class(FaultClass::Major) => outdir::graph::MAJOR,
+            Graph::Class(FaultClass::Cow) => outdir::graph::COW,
+            Graph::Startup => outdir::graph::STARTUP,
+            Graph::Latency(FaultClass::Minor) => outdir::graph::MINOR_LATENCY,
+            Graph::Latency(FaultClass::Major) => outdir::graph::MAJOR_LATENCY,
+            Graph::Latency(FaultClass::Cow) => outdir::graph::COW_LATENCY,
+            Graph::Resident => outdir::graph::RESIDENT,
+            Graph::ResidentExit => outdir::graph::RESIDENT_EXIT,
         }
     }
 }
@@ -273,7 +277,7 @@ fn draw(
     subtitle: &str,
     look: &Look<'_>,
 ) -> io::Result<Drawn> {
-    write_folded(dir, &graph.file_stem(), lines)?;
+    write_folded(dir, graph.file_stem(), lines)?;
     let mut map = picture::palette_map(look.special);
     if lines.is_empty() {
         let text = picture::empty_svg(&title, subtitle);
@@ -507,7 +511,7 @@ pub fn write_resident(dir: &OutDir, model: &Model, subtitle: &str) -> io::Result
                 retitle(svg, graph, title_at, title).map(|svg| (svg, lines_at))
             });
         if let Some((svg, lines)) = retitled {
-            write_folded(dir, &graph.file_stem(), lines)?;
+            write_folded(dir, graph.file_stem(), lines)?;
             dir.write(&format!("{}.svg", graph.file_stem()), svg.text.as_bytes())?;
             svgs.push(svg);
             continue;
@@ -539,7 +543,7 @@ pub fn write_resident_folded(dir: &OutDir, model: &Model) -> io::Result<()> {
         (Graph::Resident, &resident.peak),
         (Graph::ResidentExit, &resident.exit),
     ] {
-        write_folded(dir, &graph.file_stem(), &resident_lines(rows, model).0)?;
+        write_folded(dir, graph.file_stem(), &resident_lines(rows, model).0)?;
     }
     Ok(())
 }

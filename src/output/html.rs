@@ -387,7 +387,7 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
         let _ = writeln!(
             s,
             "<button role=\"tab\" id=\"tab-{name}\" data-graph=\"{name}\" aria-selected=\"{sel}\"{class}>{label}</button>",
-            name = esc(&svg.graph.file_stem()),
+            name = esc(svg.graph.file_stem()),
             sel = i == 0,
             class = if svg.empty { " class=\"empty\"" } else { "" },
             label = esc(&label)
@@ -407,7 +407,7 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
         let _ = write!(
             s,
             "<div role=\"tabpanel\" class=\"panel{active}\" id=\"graph-{}\">",
-            esc(&svg.graph.file_stem())
+            esc(svg.graph.file_stem())
         );
         if svg.empty {
             let _ = write!(s, "<p class=\"empty-graph\">{}</p>", esc(&empty_text));
@@ -419,7 +419,7 @@ fn graphs(s: &mut String, report: &Report, svgs: &[Svg]) {
                 "<iframe title=\"{}\" style=\"height:min({height}px,80vh)\" data-same=\"{}\" \
                  data-was=\"{}\" data-title=\"{}\"></iframe>",
                 esc(&label),
-                esc(&of.of.file_stem()),
+                esc(of.of.file_stem()),
                 esc(&of.was),
                 esc(&of.title)
             );

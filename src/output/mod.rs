@@ -80,7 +80,7 @@ pub fn write_interval(dir: &OutDir, model: &Model, time_ns: i64, top: usize) -> 
     let lines = folded::ClassLines::of(model);
     for selection in flamegraph::ClassSelection::ALL {
         let stem = selection.graph().file_stem();
-        flamegraph::write_selection(dir, &stem, &lines, selection)?;
+        flamegraph::write_selection(dir, stem, &lines, selection)?;
     }
     // Each output's memory goes before the next is built: a long run's
     // peak is the largest one, not their sum.
