@@ -553,6 +553,20 @@ struct Followed {
     command: Option<Launched>,
 }
 
+impl Followed {
+    /// A pid fd of the command, which polls readable once it has exited
+    /// (none when attached or system-wide, or where pid fds are missing:
+    /// a pid fd of one of several attached processes would poll readable
+    /// at once after its exit, while the others run on).
+    fn exit_fds(&self) -> Vec<std::os::fd::OwnedFd> {
+        let command = self.command.as_ref().map(Launched::pid);
+        command
+            .and_then(|pid| sys::pidfd_open(pid).ok())
+            .into_iter()
+            .collect()
+    }
+}
+
 /// The command pfprof runs, owned so that no way out of [`record`] leaves
 /// it behind: before its release, [`sys::PausedChild`]'s Drop makes it exit
 /// without running and reaps it; after, an early return (poll or waitpid

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -378,6 +378,21 @@ pub(super) struct Ended {
     stopped_by: Option<i32>,
 }
 
+/// Waits up to `poll_ms` for the followed processes' exit (their pid fds,
+/// `fds`), or 1 ms without them. Once the events' task has exited, their
+/// fds poll readable at once: a real-time drain polling them would spin,
+/// and keep the exiting command, forked onto its CPU, from finishing its
+/// exit (15-60 ms here, until the scheduler moved it).
+fn wait_for_exit(fds: &[OwnedFd], poll_ms: i32) -> Result<()> {
+    if fds.is_empty() {
+        std::thread::sleep(Duration::from_millis(1));
+        return Ok(());
+    }
+    let raw: Vec<_> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    sys::poll_readable(&raw, poll_ms).context("poll failed")?;
+    Ok(())
+}
+
 impl Session<'_> {
     /// Drains the rings until the command exits (attached and system-wide:
     /// until a signal, `--duration`, the processes' exit or a write error).
@@ -399,11 +414,21 @@ impl Session<'_> {
         let timing = std::env::var_os("PFPROF_TIMING").is_some();
         let mut checkpoints = 0u64;
         let mut last_pass_end = Instant::now();
+        let mut exit_fds: Option<Vec<OwnedFd>> = None;
         loop {
             if self.write_error.is_some() {
                 std::thread::sleep(Duration::from_millis(50));
             } else {
-                sys::poll_readable(&poll_fds, poll_ms).context("poll failed")?;
+                match &exit_fds {
+                    Some(fds) => wait_for_exit(fds, poll_ms)?,
+                    None => {
+                        let polled =
+                            sys::poll_readable(&poll_fds, poll_ms).context("poll failed")?;
+                        if polled == sys::Polled::HungUp {
+                            exit_fds = Some(followed.exit_fds());
+                        }
+                    }
+                }
                 let pass = Instant::now();
                 if timing && pass.duration_since(last_pass_end) > Duration::from_millis(50) {
                     eprintln!(

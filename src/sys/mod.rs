@@ -285,8 +285,9 @@ pub fn read_terminal(fd: RawFd, buf: &mut [u8], timeout_ms: i32) -> io::Result<T
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout_ms` passes. EINTR is not an error.
-pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<()> {
+/// Waits until one of `fds` is readable or `timeout_ms` passes; whether
+/// they all hung up. EINTR is not an error.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Polled> {
     let mut pollfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|&fd| libc::pollfd {
@@ -308,8 +309,37 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<()> {
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
+        return Ok(Polled::Waited);
     }
-    Ok(())
+    let hung_up = |p: &libc::pollfd| p.revents & libc::POLLHUP != 0;
+    if r > 0 && !pollfds.is_empty() && pollfds.iter().all(hung_up) {
+        Ok(Polled::HungUp)
+    } else {
+        Ok(Polled::Waited)
+    }
+}
+
+/// How [`poll_readable`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Polled {
+    /// Something was readable, or the time was up (or a signal came).
+    Waited,
+    /// Every fd hung up: a perf event's fd does once the task it was
+    /// opened for exited, and polls readable at once from then on.
+    HungUp,
+}
+
+/// A pid fd of process `pid` (Linux 5.3): it polls readable once the
+/// process has exited.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("pidfd_open returned no fd"))?;
+    // SAFETY: the kernel just returned this fd to us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A forked child stopped before `execv`, waiting for [`PausedChild::release`].
@@ -868,6 +898,41 @@ mod tests {
         assert!(root.groups.contains(&0), "{root:?}");
         let bad = Credentials::of_user(1000, 7, Some("a\0b"));
         assert_eq!(bad.groups, [7]);
+    }
+
+    /// A pipe whose writer closed polls hung up (as a perf event's fd does
+    /// once its task exited); one with data, or with its writer open, not;
+    /// a pid fd polls readable once its process exited.
+    #[test]
+    fn polls_tell_a_hang_up_and_an_exit() {
+        let (read, write) = pipe_cloexec().unwrap();
+        let fds = [read.as_raw_fd()];
+        assert_eq!(poll_readable(&fds, 0).unwrap(), Polled::Waited);
+        // SAFETY: writes one byte from a live buffer to an open pipe.
+        let written = unsafe { libc::write(write.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        assert_eq!(written, 1);
+        assert_eq!(poll_readable(&fds, 0).unwrap(), Polled::Waited);
+        drop(write);
+        let mut byte = [0u8];
+        // SAFETY: reads one byte into a live buffer from an open pipe.
+        let got = unsafe { libc::read(read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+        assert_eq!(got, 1);
+        assert_eq!(poll_readable(&fds, 0).unwrap(), Polled::HungUp);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let exited = pidfd_open(child.id() as i32).unwrap();
+        assert_eq!(
+            poll_readable(&[exited.as_raw_fd()], 5_000).unwrap(),
+            Polled::Waited
+        );
+        let mut one = libc::pollfd {
+            fd: exited.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polls one live, initialised pollfd without waiting.
+        let ready = unsafe { libc::poll(&mut one, 1, 0) };
+        assert_eq!(ready, 1, "the exit is readable");
+        child.wait().unwrap();
     }
 }
 
