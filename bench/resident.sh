@@ -6,8 +6,10 @@
 #    interleaved, medians of RUNS: wall seconds and CPU seconds (pfprof and
 #    the program: the kernel's share of each fault is the program's), and
 #    the ratios. On the 1 GiB touch fixture (262,144 anonymous faults, the
-#    worst case: every fault fires kmem:rss_stat, filtered out in the kernel)
-#    and on python's imports (a real program: files, heap, loader).
+#    worst case: every fault fires kmem:rss_stat, filtered out in the kernel),
+#    on python's imports (a real program: files, heap, loader; 0.15 s, where
+#    pfprof's fixed costs weigh most) and on 2 s of python (json of 200,000
+#    objects, then compileall of three stdlib packages: ~100,000 faults).
 # 2. Exactness: fixtures/resident.c (sites of known KiB) and python's
 #    imports: pfprof's KiB at the peak and at exit beside the kernel's count
 #    of file pages at the same moments, and the sites' KiB.
@@ -48,10 +50,16 @@ timed() {
 
 echo "1. cost: record --resident against record (median of $runs, interleaved)"
 printf '   %-22s %9s %9s %9s %9s %8s %8s\n' program "wall" "wall no" "cpu" "cpu no" "x wall" "x cpu"
-for name in touch python; do
+cp -r /usr/lib/python3.11/email /usr/lib/python3.11/json /usr/lib/python3.11/asyncio "$work/"
+pywork="import json, compileall
+d = [{'k%d' % i: list(range(i % 50))} for i in range(200000)]
+json.loads(json.dumps(d))
+compileall.compile_dir('$work', force=True, quiet=1)"
+for name in touch python python-2s; do
   case $name in
     touch) cmd=("$work/touch" 1024) ;;
     python) cmd=("$python" -c 'import json, sqlite3') ;;
+    python-2s) cmd=("$python" -c "$pywork") ;;
   esac
   : >"$work/with"; : >"$work/without"
   for _ in $(seq "$runs"); do
