@@ -11,7 +11,7 @@
 //!    that the unwinder and the analysis read.
 //! 3. [`unwind`]: registers + a stack copy + CFI → return addresses; a
 //!    library that recording (live) and analysis (perf's dwarf files) call.
-//! 4. [`format`]: the perf.data container: write, read, validate, repair,
+//! 4. [`mod@format`]: the perf.data container: write, read, validate, repair,
 //!    and the output directory that holds it.
 //! 5. [`record`]: perf events, ring buffers → `pfprof.data`.
 //! 6. [`analysis`]: replay of a recording: address spaces over time,
