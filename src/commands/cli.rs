@@ -181,11 +181,13 @@ pub struct RecordArgs {
     /// resident.folded at its peak and resident-exit.folded at its end):
     /// the syscalls that give memory back (munmap, madvise, mremap, brk)
     /// and the kernel's counts of file pages; with -a, every process's
-    /// pages first touched while it records. Not by default: it costs
-    /// about 20% more CPU, on a short run (python's imports: 35-40 ms, half
-    /// of it one more flame graph) as on a busy host (a fault's ledger
-    /// entry), more where the kernel refuses the BPF programs that record
-    /// these events and the tracepoints' events are opened.
+    /// pages first touched while it records. Not by default: it costs a
+    /// fixed 25-40 ms (its programs, one more flame graph: 20-27% of
+    /// python's 0.15 s imports), within 2% on programs that run for
+    /// seconds (python, gcc), and 20-30% more of pfprof's CPU a fault on a
+    /// busy host (each fault's ledger entry); more where the kernel refuses
+    /// the BPF programs that record these events and the tracepoints'
+    /// events are opened.
     #[arg(long)]
     pub resident: bool,
     /// Print one line per fault while recording (`--stream=site` adds the code site).
