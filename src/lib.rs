@@ -59,3 +59,16 @@ pub(crate) fn test_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// For model tests: a reproducible stream of numbers from `seed` (xorshift,
+/// nonzero seed), the same on every run.
+#[cfg(test)]
+pub(crate) fn test_numbers(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}

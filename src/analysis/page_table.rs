@@ -146,8 +146,9 @@ impl PageTable {
     }
 
     /// Takes away the pages of `pages`; the runs of equal sites among
-    /// them, in order: (site, pages). An `munmap` of a loop's buffer is
-    /// one run, not a list of its pages.
+    /// them, in order: (site, pages), what [`runs`] makes of
+    /// [`PageTable::take_range`]'s sites, folded as they are taken. An
+    /// `munmap` of a loop's buffer is one run, not a list of its pages.
     pub(super) fn take_runs(&mut self, pages: std::ops::Range<u64>) -> Vec<(u32, u64)> {
         let mut runs: Vec<(u32, u64)> = Vec::new();
         self.take_each(pages, |_, id| match runs.last_mut() {
@@ -255,6 +256,21 @@ impl PageTable {
     }
 }
 
+/// The runs of equal sites in `ids`: (site, pages). Pages of one mapping
+/// come in long runs of one site (a loop's), which are then subtracted
+/// once, not page by page.
+pub(super) fn runs(ids: impl IntoIterator<Item = u32>) -> impl Iterator<Item = (u32, u64)> {
+    let mut ids = ids.into_iter().peekable();
+    std::iter::from_fn(move || {
+        let id = ids.next()?;
+        let mut n = 1;
+        while ids.next_if_eq(&id).is_some() {
+            n += 1;
+        }
+        Some((id, n))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,13 +283,7 @@ mod tests {
     fn behaves_as_a_sorted_map() {
         let mut table = PageTable::default();
         let mut model = BTreeMap::new();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_numbers(0x2545_f491_4f6c_dd1d);
         for round in 0..4000u64 {
             let page = next() % 300 + if round % 3 == 0 { 1 << 30 } else { 0 };
             let id = (next() % 50) as u32;
@@ -305,13 +315,7 @@ mod tests {
                     if round % 2 == 0 {
                         assert_eq!(table.take_range(page..end), want);
                     } else {
-                        let mut runs: Vec<(u32, u64)> = Vec::new();
-                        for (_, id) in want {
-                            match runs.last_mut() {
-                                Some((last, n)) if *last == id => *n += 1,
-                                _ => runs.push((id, 1)),
-                            }
-                        }
+                        let runs: Vec<(u32, u64)> = runs(want.iter().map(|&(_, id)| id)).collect();
                         assert_eq!(table.take_runs(page..end), runs);
                     }
                 }

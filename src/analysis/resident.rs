@@ -27,7 +27,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 mod interval;
 
 use crate::analysis::classify::{Access, FaultClass, TargetMapping};
-use crate::analysis::page_table::PageTable;
+use crate::analysis::page_table::{runs, PageTable};
 use crate::analysis::stacks::StackId;
 use crate::analysis::{Owner, TargetKey};
 use crate::format::decode::MemoryCall;
@@ -938,21 +938,6 @@ pub struct SiteOf {
 
 /// Slots of [`Ledger`]'s sites found lately.
 const RECENT_SITES: usize = 64;
-
-/// The runs of equal sites in `ids`: (site, pages). Pages of one mapping
-/// come in long runs of one site (a loop's), which are then subtracted
-/// once, not page by page.
-fn runs(ids: impl IntoIterator<Item = u32>) -> impl Iterator<Item = (u32, u64)> {
-    let mut ids = ids.into_iter().peekable();
-    std::iter::from_fn(move || {
-        let id = ids.next()?;
-        let mut n = 1;
-        while ids.next_if_eq(&id).is_some() {
-            n += 1;
-        }
-        Some((id, n))
-    })
-}
 
 /// The pages `[start, end)` (avma) covers, in part or whole.
 fn page_range(start: u64, end: u64) -> std::ops::Range<u64> {

@@ -558,12 +558,9 @@ impl Followed {
     /// (none when attached or system-wide, or where pid fds are missing:
     /// a pid fd of one of several attached processes would poll readable
     /// at once after its exit, while the others run on).
-    fn exit_fds(&self) -> Vec<std::os::fd::OwnedFd> {
-        let command = self.command.as_ref().map(Launched::pid);
-        command
-            .and_then(|pid| sys::pidfd_open(pid).ok())
-            .into_iter()
-            .collect()
+    fn exit_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        let pid = self.command.as_ref()?.pid();
+        sys::pidfd_open(pid).ok()
     }
 }
 

@@ -378,18 +378,17 @@ pub(super) struct Ended {
     stopped_by: Option<i32>,
 }
 
-/// Waits up to `poll_ms` for the followed processes' exit (their pid fds,
-/// `fds`), or 1 ms without them. Once the events' task has exited, their
-/// fds poll readable at once: a real-time drain polling them would spin,
-/// and keep the exiting command, forked onto its CPU, from finishing its
-/// exit (15-60 ms here, until the scheduler moved it).
-fn wait_for_exit(fds: &[OwnedFd], poll_ms: i32) -> Result<()> {
-    if fds.is_empty() {
+/// Waits up to `poll_ms` for the command's exit (its pid fd, `exit_fd`),
+/// or 1 ms without one. Once the events' task has exited, their fds poll
+/// readable at once: a real-time drain polling them would spin, and keep
+/// the exiting command, forked onto its CPU, from finishing its exit
+/// (15-60 ms here, until the scheduler moved it).
+fn wait_for_exit(exit_fd: Option<&OwnedFd>, poll_ms: i32) -> Result<()> {
+    let Some(fd) = exit_fd else {
         std::thread::sleep(Duration::from_millis(1));
         return Ok(());
-    }
-    let raw: Vec<_> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    sys::poll_readable(&raw, poll_ms).context("poll failed")?;
+    };
+    sys::poll_readable(&[fd.as_raw_fd()], poll_ms).context("poll failed")?;
     Ok(())
 }
 
@@ -414,18 +413,19 @@ impl Session<'_> {
         let timing = std::env::var_os("PFPROF_TIMING").is_some();
         let mut checkpoints = 0u64;
         let mut last_pass_end = Instant::now();
-        let mut exit_fds: Option<Vec<OwnedFd>> = None;
+        // Set once the events' fds hung up: the command's pid fd, if any.
+        let mut hung_up: Option<Option<OwnedFd>> = None;
         loop {
             if self.write_error.is_some() {
                 std::thread::sleep(Duration::from_millis(50));
             } else {
-                match &exit_fds {
-                    Some(fds) => wait_for_exit(fds, poll_ms)?,
+                match &hung_up {
+                    Some(exit_fd) => wait_for_exit(exit_fd.as_ref(), poll_ms)?,
                     None => {
                         let polled =
                             sys::poll_readable(&poll_fds, poll_ms).context("poll failed")?;
                         if polled == sys::Polled::HungUp {
-                            exit_fds = Some(followed.exit_fds());
+                            hung_up = Some(followed.exit_fd());
                         }
                     }
                 }

@@ -270,13 +270,7 @@ mod tests {
         const PAGES: u64 = 64;
         let mut maps = Mappings::default();
         let mut model: Vec<Option<(u64, char)>> = vec![None; PAGES as usize];
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_numbers(0x9e37_79b9_7f4a_7c15);
         for round in 0..2000 {
             let start = next() % PAGES;
             let end = (start + next() % 12).min(PAGES);
