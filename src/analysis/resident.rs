@@ -8,7 +8,8 @@
 //!
 //! It sees what faults and syscalls say, and the kernel's counts
 //! (`kmem:rss_stat`) place the pages a fault made beyond its own (file
-//! fault-around; a huge page, where the anonymous counts are recorded).
+//! fault-around, a large folio mapped whole; a huge page, where the
+//! anonymous counts are recorded).
 //! What the kernel takes back without a syscall that frees memory
 //! (reclaim, `MADV_PAGEOUT`: the kernel's counts drop, changed by another
 //! task or in such a `madvise`) it cannot place, for the kernel does not
@@ -336,10 +337,12 @@ struct KernelCounts {
     anon_known: FxHashSet<i32>,
 }
 
-/// Pages a file fault maps at most, its own among them: the kernel's
-/// `fault_around_bytes` (64 KiB) by default.
+/// Pages a file fault maps around its own from small folios: the kernel's
+/// `fault_around_bytes` (64 KiB) by default. A large folio in the page
+/// cache is mapped whole (Linux 6.18: a fault on a freshly read file mapped
+/// up to 512 pages; chromium's binary, 17-32), within the page table.
 const FAULT_AROUND_PAGES: u64 = 16;
-/// Pages of a huge page (2 MiB).
+/// Pages of a huge page (2 MiB), and of one page table.
 const HUGE_PAGES: u64 = 512;
 
 impl KernelCounts {
@@ -462,7 +465,8 @@ impl Ledger {
             }
         }
         // Pages of the fault's kind the kernel counted beyond its own: the
-        // neighbours a file fault mapped, the rest of a huge page.
+        // neighbours a file fault mapped (fault-around, a large folio),
+        // the rest of a huge page.
         let beyond = gained[kind as usize].saturating_sub(1);
         let window = match kind {
             MemoryKind::File | MemoryKind::Shmem => FAULT_AROUND_PAGES,
@@ -480,8 +484,13 @@ impl Ledger {
     }
 
     /// Places `n` pages of site `id` in the `window`-page aligned block
-    /// around `page`, inside the mapping `range`, where no page is yet
-    /// (the kernel maps pages it has and skips those mapped); how many.
+    /// around `page` (shifted into the mapping `range` where it starts
+    /// before it, as the kernel's fault-around does), where no page is yet
+    /// (the kernel maps pages it has and skips those mapped); then, for
+    /// pages left (a large folio mapped whole), in blocks twice as large
+    /// up to the page table's; how many. Where in the block a large
+    /// folio's pages lie is not known: the count is exact, the pages are
+    /// in its mapping and page table.
     #[allow(clippy::too_many_arguments)]
     fn around(
         &mut self,
@@ -493,10 +502,21 @@ impl Ledger {
         id: u32,
         time: u64,
     ) -> u64 {
-        let first = (page & !(window - 1)).max(start >> PAGE_SHIFT);
-        let last = (first + window).min(end.div_ceil(PAGE_BYTES));
         let space = self.spaces.entry(pid).or_default();
-        let placed = space.pages.fill_vacant(first..last, id, n);
+        let table_end = (page & !(HUGE_PAGES - 1)) + HUGE_PAGES;
+        let mut placed = 0;
+        let mut window = window;
+        loop {
+            let first = (page & !(window - 1)).max(start >> PAGE_SHIFT);
+            let last = (first + window)
+                .min(end.div_ceil(PAGE_BYTES))
+                .min(table_end);
+            placed += space.pages.fill_vacant(first..last, id, n - placed);
+            if placed == n || window >= HUGE_PAGES {
+                break;
+            }
+            window *= 2;
+        }
         space.held[self.keys[id as usize].kind as usize] += placed;
         self.counts.around += placed;
         if placed > 0 {
@@ -985,6 +1005,18 @@ mod tests {
         v
     }
 
+    /// `rss_stat` of thread `ids`, changed by itself: `member`'s count is
+    /// `pages` now.
+    fn own_count(ledger: &mut Ledger, ids: (i32, i32), member: i32, pages: i64, time: u64) {
+        let call = MemoryCall::RssStat {
+            curr: true,
+            mm_id: 0,
+            member,
+            bytes: pages * PAGE_BYTES as i64,
+        };
+        ledger.on_call(ids, time, call);
+    }
+
     /// Ten pages by one stack, four by another, then six of the first
     /// unmapped and two more by the second: the peak (14) is before the
     /// unmap, whatever came after; the exit view is what was left.
@@ -1140,14 +1172,8 @@ mod tests {
     #[test]
     fn anonymous_counts_from_a_request_for_huge_pages_on() {
         let mut ledger = Ledger::default();
-        let stat = |ledger: &mut Ledger, member: i32, pages: i64, time: u64| {
-            let call = MemoryCall::RssStat {
-                curr: true,
-                mm_id: 0,
-                member,
-                bytes: pages * PAGE_BYTES as i64,
-            };
-            ledger.on_call((1, 1), time, call);
+        let stat = |ledger: &mut Ledger, member, pages, time| {
+            own_count(ledger, (1, 1), member, pages, time)
         };
         stat(&mut ledger, 0, 5, 0);
         touch(&mut ledger, 0x10000, 0..10, 1, 1);
@@ -1170,15 +1196,7 @@ mod tests {
         // A process first seen by an anonymous count: that one is its
         // baseline, its next a gain (three pages, one the fault's own: two
         // no fault made).
-        let stat2 = |ledger: &mut Ledger, pages: i64, time: u64| {
-            let call = MemoryCall::RssStat {
-                curr: true,
-                mm_id: 0,
-                member: 1,
-                bytes: pages * PAGE_BYTES as i64,
-            };
-            ledger.on_call((2, 2), time, call);
-        };
+        let stat2 = |ledger: &mut Ledger, pages, time| own_count(ledger, (2, 2), 1, pages, time);
         stat2(&mut ledger, 40, 30);
         stat2(&mut ledger, 43, 31);
         let site2 = SiteOf {
@@ -1295,6 +1313,45 @@ mod tests {
         // [anon, file, shmem]: the parent's 1 and 3, the child's 1 and 2
         // (mapping A's file pages, not B's).
         assert_eq!(ledger.now(), [2, 5, 0]);
+    }
+
+    /// The file pages the kernel counts beyond a fault's own are placed
+    /// beside it: fault-around's 16-page block first, then (a large folio
+    /// mapped whole) blocks twice as large, never past the mapping or the
+    /// page table; what does not fit stays unattributed.
+    #[test]
+    fn file_faults_place_the_pages_mapped_beside_them() {
+        let mut ledger = Ledger::default();
+        let file = Effect::Present {
+            kind: MemoryKind::File,
+            replaced: false,
+        };
+        let stat = |ledger: &mut Ledger, pages, time| own_count(ledger, (1, 1), 0, pages, time);
+        let held_in = |ledger: &Ledger, pages: std::ops::Range<u64>| {
+            ledger.spaces[&1].pages.range(pages).count() as u64
+        };
+        // A mapping of 700 pages from 0x400000 (page 0x400, a page table's
+        // first page 0x400): fault-around's 16.
+        let mapping = Some((0x400000, 0x400000 + 700 * PAGE_BYTES));
+        stat(&mut ledger, 0, 0);
+        stat(&mut ledger, 16, 1);
+        ledger.fault((1, 1), 0x405000, mapping, site(1), file, 2);
+        assert_eq!(held_in(&ledger, 0x400..0x410), 16);
+        // 64 at page 0x420 (a large folio's): its 16-page block, then the
+        // blocks of 32, 64 and 128 around it, nearest first.
+        stat(&mut ledger, 16 + 64, 3);
+        ledger.fault((1, 1), 0x420000, mapping, site(1), file, 4);
+        assert_eq!(held_in(&ledger, 0x400..0x440), 64);
+        assert_eq!(held_in(&ledger, 0x440..0x480), 16);
+        assert_eq!(ledger.counts().unattributed, 0);
+        // 600 at the table's last page: 512 at most, the table's 432 left
+        // vacant, the rest unattributed.
+        stat(&mut ledger, 16 + 64 + 600, 5);
+        ledger.fault((1, 1), 0x5ff000, mapping, site(1), file, 6);
+        assert_eq!(held_in(&ledger, 0x400..0x600), 512);
+        assert_eq!(held_in(&ledger, 0x600..0x800), 0);
+        assert_eq!(ledger.now(), [0, 512, 0]);
+        assert_eq!(ledger.counts().unattributed, 600 - 432);
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn resident_memory_by_site_at_peak_and_exit() {
         let (out, report) = record_with(&run_dir, &args, &exe, &[data.to_str().unwrap()]);
         assert!(out.status.success(), "{mode}");
         let resident = &report["resident"];
-        assert_resident_fixture(resident, mode);
+        assert_resident_fixture(resident, mode, &out.stdout);
         // The flame graphs' lines: KiB per stack and target.
         let folded = std::fs::read_to_string(run_dir.join("out/resident.folded")).unwrap();
         assert!(
@@ -167,11 +167,34 @@ const RESIDENT_SITES: [(&str, &str, u64, u64); 4] = [
     ("read_file", "file", 256, 256),
 ];
 
-/// fixtures/resident.c's sites at the peak and at exit, and the pages its
+/// fixtures/resident.c's sites at the peak and at exit (`read_folio`'s as
+/// the fixture measured its own, on its `stdout`), and the pages its
 /// munmap, madvise and mremap gave back.
-fn assert_resident_fixture(resident: &Value, mode: &str) {
+fn assert_resident_fixture(resident: &Value, mode: &str, stdout: &[u8]) {
     assert_sites(resident, mode, &RESIDENT_SITES);
+    let kib = folio_kib(stdout);
+    for moment in ["peak", "end"] {
+        assert_eq!(
+            site_kib(resident, moment, "read_folio", "file"),
+            kib,
+            "{mode} read_folio at the {moment}: {resident:#}"
+        );
+    }
     assert_pages_given_back(resident);
+}
+
+/// What fixtures/resident.c's `read_folio` made resident by its own count
+/// (its RssFile's growth, on its stdout): the whole large folio where the
+/// kernel maps one at a fault (Linux 6.18, when the page cache has one),
+/// else fault-around's 64 KiB a fault.
+fn folio_kib(stdout: &[u8]) -> u64 {
+    let stdout = String::from_utf8_lossy(stdout);
+    let kib = (stdout.lines())
+        .find_map(|l| l.strip_prefix("read_folio "))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no read_folio figure in {stdout:?}"));
+    assert!(kib >= 4, "read_folio {kib} KiB");
+    kib
 }
 
 /// The pages fixtures/resident.c's munmap, madvise and mremap gave back.
@@ -219,6 +242,11 @@ fn resident_memory_after_the_syscalls_move_to_their_tracepoints() {
             "{function}: {resident:#}"
         );
     }
+    assert_eq!(
+        site_kib(resident, "end", "read_folio", "file"),
+        folio_kib(&out.stdout),
+        "read_folio: {resident:#}"
+    );
     assert_pages_given_back(resident);
     assert_near_kernel(resident, "peak");
     assert_near_kernel(resident, "end");
@@ -268,7 +296,7 @@ fn a_moved_recording_leaves_the_tracepoints_to_others() {
     let _ = moved.wait();
     assert!(out.status.success());
     let resident = &report["resident"];
-    assert_resident_fixture(resident, "beside a moved recording");
+    assert_resident_fixture(resident, "beside a moved recording", &out.stdout);
     let pages = &resident["pages"];
     assert_eq!(pages["madvise"], 32, "{pages}");
     assert_eq!(pages["mremap_moved"], 32, "{pages}");
