@@ -466,12 +466,12 @@ impl Ledger {
         }
         // Pages of the fault's kind the kernel counted beyond its own: the
         // neighbours a file fault mapped (fault-around, a large folio),
-        // the rest of a huge page.
+        // the rest of a huge page or of a multi-size THP folio (16 pages
+        // of 64 KiB; aligned at their size).
         let beyond = gained[kind as usize].saturating_sub(1);
         let window = match kind {
             MemoryKind::File | MemoryKind::Shmem => FAULT_AROUND_PAGES,
-            MemoryKind::Anon if beyond + 1 >= HUGE_PAGES => HUGE_PAGES,
-            MemoryKind::Anon => 1,
+            MemoryKind::Anon => (beyond + 1).next_power_of_two().min(HUGE_PAGES),
         };
         let placed = match mapping {
             Some(range) if window > 1 && beyond > 0 => {
@@ -772,8 +772,8 @@ impl Ledger {
     }
 
     /// Whether the anonymous counts were recorded, from the start or from
-    /// a process's first request for huge pages: each huge page is then
-    /// placed whole at the site that faulted it.
+    /// a process's first request for huge pages: each huge page (or large
+    /// anonymous folio) is then placed whole at the site that faulted it.
     pub fn huge_pages_placed(&self) -> bool {
         self.kernel.seen_anon
     }
@@ -1167,8 +1167,8 @@ mod tests {
     /// Anonymous counts that begin at a request for huge pages (where
     /// transparent huge pages are `madvise`): a process's first one is its
     /// baseline, not a gain its next fault made; the huge page a fault
-    /// then makes counts 512 pages at its site; the kernel's anonymous
-    /// total is not known.
+    /// then makes counts 512 pages at its site, a 64 KiB folio 16; the
+    /// kernel's anonymous total is not known.
     #[test]
     fn anonymous_counts_from_a_request_for_huge_pages_on() {
         let mut ledger = Ledger::default();
@@ -1191,6 +1191,14 @@ mod tests {
         assert_eq!(ledger.now(), [10 + HUGE_PAGES, 0, 0]);
         assert_eq!(pages_of(&ledger, &ledger.now), [(1, 10), (2, HUGE_PAGES)]);
         assert_eq!(ledger.counts().unattributed, 0);
+        // A multi-size THP folio (64 KiB): its 16 pages, aligned.
+        stat(&mut ledger, 1, 12 + HUGE_PAGES as i64 + 16, 24);
+        let range = Some((0x400000, 0x400000 + 64 * PAGE_BYTES));
+        ledger.fault((1, 1), 0x423000, range, site(3), ANON, 25);
+        assert_eq!(pages_of(&ledger, &ledger.now)[2], (3, 16));
+        let folio = ledger.spaces[&1].pages.range(0x420..0x430).count();
+        assert_eq!(folio, 16);
+        assert_eq!(ledger.counts().unattributed, 0);
         assert!(ledger.huge_pages_placed());
         assert!(!ledger.kernel_counts_anon());
         // A process first seen by an anonymous count: that one is its
@@ -1205,7 +1213,7 @@ mod tests {
         };
         ledger.fault((2, 2), 0x700000, None, site2, ANON, 32);
         assert_eq!(ledger.counts().unattributed, 2);
-        assert_eq!(ledger.now(), [11 + HUGE_PAGES, 0, 0]);
+        assert_eq!(ledger.now(), [11 + HUGE_PAGES + 16, 0, 0]);
     }
 
     /// DONTNEED takes pages away, FREE leaves them; mremap moves them

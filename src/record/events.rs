@@ -238,7 +238,7 @@ pub(super) fn event_specs(
         attr.config = id;
         attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
         let filter = (*event == rec::RSS_STAT && !watched)
-            .then(|| rss_stat_filter(crate::sys::procfs::huge_pages_always()));
+            .then(|| rss_stat_filter(crate::sys::procfs::anon_folios_unasked()));
         specs.push(EventSpec {
             name: event.name,
             attr,

@@ -835,7 +835,7 @@ impl OpenPlan {
         match collector {
             None => self.memory_watch = None,
             Some(collector) if self.memory_watch.is_none() => {
-                let anon = sys::procfs::huge_pages_always();
+                let anon = sys::procfs::anon_folios_unasked();
                 let ids = self.tracepoints.memory.iter().flatten();
                 let syscall_ids: Vec<u64> = ids.take(5).copied().collect();
                 let watched = collector.watch_memory(anon, &syscall_ids);

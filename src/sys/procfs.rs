@@ -208,17 +208,41 @@ fn release_at_least(release: &str, want: (u32, u32)) -> bool {
     }
 }
 
-/// Whether transparent huge pages are on for all anonymous memory
-/// (`/sys/kernel/mm/transparent_hugepage/enabled` says `[always]`): a
-/// fault may then make 512 pages resident at once.
-pub fn huge_pages_always() -> bool {
-    let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
-    text.is_ok_and(|t| huge_pages_mode_is_always(&t))
+/// Whether an anonymous fault may make more than one page resident
+/// without its process asking (`madvise(MADV_HUGEPAGE)`): transparent huge
+/// pages on for all anonymous memory (`/sys/kernel/mm/transparent_hugepage/
+/// enabled` says `[always]`: 512 pages at once), or one of the sizes of
+/// multi-size THP (`hugepages-64kB/enabled` and the like: `[always]`, or
+/// `[inherit]` where the first says `[always]`; 16 pages at once for
+/// 64 KiB).
+pub fn anon_folios_unasked() -> bool {
+    let dir = Path::new("/sys/kernel/mm/transparent_hugepage");
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    let top = read(&dir.join("enabled"));
+    let sizes: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("hugepages-")
+        })
+        .map(|entry| read(&entry.path().join("enabled")))
+        .collect();
+    thp_modes_unasked(&top, sizes.iter().map(String::as_str))
 }
 
-/// Whether the THP `enabled` file's text selects `always`.
-fn huge_pages_mode_is_always(text: &str) -> bool {
-    text.split_whitespace().any(|mode| mode == "[always]")
+/// Whether the THP `enabled` files' texts (the first's, then each size's)
+/// map large anonymous folios without `madvise`.
+fn thp_modes_unasked<'a>(top: &str, sizes: impl IntoIterator<Item = &'a str>) -> bool {
+    let selected = |text: &str, mode: &str| text.split_whitespace().any(|m| m == mode);
+    let top_always = selected(top, "[always]");
+    top_always
+        || sizes
+            .into_iter()
+            .any(|size| selected(size, "[always]") || (top_always && selected(size, "[inherit]")))
 }
 
 /// The kernel's symbol table (`/proc/kallsyms`), None when unreadable.
@@ -377,13 +401,29 @@ mod tests {
         assert_eq!(lowest_module_in(""), None);
     }
 
-    /// The THP mode in brackets is the one in force.
+    /// The THP mode in brackets is the one in force; a size's `inherit`
+    /// is the first file's.
     #[test]
     fn huge_pages_mode() {
-        assert!(huge_pages_mode_is_always("[always] madvise never\n"));
-        assert!(!huge_pages_mode_is_always("always [madvise] never\n"));
-        assert!(!huge_pages_mode_is_always("always madvise [never]\n"));
-        assert!(!huge_pages_mode_is_always(""));
+        let never = "always inherit madvise [never]\n";
+        let inherit = "always [inherit] madvise never\n";
+        let always = "[always] inherit madvise never\n";
+        assert!(thp_modes_unasked("[always] madvise never\n", []));
+        assert!(!thp_modes_unasked(
+            "always [madvise] never\n",
+            [never, inherit]
+        ));
+        assert!(!thp_modes_unasked("always madvise [never]\n", [inherit]));
+        assert!(!thp_modes_unasked("", []));
+        // This machine's default but one size: 64 KiB folios on a fault.
+        assert!(thp_modes_unasked(
+            "always [madvise] never\n",
+            [never, always]
+        ));
+        assert!(thp_modes_unasked(
+            "[always] madvise never\n",
+            [never, inherit]
+        ));
     }
 
     /// The /proc paths are spelled as the kernel names them.
