@@ -62,6 +62,8 @@ struct Analyzer {
     profile: Profile,
     options: AnalyzeOptions,
     pending: FxHashMap<i32, FaultEntry>,
+    /// Per thread, the `mremap` it is in, until it returns.
+    mremaps: FxHashMap<i32, process::Mremap>,
     scratch: Vec<FrameKey>,
     /// The stacks of recent call chains.
     memo: ChainMemo,
@@ -309,6 +311,7 @@ impl Analyzer {
             },
             options,
             pending: FxHashMap::default(),
+            mremaps: FxHashMap::default(),
             scratch: Vec::with_capacity(128),
             memo: ChainMemo::default(),
             ignore_pid: None,
@@ -393,11 +396,7 @@ impl Analyzer {
                 tid,
                 call,
                 time,
-            } => {
-                if let Some(ledger) = &mut self.profile.resident {
-                    ledger.on_call((pid, tid), time, call);
-                }
-            }
+            } => self.on_memory_call((pid, tid), time, call),
             Event::Exit { pid, tid } => {
                 if pid == tid {
                     if let Some(ledger) = &mut self.profile.resident {
@@ -489,6 +488,49 @@ impl Analyzer {
             Owner::Program(self.profile.processes.program_of(runs_program_of))
         } else {
             Owner::Process(pid)
+        }
+    }
+
+    /// A memory syscall of thread `tid` of process `pid`, for the ledger;
+    /// an `mremap` that returned moves or resizes its mapping, of which
+    /// the kernel writes no mmap record (a realloc of a large block is
+    /// one: the faults in it had no target).
+    fn on_memory_call(&mut self, (pid, tid): (i32, i32), time: u64, call: decode::MemoryCall) {
+        if let Some(ledger) = &mut self.profile.resident {
+            ledger.on_call((pid, tid), time, call);
+        }
+        let done = match call {
+            decode::MemoryCall::Mremap {
+                addr,
+                old_len,
+                new_len,
+                flags,
+                ..
+            } => {
+                let asked = process::Mremap {
+                    addr,
+                    old_len,
+                    new_len,
+                    flags,
+                };
+                self.mremaps.insert(tid, asked);
+                None
+            }
+            decode::MemoryCall::MremapDone { ret } => self.mremaps.remove(&tid).zip(
+                // -4095..-1: an errno, nothing moved.
+                (!(-4095..0).contains(&ret)).then_some(ret as u64),
+            ),
+            _ => None,
+        };
+        let Some((asked, new_start)) = done else {
+            return;
+        };
+        if self.profile.processes.by_pid.contains_key(&pid) {
+            let process = self.profile.processes.get_or_create(pid);
+            process.space.remapped(&asked, new_start);
+        }
+        if let Some(ledger) = &mut self.profile.resident {
+            ledger.remapped(pid, asked, new_start);
         }
     }
 
@@ -1147,6 +1189,64 @@ pub(crate) mod tests {
         let (_, paths) = fault(&mut analyzer, 8);
         assert_eq!(paths, ["/usr/bin/other", "/usr/bin/other"]);
         assert_eq!(analyzer.memo.hits, 1);
+    }
+
+    /// An `mremap` that returned moves its mapping in the process's
+    /// address space (no mmap record says so); one that failed, or whose
+    /// thread never returned, moves nothing.
+    #[test]
+    fn mremap_moves_the_mapping_once_it_returns() {
+        use linux_perf_data::linux_perf_event_reader::RawData;
+        let mut analyzer = Analyzer::new(AnalyzeOptions::default());
+        analyzer.on_event(&Event::Mmap {
+            mapping: MmapRecord {
+                pid: 7,
+                avma: 0x10000,
+                len: 0x4000,
+                file_offset: 0,
+                prot: (libc::PROT_READ | libc::PROT_WRITE) as u32,
+                flags: (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u32,
+            },
+            path: RawData::Single(b"//anon"),
+            build_id: None,
+        });
+        let call = |analyzer: &mut Analyzer, tid, call| {
+            analyzer.on_event(&Event::MemoryCall {
+                pid: 7,
+                tid,
+                call,
+                time: 1,
+            })
+        };
+        let asked = decode::MemoryCall::Mremap {
+            addr: 0x10000,
+            old_len: 0x4000,
+            new_len: 0x8000,
+            flags: 1,
+            new_addr: 0,
+        };
+        let kind_at = |analyzer: &Analyzer, avma| {
+            let process = &analyzer.profile.processes.by_pid[&7];
+            process.space.find(avma).map(|m| m.value.kind)
+        };
+        // Failed (ENOMEM); then asked by thread 8, which never returns.
+        call(&mut analyzer, 7, asked);
+        call(
+            &mut analyzer,
+            7,
+            decode::MemoryCall::MremapDone { ret: -12 },
+        );
+        call(&mut analyzer, 8, asked);
+        assert_eq!(kind_at(&analyzer, 0x10000), Some(MapKind::Anon));
+        assert_eq!(kind_at(&analyzer, 0x40000), None);
+        call(&mut analyzer, 7, asked);
+        call(
+            &mut analyzer,
+            7,
+            decode::MemoryCall::MremapDone { ret: 0x40000 },
+        );
+        assert_eq!(kind_at(&analyzer, 0x10000), None);
+        assert_eq!(kind_at(&analyzer, 0x47fff), Some(MapKind::Anon));
     }
 
     #[test]

@@ -103,6 +103,25 @@ impl Modules {
     }
 }
 
+/// An `mremap` call: the range asked for, the length wanted, `MREMAP_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mremap {
+    /// Start of the old range (avma).
+    pub addr: u64,
+    /// Its bytes (0: a shared mapping duplicated).
+    pub old_len: u64,
+    /// Bytes wanted.
+    pub new_len: u64,
+    /// `MREMAP_*`.
+    pub flags: u64,
+}
+
+/// `MREMAP_DONTUNMAP`: the old range stays mapped (its pages moved).
+pub const MREMAP_DONTUNMAP: u64 = 4;
+
+/// `MREMAP_FIXED`: the destination was unmapped first.
+pub const MREMAP_FIXED: u64 = 2;
+
 /// What backs a mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MapKind {
@@ -174,6 +193,26 @@ impl AddressSpace {
     /// The mapping containing `avma`.
     pub fn find(&self, avma: u64) -> Option<&Mapping> {
         self.maps.find(avma)
+    }
+
+    /// `asked` (an `mremap`) returned `new_start`: the range it moved or
+    /// resized in place keeps the backing of the mapping it was in, its
+    /// file offset carried; the old range goes, unless it stays mapped
+    /// (`old_len` 0 duplicates a shared mapping; `MREMAP_DONTUNMAP`).
+    pub fn remapped(&mut self, asked: &Mremap, new_start: u64) {
+        let Some(old) = self.maps.find(asked.addr).cloned() else {
+            return;
+        };
+        if asked.old_len > 0 && asked.flags & MREMAP_DONTUNMAP == 0 {
+            self.maps
+                .remove(asked.addr..asked.addr.saturating_add(asked.old_len));
+        }
+        self.insert(Mapping {
+            start_avma: new_start,
+            end_avma: new_start.saturating_add(asked.new_len),
+            file_offset: old.file_offset_of(asked.addr),
+            value: old.value,
+        });
     }
 
     /// The address ranges of the private file mappings (the ones whose
@@ -650,6 +689,57 @@ mod tests {
                 .collect();
             assert_eq!(&got, after, "inserting {new:x?} into {before:x?}");
         }
+    }
+
+    /// `mremap` moves a mapping (its file offset carried, the old range
+    /// gone), grows or shrinks one in place, and leaves the old range
+    /// mapped where it duplicates (`old_len` 0) or is told to.
+    #[test]
+    fn remapped_mappings() {
+        let ranges = |space: &AddressSpace| -> Vec<(u64, u64, u64)> {
+            (space.maps.iter())
+                .map(|m| (m.start_avma, m.end_avma, m.file_offset))
+                .collect()
+        };
+        let asked = |addr, old_len, new_len, flags| Mremap {
+            addr,
+            old_len,
+            new_len,
+            flags,
+        };
+        let mut space = AddressSpace::default();
+        space.insert(map(0x10000, 0x18000, 0x100));
+        // Its last 0x4000 move to 0x40000, grown to 0x6000.
+        space.remapped(&asked(0x14000, 0x4000, 0x6000, 1), 0x40000);
+        let moved = [(0x10000, 0x14000, 0x100), (0x40000, 0x46000, 0x4100)];
+        assert_eq!(ranges(&space), moved);
+        assert_eq!(
+            space.find(0x45fff).map(|m| m.value.kind),
+            Some(MapKind::Anon)
+        );
+        // Grown in place, then shrunk in place.
+        space.remapped(&asked(0x10000, 0x4000, 0x8000, 1), 0x10000);
+        assert_eq!(ranges(&space)[0], (0x10000, 0x18000, 0x100));
+        space.remapped(&asked(0x10000, 0x8000, 0x2000, 0), 0x10000);
+        assert_eq!(ranges(&space)[0], (0x10000, 0x12000, 0x100));
+        // Duplicated, and moved with MREMAP_DONTUNMAP: the old stays.
+        space.remapped(&asked(0x10000, 0, 0x2000, 1), 0x60000);
+        space.remapped(
+            &asked(0x40000, 0x6000, 0x6000, 3 | MREMAP_DONTUNMAP),
+            0x80000,
+        );
+        assert_eq!(
+            ranges(&space),
+            [
+                (0x10000, 0x12000, 0x100),
+                (0x40000, 0x46000, 0x4100),
+                (0x60000, 0x62000, 0x100),
+                (0x80000, 0x86000, 0x4100),
+            ]
+        );
+        // Nothing mapped where it asked: nothing changes.
+        space.remapped(&asked(0x90000, 0x1000, 0x1000, 1), 0xa0000);
+        assert_eq!(ranges(&space).len(), 4);
     }
 
     /// Lookups hit the right mapping and miss gaps.

@@ -404,7 +404,8 @@ fn file_without_build_id_changed_after_recording() {
 
 /// A file mapping moved with mremap (no mmap record) and faulted at its
 /// new address: the faults are never attributed to the file (pfprof knows
-/// the reserved anonymous mapping there; see the README's limits).
+/// the reserved anonymous mapping there; see the README's limits), and
+/// are, where `--resident` records the syscall.
 #[test]
 fn mremap_moved_file_mapping_is_not_misattributed() {
     if !can_record() {
@@ -427,6 +428,22 @@ fn mremap_moved_file_mapping_is_not_misattributed() {
             show(&rows)
         );
         assert_eq!(r["target"]["region"], "anon", "{}", show(&rows));
+    }
+    // With --resident the syscall is recorded, and the mapping followed:
+    // the faults at the new address are the file's.
+    let resident = dir.join("resident");
+    std::fs::create_dir_all(&resident).unwrap();
+    let (output, report) = record_with(&resident, &["--resident"], &exe, &[data.to_str().unwrap()]);
+    assert!(output.status.success());
+    let rows = function_sites(&report, "read_moved");
+    assert!(total(&rows) >= 2, "{}", show(&rows));
+    for r in &rows {
+        assert_eq!(
+            r["target"]["object"],
+            data.to_str().unwrap(),
+            "{}",
+            show(&rows)
+        );
     }
 }
 

@@ -97,6 +97,12 @@ fn resident_memory_by_site_at_peak_and_exit() {
         assert!(out.status.success(), "{mode}");
         let resident = &report["resident"];
         assert_resident_fixture(resident, mode, &out.stdout);
+        // The memory mremap moved is still the anonymous mapping's (no
+        // mmap record says where it went; the syscall's does).
+        let grown = (resident["peak"]["top"].as_array().unwrap().iter())
+            .find(|s| s["function"] == "touch_grown")
+            .unwrap_or_else(|| panic!("{mode}: {resident:#}"));
+        assert_eq!(grown["target"]["object"], "[anon]", "{mode}: {grown}");
         // The flame graphs' lines: KiB per stack and target.
         let folded = std::fs::read_to_string(run_dir.join("out/resident.folded")).unwrap();
         assert!(
