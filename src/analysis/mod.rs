@@ -492,6 +492,7 @@ impl Analyzer {
     }
 
     /// A memory syscall of thread `tid` of process `pid`, for the ledger;
+    /// an `munmap` removes its range from the process's address space and
     /// an `mremap` that returned moves or resizes its mapping, of which
     /// the kernel writes no mmap record (a realloc of a large block is
     /// one: the faults in it had no target).
@@ -500,6 +501,13 @@ impl Analyzer {
             ledger.on_call((pid, tid), time, call);
         }
         let done = match call {
+            decode::MemoryCall::Munmap { addr, len } => {
+                if self.profile.processes.by_pid.contains_key(&pid) {
+                    let process = self.profile.processes.get_or_create(pid);
+                    process.space.unmapped(addr..addr.saturating_add(len));
+                }
+                None
+            }
             decode::MemoryCall::Mremap {
                 addr,
                 old_len,
@@ -1193,7 +1201,7 @@ pub(crate) mod tests {
 
     /// An `mremap` that returned moves its mapping in the process's
     /// address space (no mmap record says so); one that failed, or whose
-    /// thread never returned, moves nothing.
+    /// thread never returned, moves nothing; `munmap` removes its range.
     #[test]
     fn mremap_moves_the_mapping_once_it_returns() {
         use linux_perf_data::linux_perf_event_reader::RawData;
@@ -1247,6 +1255,14 @@ pub(crate) mod tests {
         );
         assert_eq!(kind_at(&analyzer, 0x10000), None);
         assert_eq!(kind_at(&analyzer, 0x47fff), Some(MapKind::Anon));
+        // munmap takes a range away.
+        let unmap = decode::MemoryCall::Munmap {
+            addr: 0x44000,
+            len: 0x4000,
+        };
+        call(&mut analyzer, 7, unmap);
+        assert_eq!(kind_at(&analyzer, 0x43fff), Some(MapKind::Anon));
+        assert_eq!(kind_at(&analyzer, 0x44000), None);
     }
 
     #[test]

@@ -195,6 +195,11 @@ impl AddressSpace {
         self.maps.find(avma)
     }
 
+    /// `munmap` took `range` away (no record but the syscall's says so).
+    pub fn unmapped(&mut self, range: std::ops::Range<u64>) {
+        self.maps.remove(range);
+    }
+
     /// `asked` (an `mremap`) returned `new_start`: the range it moved or
     /// resized in place keeps the backing of the mapping it was in, its
     /// file offset carried; the old range goes, unless it stays mapped
