@@ -502,9 +502,8 @@ impl Analyzer {
         }
         let done = match call {
             decode::MemoryCall::Munmap { addr, len } => {
-                if self.profile.processes.by_pid.contains_key(&pid) {
-                    let process = self.profile.processes.get_or_create(pid);
-                    process.space.unmapped(addr..addr.saturating_add(len));
+                if let Some(space) = self.profile.processes.space_to_change(pid) {
+                    space.unmapped(addr..addr.saturating_add(len));
                 }
                 None
             }
@@ -533,9 +532,8 @@ impl Analyzer {
         let Some((asked, new_start)) = done else {
             return;
         };
-        if self.profile.processes.by_pid.contains_key(&pid) {
-            let process = self.profile.processes.get_or_create(pid);
-            process.space.remapped(&asked, new_start);
+        if let Some(space) = self.profile.processes.space_to_change(pid) {
+            space.remapped(&asked, new_start);
         }
         if let Some(ledger) = &mut self.profile.resident {
             ledger.remapped(pid, asked, new_start);

@@ -450,6 +450,15 @@ impl Processes {
         process
     }
 
+    /// The address space of a process seen before, with a new stamp: the
+    /// caller changes it (a syscall's record: no mmap record says so).
+    pub fn space_to_change(&mut self, pid: i32) -> Option<&mut AddressSpace> {
+        if !self.by_pid.contains_key(&pid) {
+            return None;
+        }
+        Some(&mut self.get_or_create(pid).space)
+    }
+
     /// An mmap/mmap2 record: the kind of mapping it made, as placed.
     pub fn on_mmap(&mut self, m: MmapRecord, path: &[u8], build_id: Option<Vec<u8>>) -> MapKind {
         let MmapRecord {

@@ -336,7 +336,7 @@ struct KernelCounts {
 
 /// Pages a file fault maps around its own from small folios: the kernel's
 /// `fault_around_bytes` (64 KiB) by default. A large folio in the page
-/// cache is mapped whole (Linux 6.18: a fault on a freshly read file mapped
+/// cache is mapped whole (Linux 6.18: a fault on a file just written mapped
 /// up to 512 pages; chromium's binary, 17-32), within the page table.
 const FAULT_AROUND_PAGES: u64 = 16;
 /// Pages of a huge page (2 MiB), and of one page table.
