@@ -424,8 +424,12 @@ struct map_def SEC("maps") followed = {
 // The address spaces of the followed processes (mm → tgid), as their own
 // `rss_stat`s showed them: so that a change another task makes to one
 // (kswapd's or another process's reclaim, process_madvise) is recorded
-// as the owner's. An entry outlives its process (LRU): a reused mm of a
-// process not followed is written for a pid the analysis knows no more.
+// as the owner's. An entry goes at its mm's teardown (exit, the old mm of
+// an exec), and an owner's own change replaces an earlier owner's: the
+// kernel reuses a freed mm's memory for the next, whose fork copy (its
+// parent's doing) the entry would otherwise name the earlier owner's. One
+// left (LRU, a teardown with nothing resident) names a pid the analysis
+// knows no more, or is replaced at its new owner's first change.
 struct mm_owner {
 	// As the kernel's initial pid namespace has it, and as pfprof's does
 	// (the record's pid: another task's namespace cannot translate it).
@@ -1035,8 +1039,11 @@ INLINE int on_rss_stat(struct rss_ctx *ctx, __u32 max_cpus)
 		curr = mm == target;
 	}
 	if (curr) {
+		// Its owner now (an mm's address is reused once it is freed: an
+		// entry of an earlier owner left is replaced).
+		struct mm_owner *known = bpf_map_lookup_elem(&mm_owners, &target);
 		struct config *cfg;
-		if (!bpf_map_lookup_elem(&mm_owners, &target) &&
+		if ((!known || known->tgid != tgid) &&
 		    (cfg = bpf_map_lookup_elem(&config, &zero))) {
 			struct mm_owner o = {
 				.tgid = tgid,
@@ -1053,9 +1060,17 @@ INLINE int on_rss_stat(struct rss_ctx *ctx, __u32 max_cpus)
 		// the last one after the owner exited: teardown, not reclaim.
 		struct mm_owner *owner = bpf_map_lookup_elem(&mm_owners, &target);
 		__s32 users = 0;
-		if (!owner || owner->tgid == tgid ||
-		    bpf_probe_read_kernel(&users, 4, (void *)(target + rss->mm_users)) || users <= 0)
+		if (!owner)
 			return 0;
+		if (owner->tgid == tgid ||
+		    bpf_probe_read_kernel(&users, 4, (void *)(target + rss->mm_users)) || users <= 0) {
+			// A teardown: the mm is freed next, and its address may be
+			// the next fork's or exec's new mm, whose changes the entry
+			// would name this process's (chromium: a zygote's fork
+			// reported as a child's file pages dropping to one).
+			bpf_map_delete_elem(&mm_owners, &target);
+			return 0;
+		}
 		pid_tgid = ((__u64)owner->seen << 32) | owner->seen;
 	}
 	__s64 pages = rss_count(rss, target, member, max_cpus);

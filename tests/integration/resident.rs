@@ -664,3 +664,25 @@ fn the_hosts_resident_memory_by_program() {
     let peak_ns = resident["peak"]["time_ns"].as_u64().unwrap();
     assert!(peak_ns < 60_000_000_000, "{peak_ns}");
 }
+
+/// An address space's memory is reused once it is freed: a child's fork
+/// copy (its parent's doing) at the address another child's first address
+/// space had before that one exec'd is no change of that child's pages
+/// (fixtures/resident_reuse.c, twenty times). The collector named the
+/// earlier owner for it: 430 of its pages "taken back" from the running
+/// child and as many unattributed when it counted them again (chromium's
+/// zygote: up to 80,000).
+#[test]
+fn a_reused_address_space_is_not_its_earlier_owners() {
+    if !can_record() {
+        return;
+    }
+    let dir = temp_dir("resident_reuse");
+    let exe = compile_c(&dir, "resident_reuse.c", &[]);
+    let (out, report) = record_with(&dir, &["--resident"], &exe, &["/bin/sleep", "0.1"]);
+    assert!(out.status.success(), "{out:?}");
+    let pages = &report["resident"]["pages"];
+    // Nothing here reclaims, or gives pages back without a syscall.
+    assert_eq!(pages["taken_back"], 0, "{pages}");
+    assert_near_kernel(&report["resident"], "peak");
+}
